@@ -1,0 +1,5 @@
+"""`memfs mount`, `unmount`, `sync` and `status`."""
+
+from __future__ import annotations
+
+COMMANDS: dict = {}

@@ -1,0 +1,221 @@
+"""Every exception memfs raises, in one tree.
+
+Each layer raises its own branch; only the filesystem layer (`_fs`) turns them
+into errno values, and only the CLI turns them into exit statuses and
+sentences. The tree::
+
+    MemfsError                       anything memfs itself raises
+    ├── UsageError                   bad input from the person or the host
+    │   ├── InvalidPath              a memory path the contract forbids (api)
+    │   ├── InvalidSecret            a work item secret that does not decode (api)
+    │   ├── InvalidResources         a resources array that is not the contract's (api)
+    │   └── ConfigError              a flag, file or environment value memfs cannot use
+    ├── StoreError                   the Memory Store API said no, or could not be reached (client)
+    │   ├── TransportError           no answer after every retry: DNS, refused, reset, timeout
+    │   └── StatusError              an error answer; `.status`, `.type`, `.message`, `.request_id`
+    │       ├── InvalidRequest           400 invalid_request_error
+    │       ├── AuthenticationFailed     401 authentication_error
+    │       ├── PermissionDenied         403 permission_error
+    │       ├── NotFound                 404 not_found_error
+    │       ├── PreconditionFailed       409 memory_precondition_failed_error
+    │       ├── PathConflict             409 memory_path_conflict_error
+    │       ├── RequestTooLarge          413 request_too_large
+    │       ├── RateLimited              429 rate_limit_error
+    │       ├── ServerError              500 api_error (and any other 5xx)
+    │       └── Overloaded               529 overloaded_error
+    ├── CacheError                   the local cache refused an operation (cache)
+    │   ├── NoSuchEntry              no file or folder at that path
+    │   ├── EntryExists              something already stands at that path
+    │   ├── NotADirectory            a file where a folder was needed
+    │   ├── IsADirectory             a folder where a file was needed
+    │   ├── DirectoryNotEmpty        rmdir or rename over a folder with entries
+    │   ├── FileTooLarge             the content would pass 102,400 bytes
+    │   ├── NameTooLong              a name over 255 bytes or a path over 1,024
+    │   ├── ContentUnavailable       content not cached and the store cannot be reached
+    │   └── CacheCorrupt             the journal or a content file is unusable
+    └── MountError                   a store could not be mounted or unmounted (mount, supervisor)
+        └── SyncError                a sync pass, or a request for one, failed (sync, supervisor)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class MemfsError(Exception):
+    """Base of everything memfs raises. `str()` is one readable sentence."""
+
+
+class UsageError(MemfsError):
+    """Bad input from a person or the host: the CLI exits 2 with the sentence."""
+
+
+class InvalidPath(UsageError):
+    """A memory path that breaks one of the contract's path rules."""
+
+
+class InvalidSecret(UsageError):
+    """A work item secret that is not URL-safe base64 of the expected JSON."""
+
+
+class InvalidResources(UsageError):
+    """A `resources` array that does not follow the contract."""
+
+
+class ConfigError(UsageError):
+    """A flag, file or environment value that memfs cannot use."""
+
+
+class StoreError(MemfsError):
+    """The Memory Store API refused a request, or could not be reached."""
+
+
+class TransportError(StoreError):
+    """No HTTP answer after every retry (refused, reset, timed out, DNS)."""
+
+
+class StatusError(StoreError):
+    """An error answer from the API, with the fields of its error envelope."""
+
+    status: int = 0
+    error_type: str = ""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        error_type: str | None = None,
+        request_id: str | None = None,
+        extra: dict[str, Any] | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        if status is not None:
+            self.status = status
+        if error_type is not None:
+            self.error_type = error_type
+        self.request_id = request_id
+        self.extra = dict(extra or {})
+        self.retry_after = retry_after
+
+    @property
+    def type(self) -> str:
+        return self.error_type
+
+    def __str__(self) -> str:
+        return f"{self.message} ({self.status} {self.error_type})"
+
+
+class InvalidRequest(StatusError):
+    status, error_type = 400, "invalid_request_error"
+
+
+class AuthenticationFailed(StatusError):
+    status, error_type = 401, "authentication_error"
+
+
+class PermissionDenied(StatusError):
+    status, error_type = 403, "permission_error"
+
+
+class NotFound(StatusError):
+    status, error_type = 404, "not_found_error"
+
+
+class PreconditionFailed(StatusError):
+    status, error_type = 409, "memory_precondition_failed_error"
+
+
+class PathConflict(StatusError):
+    status, error_type = 409, "memory_path_conflict_error"
+
+    @property
+    def conflicting_memory_id(self) -> str | None:
+        return self.extra.get("conflicting_memory_id")
+
+    @property
+    def conflicting_path(self) -> str | None:
+        return self.extra.get("conflicting_path")
+
+
+class RequestTooLarge(StatusError):
+    status, error_type = 413, "request_too_large"
+
+
+class RateLimited(StatusError):
+    status, error_type = 429, "rate_limit_error"
+
+
+class ServerError(StatusError):
+    status, error_type = 500, "api_error"
+
+
+class Overloaded(StatusError):
+    status, error_type = 529, "overloaded_error"
+
+
+STATUS_ERRORS_BY_TYPE: dict[str, type[StatusError]] = {
+    cls.error_type: cls
+    for cls in (
+        InvalidRequest,
+        AuthenticationFailed,
+        PermissionDenied,
+        NotFound,
+        PreconditionFailed,
+        PathConflict,
+        RequestTooLarge,
+        RateLimited,
+        ServerError,
+        Overloaded,
+    )
+}
+
+
+class CacheError(MemfsError):
+    """The local cache refused an operation."""
+
+
+class NoSuchEntry(CacheError):
+    pass
+
+
+class EntryExists(CacheError):
+    pass
+
+
+class NotADirectory(CacheError):
+    pass
+
+
+class IsADirectory(CacheError):
+    pass
+
+
+class DirectoryNotEmpty(CacheError):
+    pass
+
+
+class FileTooLarge(CacheError):
+    pass
+
+
+class NameTooLong(CacheError):
+    pass
+
+
+class ContentUnavailable(CacheError):
+    pass
+
+
+class CacheCorrupt(CacheError):
+    pass
+
+
+class MountError(MemfsError):
+    """A store could not be mounted, or not unmounted cleanly."""
+
+
+class SyncError(MountError):
+    """A sync pass, or a request for one, failed."""
