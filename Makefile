@@ -1,0 +1,33 @@
+# The newcomer's entry points. `make demo` runs memfs for real on a local
+# `memfs serve` with a demo store; `make test` sets up and runs the suite.
+# `install` is a dependency of both: idempotent, and quick when already done.
+
+VENV := .venv
+PY := $(VENV)/bin/python
+
+.PHONY: install demo test bench lint format clean
+
+install:
+	@bash scripts/install.sh test
+
+demo: install
+	@bash scripts/demo.sh
+
+test: install
+	$(VENV)/bin/pytest -q
+
+bench: install
+	@bash scripts/install.sh test,bench
+	$(PY) bench/server_bench.py
+	$(PY) bench/agent_workload.py
+
+lint: install
+	$(VENV)/bin/ruff check memfs tests bench
+	$(VENV)/bin/ruff format --check memfs tests bench
+
+format: install
+	$(VENV)/bin/ruff format memfs tests bench
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache bench/results
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Sets up everything memfs needs on a Debian 12 machine, and does nothing that
+# is already done: system packages (as root, only when missing), the .venv
+# virtualenv, and an editable install with the given extras (default: test).
+# Re-installs the package only when pyproject.toml changed since the last run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+extras="${1:-test}"
+system_packages=(fuse3 libfuse3-dev pkg-config)
+python="${PYTHON:-python3}"
+
+missing=()
+for pkg in "${system_packages[@]}"; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+    if [[ $(id -u) -eq 0 ]]; then
+        echo "install: apt-get install ${missing[*]}"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    else
+        echo "install: missing system packages ${missing[*]}; run as root or: sudo apt-get install ${missing[*]}" >&2
+        exit 1
+    fi
+fi
+
+if [[ ! -x .venv/bin/python ]]; then
+    echo "install: creating .venv with $("$python" --version)"
+    "$python" -m venv .venv
+fi
+
+stamp=".venv/.memfs-installed-${extras//,/-}"
+if [[ ! -f "$stamp" || pyproject.toml -nt "$stamp" ]]; then
+    echo "install: pip install -e '.[$extras]'"
+    .venv/bin/python -m pip install -q -e ".[$extras]"
+    touch "$stamp"
+fi
