@@ -1,0 +1,45 @@
+"""Fixtures shared by every tier. Each engineer keeps to their own region."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support import ServerProcess
+
+# ---- memfs serve (server work) ------------------------------------------
+
+
+@pytest.fixture
+def memfs_server(tmp_path: Path) -> Iterator[ServerProcess]:
+    """A fresh `memfs serve` subprocess (token `test-token`, empty database),
+    stopped with SIGTERM at teardown. `.url`, `.token`, `.db_path`,
+    `.restart()`, `.stop()`, `.create_store(name)`."""
+    server = ServerProcess(tmp_path / "store.sqlite3").start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_memfs_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """One `memfs serve` for a whole test module: cheaper, for tests that only
+    need a store of their own (make one with `make_store`). Do not stop it."""
+    server = ServerProcess(tmp_path_factory.mktemp("serve") / "store.sqlite3").start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def make_store(memfs_server: ServerProcess) -> Callable[..., dict]:
+    """`make_store(name="test store", **fields)` creates a store on
+    `memfs_server` over HTTP and returns its JSON (`["id"]` is the store id)."""
+    return memfs_server.create_store
+
+
+# ---- end of memfs serve fixtures ------------------------------------------
