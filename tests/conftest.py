@@ -43,3 +43,29 @@ def make_store(memfs_server: ServerProcess) -> Callable[..., dict]:
 
 
 # ---- end of memfs serve fixtures ------------------------------------------
+
+
+# ---- StoreClient (client work) ---------------------------------------------
+
+
+@pytest.fixture
+async def store_client(shared_memfs_server: ServerProcess):
+    """A StoreClient on `shared_memfs_server`, with short backoffs."""
+    from memfs._client import StoreClient
+
+    async with StoreClient(
+        shared_memfs_server.url, shared_memfs_server.token, backoff_base=0.01, backoff_max=0.05
+    ) as client:
+        yield client
+
+
+@pytest.fixture
+async def store_id(store_client) -> str:
+    """The id of a fresh, empty store on `shared_memfs_server`; `store_client`'s
+    stats are reset after creating it."""
+    store = await store_client.create_store("contract test")
+    store_client.stats.reset()
+    return store.id
+
+
+# ---- end of StoreClient fixtures -------------------------------------------
