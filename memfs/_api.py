@@ -161,7 +161,11 @@ def parse_work_item_secret(text: str) -> WorkItemSecret:
         obj = json.loads(decoded)
     except (binascii.Error, ValueError, UnicodeDecodeError):
         raise InvalidSecret("the work item secret is not URL-safe base64 of a JSON object")
-    if not isinstance(obj, dict) or not isinstance(obj.get("sessions_token"), str) or not obj["sessions_token"]:
+    if (
+        not isinstance(obj, dict)
+        or not isinstance(obj.get("sessions_token"), str)
+        or not obj["sessions_token"]
+    ):
         raise InvalidSecret("the work item secret has no sessions_token")
     url = obj.get("api_base_url")
     if url is not None and not isinstance(url, str):
@@ -201,7 +205,9 @@ def parse_resources(obj: Any) -> list[Resource]:
             raise InvalidResources(f"resources[{i}] has no memory_store_id")
         access = item.get("access", ACCESS_READ_WRITE)
         if access not in (ACCESS_READ_WRITE, ACCESS_READ_ONLY):
-            raise InvalidResources(f"resources[{i}] has access {access!r}: use read_write or read_only")
+            raise InvalidResources(
+                f"resources[{i}] has access {access!r}: use read_write or read_only"
+            )
         mount_path = item.get("mount_path")
         if mount_path is not None and not isinstance(mount_path, str):
             raise InvalidResources(f"resources[{i}] has a mount_path that is not a string")

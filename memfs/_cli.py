@@ -62,7 +62,9 @@ def _commands():
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="memfs", description="Memory Stores as ordinary folders, over FUSE.")
     parser.add_argument("--version", action="version", version=f"memfs {__version__}")
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name, (help_text, setup, run) in _commands().items():

@@ -29,6 +29,7 @@ sentences. The tree::
     │   ├── NotADirectory            a file where a folder was needed
     │   ├── IsADirectory             a folder where a file was needed
     │   ├── DirectoryNotEmpty        rmdir or rename over a folder with entries
+    │   ├── InvalidMove              a folder moved into itself
     │   ├── FileTooLarge             the content would pass 102,400 bytes
     │   ├── NameTooLong              a name over 255 bytes or a path over 1,024
     │   ├── ContentUnavailable       content not cached and the store cannot be reached
@@ -194,6 +195,10 @@ class IsADirectory(CacheError):
 
 
 class DirectoryNotEmpty(CacheError):
+    pass
+
+
+class InvalidMove(CacheError):
     pass
 
 

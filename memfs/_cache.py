@@ -1,0 +1,998 @@
+"""The durable local state of one mounted store: the tree, the contents, and
+what is still to be agreed with the store.
+
+What is promised:
+
+- Every file and folder of the mount is a `Node` with a stable id (the inode
+  number the filesystem shows). Ids are never reused.
+- A file's content lives in `contents/<id>` under the store's cache folder,
+  written there before `write()` returns. The journal (SQLite, WAL) records
+  for each file its base (the memory id, `content_sha256` and path last
+  agreed with the store), whether it changed locally, and the pending deletes
+  (`Tombstone`). The journal row says "dirty" before the bytes are written,
+  so a killed process never leaves changed content that the journal calls
+  clean. `fsync()` makes both durable against power loss too.
+- Clean contents are evicted least-recently-used within a size budget; dirty
+  contents and open files never are.
+- The tree is held in memory as well (a store has at most a few thousand
+  entries), so lookups and stats never touch the disk.
+
+The cache knows nothing of FUSE or HTTP: the filesystem calls the methods
+under "local changes", the sync engine those under "agreement with the
+store", and content that is not here yet comes from a `ContentSource`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sqlite3
+import stat as statmod
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+
+import cachetools
+import trio
+
+from ._api import (
+    MARKER_NAME,
+    MAX_CONTENT_BYTES,
+    MAX_NAME_BYTES,
+    MAX_PATH_BYTES,
+    check_name,
+    content_sha256,
+    join_path,
+)
+from ._exceptions import (
+    CacheCorrupt,
+    ContentUnavailable,
+    DirectoryNotEmpty,
+    EntryExists,
+    FileTooLarge,
+    InvalidMove,
+    IsADirectory,
+    MemfsError,
+    NameTooLong,
+    NoSuchEntry,
+    NotADirectory,
+)
+
+log = logging.getLogger("memfs.cache")
+
+ROOT_ID = 1
+FIRST_NODE_ID = 16  # ids below are reserved for the root and synthetic files (the marker)
+DEFAULT_BUDGET_BYTES = 256 * 1024 * 1024
+
+FILE = "file"
+DIR = "dir"
+
+ContentSource = Callable[[str], Awaitable[tuple[bytes, str]]]
+"""Fetches a memory's content by id: returns (content, content_sha256)."""
+
+
+@dataclass(eq=False)
+class Node:
+    """One file or folder of the mount, as the filesystem shows it."""
+
+    id: int
+    kind: str
+    parent: int
+    name: str
+    path: str
+    mode: int
+    mtime_ns: int
+    ctime_ns: int
+    size: int = 0
+    memory_id: str | None = None
+    base_sha: str | None = None
+    base_path: str | None = None
+    dirty: bool = False
+    changed: bool = False
+    cached: bool = False
+    local_dir: bool = False
+    refused_sha: str | None = None
+    refused_reason: str | None = None
+    gen: int = 0
+    open_count: int = 0
+    fd: int | None = None
+    orphan: bool = False
+    fetching: trio.Event | None = field(default=None, repr=False)
+
+    @property
+    def is_dir(self) -> bool:
+        return self.kind == DIR
+
+
+@dataclass(frozen=True)
+class Tombstone:
+    """A memory deleted locally and not yet deleted in the store."""
+
+    memory_id: str
+    path: str
+    base_sha: str
+    deleted_at: float
+
+
+@dataclass(frozen=True)
+class Change:
+    """A snapshot of a changed file taken by the sync engine before it talks to the store."""
+
+    node_id: int
+    gen: int
+    path: str
+    memory_id: str | None
+    base_sha: str | None
+    base_path: str | None
+    dirty: bool
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS nodes (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    parent INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    mode INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    ctime_ns INTEGER NOT NULL,
+    size INTEGER NOT NULL DEFAULT 0,
+    memory_id TEXT,
+    base_sha TEXT,
+    base_path TEXT,
+    dirty INTEGER NOT NULL DEFAULT 0,
+    changed INTEGER NOT NULL DEFAULT 0,
+    cached INTEGER NOT NULL DEFAULT 0,
+    local_dir INTEGER NOT NULL DEFAULT 0,
+    refused_sha TEXT,
+    refused_reason TEXT,
+    UNIQUE (parent, name)
+);
+CREATE INDEX IF NOT EXISTS nodes_changed ON nodes (changed) WHERE changed = 1;
+CREATE TABLE IF NOT EXISTS tombstones (
+    memory_id TEXT PRIMARY KEY,
+    path TEXT NOT NULL,
+    base_sha TEXT NOT NULL,
+    deleted_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta (
+    key TEXT PRIMARY KEY,
+    value TEXT
+);
+"""
+
+_NODE_COLUMNS = (
+    "id, parent, name, kind, mode, mtime_ns, ctime_ns, size, memory_id, base_sha, base_path, "
+    "dirty, changed, cached, local_dir, refused_sha, refused_reason"
+)
+
+
+def _now_ns() -> int:
+    return time.time_ns()
+
+
+class StoreCache:
+    """The tree, contents and journal of one store, under `<cache_dir>/<store_id>/`."""
+
+    def __init__(
+        self,
+        root_dir: str,
+        store_id: str,
+        *,
+        budget_bytes: int = DEFAULT_BUDGET_BYTES,
+        source: ContentSource | None = None,
+    ) -> None:
+        self.store_id = store_id
+        self.dir = os.path.join(root_dir, store_id)
+        self.contents_dir = os.path.join(self.dir, "contents")
+        self.conflicts_dir = os.path.join(self.dir, "conflicts")
+        self.source = source
+        self.budget_bytes = budget_bytes
+        self.nodes: dict[int, Node] = {}
+        self.children: dict[int, dict[str, int]] = {}
+        self.tombstones: dict[str, Tombstone] = {}
+        self.changed_ids: set[int] = set()
+        self.on_change: Callable[[], None] | None = None
+        """Called after every local change: the sync engine's cue."""
+        self._lru: cachetools.LRUCache = _EvictingLRU(budget_bytes, self._evict)
+        try:
+            os.makedirs(self.contents_dir, exist_ok=True)
+            os.makedirs(self.conflicts_dir, exist_ok=True)
+            self.db = sqlite3.connect(
+                os.path.join(self.dir, "journal.sqlite3"),
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.executescript(_SCHEMA)
+            self._load()
+        except (OSError, sqlite3.Error) as e:
+            raise CacheCorrupt(f"cannot open the cache at {self.dir}: {e}") from e
+
+    # ---------------------------------------------------------------- loading
+
+    def _load(self) -> None:
+        now = _now_ns()
+        if self.db.execute("SELECT 1 FROM nodes WHERE id = ?", (ROOT_ID,)).fetchone() is None:
+            self.db.execute(
+                "INSERT INTO nodes (id, parent, name, kind, mode, mtime_ns, ctime_ns, local_dir) "
+                "VALUES (?, 0, '', 'dir', ?, ?, ?, 1)",
+                (ROOT_ID, 0o755, now, now),
+            )
+            self.db.execute(
+                "UPDATE sqlite_sequence SET seq = ? WHERE name = 'nodes'", (FIRST_NODE_ID - 1,)
+            )
+        rows = self.db.execute(f"SELECT {_NODE_COLUMNS} FROM nodes ORDER BY id").fetchall()
+        for r in rows:
+            node = Node(
+                id=r[0], parent=r[1], name=r[2], kind=r[3], mode=r[4], mtime_ns=r[5],
+                ctime_ns=r[6], size=r[7], memory_id=r[8], base_sha=r[9], base_path=r[10],
+                dirty=bool(r[11]), changed=bool(r[12]), cached=bool(r[13]),
+                local_dir=bool(r[14]), refused_sha=r[15], refused_reason=r[16], path="",
+            )  # fmt: skip
+            self.nodes[node.id] = node
+            if node.is_dir:
+                self.children.setdefault(node.id, {})
+        for node in self.nodes.values():
+            if node.id != ROOT_ID:
+                self.children.setdefault(node.parent, {})[node.name] = node.id
+        self._assign_paths(ROOT_ID, "/")
+        # Content files are the truth for sizes; a file whose content vanished is not cached.
+        for node in list(self.nodes.values()):
+            if node.kind != FILE:
+                continue
+            if node.cached or node.dirty:
+                try:
+                    node.size = os.stat(self._content_path(node.id)).st_size
+                    node.cached = True
+                except FileNotFoundError:
+                    if node.dirty:
+                        log.error("content of changed file %s is missing from the cache", node.path)
+                        node.dirty = False
+                    node.cached = False
+            if node.changed:
+                self.changed_ids.add(node.id)
+            if node.cached and not node.dirty:
+                self._lru[node.id] = node.size
+        for memory_id, path, sha, deleted_at in self.db.execute(
+            "SELECT memory_id, path, base_sha, deleted_at FROM tombstones"
+        ):
+            self.tombstones[memory_id] = Tombstone(memory_id, path, sha, deleted_at)
+        self._remove_strays()
+
+    def _assign_paths(self, node_id: int, path: str) -> None:
+        stack = [(node_id, path)]
+        while stack:
+            nid, p = stack.pop()
+            self.nodes[nid].path = p
+            for name, cid in self.children.get(nid, {}).items():
+                stack.append((cid, join_path(p, name)))
+
+    def _remove_strays(self) -> None:
+        """Delete content files that no node owns (left by a kill during an unlink)."""
+        for name in os.listdir(self.contents_dir):
+            base = name.split(".", 1)[0]
+            if not base.isdigit() or int(base) not in self.nodes or "." in name:
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(self.contents_dir, name))
+
+    def close(self) -> None:
+        for node in self.nodes.values():
+            if node.fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(node.fd)
+                node.fd = None
+        with contextlib.suppress(sqlite3.Error):
+            self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self.db.close()
+
+    # ------------------------------------------------------------------ meta
+
+    def get_meta(self, key: str) -> str | None:
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        self.db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    # ---------------------------------------------------------------- queries
+
+    def node(self, node_id: int) -> Node:
+        try:
+            return self.nodes[node_id]
+        except KeyError:
+            raise NoSuchEntry(f"no entry with id {node_id}")
+
+    def lookup(self, parent_id: int, name: str) -> Node:
+        kids = self.children.get(parent_id)
+        if kids is None:
+            raise NotADirectory(f"{self.node(parent_id).path} is not a folder")
+        try:
+            return self.nodes[kids[name]]
+        except KeyError:
+            raise NoSuchEntry(f"no {name!r} in {self.nodes[parent_id].path}")
+
+    def find(self, path: str) -> Node | None:
+        node = self.nodes[ROOT_ID]
+        for name in path.strip("/").split("/") if path != "/" else []:
+            kids = self.children.get(node.id)
+            if kids is None or name not in kids:
+                return None
+            node = self.nodes[kids[name]]
+        return node
+
+    def list_dir(self, node_id: int) -> list[tuple[str, Node]]:
+        kids = self.children.get(node_id)
+        if kids is None:
+            raise NotADirectory(f"{self.node(node_id).path} is not a folder")
+        return [(name, self.nodes[kids[name]]) for name in sorted(kids)]
+
+    def subdir_count(self, node_id: int) -> int:
+        return sum(1 for cid in self.children.get(node_id, {}).values() if self.nodes[cid].is_dir)
+
+    def files(self) -> Iterator[Node]:
+        return (n for n in self.nodes.values() if n.kind == FILE and not n.orphan)
+
+    def file_count(self) -> int:
+        return sum(1 for _ in self.files())
+
+    def cached_bytes(self) -> int:
+        return sum(n.size for n in self.files() if n.cached)
+
+    # --------------------------------------------------------- local changes
+
+    def _check_new_name(self, parent: Node, name: str) -> str:
+        if not parent.is_dir:
+            raise NotADirectory(f"{parent.path} is not a folder")
+        if len(name.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES:
+            raise NameTooLong(f"the name {name[:40]!r}... is longer than {MAX_NAME_BYTES} bytes")
+        check_name(name)
+        path = join_path(parent.path, name)
+        if len(path.encode("utf-8")) > MAX_PATH_BYTES:
+            raise NameTooLong(f"the path {path[:40]!r}... is longer than {MAX_PATH_BYTES} bytes")
+        if parent.id == ROOT_ID and name == MARKER_NAME:
+            raise EntryExists(f"{MARKER_NAME} is the store's marker")
+        if name in self.children[parent.id]:
+            raise EntryExists(f"{path} already exists")
+        return path
+
+    def _insert(self, node: Node) -> Node:
+        cur = self.db.execute(
+            "INSERT INTO nodes (parent, name, kind, mode, mtime_ns, ctime_ns, size, memory_id, "
+            "base_sha, base_path, dirty, changed, cached, local_dir) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                node.parent, node.name, node.kind, node.mode, node.mtime_ns, node.ctime_ns,
+                node.size, node.memory_id, node.base_sha, node.base_path, int(node.dirty),
+                int(node.changed), int(node.cached), int(node.local_dir),
+            ),
+        )  # fmt: skip
+        node.id = cur.lastrowid
+        self.nodes[node.id] = node
+        self.children[node.parent][node.name] = node.id
+        if node.is_dir:
+            self.children[node.id] = {}
+        self.nodes[node.parent].mtime_ns = node.ctime_ns
+        return node
+
+    def _save(self, node: Node) -> None:
+        self.db.execute(
+            "UPDATE nodes SET parent=?, name=?, mode=?, mtime_ns=?, ctime_ns=?, size=?, "
+            "memory_id=?, base_sha=?, base_path=?, dirty=?, changed=?, cached=?, local_dir=?, "
+            "refused_sha=?, refused_reason=? WHERE id=?",
+            (
+                node.parent, node.name, node.mode, node.mtime_ns, node.ctime_ns, node.size,
+                node.memory_id, node.base_sha, node.base_path, int(node.dirty),
+                int(node.changed), int(node.cached), int(node.local_dir), node.refused_sha,
+                node.refused_reason, node.id,
+            ),
+        )  # fmt: skip
+
+    def _mark_changed(self, node: Node, *, content: bool) -> None:
+        """Record a local change durably before the caller touches the content."""
+        node.gen += 1
+        was = (node.dirty, node.changed)
+        if content:
+            node.dirty = True
+        node.changed = True
+        self.changed_ids.add(node.id)
+        self._lru.pop(node.id, None)
+        if (node.dirty, node.changed) != was:
+            self._save(node)
+        if self.on_change is not None:
+            self.on_change()
+
+    def mkdir(self, parent_id: int, name: str, mode: int) -> Node:
+        parent = self.node(parent_id)
+        path = self._check_new_name(parent, name)
+        now = _now_ns()
+        node = Node(
+            id=0, kind=DIR, parent=parent_id, name=name, path=path, mode=mode & 0o7777,
+            mtime_ns=now, ctime_ns=now, local_dir=True,
+        )  # fmt: skip
+        return self._insert(node)
+
+    def create(self, parent_id: int, name: str, mode: int) -> Node:
+        """A new empty file, changed locally, content cached (and empty)."""
+        parent = self.node(parent_id)
+        path = self._check_new_name(parent, name)
+        now = _now_ns()
+        node = Node(
+            id=0, kind=FILE, parent=parent_id, name=name, path=path, mode=mode & 0o7777,
+            mtime_ns=now, ctime_ns=now, dirty=True, changed=True, cached=True,
+        )  # fmt: skip
+        with self._transaction():
+            adopted = self._adopt_tombstone(path)
+            if adopted is not None:
+                node.memory_id, node.base_sha, node.base_path = adopted
+            self._insert(node)
+            self._write_content_file(node.id, b"")
+        self.changed_ids.add(node.id)
+        node.gen = 1
+        if self.on_change is not None:
+            self.on_change()
+        return node
+
+    def unlink(self, parent_id: int, name: str) -> Node:
+        node = self.lookup(parent_id, name)
+        if node.is_dir:
+            raise IsADirectory(f"{node.path} is a folder")
+        with self._transaction():
+            self._detach(node)
+        return node
+
+    def rmdir(self, parent_id: int, name: str) -> None:
+        node = self.lookup(parent_id, name)
+        if not node.is_dir:
+            raise NotADirectory(f"{node.path} is not a folder")
+        if self.children[node.id]:
+            raise DirectoryNotEmpty(f"{node.path} is not empty")
+        with self._transaction():
+            self._detach(node)
+
+    def _detach(self, node: Node) -> None:
+        """Take a node out of the tree; a file still open lives on as an orphan until released."""
+        del self.children[node.parent][node.name]
+        self.nodes[node.parent].mtime_ns = _now_ns()
+        if node.is_dir:
+            del self.children[node.id]
+            del self.nodes[node.id]
+            self.db.execute("DELETE FROM nodes WHERE id = ?", (node.id,))
+            return
+        if node.memory_id is not None:
+            self._add_tombstone(node.memory_id, node.base_path or node.path, node.base_sha or "")
+        self.db.execute("DELETE FROM nodes WHERE id = ?", (node.id,))
+        self.changed_ids.discard(node.id)
+        self._lru.pop(node.id, None)
+        node.memory_id = None
+        node.changed = node.dirty = False
+        if node.open_count > 0:
+            node.orphan = True
+        else:
+            self._drop(node)
+        if self.on_change is not None:
+            self.on_change()
+
+    def _drop(self, node: Node) -> None:
+        self.nodes.pop(node.id, None)
+        if node.fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(node.fd)
+            node.fd = None
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._content_path(node.id))
+
+    def _add_tombstone(self, memory_id: str, path: str, base_sha: str) -> None:
+        stone = Tombstone(memory_id, path, base_sha, time.time())
+        self.tombstones[memory_id] = stone
+        self.db.execute(
+            "INSERT OR REPLACE INTO tombstones (memory_id, path, base_sha, deleted_at) VALUES (?, ?, ?, ?)",
+            (memory_id, path, base_sha, stone.deleted_at),
+        )
+
+    def _adopt_tombstone(self, path: str) -> tuple[str, str, str] | None:
+        """A file deleted and written again at the same path before the store saw the
+        delete is one update of the same memory: take its pending delete back."""
+        for stone in self.tombstones.values():
+            if stone.path == path:
+                self.tombstone_done(stone.memory_id)
+                return stone.memory_id, stone.base_sha, stone.path
+        return None
+
+    def rename(
+        self,
+        old_parent: int,
+        old_name: str,
+        new_parent: int,
+        new_name: str,
+        *,
+        noreplace: bool = False,
+    ) -> Node:
+        """Move a file or folder; over an existing file, the moved file takes the
+        target's place in the store (an editor's save is one update of the target)."""
+        node = self.lookup(old_parent, old_name)
+        dest_parent = self.node(new_parent)
+        if not dest_parent.is_dir:
+            raise NotADirectory(f"{dest_parent.path} is not a folder")
+        if node.is_dir:
+            p: Node | None = dest_parent
+            while p is not None and p.id != ROOT_ID:
+                if p.id == node.id:
+                    raise InvalidMove(f"cannot move {node.path} into itself")
+                p = self.nodes.get(p.parent)
+        target = self.children[new_parent].get(new_name)
+        if target == node.id:
+            return node
+        if target is None:
+            self._check_new_name(dest_parent, new_name)
+        else:
+            if noreplace:
+                raise EntryExists(f"{join_path(dest_parent.path, new_name)} already exists")
+            t = self.nodes[target]
+            if t.is_dir and not node.is_dir:
+                raise IsADirectory(f"{t.path} is a folder")
+            if node.is_dir and not t.is_dir:
+                raise NotADirectory(f"{t.path} is not a folder")
+            if t.is_dir and self.children[t.id]:
+                raise DirectoryNotEmpty(f"{t.path} is not empty")
+        with self._transaction():
+            inherit = None
+            if target is not None:
+                t = self.nodes[target]
+                if not t.is_dir and t.memory_id is not None:
+                    # The moved file takes the target's memory over (an editor's save is one
+                    # update of the target); the memory it had itself is deleted instead.
+                    inherit = (t.memory_id, t.base_sha, t.base_path)
+                    t.memory_id = None
+                    if node.memory_id is not None:
+                        self._add_tombstone(
+                            node.memory_id, node.base_path or node.path, node.base_sha or ""
+                        )
+                self._detach(t)
+            elif not node.is_dir and node.memory_id is None:
+                inherit = self._adopt_tombstone(join_path(dest_parent.path, new_name))
+            del self.children[old_parent][old_name]
+            node.parent, node.name = new_parent, new_name
+            self.children[new_parent][new_name] = node.id
+            now = _now_ns()
+            node.ctime_ns = now
+            self.nodes[old_parent].mtime_ns = self.nodes[new_parent].mtime_ns = now
+            self._assign_paths(node.id, join_path(dest_parent.path, new_name))
+            if inherit is not None:
+                node.memory_id, node.base_sha, node.base_path = inherit
+                node.dirty = True
+            if node.is_dir:
+                node.local_dir = True
+                self._save(node)
+                for f in self._files_under(node):
+                    if f.memory_id is not None:
+                        self._mark_changed(f, content=False)
+            else:
+                node.gen += 1
+                node.changed = True
+                self.changed_ids.add(node.id)
+                self._save(node)
+        if self.on_change is not None:
+            self.on_change()
+        return node
+
+    def _files_under(self, node: Node) -> Iterator[Node]:
+        stack = [node.id]
+        while stack:
+            for cid in self.children.get(stack.pop(), {}).values():
+                c = self.nodes[cid]
+                if c.is_dir:
+                    stack.append(cid)
+                else:
+                    yield c
+
+    def chmod(self, node_id: int, mode: int) -> None:
+        node = self.node(node_id)
+        node.mode = mode & 0o7777
+        node.ctime_ns = _now_ns()
+        if not node.orphan:
+            self._save(node)
+
+    def set_times(self, node_id: int, mtime_ns: int | None) -> None:
+        node = self.node(node_id)
+        if mtime_ns is not None:
+            node.mtime_ns = mtime_ns
+        node.ctime_ns = _now_ns()
+        if not node.orphan:
+            self._save(node)
+
+    # ------------------------------------------------------------ contents
+
+    def _content_path(self, node_id: int) -> str:
+        return os.path.join(self.contents_dir, str(node_id))
+
+    def _write_content_file(self, node_id: int, content: bytes) -> None:
+        """Replace a content file atomically; an open descriptor follows the new content."""
+        path = self._content_path(node_id)
+        tmp = path + ".new"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, content)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        node = self.nodes.get(node_id)
+        if node is not None and node.fd is not None:
+            new_fd = os.open(path, os.O_RDWR)
+            os.dup2(new_fd, node.fd)
+            os.close(new_fd)
+
+    async def open(self, node_id: int, *, truncate: bool = False) -> Node:
+        """Make a file's content available locally (fetching it if need be) and hold it open."""
+        node = self.node(node_id)
+        if node.is_dir:
+            raise IsADirectory(f"{node.path} is a folder")
+        if truncate:
+            self.truncate_content(node, 0)
+        elif not node.cached:
+            await self._fetch(node)
+        if node.fd is None:
+            try:
+                node.fd = os.open(self._content_path(node.id), os.O_RDWR)
+            except OSError as e:
+                raise CacheCorrupt(f"content of {node.path} is missing from the cache: {e}")
+        node.open_count += 1
+        self._touch(node)
+        return node
+
+    async def _fetch(self, node: Node) -> None:
+        if node.fetching is not None:
+            await node.fetching.wait()
+            if node.cached:
+                return
+        if node.memory_id is None or self.source is None:
+            raise ContentUnavailable(
+                f"{node.path} has no content here and no store to fetch it from"
+            )
+        node.fetching = trio.Event()
+        try:
+            memory_id = node.memory_id
+            try:
+                content, sha = await self.source(memory_id)
+            except MemfsError as e:
+                raise ContentUnavailable(f"cannot fetch {node.path}: {e}")
+            if node.cached or node.memory_id != memory_id or node.orphan:
+                return
+            self._write_content_file(node.id, content)
+            node.cached = True
+            node.size = len(content)
+            if node.base_sha != sha:
+                node.base_sha = sha
+            self._save(node)
+            self._lru[node.id] = node.size
+        finally:
+            node.fetching.set()
+            node.fetching = None
+
+    async def ensure_cached(self, node_id: int) -> bool:
+        """Fetch a file's content if it is not here yet; True when it was fetched."""
+        node = self.nodes.get(node_id)
+        if node is None or node.is_dir or node.cached or node.orphan:
+            return False
+        await self._fetch(node)
+        return True
+
+    def release(self, node_id: int) -> None:
+        node = self.nodes.get(node_id)
+        if node is None:
+            return
+        node.open_count = max(0, node.open_count - 1)
+        if node.open_count == 0:
+            if node.fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(node.fd)
+                node.fd = None
+            if node.orphan:
+                self._drop(node)
+                return
+            self._save(node)
+            if not node.dirty and node.cached:
+                self._lru[node.id] = node.size
+
+    def read(self, node: Node, offset: int, size: int) -> bytes:
+        if node.fd is None:
+            raise CacheCorrupt(f"{node.path} is not open")
+        return os.pread(node.fd, size, offset)
+
+    def write(self, node: Node, offset: int, data: bytes) -> int:
+        end = offset + len(data)
+        if end > MAX_CONTENT_BYTES:
+            raise FileTooLarge(
+                f"{node.path} would be {end} bytes; a memory holds at most {MAX_CONTENT_BYTES}"
+            )
+        if node.fd is None:
+            raise CacheCorrupt(f"{node.path} is not open")
+        if not node.orphan:
+            self._mark_changed(node, content=True)
+        n = os.pwrite(node.fd, data, offset)
+        if end > node.size:
+            node.size = end
+        node.mtime_ns = node.ctime_ns = _now_ns()
+        return n
+
+    def truncate(self, node_id: int, size: int) -> None:
+        node = self.node(node_id)
+        if node.is_dir:
+            raise IsADirectory(f"{node.path} is a folder")
+        self.truncate_content(node, size)
+
+    def truncate_content(self, node: Node, size: int) -> None:
+        if size > MAX_CONTENT_BYTES:
+            raise FileTooLarge(
+                f"{node.path} would be {size} bytes; a memory holds at most {MAX_CONTENT_BYTES}"
+            )
+        if size == node.size and node.cached:
+            return
+        if not node.orphan:
+            self._mark_changed(node, content=True)
+        if node.fd is not None:
+            os.ftruncate(node.fd, size)
+        elif node.cached:
+            os.truncate(self._content_path(node.id), size)
+        elif size == 0:
+            self._write_content_file(node.id, b"")
+        else:
+            raise ContentUnavailable(f"{node.path} has no content here to truncate")
+        if not node.cached:
+            node.cached = True
+            self._save(node)
+        node.size = size
+        node.mtime_ns = node.ctime_ns = _now_ns()
+
+    def fsync(self, node: Node | None) -> None:
+        """Make the file's content and the journal durable."""
+        if node is not None and node.fd is not None:
+            os.fsync(node.fd)
+            if not node.orphan:
+                self._save(node)
+        self.db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        with contextlib.suppress(OSError):
+            fd = os.open(os.path.join(self.dir, "journal.sqlite3-wal"), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def read_content(self, node: Node) -> bytes:
+        """The whole local content of a cached file."""
+        with open(self._content_path(node.id), "rb") as f:
+            return f.read()
+
+    def _touch(self, node: Node) -> None:
+        if node.id in self._lru:
+            self._lru[node.id] = self._lru[node.id]
+
+    def _evict(self, node_id: int) -> None:
+        node = self.nodes.get(node_id)
+        if node is None or node.dirty or node.open_count > 0 or not node.cached:
+            return
+        node.cached = False
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._content_path(node.id))
+        self._save(node)
+
+    # ------------------------------------------- agreement with the store
+
+    def changes(self) -> list[Change]:
+        """The files changed locally since their base, as the filesystem recorded them."""
+        out = []
+        for nid in sorted(self.changed_ids):
+            n = self.nodes.get(nid)
+            if n is None or n.orphan or n.is_dir:
+                continue
+            out.append(Change(n.id, n.gen, n.path, n.memory_id, n.base_sha, n.base_path, n.dirty))
+        return out
+
+    def mark_pushed(self, change: Change, *, memory_id: str, sha: str, path: str) -> Node | None:
+        """The store now holds this file's content `sha` at `path`: advance its base.
+        The file stays changed if it was written again meanwhile."""
+        node = self.nodes.get(change.node_id)
+        if node is None or node.orphan:
+            return None
+        node.memory_id, node.base_sha, node.base_path = memory_id, sha, path
+        node.refused_sha = node.refused_reason = None
+        if node.gen == change.gen and node.path == path:
+            node.dirty = node.changed = False
+            self.changed_ids.discard(node.id)
+            self._lru[node.id] = node.size
+        self._save(node)
+        return node
+
+    def mark_refused(self, change: Change, sha: str, reason: str) -> None:
+        node = self.nodes.get(change.node_id)
+        if node is not None:
+            node.refused_sha, node.refused_reason = sha, reason
+            self._save(node)
+
+    def tombstone_done(self, memory_id: str) -> None:
+        self.tombstones.pop(memory_id, None)
+        self.db.execute("DELETE FROM tombstones WHERE memory_id = ?", (memory_id,))
+
+    def by_memory_id(self) -> dict[str, Node]:
+        return {n.memory_id: n for n in self.files() if n.memory_id is not None}
+
+    def _ensure_dirs(self, path: str) -> Node:
+        """The folder at `path`, creating the folders a remote memory implies."""
+        node = self.nodes[ROOT_ID]
+        if path == "/":
+            return node
+        for name in path.strip("/").split("/"):
+            cid = self.children[node.id].get(name)
+            if cid is None:
+                now = _now_ns()
+                node = self._insert(Node(
+                    id=0, kind=DIR, parent=node.id, name=name, path=join_path(node.path, name),
+                    mode=0o755, mtime_ns=now, ctime_ns=now,
+                ))  # fmt: skip
+            else:
+                node = self.nodes[cid]
+                if not node.is_dir:
+                    raise NotADirectory(f"{node.path} is a file here and a folder in the store")
+        return node
+
+    def place_remote(
+        self,
+        memory_id: str,
+        path: str,
+        sha: str,
+        size: int,
+        content: bytes | None,
+        mtime_ns: int | None = None,
+    ) -> tuple[Node, list[int]]:
+        """Show the store's memory at `path`: create the file (and its folders), or
+        move and update the clean file that has this memory id. Returns the node
+        and the ids of folders whose listing changed."""
+        touched: list[int] = []
+        with self._transaction():
+            node = self.by_memory_id().get(memory_id)
+            parent_path, _, name = path.rpartition("/")
+            parent = self._ensure_dirs(parent_path or "/")
+            existing = self.children[parent.id].get(name)
+            if existing is not None and self.nodes[existing].is_dir:
+                raise EntryExists(f"{path} is a folder here and a file in the store")
+            if node is not None and node.path != path:
+                if existing is not None:
+                    self._detach(self.nodes[existing])
+                old_parent = node.parent
+                del self.children[old_parent][node.name]
+                node.parent, node.name = parent.id, name
+                self.children[parent.id][name] = node.id
+                self._assign_paths(node.id, path)
+                touched += [old_parent, parent.id]
+                self._prune_empty(old_parent)
+            elif node is None:
+                if existing is not None:
+                    self._detach(self.nodes[existing])
+                now = mtime_ns or _now_ns()
+                node = self._insert(Node(
+                    id=0, kind=FILE, parent=parent.id, name=name, path=path, mode=0o644,
+                    mtime_ns=now, ctime_ns=now, size=size, memory_id=memory_id,
+                ))  # fmt: skip
+                touched.append(parent.id)
+            node.memory_id, node.base_sha, node.base_path = memory_id, sha, path
+            node.dirty = node.changed = False
+            node.gen += 1
+            self.changed_ids.discard(node.id)
+            node.refused_sha = node.refused_reason = None
+            if content is not None:
+                self._write_content_file(node.id, content)
+                node.cached, node.size = True, len(content)
+                self._lru[node.id] = node.size
+            elif node.cached and node.size == size and self._cached_sha(node) == sha:
+                pass
+            else:
+                self._uncache(node)
+                node.size = size
+            if mtime_ns:
+                node.mtime_ns = mtime_ns
+            self._save(node)
+        return node, touched
+
+    def follow_remote_move(self, node: Node, path: str) -> list[int]:
+        """The store moved this file's memory; it changed here too: move it, keep the change."""
+        with self._transaction():
+            parent_path_, _, name = path.rpartition("/")
+            parent = self._ensure_dirs(parent_path_ or "/")
+            existing = self.children[parent.id].get(name)
+            if existing is not None and existing != node.id:
+                raise EntryExists(f"{path} is taken here")
+            old_parent = node.parent
+            del self.children[old_parent][node.name]
+            node.parent, node.name = parent.id, name
+            self.children[parent.id][name] = node.id
+            self._assign_paths(node.id, path)
+            node.base_path = path
+            self._save(node)
+            self._prune_empty(old_parent)
+        return [old_parent, parent.id]
+
+    def _cached_sha(self, node: Node) -> str | None:
+        try:
+            return content_sha256(self.read_content(node))
+        except OSError:
+            return None
+
+    def _uncache(self, node: Node) -> None:
+        if node.cached and node.open_count == 0:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._content_path(node.id))
+            node.cached = False
+            self._lru.pop(node.id, None)
+
+    def remove_remote(self, node: Node) -> int:
+        """The store deleted this clean file: take it out; an open file keeps its content until closed.
+        Returns the parent id."""
+        parent = node.parent
+        with self._transaction():
+            node.memory_id = None
+            self._detach(node)
+            self._prune_empty(parent)
+        return parent
+
+    def _prune_empty(self, dir_id: int) -> None:
+        while dir_id != ROOT_ID:
+            d = self.nodes.get(dir_id)
+            if d is None or d.local_dir or self.children.get(dir_id):
+                return
+            parent = d.parent
+            self._detach(d)
+            dir_id = parent
+
+    def forget_memory(self, node: Node) -> None:
+        """The store no longer has this file's memory, but it changed locally: it is new again."""
+        node.memory_id = node.base_sha = node.base_path = None
+        node.dirty = node.changed = True
+        node.gen += 1
+        self.changed_ids.add(node.id)
+        self._save(node)
+
+    def keep_conflict_copy(self, node: Node) -> str:
+        """Copy the local content of a file outside the mount before the store's wins."""
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        name = f"{stamp}{node.path.replace('/', '__')}"
+        dest = os.path.join(self.conflicts_dir, name)
+        content = self.read_content(node) if node.cached else b""
+        with open(dest, "wb") as f:
+            f.write(content)
+            f.flush()
+            os.fsync(f.fileno())
+        return dest
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        if self.db.in_transaction:
+            yield
+            return
+        self.db.execute("BEGIN")
+        try:
+            yield
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        else:
+            self.db.execute("COMMIT")
+
+    # -------------------------------------------------------------- stats
+
+    def attrs_mode(self, node: Node) -> int:
+        return (statmod.S_IFDIR if node.is_dir else statmod.S_IFREG) | node.mode
+
+
+class _EvictingLRU(cachetools.LRUCache):
+    """node id -> size in bytes; evicting calls back so the content file is removed."""
+
+    def __init__(self, maxsize: int, on_evict: Callable[[int], None]) -> None:
+        super().__init__(maxsize=maxsize, getsizeof=lambda size: max(1, size))
+        self._on_evict = on_evict
+
+    def popitem(self):
+        key, value = super().popitem()
+        self._on_evict(key)
+        return key, value

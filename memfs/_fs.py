@@ -1,0 +1,481 @@
+"""The FUSE filesystem of one store: pyfuse3 Operations over the cache.
+
+What is promised:
+
+- Every handler raises only `pyfuse3.FUSEError`; the one place that turns
+  memfs's exceptions (and stray OSErrors) into errno values is `_errno_for`.
+  Anything unexpected is logged with its traceback and answered with EIO,
+  so one bad request never ends the mount.
+- Handlers talk only to the cache. The only handler that may wait on the
+  network is the first open of a file whose content is not cached yet.
+- A read-only store refuses every change with EROFS, whatever the route.
+- The store's marker `.anthropic-memory-store` is served from memory, never
+  written, renamed or removed (EPERM).
+- Kernel caching follows `pyfuse3-notes.md`: long entry and attribute
+  timeouts, `keep_cache` on open, FLUSH switched off with ENOSYS once, and
+  `KernelCache` to invalidate exactly what a pull changed, from outside the
+  handlers.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import logging
+import os
+import stat as statmod
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import pyfuse3
+import trio
+
+from . import _exceptions as exc
+from ._api import MARKER_NAME, MAX_CONTENT_BYTES, marker_content
+from ._cache import ROOT_ID, Node, StoreCache
+
+log = logging.getLogger("memfs.fs")
+
+MARKER_INODE = 2
+CACHE_TIMEOUT = 300.0
+"""Seconds the kernel may keep entries and attributes: pulls invalidate what they change."""
+
+_ERRNO_BY_CLASS: list[tuple[type[BaseException], int]] = [
+    (exc.NoSuchEntry, errno.ENOENT),
+    (exc.EntryExists, errno.EEXIST),
+    (exc.NotADirectory, errno.ENOTDIR),
+    (exc.IsADirectory, errno.EISDIR),
+    (exc.DirectoryNotEmpty, errno.ENOTEMPTY),
+    (exc.InvalidMove, errno.EINVAL),
+    (exc.FileTooLarge, errno.EFBIG),
+    (exc.NameTooLong, errno.ENAMETOOLONG),
+    (exc.InvalidPath, errno.EINVAL),
+    (exc.ContentUnavailable, errno.EIO),
+    (exc.CacheCorrupt, errno.EIO),
+]
+
+
+def _errno_for(e: BaseException) -> int:
+    for cls, code in _ERRNO_BY_CLASS:
+        if isinstance(e, cls):
+            if code == errno.EIO:
+                log.error("%s", e)
+            return code
+    if isinstance(e, OSError) and e.errno:
+        log.error("local I/O error: %s", e)
+        return e.errno
+    log.error("unexpected error in a filesystem handler", exc_info=e)
+    return errno.EIO
+
+
+F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
+
+
+def _handler(fn: F) -> F:
+    """Wrap a handler so that nothing but FUSEError leaves it."""
+
+    @functools.wraps(fn)
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await fn(*args, **kwargs)
+        except pyfuse3.FUSEError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the mount must survive any bug
+            raise pyfuse3.FUSEError(_errno_for(e)) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _fail(code: int) -> pyfuse3.FUSEError:
+    return pyfuse3.FUSEError(code)
+
+
+@dataclass
+class _Handle:
+    node: Node | None  # None: the marker
+    writable: bool
+
+
+class MemoryStoreFS(pyfuse3.Operations):
+    """pyfuse3 Operations for one store."""
+
+    supports_dot_lookup = False
+    enable_writeback_cache = False
+
+    def __init__(
+        self,
+        cache: StoreCache,
+        *,
+        read_only: bool = False,
+        uid: int | None = None,
+        gid: int | None = None,
+        max_files: int = 2000,
+    ) -> None:
+        super().__init__()
+        self.cache = cache
+        self.read_only = read_only
+        self.uid = os.getuid() if uid is None else uid
+        self.gid = os.getgid() if gid is None else gid
+        self.max_files = max_files
+        self.marker = marker_content(cache.store_id)
+        self._handles: dict[int, _Handle] = {}
+        self._next_fh = 1
+        self._dir_listings: dict[int, list[tuple[bytes, int]]] = {}
+        self._next_dir_fh = 1
+
+    # ------------------------------------------------------------ attributes
+
+    def _attrs(self, node: Node) -> pyfuse3.EntryAttributes:
+        a = pyfuse3.EntryAttributes()
+        a.st_ino = node.id
+        a.generation = 0
+        a.entry_timeout = CACHE_TIMEOUT
+        a.attr_timeout = CACHE_TIMEOUT
+        mode = node.mode & (0o7555 if self.read_only else 0o7777)
+        if node.is_dir:
+            a.st_mode = statmod.S_IFDIR | mode
+            a.st_nlink = 2 + self.cache.subdir_count(node.id)
+            a.st_size = 4096
+        else:
+            a.st_mode = statmod.S_IFREG | mode
+            a.st_nlink = 0 if node.orphan else 1
+            a.st_size = node.size
+        a.st_uid, a.st_gid = self.uid, self.gid
+        a.st_rdev = 0
+        a.st_blksize = 4096
+        a.st_blocks = (a.st_size + 511) // 512
+        a.st_atime_ns = a.st_mtime_ns = node.mtime_ns
+        a.st_ctime_ns = node.ctime_ns
+        return a
+
+    def _marker_attrs(self) -> pyfuse3.EntryAttributes:
+        root = self.cache.node(ROOT_ID)
+        a = pyfuse3.EntryAttributes()
+        a.st_ino = MARKER_INODE
+        a.entry_timeout = a.attr_timeout = CACHE_TIMEOUT
+        a.st_mode = statmod.S_IFREG | 0o444
+        a.st_nlink = 1
+        a.st_size = len(self.marker)
+        a.st_uid, a.st_gid = self.uid, self.gid
+        a.st_blksize = 4096
+        a.st_blocks = 1
+        a.st_atime_ns = a.st_mtime_ns = a.st_ctime_ns = root.ctime_ns
+        return a
+
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise _fail(errno.EROFS)
+
+    @staticmethod
+    def _is_marker(parent_inode: int, name: str) -> bool:
+        return parent_inode == ROOT_ID and name == MARKER_NAME
+
+    # --------------------------------------------------------------- lookups
+
+    @_handler
+    async def lookup(
+        self, parent_inode: int, name: bytes, ctx: Any = None
+    ) -> pyfuse3.EntryAttributes:
+        sname = os.fsdecode(name)
+        if self._is_marker(parent_inode, sname):
+            return self._marker_attrs()
+        if sname == ".":
+            return self._attrs(self.cache.node(parent_inode))
+        if sname == "..":
+            node = self.cache.node(parent_inode)
+            return self._attrs(self.cache.node(node.parent if node.id != ROOT_ID else ROOT_ID))
+        return self._attrs(self.cache.lookup(parent_inode, sname))
+
+    async def forget(self, inode_list: Any) -> None:
+        # Nodes live as long as the tree holds them (and orphans until their last
+        # release), so the kernel's lookup counts decide nothing here.
+        return None
+
+    @_handler
+    async def getattr(self, inode: int, ctx: Any = None) -> pyfuse3.EntryAttributes:
+        if inode == MARKER_INODE:
+            return self._marker_attrs()
+        return self._attrs(self.cache.node(inode))
+
+    @_handler
+    async def setattr(
+        self, inode: int, attr: Any, fields: Any, fh: int | None, ctx: Any
+    ) -> pyfuse3.EntryAttributes:
+        if inode == MARKER_INODE:
+            raise _fail(errno.EROFS if self.read_only else errno.EPERM)
+        node = self.cache.node(inode)
+        changes = (
+            fields.update_size or fields.update_mode or fields.update_mtime or fields.update_atime
+        )
+        if fields.update_uid or fields.update_gid:
+            uid_ok = not fields.update_uid or attr.st_uid == self.uid
+            gid_ok = not fields.update_gid or attr.st_gid == self.gid
+            if not (uid_ok and gid_ok):
+                raise _fail(errno.EROFS if self.read_only else errno.EPERM)
+        if changes:
+            self._check_writable()
+        if fields.update_size:
+            if node.is_dir:
+                raise _fail(errno.EISDIR)
+            if attr.st_size > MAX_CONTENT_BYTES:
+                raise _fail(errno.EFBIG)
+            if not node.cached and attr.st_size > 0:
+                await self.cache.open(node.id)
+                self.cache.release(node.id)
+            self.cache.truncate(node.id, attr.st_size)
+        if fields.update_mode:
+            self.cache.chmod(node.id, attr.st_mode)
+        if fields.update_mtime:
+            self.cache.set_times(node.id, attr.st_mtime_ns)
+        elif fields.update_atime or fields.update_ctime:
+            self.cache.set_times(node.id, None)
+        return self._attrs(node)
+
+    @_handler
+    async def access(self, inode: int, mode: int, ctx: Any) -> bool:
+        if mode & os.W_OK and (self.read_only or inode == MARKER_INODE):
+            raise _fail(errno.EROFS if self.read_only else errno.EACCES)
+        return True
+
+    # ------------------------------------------------------------ folders
+
+    @_handler
+    async def opendir(self, inode: int, ctx: Any) -> int:
+        listing = [(os.fsencode(name), node.id) for name, node in self.cache.list_dir(inode)]
+        if inode == ROOT_ID:
+            listing.insert(0, (MARKER_NAME.encode(), MARKER_INODE))
+        fh = self._next_dir_fh
+        self._next_dir_fh += 1
+        self._dir_listings[fh] = listing
+        return fh
+
+    @_handler
+    async def readdir(self, fh: int, start_id: int, token: Any) -> None:
+        listing = self._dir_listings.get(fh, [])
+        for i in range(start_id, len(listing)):
+            name, inode = listing[i]
+            if inode == MARKER_INODE:
+                attrs = self._marker_attrs()
+            else:
+                node = self.cache.nodes.get(inode)
+                if node is None or node.orphan:
+                    continue
+                attrs = self._attrs(node)
+            if not pyfuse3.readdir_reply(token, name, attrs, i + 1):
+                return
+
+    async def releasedir(self, fh: int) -> None:
+        self._dir_listings.pop(fh, None)
+
+    @_handler
+    async def mkdir(
+        self, parent_inode: int, name: bytes, mode: int, ctx: Any
+    ) -> pyfuse3.EntryAttributes:
+        self._check_writable()
+        sname = os.fsdecode(name)
+        if self._is_marker(parent_inode, sname):
+            raise _fail(errno.EEXIST)
+        return self._attrs(self.cache.mkdir(parent_inode, sname, mode))
+
+    @_handler
+    async def rmdir(self, parent_inode: int, name: bytes, ctx: Any) -> None:
+        self._check_writable()
+        sname = os.fsdecode(name)
+        if self._is_marker(parent_inode, sname):
+            raise _fail(errno.ENOTDIR)
+        self.cache.rmdir(parent_inode, sname)
+
+    async def fsyncdir(self, fh: int, datasync: bool) -> None:
+        return None
+
+    # ----------------------------------------------------- names and links
+
+    @_handler
+    async def unlink(self, parent_inode: int, name: bytes, ctx: Any) -> None:
+        self._check_writable()
+        sname = os.fsdecode(name)
+        if self._is_marker(parent_inode, sname):
+            raise _fail(errno.EPERM)
+        self.cache.unlink(parent_inode, sname)
+
+    @_handler
+    async def rename(
+        self,
+        parent_inode_old: int,
+        name_old: bytes,
+        parent_inode_new: int,
+        name_new: bytes,
+        flags: int,
+        ctx: Any,
+    ) -> None:
+        self._check_writable()
+        old, new = os.fsdecode(name_old), os.fsdecode(name_new)
+        if self._is_marker(parent_inode_old, old) or self._is_marker(parent_inode_new, new):
+            raise _fail(errno.EPERM)
+        if flags & pyfuse3.RENAME_EXCHANGE:
+            raise _fail(errno.EINVAL)
+        self.cache.rename(
+            parent_inode_old,
+            old,
+            parent_inode_new,
+            new,
+            noreplace=bool(flags & pyfuse3.RENAME_NOREPLACE),
+        )
+
+    async def symlink(
+        self, parent_inode: int, name: bytes, target: bytes, ctx: Any
+    ) -> pyfuse3.EntryAttributes:
+        raise _fail(errno.EROFS if self.read_only else errno.EPERM)
+
+    async def link(
+        self, inode: int, new_parent_inode: int, new_name: bytes, ctx: Any
+    ) -> pyfuse3.EntryAttributes:
+        raise _fail(errno.EROFS if self.read_only else errno.EPERM)
+
+    async def mknod(
+        self, parent_inode: int, name: bytes, mode: int, rdev: int, ctx: Any
+    ) -> pyfuse3.EntryAttributes:
+        raise _fail(errno.EROFS if self.read_only else errno.EPERM)
+
+    async def readlink(self, inode: int, ctx: Any) -> bytes:
+        raise _fail(errno.EINVAL)
+
+    # Returning ENOSYS once makes the kernel stop asking and answer EOPNOTSUPP itself.
+    async def getxattr(self, inode: int, name: bytes, ctx: Any) -> bytes:
+        raise _fail(errno.ENOSYS)
+
+    async def setxattr(self, inode: int, name: bytes, value: bytes, ctx: Any) -> None:
+        raise _fail(errno.ENOSYS)
+
+    async def listxattr(self, inode: int, ctx: Any) -> list[bytes]:
+        raise _fail(errno.ENOSYS)
+
+    async def removexattr(self, inode: int, name: bytes, ctx: Any) -> None:
+        raise _fail(errno.ENOSYS)
+
+    # ---------------------------------------------------------------- files
+
+    def _new_handle(self, node: Node | None, writable: bool) -> int:
+        fh = self._next_fh
+        self._next_fh += 1
+        self._handles[fh] = _Handle(node, writable)
+        return fh
+
+    def _handle(self, fh: int) -> _Handle:
+        try:
+            return self._handles[fh]
+        except KeyError:
+            raise _fail(errno.EBADF)
+
+    @_handler
+    async def open(self, inode: int, flags: int, ctx: Any) -> pyfuse3.FileInfo:
+        writable = (flags & os.O_ACCMODE) != os.O_RDONLY
+        truncate = bool(flags & os.O_TRUNC)
+        if inode == MARKER_INODE:
+            if writable or truncate:
+                raise _fail(errno.EROFS if self.read_only else errno.EPERM)
+            return pyfuse3.FileInfo(fh=self._new_handle(None, False), keep_cache=True)
+        if writable or truncate:
+            self._check_writable()
+        node = await self.cache.open(inode, truncate=truncate and writable)
+        return pyfuse3.FileInfo(fh=self._new_handle(node, writable), keep_cache=True)
+
+    @_handler
+    async def create(
+        self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: Any
+    ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
+        self._check_writable()
+        sname = os.fsdecode(name)
+        if self._is_marker(parent_inode, sname):
+            raise _fail(errno.EEXIST if flags & os.O_EXCL else errno.EPERM)
+        if statmod.S_IFMT(mode) not in (0, statmod.S_IFREG):
+            raise _fail(errno.EPERM)
+        node = self.cache.create(parent_inode, sname, statmod.S_IMODE(mode))
+        node = await self.cache.open(node.id)
+        writable = (flags & os.O_ACCMODE) != os.O_RDONLY
+        return pyfuse3.FileInfo(fh=self._new_handle(node, writable), keep_cache=True), self._attrs(
+            node
+        )
+
+    @_handler
+    async def read(self, fh: int, off: int, size: int) -> bytes:
+        h = self._handle(fh)
+        if h.node is None:
+            return self.marker[off : off + size]
+        return self.cache.read(h.node, off, size)
+
+    @_handler
+    async def write(self, fh: int, off: int, buf: bytes) -> int:
+        h = self._handle(fh)
+        if h.node is None:
+            raise _fail(errno.EPERM)
+        if self.read_only:
+            raise _fail(errno.EROFS)
+        if not h.writable:
+            raise _fail(errno.EBADF)
+        return self.cache.write(h.node, off, buf)
+
+    async def flush(self, fh: int) -> None:
+        raise _fail(errno.ENOSYS)
+
+    @_handler
+    async def fsync(self, fh: int, datasync: bool) -> None:
+        h = self._handle(fh)
+        self.cache.fsync(h.node)
+
+    @_handler
+    async def release(self, fh: int) -> None:
+        h = self._handles.pop(fh, None)
+        if h is not None and h.node is not None:
+            self.cache.release(h.node.id)
+
+    @_handler
+    async def statfs(self, ctx: Any) -> pyfuse3.StatvfsData:
+        s = pyfuse3.StatvfsData()
+        s.f_bsize = s.f_frsize = 4096
+        budget = self.cache.budget_bytes
+        used = self.cache.cached_bytes()
+        s.f_blocks = budget // 4096
+        s.f_bfree = s.f_bavail = max(0, budget - used) // 4096
+        files = self.cache.file_count()
+        s.f_files = self.max_files
+        s.f_ffree = s.f_favail = max(0, self.max_files - files)
+        s.f_namemax = 255
+        return s
+
+
+class KernelCache:
+    """Tells the kernel to forget what a pull changed. Called by the sync engine,
+    never from inside a handler; the calls that may block run in a worker thread."""
+
+    async def forget_content(self, inode: int) -> None:
+        await trio.to_thread.run_sync(self._invalidate_inode, inode)
+
+    async def forget_entry(self, parent_inode: int, name: str) -> None:
+        await trio.to_thread.run_sync(self._invalidate_entry, parent_inode, name)
+
+    @staticmethod
+    def _invalidate_inode(inode: int) -> None:
+        try:
+            pyfuse3.invalidate_inode(inode, attr_only=False)
+        except OSError as e:
+            if e.errno not in (errno.ENOENT, errno.ENOSYS):
+                log.warning("could not invalidate inode %d: %s", inode, e)
+
+    @staticmethod
+    def _invalidate_entry(parent_inode: int, name: str) -> None:
+        try:
+            pyfuse3.invalidate_entry(parent_inode, os.fsencode(name))
+        except OSError as e:
+            if e.errno not in (errno.ENOENT, errno.ENOSYS):
+                log.warning("could not invalidate entry %r: %s", name, e)
+
+
+def mount_options(store_id: str, *, allow_other: bool = False) -> set[str]:
+    """FUSE options: `memfs:<store_id>` in /proc/mounts; `default_permissions`
+    only when other users can reach the mount (it costs a GETATTR per change)."""
+    opts = {f"fsname=memfs:{store_id}", "subtype=memfs", "noatime"}
+    if allow_other:
+        opts |= {"allow_other", "default_permissions"}
+    return opts

@@ -1,0 +1,407 @@
+"""The composition root for one store: client, cache, filesystem and sync
+loop, wired together, and the mount's whole life in one process.
+
+`python -m memfs._mount` is the store process the supervisor starts (one per
+store: pyfuse3 holds one session per process). It reads its `StoreSpec` as
+JSON on stdin, so the token never shows in `ps`, and reports on stdout one
+line: `READY` once the store is mounted, or `ERROR <sentence>`.
+
+The life of a mount:
+
+1. Open the cache; a cache left by an earlier (even killed) run is reused,
+   with its changes still pending.
+2. One full pass against the store: the whole tree is listed (basic view),
+   recovered local changes are reconciled and pushed.
+3. Prepare the mount path (`mkdir -p`, refuse anything standing there, clean
+   a stale mount of this very store), mount, answer READY.
+4. Serve: pyfuse3's loop, the periodic sync, the background prefetch and the
+   control socket (`sync`, `status`, `stop`) run side by side.
+5. On SIGTERM, SIGINT or `stop`: unmount, then a final two-way pass and a push
+   of what remains within `final_sync_timeout`, then remove the folder. The
+   exit status is 0 only when the store holds everything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import pyfuse3
+import trio
+
+from ._cache import StoreCache
+from ._client import StoreClient
+from ._exceptions import MemfsError, MountError, SyncError
+from ._fs import KernelCache, MemoryStoreFS, mount_options
+from ._sync import SyncEngine, _NoKernel, backoff_delay
+
+log = logging.getLogger("memfs.mount")
+
+
+@dataclass
+class StoreSpec:
+    """Everything one store process needs. `token` travels only on stdin."""
+
+    store_id: str
+    mount_path: str
+    api_url: str
+    token: str = field(repr=False)
+    cache_dir: str
+    runtime_dir: str
+    read_only: bool = False
+    uid: int | None = None
+    gid: int | None = None
+    allow_other: bool = False
+    sync_interval: float = 15.0
+    sync_deletions: str = "enabled"
+    final_sync_timeout: float = 30.0
+    prefetch_concurrency: int = 4
+    name: str = ""
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> StoreSpec:
+        return cls(**json.loads(text))
+
+
+def runtime_dir() -> str:
+    """Where store processes leave their control sockets and state files."""
+    env = os.environ.get("MEMFS_RUNTIME_DIR")
+    if env:
+        return env
+    if os.geteuid() == 0:
+        return "/run/memfs"
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    return os.path.join(xdg, "memfs") if xdg else f"/tmp/memfs-{os.getuid()}"
+
+
+def _mounts() -> list[tuple[str, str, str]]:
+    """(source, mount point, fstype) of every mount, octal escapes decoded."""
+    out = []
+    try:
+        with open("/proc/mounts") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 3:
+                    out.append((_unescape(parts[0]), _unescape(parts[1]), parts[2]))
+    except OSError:
+        pass
+    return out
+
+
+def _unescape(s: str) -> str:
+    return s.encode().decode("unicode_escape") if "\\" in s else s
+
+
+def mounted_source(path: str) -> str | None:
+    """The source shown in /proc/mounts for a mount at `path`, if any."""
+    path = os.path.abspath(path)
+    for source, point, _ in reversed(_mounts()):
+        if point == path:
+            return source
+    return None
+
+
+def force_unmount(path: str) -> None:
+    """Lazily unmount a FUSE mount whose process is gone."""
+    for cmd in (["fusermount3", "-uz", path], ["umount", "-l", path]):
+        try:
+            r = subprocess.run(cmd, capture_output=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if r.returncode == 0:
+            return
+
+
+def prepare_mount_path(path: str, store_id: str) -> bool:
+    """Create the folder like `mkdir -p`; refuse anything already standing there,
+    except a stale mount of this very store, which is cleaned up and reused.
+    Returns True when the folder was created here (and is removed at the end)."""
+    source = mounted_source(path)
+    if source is not None:
+        if source == f"memfs:{store_id}":
+            log.warning("cleaning up a stale memfs mount of %s at %s", store_id, path)
+            force_unmount(path)
+            return False
+        raise MountError(
+            f"cannot mount {store_id} at {path}: something is already mounted there ({source})"
+        )
+    if os.path.lexists(path):
+        raise MountError(
+            f"cannot mount {store_id} at {path}: the path already exists; remove it or choose another"
+        )
+    try:
+        os.makedirs(path)
+    except OSError as e:
+        raise MountError(
+            f"cannot create the mount folder {path} ({e.strerror}); the host must make that path writable"
+        )
+    return True
+
+
+def remove_mount_folder(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.rmdir(path)
+
+
+class StoreProcess:
+    """One store mounted in this process."""
+
+    def __init__(self, spec: StoreSpec) -> None:
+        self.spec = spec
+        self.client = StoreClient(spec.api_url, spec.token)
+        self.cache = StoreCache(spec.cache_dir, spec.store_id)
+        self.engine = SyncEngine(
+            self.client, self.cache, read_only=spec.read_only, deletions=spec.sync_deletions
+        )
+        self.fs = MemoryStoreFS(self.cache, read_only=spec.read_only, uid=spec.uid, gid=spec.gid)
+        self.mounted = False
+        self.stopping = trio.Event()
+        self.stopped = trio.Event()
+        self.result: dict[str, Any] = {}
+        self.started_at = time.time()
+        self.prefetched = False
+        os.makedirs(spec.runtime_dir, exist_ok=True)
+        self.socket_path = os.path.join(spec.runtime_dir, f"{spec.store_id}.sock")
+        self.state_path = os.path.join(spec.runtime_dir, f"{spec.store_id}.json")
+
+    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> int:
+        spec = self.spec
+        created = False
+        try:
+            try:
+                await self.engine.run_pass(full=True)
+            except SyncError as e:
+                if self.cache.get_meta("feed_ts") is None and not self.cache.file_count():
+                    raise MountError(f"cannot mount {spec.store_id}: {e}")
+                log.warning("mounting %s from the cache alone: %s", spec.store_id, e)
+            created = prepare_mount_path(spec.mount_path, spec.store_id)
+            try:
+                pyfuse3.init(
+                    self.fs,
+                    spec.mount_path,
+                    mount_options(spec.store_id, allow_other=spec.allow_other),
+                )
+            except RuntimeError as e:
+                raise MountError(f"cannot mount {spec.store_id} at {spec.mount_path}: {e}")
+            self.mounted = True
+            self.engine.kernel = KernelCache()
+            with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._fuse_main)
+                    nursery.start_soon(self._signals, signals)
+                    nursery.start_soon(self._periodic)
+                    nursery.start_soon(self._prefetch)
+                    await nursery.start(self._control)
+                    self._write_state()
+                    task_status.started()
+                    log.info("mounted %s at %s", spec.store_id, spec.mount_path)
+                    await self.stopping.wait()
+                    nursery.cancel_scope.cancel()
+            return await self._finish(created)
+        finally:
+            if self.mounted:
+                self._unmount()
+            with contextlib.suppress(OSError):
+                os.unlink(self.state_path)
+            with contextlib.suppress(OSError):
+                os.unlink(self.socket_path)
+            self.cache.close()
+            with contextlib.suppress(Exception):
+                await self.client.aclose()
+            self.stopped.set()
+
+    async def _fuse_main(self) -> None:
+        try:
+            await pyfuse3.main()
+        finally:
+            self.stopping.set()
+
+    def _unmount(self) -> None:
+        if self.mounted:
+            self.mounted = False
+            self.engine.kernel = _NoKernel()
+            with contextlib.suppress(Exception):
+                pyfuse3.close(unmount=True)
+
+    async def _finish(self, created: bool) -> int:
+        """Unmount, then the final sync within the timeout; report what is left."""
+        spec = self.spec
+        self._unmount()
+        with trio.move_on_after(spec.final_sync_timeout) as scope:
+            try:
+                await self.engine.run_pass(final=True)
+                if self.engine.pending():
+                    await self.engine.run_pass(final=True)
+            except SyncError as e:
+                log.error("final sync of %s failed: %s", spec.store_id, e)
+        if scope.cancelled_caught:
+            log.error(
+                "final sync of %s did not finish within %.0f s",
+                spec.store_id,
+                spec.final_sync_timeout,
+            )
+        pending = self.engine.pending()
+        for path in pending:
+            log.error(
+                "not uploaded to %s: %s (kept in the cache; the next mount uploads it)",
+                spec.store_id,
+                path,
+            )
+        if created or os.path.isdir(spec.mount_path):
+            remove_mount_folder(spec.mount_path)
+        self.result = {"ok": not pending, "not_uploaded": pending}
+        log.info("unmounted %s from %s", spec.store_id, spec.mount_path)
+        return 0 if not pending else 1
+
+    async def _signals(self, signals) -> None:
+        async for _ in signals:
+            log.info("stopping %s: final sync", self.spec.store_id)
+            self.stopping.set()
+            return
+
+    async def _periodic(self) -> None:
+        delay = self.spec.sync_interval
+        while True:
+            await trio.sleep(delay)
+            try:
+                await self.engine.run_pass()
+                delay = self.spec.sync_interval
+            except SyncError:
+                delay = backoff_delay(self.spec.sync_interval, self.engine.status.failures_in_a_row)
+
+    async def _prefetch(self) -> None:
+        try:
+            await self.engine.prefetch(self.spec.prefetch_concurrency)
+        except MemfsError as e:
+            log.warning("prefetch of %s stopped: %s", self.spec.store_id, e)
+        self.prefetched = True
+
+    def status(self) -> dict[str, Any]:
+        st = self.engine.status
+        files = list(self.cache.files())
+        return {
+            "store_id": self.spec.store_id,
+            "name": self.spec.name,
+            "mount_path": self.spec.mount_path,
+            "read_only": self.spec.read_only,
+            "pid": os.getpid(),
+            "files": len(files),
+            "cached": sum(1 for f in files if f.cached),
+            "prefetched": self.prefetched,
+            "pending": self.engine.pending(),
+            "refused": dict(st.refused),
+            "passes": st.passes,
+            "last_pass": st.last.as_dict() if st.last else None,
+            "last_error": st.last_error,
+            "requests": self.client.stats.requests,
+        }
+
+    def _write_state(self) -> None:
+        state = {
+            "store_id": self.spec.store_id,
+            "mount_path": self.spec.mount_path,
+            "pid": os.getpid(),
+            "socket": self.socket_path,
+        }
+        tmp = self.state_path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(state, f)
+        os.replace(tmp, self.state_path)
+
+    async def _control(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(self.socket_path)
+        sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
+        await sock.bind(self.socket_path)
+        os.chmod(self.socket_path, 0o600)
+        sock.listen(16)
+        listener = trio.SocketListener(sock)
+        task_status.started()
+        await trio.serve_listeners(self._control_client, [listener])
+
+    async def _control_client(self, stream: trio.SocketStream) -> None:
+        async with stream:
+            try:
+                data = b""
+                while not data.endswith(b"\n"):
+                    chunk = await stream.receive_some(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+                request = json.loads(data or b"{}")
+                reply = await self._command(request.get("cmd"))
+            except (ValueError, trio.BrokenResourceError):
+                return
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                await stream.send_all(json.dumps(reply).encode() + b"\n")
+
+    async def _command(self, cmd: str | None) -> dict[str, Any]:
+        if cmd == "status":
+            return {"ok": True, "status": self.status()}
+        if cmd == "sync":
+            try:
+                report = await self.engine.run_pass()
+            except SyncError as e:
+                return {"ok": False, "error": str(e)}
+            return {"ok": True, "report": report.as_dict()}
+        if cmd == "stop":
+            self.stopping.set()
+            return {"ok": True}
+        return {"ok": False, "error": f"unknown command {cmd!r}"}
+
+
+async def _store_main(spec: StoreSpec) -> int:
+    proc = StoreProcess(spec)
+    ready_sent = False
+
+    async def runner(task_status=trio.TASK_STATUS_IGNORED) -> None:
+        nonlocal code
+        code = await proc.run(task_status=task_status)
+
+    code = 1
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(runner)
+            sys.stdout.write("READY\n")
+            sys.stdout.flush()
+            ready_sent = True
+    except MemfsError as e:
+        if not ready_sent:
+            sys.stdout.write(f"ERROR {e}\n")
+            sys.stdout.flush()
+        log.error("%s", e)
+        return 1
+    return code
+
+
+def main() -> int:
+    logging.basicConfig(
+        level=os.environ.get("MEMFS_LOG_LEVEL", "INFO").upper(),
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    try:
+        spec = StoreSpec.from_json(sys.stdin.readline())
+    except (ValueError, TypeError) as e:
+        sys.stdout.write(f"ERROR the store process got no usable spec: {e}\n")
+        return 2
+    return trio.run(_store_main, spec)
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt):
+        sys.exit(main())
+    sys.exit(errno.EINTR)
