@@ -1,0 +1,444 @@
+"""A small HTTP/1.1 proxy that makes the store misbehave on purpose (tests only).
+
+`FaultProxy` listens on 127.0.0.1 and forwards each request to the target
+server, unless told to: wait `delay` seconds first; answer a share
+(`status_rate`) or the next `status_next` requests with `status` (429, 500,
+529...: a proper error envelope, `retry-after` for 429); close the connection
+without an answer for a share (`drop_rate`) or the next `drop_next`
+requests; or refuse everything (`down`: a store outage). Faults apply only to
+requests whose method is `match_method` (when set) and whose path matches the
+regex `match_path` (when set). Keep-alive connections are parsed request by
+request (Content-Length bodies; chunked responses are relayed).
+
+Two ways to use it:
+
+* in-process, from trio tests::
+
+      async with FaultProxy(server.url) as proxy:
+          proxy.set(status=529, status_rate=0.5)
+          ... talk to proxy.url ...
+
+* as a separate process, for memfs mounts that run in child processes::
+
+      python -m tests.support.faults --target URL [--port 0]
+
+  prints its URL as the first stdout line. `GET /__faults__` on that URL
+  answers the settings and counters as JSON; `POST /__faults__` with a JSON
+  object changes settings. `FaultProxyProcess` wraps both for sync tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import secrets
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from functools import partial
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import trio
+
+CONTROL_PATH = "/__faults__"
+MAX_HEAD_BYTES = 64 * 1024
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+    529: "Overloaded",
+}
+_ERROR_TYPES = {429: "rate_limit_error", 500: "api_error", 529: "overloaded_error"}
+
+
+@dataclass
+class FaultSettings:
+    """What the proxy does to matching requests; change it any time."""
+
+    delay: float = 0.0
+    status: int = 500
+    status_rate: float = 0.0
+    status_next: int = 0
+    retry_after: float = 0.0
+    drop_rate: float = 0.0
+    drop_next: int = 0
+    down: bool = False
+    match_method: str | None = None
+    match_path: str | None = None
+
+
+@dataclass
+class FaultCounters:
+    requests_seen: int = 0
+    forwarded: int = 0
+    statuses_injected: int = 0
+    drops_injected: int = 0
+    refused_connections: int = 0
+    requests_by_path: dict[str, int] = field(default_factory=dict)
+
+
+class _Reader:
+    """Buffered reads of HTTP/1.1 framing from a trio stream."""
+
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self.stream = stream
+        self.buffer = bytearray()
+
+    async def _fill(self) -> bool:
+        chunk = await self.stream.receive_some(65536)
+        if not chunk:
+            return False
+        self.buffer += chunk
+        return True
+
+    async def head(self) -> bytes | None:
+        """Bytes up to and including the blank line; None at a clean EOF."""
+        while True:
+            end = self.buffer.find(b"\r\n\r\n")
+            if end != -1:
+                head = bytes(self.buffer[: end + 4])
+                del self.buffer[: end + 4]
+                return head
+            if len(self.buffer) > MAX_HEAD_BYTES:
+                raise ValueError("header block too large")
+            if not await self._fill():
+                if self.buffer:
+                    raise ValueError("connection closed inside a header block")
+                return None
+
+    async def exactly(self, n: int) -> bytes:
+        while len(self.buffer) < n:
+            if not await self._fill():
+                raise ValueError("connection closed inside a body")
+        data = bytes(self.buffer[:n])
+        del self.buffer[:n]
+        return data
+
+    async def line(self) -> bytes:
+        while True:
+            end = self.buffer.find(b"\r\n")
+            if end != -1:
+                data = bytes(self.buffer[: end + 2])
+                del self.buffer[: end + 2]
+                return data
+            if not await self._fill():
+                raise ValueError("connection closed inside a chunked body")
+
+    async def chunked(self) -> bytes:
+        """A whole chunked body, framing included, to relay as is."""
+        out = bytearray()
+        while True:
+            size_line = await self.line()
+            out += size_line
+            size = int(size_line.split(b";")[0].strip(), 16)
+            if size == 0:
+                while True:
+                    trailer = await self.line()
+                    out += trailer
+                    if trailer == b"\r\n":
+                        return bytes(out)
+            out += await self.exactly(size + 2)
+
+
+def _headers(head: bytes) -> tuple[str, dict[str, str]]:
+    lines = head.decode("latin-1").split("\r\n")
+    fields: dict[str, str] = {}
+    for line in lines[1:]:
+        if ":" in line:
+            name, _, value = line.partition(":")
+            fields[name.strip().lower()] = value.strip()
+    return lines[0], fields
+
+
+def _response(status: int, body: bytes, extra: dict[str, str] | None = None) -> bytes:
+    lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}"]
+    headers = {
+        "content-type": "application/json",
+        "content-length": str(len(body)),
+        **(extra or {}),
+    }
+    lines += [f"{k}: {v}" for k, v in headers.items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+class FaultProxy:
+    """The proxy; an async context manager that serves until the block ends."""
+
+    def __init__(
+        self, target: str, *, host: str = "127.0.0.1", port: int = 0, seed: int | None = None
+    ) -> None:
+        parts = urlsplit(target)
+        self.target_host = parts.hostname or "127.0.0.1"
+        self.target_port = parts.port or 80
+        self.host = host
+        self.port = port
+        self.url = ""
+        self.settings = FaultSettings()
+        self.counters = FaultCounters()
+        self.random = random.Random(seed)
+        self._cancel: trio.CancelScope | None = None
+        self._nursery_manager: Any = None
+
+    # -- settings and counters ------------------------------------------------
+
+    def set(self, **changes: Any) -> None:
+        """Change settings (see FaultSettings); unknown names raise TypeError."""
+        for name, value in changes.items():
+            if not hasattr(self.settings, name):
+                raise TypeError(f"no fault setting {name!r}")
+            setattr(self.settings, name, value)
+
+    def reset(self) -> None:
+        """No faults, counters at zero."""
+        self.settings = FaultSettings()
+        self.counters = FaultCounters()
+
+    @property
+    def requests_seen(self) -> int:
+        return self.counters.requests_seen
+
+    def state(self) -> dict[str, Any]:
+        return {"settings": asdict(self.settings), "counters": asdict(self.counters)}
+
+    # -- lifecycle ------------------------------------------------------------
+
+    async def __aenter__(self) -> FaultProxy:
+        self._nursery_manager = trio.open_nursery()
+        nursery = await self._nursery_manager.__aenter__()
+        await nursery.start(self.serve)
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        if self._cancel is not None:
+            self._cancel.cancel()
+        return await self._nursery_manager.__aexit__(*exc)
+
+    async def serve(self, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
+        """Accept connections until cancelled; reports the URL once listening."""
+        with trio.CancelScope() as scope:
+            self._cancel = scope
+            listeners = await trio.open_tcp_listeners(self.port, host=self.host)
+            self.port = listeners[0].socket.getsockname()[1]
+            self.url = f"http://{self.host}:{self.port}"
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(partial(trio.serve_listeners, self._connection, listeners))
+                task_status.started(self.url)
+
+    # -- one client connection ------------------------------------------------
+
+    def _applies(self, method: str, path: str) -> bool:
+        s = self.settings
+        if s.match_method and method.upper() != s.match_method.upper():
+            return False
+        return not (s.match_path and not re.search(s.match_path, path))
+
+    async def _connection(self, client: trio.SocketStream) -> None:
+        upstream: trio.SocketStream | None = None
+        try:
+            if self.settings.down:
+                self.counters.refused_connections += 1
+                return
+            reader = _Reader(client)
+            upstream_reader: _Reader | None = None
+            while True:
+                head = await reader.head()
+                if head is None:
+                    return
+                request_line, fields = _headers(head)
+                method, _, rest = request_line.partition(" ")
+                path = rest.rsplit(" ", 1)[0]
+                body = await reader.exactly(int(fields.get("content-length") or 0))
+                if path.split("?")[0] == CONTROL_PATH:
+                    await client.send_all(self._control(method, body))
+                    continue
+                self.counters.requests_seen += 1
+                route = path.split("?")[0]
+                self.counters.requests_by_path[route] = (
+                    self.counters.requests_by_path.get(route, 0) + 1
+                )
+                s = self.settings
+                if s.down:
+                    self.counters.refused_connections += 1
+                    return
+                applies = self._applies(method, path)
+                if applies and s.delay > 0:
+                    await trio.sleep(s.delay)
+                if applies and (s.drop_next > 0 or self.random.random() < s.drop_rate):
+                    s.drop_next = max(0, s.drop_next - 1)
+                    self.counters.drops_injected += 1
+                    return
+                if applies and (s.status_next > 0 or self.random.random() < s.status_rate):
+                    s.status_next = max(0, s.status_next - 1)
+                    self.counters.statuses_injected += 1
+                    await client.send_all(self._fault_response(s.status, s.retry_after))
+                    continue
+                if upstream is None:
+                    try:
+                        upstream = await trio.open_tcp_stream(self.target_host, self.target_port)
+                    except OSError:
+                        return
+                    upstream_reader = _Reader(upstream)
+                assert upstream_reader is not None
+                await upstream.send_all(head + body)
+                answer, close = await self._relay_response(upstream_reader, method)
+                self.counters.forwarded += 1
+                await client.send_all(answer)
+                if close or fields.get("connection", "").lower() == "close":
+                    return
+        except (trio.BrokenResourceError, trio.ClosedResourceError, ValueError, OSError):
+            return
+        finally:
+            if upstream is not None:
+                await upstream.aclose()
+            await client.aclose()
+
+    async def _relay_response(self, reader: _Reader, method: str) -> tuple[bytes, bool]:
+        head = await reader.head()
+        if head is None:
+            raise ValueError("upstream closed before answering")
+        status_line, fields = _headers(head)
+        status = int(status_line.split(" ")[1])
+        close = fields.get("connection", "").lower() == "close"
+        if method.upper() == "HEAD" or status in (204, 304) or 100 <= status < 200:
+            return head, close
+        if "chunked" in fields.get("transfer-encoding", "").lower():
+            return head + await reader.chunked(), close
+        if "content-length" in fields:
+            return head + await reader.exactly(int(fields["content-length"])), close
+        body = bytearray()
+        while await reader._fill():
+            pass
+        body += reader.buffer
+        return head + bytes(body), True
+
+    def _fault_response(self, status: int, retry_after: float) -> bytes:
+        request_id = "req_fault_" + secrets.token_hex(8)
+        error_type = _ERROR_TYPES.get(status, "api_error")
+        body = json.dumps(
+            {
+                "type": "error",
+                "error": {"type": error_type, "message": f"injected {status} by the fault proxy"},
+                "request_id": request_id,
+            }
+        ).encode()
+        extra = {"request-id": request_id}
+        if status == 429:
+            extra["retry-after"] = f"{retry_after:g}"
+        return _response(status, body, extra)
+
+    def _control(self, method: str, body: bytes) -> bytes:
+        if method.upper() == "POST":
+            try:
+                changes = json.loads(body or b"{}")
+                if changes.pop("reset", False):
+                    self.reset()
+                self.set(**changes)
+            except (ValueError, TypeError) as e:
+                return _response(400, json.dumps({"error": str(e)}).encode())
+        return _response(200, json.dumps(self.state()).encode())
+
+
+class FaultProxyProcess:
+    """`python -m tests.support.faults` as a child process, driven over HTTP."""
+
+    def __init__(self, target: str, *, seed: int | None = None) -> None:
+        self.target = target
+        self.seed = seed
+        self.url = ""
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 15.0) -> FaultProxyProcess:
+        cmd = [sys.executable, "-m", "tests.support.faults", "--target", self.target]
+        if self.seed is not None:
+            cmd += ["--seed", str(self.seed)]
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, cwd=root)
+        assert self.proc.stdout is not None
+        selector = selectors.DefaultSelector()
+        selector.register(self.proc.stdout, selectors.EVENT_READ)
+        data, deadline = b"", time.monotonic() + timeout
+        while b"\n" not in data and time.monotonic() < deadline:
+            if selector.select(deadline - time.monotonic()):
+                chunk = os.read(self.proc.stdout.fileno(), 4096)
+                if not chunk:
+                    break
+                data += chunk
+        selector.close()
+        self.url = data.decode().split("\n", 1)[0].strip()
+        if not self.url.startswith("http://"):
+            self.stop()
+            raise RuntimeError(f"the fault proxy did not print its URL (got {data!r})")
+        return self
+
+    def set(self, **changes: Any) -> dict[str, Any]:
+        r = httpx.post(self.url + CONTROL_PATH, json=changes, timeout=5.0)
+        r.raise_for_status()
+        return r.json()
+
+    def reset(self) -> dict[str, Any]:
+        return self.set(reset=True)
+
+    def state(self) -> dict[str, Any]:
+        r = httpx.get(self.url + CONTROL_PATH, timeout=5.0)
+        r.raise_for_status()
+        return r.json()
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        proc, self.proc = self.proc, None
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if proc.stdout:
+            proc.stdout.close()
+
+    def __enter__(self) -> FaultProxyProcess:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+async def _main(args: argparse.Namespace) -> None:
+    proxy = FaultProxy(args.target, host=args.host, port=args.port, seed=args.seed)
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+            url = await nursery.start(proxy.serve)
+            sys.stdout.write(url + "\n")
+            sys.stdout.flush()
+            async for _ in signals:
+                nursery.cancel_scope.cancel()
+                break
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.support.faults", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--target", required=True, help="URL of the server to forward to")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=None, help="seed for the fault dice")
+    trio.run(_main, parser.parse_args(argv))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,852 @@
+"""`memfs serve` against raw HTTP: every rule the server enforces, as a client sees it.
+
+The server is a real subprocess on loopback with a real SQLite file; the
+requests are plain httpx, so these tests pin the wire format itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import httpx
+import pytest
+import trio
+
+from memfs._api import BETA, OLD_BETA
+from tests.support import ServerProcess, api_headers
+from tests.support.faults import FaultProxy
+
+
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@pytest.fixture
+def http(shared_memfs_server: ServerProcess) -> Iterator[httpx.Client]:
+    with shared_memfs_server.http() as client:
+        yield client
+
+
+@pytest.fixture
+def store(http: httpx.Client) -> str:
+    r = http.post("/v1/memory_stores", json={"name": "server test"})
+    assert r.status_code == 200, r.text
+    return r.json()["id"]
+
+
+def create(http: httpx.Client, sid: str, path: str, content: str = "x") -> httpx.Response:
+    return http.post(f"/v1/memory_stores/{sid}/memories", json={"path": path, "content": content})
+
+
+def created(http: httpx.Client, sid: str, path: str, content: str = "x") -> dict:
+    r = create(http, sid, path, content)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def assert_error(r: httpx.Response, status: int, error_type: str) -> dict:
+    assert r.status_code == status, r.text
+    body = r.json()
+    assert body["type"] == "error"
+    assert body["error"]["type"] == error_type
+    assert body["error"]["message"]
+    assert body["request_id"] == r.headers["request-id"]
+    return body["error"]
+
+
+def versions(http: httpx.Client, sid: str, **params) -> list[dict]:
+    r = http.get(f"/v1/memory_stores/{sid}/memory_versions", params={"limit": 100, **params})
+    assert r.status_code == 200, r.text
+    return r.json()["data"]
+
+
+def list_all(http: httpx.Client, sid: str, **params) -> list[dict]:
+    items, page = [], None
+    while True:
+        query = dict(params, **({"page": page} if page else {}))
+        r = http.get(f"/v1/memory_stores/{sid}/memories", params=query)
+        assert r.status_code == 200, r.text
+        items += r.json()["data"]
+        page = r.json()["next_page"]
+        if not page:
+            return items
+
+
+# ---- the error table -----------------------------------------------------
+
+
+def test_bad_json_is_400(http, store):
+    r = http.post(
+        f"/v1/memory_stores/{store}/memories",
+        content=b'{"path": "/a", "content": ',
+        headers={"content-type": "application/json"},
+    )
+    assert "JSON" in assert_error(r, 400, "invalid_request_error")["message"]
+    r = http.post(f"/v1/memory_stores/{store}/memories", content=b"[1, 2]")
+    assert_error(r, 400, "invalid_request_error")
+    r = http.post(f"/v1/memory_stores/{store}/memories", content=b"\xff\xfe")
+    assert_error(r, 400, "invalid_request_error")
+
+
+def test_wrong_types_are_400(http, store):
+    assert_error(create(http, store, 42), 400, "invalid_request_error")
+    r = http.post(f"/v1/memory_stores/{store}/memories", json={"path": "/a", "content": 3})
+    assert_error(r, 400, "invalid_request_error")
+    r = http.post(f"/v1/memory_stores/{store}/memories", json={"path": "/a"})
+    assert "content" in assert_error(r, 400, "invalid_request_error")["message"]
+    r = http.get(f"/v1/memory_stores/{store}/memories", params={"limit": "lots"})
+    assert_error(r, 400, "invalid_request_error")
+    r = http.get(f"/v1/memory_stores/{store}/memories", params={"limit": 101})
+    assert_error(r, 400, "invalid_request_error")
+    r = http.get(f"/v1/memory_stores/{store}/memories", params={"depth": 2})
+    assert_error(r, 400, "invalid_request_error")
+    r = http.get(f"/v1/memory_stores/{store}/memories", params={"view": "everything"})
+    assert_error(r, 400, "invalid_request_error")
+    r = http.get(f"/v1/memory_stores/{store}/memories", params={"page": "not-a-cursor"})
+    assert_error(r, 400, "invalid_request_error")
+
+
+def test_unauthenticated_is_401(shared_memfs_server, store):
+    url = shared_memfs_server.url + "/v1/memory_stores"
+    no_key = {k: v for k, v in api_headers().items() if k != "x-api-key"}
+    assert_error(httpx.get(url, headers=no_key), 401, "authentication_error")
+    assert_error(httpx.get(url, headers=api_headers("wrong-token")), 401, "authentication_error")
+    bearer = {**no_key, "authorization": "Bearer wrong-token"}
+    assert_error(httpx.get(url, headers=bearer), 401, "authentication_error")
+
+
+def test_bearer_and_api_key_both_authenticate(shared_memfs_server, store):
+    url = shared_memfs_server.url + f"/v1/memory_stores/{store}"
+    no_key = {k: v for k, v in api_headers().items() if k != "x-api-key"}
+    r = httpx.get(url, headers={**no_key, "authorization": "Bearer test-token"})
+    assert r.status_code == 200 and r.json()["id"] == store
+    r = httpx.get(url, headers=api_headers())
+    assert r.status_code == 200 and r.json()["id"] == store
+
+
+def test_missing_store_memory_and_version_are_404(http, store):
+    assert_error(http.get("/v1/memory_stores/memstore_nope"), 404, "not_found_error")
+    assert_error(create(http, "memstore_nope", "/a"), 404, "not_found_error")
+    r = http.get(f"/v1/memory_stores/{store}/memories/mem_nope")
+    assert_error(r, 404, "not_found_error")
+    r = http.post(f"/v1/memory_stores/{store}/memories/mem_nope", json={"content": "y"})
+    assert_error(r, 404, "not_found_error")
+    assert_error(
+        http.delete(f"/v1/memory_stores/{store}/memories/mem_nope"), 404, "not_found_error"
+    )
+    r = http.get(f"/v1/memory_stores/{store}/memory_versions/memver_nope")
+    assert_error(r, 404, "not_found_error")
+    other = http.post("/v1/memory_stores", json={"name": "other"}).json()["id"]
+    mem = created(http, other, "/elsewhere")
+    r = http.get(f"/v1/memory_stores/{store}/memories/{mem['id']}")
+    assert_error(r, 404, "not_found_error")
+
+
+def test_unknown_route_and_method_answer_the_envelope(http):
+    assert_error(http.get("/v1/nothing/here"), 404, "not_found_error")
+    r = http.put("/v1/memory_stores")
+    assert r.status_code == 405
+    assert r.json()["type"] == "error"
+    assert r.headers["request-id"] == r.json()["request_id"]
+
+
+def test_restricted_token_is_403_elsewhere(tmp_path):
+    server = ServerProcess(tmp_path / "store.sqlite3", token="admin").start()
+    try:
+        with server.http() as admin:
+            mine = admin.post("/v1/memory_stores", json={"name": "mine"}).json()["id"]
+            theirs = admin.post("/v1/memory_stores", json={"name": "theirs"}).json()["id"]
+        server.stop()
+        server.extra_args = ["--token", f"limited@{mine}"]
+        server.start()
+        limited = api_headers("limited")
+        r = httpx.get(f"{server.url}/v1/memory_stores/{mine}", headers=limited)
+        assert r.status_code == 200
+        r = httpx.get(f"{server.url}/v1/memory_stores/{theirs}/memories", headers=limited)
+        assert_error(r, 403, "permission_error")
+        r = httpx.post(f"{server.url}/v1/memory_stores", headers=limited, json={"name": "x"})
+        assert_error(r, 403, "permission_error")
+        r = httpx.get(f"{server.url}/v1/memory_stores", headers=limited)
+        assert [s["id"] for s in r.json()["data"]] == [mine]
+    finally:
+        server.stop()
+
+
+def test_precondition_mismatch_is_409(http, store):
+    mem = created(http, store, "/p", "one")
+    url = f"/v1/memory_stores/{store}/memories/{mem['id']}"
+    stale = {"type": "content_sha256", "content_sha256": sha("zero")}
+    r = http.post(url, json={"content": "two", "precondition": stale})
+    assert_error(r, 409, "memory_precondition_failed_error")
+    assert http.get(url).json()["content"] == "one"
+    good = {"type": "content_sha256", "content_sha256": sha("one")}
+    r = http.post(url, json={"content": "two", "precondition": good})
+    assert r.status_code == 200 and r.json()["content"] == "two"
+    r = http.delete(url, params={"expected_content_sha256": sha("one")})
+    assert_error(r, 409, "memory_precondition_failed_error")
+    r = http.delete(url, params={"expected_content_sha256": sha("two")})
+    assert r.json() == {"id": mem["id"], "type": "memory_deleted"}
+
+
+def test_update_that_already_matches_answers_200_despite_precondition(http, store):
+    mem = created(http, store, "/same", "content")
+    stale = {"type": "content_sha256", "content_sha256": sha("something else")}
+    r = http.post(
+        f"/v1/memory_stores/{store}/memories/{mem['id']}",
+        json={"content": "content", "precondition": stale},
+    )
+    assert r.status_code == 200
+    assert r.json()["memory_version_id"] == mem["memory_version_id"]
+
+
+def test_path_conflicts_are_409_with_the_conflicting_memory(http, store):
+    a = created(http, store, "/a")
+    for path in ("/a", "/a/b", "/a/b/c"):
+        err = assert_error(create(http, store, path), 409, "memory_path_conflict_error")
+        assert err["conflicting_memory_id"] == a["id"]
+        assert err["conflicting_path"] == "/a"
+    deep = created(http, store, "/d/e/f")
+    for path in ("/d", "/d/e"):
+        err = assert_error(create(http, store, path), 409, "memory_path_conflict_error")
+        assert (err["conflicting_memory_id"], err["conflicting_path"]) == (deep["id"], "/d/e/f")
+    created(http, store, "/d/e2")
+    created(http, store, "/a-b")
+    created(http, store, "/ab/c")
+    mover = created(http, store, "/mover")
+    r = http.post(f"/v1/memory_stores/{store}/memories/{mover['id']}", json={"path": "/a/x"})
+    err = assert_error(r, 409, "memory_path_conflict_error")
+    assert err["conflicting_memory_id"] == a["id"]
+    r = http.post(
+        f"/v1/memory_stores/{store}/memories/{mover['id']}", json={"path": "/mover/inside"}
+    )
+    assert r.status_code == 200 and r.json()["path"] == "/mover/inside"
+
+
+def test_content_size_boundary_counts_utf8_bytes(http, store):
+    exact = "é" * 51_200
+    assert len(exact.encode()) == 102_400
+    mem = created(http, store, "/big", exact)
+    assert mem["content_size_bytes"] == 102_400
+    r = create(http, store, "/bigger", exact + "a")
+    assert_error(r, 413, "request_too_large")
+    r = http.post(f"/v1/memory_stores/{store}/memories/{mem['id']}", json={"content": exact + "!"})
+    assert_error(r, 413, "request_too_large")
+    assert http.get(f"/v1/memory_stores/{store}/memories/{mem['id']}").json()["content"] == exact
+
+
+def test_lone_surrogate_content_is_400(http, store):
+    body = b'{"path": "/s", "content": "bad \\ud800 half"}'
+    r = http.post(f"/v1/memory_stores/{store}/memories", content=body)
+    assert "UTF-8" in assert_error(r, 400, "invalid_request_error")["message"]
+
+
+def test_empty_content_is_allowed(http, store):
+    mem = created(http, store, "/empty", "")
+    assert mem["content_size_bytes"] == 0
+    assert mem["content_sha256"] == sha("")
+
+
+def test_every_response_has_a_request_id(shared_memfs_server, http, store):
+    answers = [
+        http.get("/v1/memory_stores"),
+        http.get(f"/v1/memory_stores/{store}/memories"),
+        http.get("/v1/memory_stores/memstore_missing"),
+        http.get("/nowhere"),
+        http.patch("/v1/memory_stores"),
+        httpx.get(shared_memfs_server.url + "/v1/memory_stores"),
+    ]
+    ids = [r.headers.get("request-id") for r in answers]
+    assert all(ids) and len(set(ids)) == len(ids)
+
+
+# ---- headers -----------------------------------------------------------------
+
+
+def test_beta_headers(shared_memfs_server, store):
+    url = f"{shared_memfs_server.url}/v1/memory_stores/{store}"
+    assert httpx.get(url, headers=api_headers(beta=BETA)).status_code == 200
+    assert httpx.get(url, headers=api_headers(beta=OLD_BETA)).status_code == 200
+    assert httpx.get(url, headers=api_headers(beta=f"other-beta, {BETA}")).status_code == 200
+    assert_error(httpx.get(url, headers=api_headers(beta=None)), 400, "invalid_request_error")
+    assert_error(
+        httpx.get(url, headers=api_headers(beta="other-beta")), 400, "invalid_request_error"
+    )
+    both = api_headers(beta=f"{BETA},{OLD_BETA}")
+    assert_error(httpx.get(url, headers=both), 400, "invalid_request_error")
+    twice = [(k, v) for k, v in api_headers(beta=BETA).items()] + [("anthropic-beta", OLD_BETA)]
+    assert_error(httpx.get(url, headers=twice), 400, "invalid_request_error")
+    wrong_version = {**api_headers(), "anthropic-version": "1999-01-01"}
+    assert_error(httpx.get(url, headers=wrong_version), 400, "invalid_request_error")
+
+
+def test_beta_query_parameter_is_ignored(http, store):
+    mem = created(http, store, "/q")
+    r = http.get(f"/v1/memory_stores/{store}/memories/{mem['id']}?beta=true")
+    assert r.status_code == 200 and r.json()["content"] == "x"
+    r = http.post(
+        f"/v1/memory_stores/{store}/memories?beta=true", json={"path": "/q2", "content": ""}
+    )
+    assert r.status_code == 200 and r.json()["path"] == "/q2"
+
+
+# ---- paths ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "relative",
+        "/",
+        "",
+        "/a//b",
+        "/a/",
+        "/./a",
+        "/a/..",
+        "/a\nb",
+        "/a\x00b",
+        "/a\x7fb",
+        "/zero\u200bwidth",
+        "/rtl\u202emark",
+        "/" + "x" * 1024,
+    ],
+)
+def test_path_rules(http, store, path):
+    assert_error(create(http, store, path), 400, "invalid_request_error")
+
+
+def test_path_of_exactly_1024_bytes_is_allowed(http, store):
+    path = "/" + "é" * 511 + "x"
+    assert len(path.encode()) == 1024
+    assert created(http, store, path)["path"] == path
+    assert_error(create(http, store, path + "y"), 400, "invalid_request_error")
+
+
+def test_paths_are_stored_nfc_and_case_sensitive(http, store):
+    mem = created(http, store, "/cafe\u0301.md")
+    assert mem["path"] == "/caf\u00e9.md"
+    err = assert_error(create(http, store, "/caf\u00e9.md"), 409, "memory_path_conflict_error")
+    assert err["conflicting_memory_id"] == mem["id"]
+    created(http, store, "/CAF\u00c9.md")
+    listed = [m["path"] for m in list_all(http, store)]
+    assert listed == ["/CAF\u00c9.md", "/caf\u00e9.md"]
+
+
+# ---- listing -------------------------------------------------------------------
+
+
+def test_depth_one_lists_children_and_folder_rollups(http, store):
+    for path in ("/top.md", "/docs/a.md", "/docs/deep/b.md", "/docs-old.md", "/z/y/x.md"):
+        created(http, store, path)
+    root = list_all(http, store, depth=1)
+    assert [(i["type"], i["path"]) for i in root] == [
+        ("memory", "/docs-old.md"),
+        ("memory_prefix", "/docs/"),
+        ("memory", "/top.md"),
+        ("memory_prefix", "/z/"),
+    ]
+    docs = list_all(http, store, depth=1, path_prefix="/docs/")
+    assert [(i["type"], i["path"]) for i in docs] == [
+        ("memory", "/docs/a.md"),
+        ("memory_prefix", "/docs/deep/"),
+    ]
+    whole = list_all(http, store, path_prefix="/docs/")
+    assert [i["path"] for i in whole] == ["/docs/a.md", "/docs/deep/b.md"]
+    assert all(i["content"] is None for i in whole)
+    r = http.get(f"/v1/memory_stores/{store}/memories", params={"path_prefix": "/docs"})
+    assert_error(r, 400, "invalid_request_error")
+    r = http.get(f"/v1/memory_stores/{store}/memories", params={"path_prefix": "/do/"})
+    assert r.json()["data"] == []
+
+
+def test_depth_one_pages_across_folders(http, store):
+    for i in range(7):
+        created(http, store, f"/f{i}/inner/leaf.md")
+        created(http, store, f"/f{i}.md")
+    seen = []
+    page = None
+    while True:
+        r = http.get(
+            f"/v1/memory_stores/{store}/memories",
+            params={"depth": 1, "limit": 3, **({"page": page} if page else {})},
+        )
+        data = r.json()["data"]
+        assert len(data) <= 3
+        seen += [i["path"] for i in data]
+        page = r.json()["next_page"]
+        if not page:
+            break
+    expected = sorted([f"/f{i}.md" for i in range(7)] + [f"/f{i}/" for i in range(7)])
+    assert seen == expected
+
+
+def test_pagination_is_stable_while_writes_happen(http, store):
+    for i in range(0, 50, 2):
+        created(http, store, f"/m{i:03d}")
+    url = f"/v1/memory_stores/{store}/memories"
+    first = http.get(url, params={"limit": 10}).json()
+    assert [m["path"] for m in first["data"]] == [f"/m{i:03d}" for i in range(0, 20, 2)]
+    created(http, store, "/m001")
+    created(http, store, "/m041")
+    doomed = http.get(url, params={"path_prefix": "/", "limit": 100}).json()["data"][-1]
+    http.delete(f"{url}/{doomed['id']}")
+    rest, page = [], first["next_page"]
+    while page:
+        r = http.get(url, params={"limit": 10, "page": page}).json()
+        rest += [m["path"] for m in r["data"]]
+        page = r["next_page"]
+    expected = sorted({f"/m{i:03d}" for i in range(20, 48, 2)} | {"/m041"})
+    assert rest == expected
+
+
+def test_full_view_caps_the_page_at_20(http, store):
+    for i in range(25):
+        created(http, store, f"/n{i:02d}", f"content {i}")
+    r = http.get(f"/v1/memory_stores/{store}/memories", params={"view": "full", "limit": 100})
+    data = r.json()["data"]
+    assert len(data) == 20 and data[0]["content"] == "content 0"
+    assert r.json()["next_page"]
+    basic = http.get(f"/v1/memory_stores/{store}/memories", params={"limit": 100}).json()
+    assert len(basic["data"]) == 25 and basic["next_page"] is None
+    default = http.get(f"/v1/memory_stores/{store}/memories").json()
+    assert len(default["data"]) == 20
+
+
+# ---- the cap and archived stores --------------------------------------------------
+
+
+def test_store_cap_refuses_creates_but_keeps_edits(tmp_path):
+    server = ServerProcess(tmp_path / "s.sqlite3", extra_args=["--max-memories", "3"]).start()
+    try:
+        sid = server.create_store("capped")["id"]
+        with server.http() as http:
+            mems = [created(http, sid, f"/m{i}") for i in range(3)]
+            err = assert_error(create(http, sid, "/m3"), 400, "invalid_request_error")
+            assert "3" in err["message"]
+            url = f"/v1/memory_stores/{sid}/memories/{mems[0]['id']}"
+            assert (
+                http.post(url, json={"content": "still editable", "path": "/moved"}).status_code
+                == 200
+            )
+            assert http.delete(url).status_code == 200
+            created(http, sid, "/m3")
+    finally:
+        server.stop()
+
+
+def test_archived_store_refuses_writes(http, store):
+    mem = created(http, store, "/kept", "old")
+    archived = http.post(f"/v1/memory_stores/{store}/archive").json()
+    assert archived["archived_at"]
+    memories = f"/v1/memory_stores/{store}/memories"
+    assert_error(create(http, store, "/new"), 400, "invalid_request_error")
+    r = http.post(f"{memories}/{mem['id']}", json={"content": "new"})
+    assert_error(r, 400, "invalid_request_error")
+    assert_error(http.delete(f"{memories}/{mem['id']}"), 400, "invalid_request_error")
+    r = http.post(f"/v1/memory_stores/{store}", json={"name": "renamed"})
+    assert_error(r, 400, "invalid_request_error")
+    assert http.get(f"{memories}/{mem['id']}").json()["content"] == "old"
+    listed = [s["id"] for s in list_all_stores(http)]
+    assert store not in listed
+    assert store in [s["id"] for s in list_all_stores(http, include_archived="true")]
+    assert (
+        http.post(f"/v1/memory_stores/{store}/archive").json()["archived_at"]
+        == archived["archived_at"]
+    )
+
+
+def list_all_stores(http: httpx.Client, **params) -> list[dict]:
+    items, page = [], None
+    while True:
+        r = http.get(
+            "/v1/memory_stores", params={"limit": 100, **params, **({"page": page} if page else {})}
+        )
+        items += r.json()["data"]
+        page = r.json()["next_page"]
+        if not page:
+            return items
+
+
+# ---- stores ------------------------------------------------------------------------
+
+
+def test_store_fields_and_metadata_patch(http):
+    r = http.post(
+        "/v1/memory_stores",
+        json={"name": "Prefs", "description": "d", "metadata": {"a": "1", "b": "2"}},
+    )
+    s = r.json()
+    assert s["type"] == "memory_store" and s["id"].startswith("memstore_")
+    assert (s["name"], s["description"], s["metadata"], s["archived_at"]) == (
+        "Prefs",
+        "d",
+        {"a": "1", "b": "2"},
+        None,
+    )
+    assert s["created_at"].endswith("Z")
+    r = http.post(f"/v1/memory_stores/{s['id']}", json={"metadata": {"a": None, "c": "3"}})
+    assert r.json()["metadata"] == {"b": "2", "c": "3"}
+    assert http.get(f"/v1/memory_stores/{s['id']}").json()["metadata"] == {"b": "2", "c": "3"}
+    bare = http.post("/v1/memory_stores", json={"name": "bare"}).json()
+    assert (bare["description"], bare["metadata"]) == ("", {})
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"name": ""},
+        {"name": "x" * 256},
+        {"name": "tab\tname"},
+        {"name": 5},
+        {"name": "ok", "description": "d" * 1025},
+        {"name": "ok", "metadata": {f"k{i}": "v" for i in range(17)}},
+        {"name": "ok", "metadata": {"k" * 65: "v"}},
+        {"name": "ok", "metadata": {"k": "v" * 513}},
+        {"name": "ok", "metadata": ["not", "an", "object"]},
+    ],
+)
+def test_store_validation(http, body):
+    assert_error(http.post("/v1/memory_stores", json=body), 400, "invalid_request_error")
+
+
+def test_stores_list_in_creation_order_across_pages(http):
+    ids = [
+        http.post("/v1/memory_stores", json={"name": f"order {i}"}).json()["id"] for i in range(5)
+    ]
+    seen, page = [], None
+    while True:
+        r = http.get(
+            "/v1/memory_stores", params={"limit": 2, **({"page": page} if page else {})}
+        ).json()
+        seen += [s["id"] for s in r["data"]]
+        page = r["next_page"]
+        if not page:
+            break
+    assert [i for i in seen if i in ids] == ids
+
+
+def test_delete_store_takes_memories_and_versions(http, store):
+    mem = created(http, store, "/gone")
+    version = mem["memory_version_id"]
+    assert http.delete(f"/v1/memory_stores/{store}").json() == {
+        "id": store,
+        "type": "memory_store_deleted",
+    }
+    assert_error(http.get(f"/v1/memory_stores/{store}"), 404, "not_found_error")
+    assert_error(
+        http.get(f"/v1/memory_stores/{store}/memories/{mem['id']}"), 404, "not_found_error"
+    )
+    r = http.get(f"/v1/memory_stores/{store}/memory_versions/{version}")
+    assert_error(r, 404, "not_found_error")
+
+
+# ---- memories and versions ------------------------------------------------------------
+
+
+def test_memory_object_and_views(http, store):
+    mem = created(http, store, "/notes/today.md", "hello")
+    assert mem["type"] == "memory" and mem["id"].startswith("mem_")
+    assert mem["memory_store_id"] == store
+    assert mem["content"] == "hello" and mem["content_sha256"] == sha("hello")
+    assert mem["content_size_bytes"] == 5 and mem["memory_version_id"].startswith("memver_")
+    url = f"/v1/memory_stores/{store}/memories/{mem['id']}"
+    assert http.get(url).json() == mem
+    assert http.get(url, params={"view": "basic"}).json()["content"] is None
+
+
+def test_noop_update_answers_200_and_writes_no_version(http, store):
+    mem = created(http, store, "/same", "text")
+    url = f"/v1/memory_stores/{store}/memories/{mem['id']}"
+    for body in ({"content": "text"}, {"path": "/same"}, {"content": "text", "path": "/same"}, {}):
+        r = http.post(url, json=body)
+        assert r.status_code == 200
+        assert r.json()["memory_version_id"] == mem["memory_version_id"]
+        assert r.json()["updated_at"] == mem["updated_at"]
+    assert len(versions(http, store, memory_id=mem["id"])) == 1
+
+
+def test_one_version_per_change_with_the_state_after_it(http, store):
+    mem = created(http, store, "/v.md", "one")
+    url = f"/v1/memory_stores/{store}/memories/{mem['id']}"
+    after_content = http.post(url, json={"content": "two"}).json()
+    after_move = http.post(url, json={"path": "/w.md"}).json()
+    after_both = http.post(url, json={"path": "/x.md", "content": "three"}).json()
+    assert http.delete(url).status_code == 200
+    feed = versions(http, store, memory_id=mem["id"], view="full")
+    assert [v["operation"] for v in feed] == [
+        "deleted",
+        "modified",
+        "modified",
+        "modified",
+        "created",
+    ]
+    assert [(v["path"], v["content"]) for v in feed] == [
+        ("/x.md", "three"),
+        ("/x.md", "three"),
+        ("/w.md", "two"),
+        ("/v.md", "two"),
+        ("/v.md", "one"),
+    ]
+    assert [v["id"] for v in feed[1:]] == [
+        after_both["memory_version_id"],
+        after_move["memory_version_id"],
+        after_content["memory_version_id"],
+        mem["memory_version_id"],
+    ]
+    for v in feed:
+        assert v["type"] == "memory_version" and v["memory_store_id"] == store
+        assert v["content_sha256"] == sha(v["content"])
+        assert v["content_size_bytes"] == len(v["content"].encode())
+        assert v["created_by"]["type"] == "api_actor"
+        assert v["created_by"]["api_key_id"] and "test-token" not in json.dumps(v)
+    stamps = [v["created_at"] for v in feed]
+    assert stamps == sorted(stamps, reverse=True) and len(set(stamps)) == len(stamps)
+    assert all(v["content"] is None for v in versions(http, store, memory_id=mem["id"]))
+
+
+def test_bearer_changes_are_recorded_as_session_actor(shared_memfs_server, store):
+    headers = {k: v for k, v in api_headers().items() if k != "x-api-key"}
+    headers["authorization"] = "Bearer test-token"
+    r = httpx.post(
+        f"{shared_memfs_server.url}/v1/memory_stores/{store}/memories",
+        headers=headers,
+        json={"path": "/by-session", "content": ""},
+    )
+    with shared_memfs_server.http() as http:
+        v = http.get(
+            f"/v1/memory_stores/{store}/memory_versions/{r.json()['memory_version_id']}"
+        ).json()
+    assert v["created_by"]["type"] == "session_actor"
+    assert v["created_by"]["session_id"] and "test-token" not in json.dumps(v)
+
+
+def test_version_filters(http, store):
+    a = created(http, store, "/a", "1")
+    b = created(http, store, "/b", "1")
+    http.post(f"/v1/memory_stores/{store}/memories/{a['id']}", json={"content": "2"})
+    http.delete(f"/v1/memory_stores/{store}/memories/{b['id']}")
+    everything = versions(http, store)
+    assert [v["operation"] for v in everything] == ["deleted", "modified", "created", "created"]
+    assert [v["operation"] for v in versions(http, store, operation="created")] == ["created"] * 2
+    assert {v["memory_id"] for v in versions(http, store, memory_id=b["id"])} == {b["id"]}
+    middle = everything[1]["created_at"]
+    since = versions(http, store, **{"created_at[gte]": middle})
+    assert [v["id"] for v in since] == [v["id"] for v in everything[:2]]
+    until = versions(http, store, **{"created_at[lte]": middle})
+    assert [v["id"] for v in until] == [v["id"] for v in everything[1:]]
+    r = http.get(
+        f"/v1/memory_stores/{store}/memory_versions", params={"created_at[gte]": "yesterday"}
+    )
+    assert_error(r, 400, "invalid_request_error")
+    r = http.get(f"/v1/memory_stores/{store}/memory_versions", params={"operation": "renamed"})
+    assert_error(r, 400, "invalid_request_error")
+    pages, page = [], None
+    while True:
+        r = http.get(
+            f"/v1/memory_stores/{store}/memory_versions",
+            params={"limit": 1, **({"page": page} if page else {})},
+        ).json()
+        pages += [v["id"] for v in r["data"]]
+        page = r["next_page"]
+        if not page:
+            break
+    assert pages == [v["id"] for v in everything]
+
+
+def test_redaction(http, store):
+    mem = created(http, store, "/secret", "password=hunter2")
+    url = f"/v1/memory_stores/{store}/memories/{mem['id']}"
+    versions_url = f"/v1/memory_stores/{store}/memory_versions"
+    r = http.post(f"{versions_url}/{mem['memory_version_id']}/redact", json={})
+    assert "current" in assert_error(r, 400, "invalid_request_error")["message"]
+    http.post(url, json={"content": "nothing to see"})
+    r = http.post(f"{versions_url}/{mem['memory_version_id']}/redact", json={})
+    assert r.status_code == 200
+    red = r.json()
+    assert (red["content"], red["path"], red["content_sha256"], red["content_size_bytes"]) == (
+        None,
+    ) * 4
+    assert red["redacted_at"] and red["redacted_by"]["type"] == "api_actor"
+    assert red["operation"] == "created" and red["memory_id"] == mem["id"]
+    assert http.get(f"{versions_url}/{mem['memory_version_id']}").json() == red
+    assert http.get(url).json()["content"] == "nothing to see"
+    http.delete(url)
+    last = versions(http, store, memory_id=mem["id"])
+    assert last[0]["operation"] == "deleted"
+    assert http.post(f"{versions_url}/{last[1]['id']}/redact", json={}).status_code == 200
+    assert_error(http.post(f"{versions_url}/memver_nope/redact", json={}), 404, "not_found_error")
+
+
+async def test_concurrent_clients_all_land(shared_memfs_server, store):
+    async with httpx.AsyncClient(
+        base_url=shared_memfs_server.url, headers=shared_memfs_server.headers()
+    ) as client:
+        results = {}
+
+        async def put(i: int) -> None:
+            r = await client.post(
+                f"/v1/memory_stores/{store}/memories", json={"path": f"/c/{i}", "content": str(i)}
+            )
+            results[i] = r.status_code
+
+        async with trio.open_nursery() as nursery:
+            for i in range(30):
+                nursery.start_soon(put, i)
+    assert set(results.values()) == {200} and len(results) == 30
+    with shared_memfs_server.http() as http:
+        assert len(list_all(http, store, path_prefix="/c/")) == 30
+        assert len(versions(http, store)) == 30
+
+
+# ---- the process ---------------------------------------------------------------------
+
+
+def test_data_survives_restart(memfs_server):
+    sid = memfs_server.create_store("durable")["id"]
+    with memfs_server.http() as http:
+        mem = created(http, sid, "/keep.md", "kept")
+        before = versions(http, sid)
+    memfs_server.restart()
+    with memfs_server.http() as http:
+        assert http.get(f"/v1/memory_stores/{sid}/memories/{mem['id']}").json() == mem
+        assert versions(http, sid) == before
+        later = http.post(
+            f"/v1/memory_stores/{sid}/memories/{mem['id']}", json={"content": "new"}
+        ).json()
+    assert later["updated_at"] > mem["updated_at"]
+
+
+def test_a_killed_server_keeps_what_it_answered(memfs_server):
+    sid = memfs_server.create_store("crash")["id"]
+    with memfs_server.http() as http:
+        mem = created(http, sid, "/acked", "answered before the crash")
+    memfs_server.kill()
+    memfs_server.start()
+    with memfs_server.http() as http:
+        assert (
+            http.get(f"/v1/memory_stores/{sid}/memories/{mem['id']}").json()["content"]
+            == mem["content"]
+        )
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_signals_shut_down_cleanly(memfs_server, signum):
+    proc = memfs_server.proc
+    proc.send_signal(signum)
+    assert proc.wait(10) == 0
+    assert "Traceback" not in memfs_server.stderr
+
+
+def test_without_a_token_one_is_generated_and_printed(tmp_path):
+    server = ServerProcess(tmp_path / "s.sqlite3", token="")
+    server.start()
+    try:
+        line = [x for x in server.stderr.splitlines() if "generated token:" in x]
+        assert len(line) == 1
+        token = line[0].rsplit(":", 1)[1].strip()
+        assert (
+            httpx.get(server.url + "/v1/memory_stores", headers=api_headers(token)).status_code
+            == 200
+        )
+        assert (
+            httpx.get(server.url + "/v1/memory_stores", headers=api_headers("x")).status_code == 401
+        )
+    finally:
+        server.stop()
+
+
+def test_tokens_from_the_environment(tmp_path):
+    server = ServerProcess(tmp_path / "s.sqlite3", token="", env={"MEMFS_SERVE_TOKEN": "one, two"})
+    server.start()
+    try:
+        for token in ("one", "two"):
+            r = httpx.get(server.url + "/v1/memory_stores", headers=api_headers(token))
+            assert r.status_code == 200
+        assert "generated token" not in server.stderr
+    finally:
+        server.stop()
+
+
+def test_demo_store_is_created_once(tmp_path):
+    server = ServerProcess(
+        tmp_path / "s.sqlite3", extra_args=["--demo-store", "Demo Notes"]
+    ).start()
+    try:
+        first = [x for x in server.stderr.splitlines() if "demo store Demo Notes:" in x][-1].rsplit(
+            " ", 1
+        )[1]
+        server.restart()
+        second = [x for x in server.stderr.splitlines() if "demo store Demo Notes:" in x][
+            -1
+        ].rsplit(" ", 1)[1]
+        assert first == second and first.startswith("memstore_")
+        with server.http() as http:
+            paths = [m["path"] for m in list_all(http, first)]
+        assert "/README.md" in paths
+    finally:
+        server.stop()
+
+
+def test_port_in_use_is_one_sentence(memfs_server, tmp_path):
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "memfs",
+            "serve",
+            "--port",
+            str(memfs_server.port),
+            "--token",
+            "t",
+            "--db",
+            str(tmp_path / "other.sqlite3"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
+    assert r.returncode != 0
+    assert r.stderr.startswith("memfs: cannot listen on 127.0.0.1")
+    assert "Traceback" not in r.stderr
+
+
+def test_help_shows_the_flags():
+    r = subprocess.run(
+        [sys.executable, "-m", "memfs", "serve", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
+    assert r.returncode == 0
+    for flag in ("--db", "--host", "--port", "--max-memories", "--token", "--demo-store"):
+        assert flag in r.stdout
+
+
+# ---- faults from the proxy: the rest of the error table --------------------------------
+
+
+async def test_fault_proxy_answers_429_500_529_and_passes_through(shared_memfs_server, store):
+    async with (
+        FaultProxy(shared_memfs_server.url) as proxy,
+        httpx.AsyncClient(base_url=proxy.url, headers=shared_memfs_server.headers()) as client,
+    ):
+        r = await client.get(f"/v1/memory_stores/{store}")
+        assert r.status_code == 200 and r.json()["id"] == store
+        for status, error_type in (
+            (429, "rate_limit_error"),
+            (500, "api_error"),
+            (529, "overloaded_error"),
+        ):
+            proxy.set(status=status, status_rate=1.0)
+            r = await client.get(f"/v1/memory_stores/{store}")
+            assert_error(r, status, error_type)
+            if status == 429:
+                assert float(r.headers["retry-after"]) >= 0
+        proxy.set(status_rate=0.0)
+        assert (await client.get(f"/v1/memory_stores/{store}")).status_code == 200
+        assert proxy.requests_seen == 5
