@@ -1,5 +1,194 @@
-"""`memfs mount`, `unmount`, `sync` and `status`."""
+"""`memfs mount`, `memfs unmount`, `memfs sync` and `memfs status`."""
 
 from __future__ import annotations
 
-COMMANDS: dict = {}
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+
+from . import _supervisor as sup
+from ._exceptions import ConfigError
+
+log = logging.getLogger("memfs")
+
+
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds")
+
+
+def setup_mount(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--store",
+        action="append",
+        default=[],
+        metavar="ID[:read_only|:read_write][=MOUNT_PATH]",
+        help="a store to mount (repeatable, at most 8)",
+    )
+    p.add_argument("--resources", metavar="FILE", help="the session's resources array (JSON)")
+    p.add_argument(
+        "--root",
+        default="/mnt/memory",
+        help="where stores without a mount path go (default %(default)s)",
+    )
+    p.add_argument(
+        "--api-url",
+        help="the Memory Store API (default $MEMFS_API_URL, the secret's, or the public API)",
+    )
+    p.add_argument(
+        "--token-file", metavar="FILE", help="a file holding the token (or set MEMFS_TOKEN)"
+    )
+    p.add_argument(
+        "--secret-file",
+        metavar="FILE",
+        help="a file holding the work item secret (or set MEMFS_WORK_ITEM_SECRET)",
+    )
+    p.add_argument(
+        "--cache-dir",
+        help="the local cache (default $XDG_CACHE_HOME/memfs, /var/cache/memfs as root)",
+    )
+    p.add_argument("--uid", type=int, help="owner shown for files (default: the caller)")
+    p.add_argument("--gid", type=int, help="group shown for files (default: the caller's)")
+    p.add_argument("--allow-other", action="store_true", help="let other users reach the mounts")
+    p.add_argument(
+        "--sync-interval",
+        type=_float,
+        default=15.0,
+        help="seconds between passes (default 15, min 5)",
+    )
+    p.add_argument(
+        "--sync-deletions",
+        choices=("enabled", "log_only", "disabled"),
+        default="enabled",
+        help="what a local delete does in the store (default %(default)s)",
+    )
+    p.add_argument(
+        "--final-sync-timeout",
+        type=_float,
+        default=30.0,
+        help="seconds for the final sync on stop (default 30)",
+    )
+    p.add_argument("--daemon", action="store_true", help="return once every store is mounted")
+
+
+def run_mount(args: argparse.Namespace) -> int:
+    resources = [sup.parse_store_arg(s) for s in args.store]
+    if args.resources:
+        resources += sup.load_resources(args.resources)
+    if not resources:
+        raise ConfigError("no store to mount: give --store ID or --resources FILE")
+    if len(resources) > 8:
+        raise ConfigError(f"{len(resources)} stores were given; at most 8 can be mounted at once")
+    creds = sup.resolve_credentials(
+        api_url=args.api_url, token_file=args.token_file, secret_file=args.secret_file
+    )
+    specs = sup.build_specs(
+        resources,
+        creds,
+        root=args.root,
+        cache_dir=os.path.abspath(args.cache_dir or sup.default_cache_dir()),
+        uid=args.uid,
+        gid=args.gid,
+        allow_other=args.allow_other,
+        sync_interval=args.sync_interval,
+        sync_deletions=args.sync_deletions,
+        final_sync_timeout=args.final_sync_timeout,
+    )
+    level = logging.getLevelName(logging.getLogger().getEffectiveLevel())
+    supervisor = sup.Supervisor(
+        specs, daemon=args.daemon, log_level=level if args.verbose else "INFO"
+    )
+    supervisor.start_all()
+    for spec in specs:
+        access = "read-only" if spec.read_only else "read-write"
+        print(f"mounted {spec.store_id} at {spec.mount_path} ({access})", flush=True)
+    if args.daemon:
+        return 0
+    return supervisor.wait()
+
+
+def setup_unmount(p: argparse.ArgumentParser) -> None:
+    p.add_argument("mount_paths", nargs="*", metavar="MOUNT_PATH")
+    p.add_argument("--all", action="store_true", help="unmount every memfs mount of this machine")
+
+
+def run_unmount(args: argparse.Namespace) -> int:
+    return sup.unmount(args.mount_paths, all_=args.all)
+
+
+def setup_sync(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "mount_paths", nargs="*", metavar="MOUNT_PATH", help="default: every mounted store"
+    )
+    p.add_argument("--json", action="store_true", help="print the reports as JSON")
+
+
+def run_sync(args: argparse.Namespace) -> int:
+    results = sup.sync(args.mount_paths)
+    code = 0
+    out = []
+    for store, reply in results:
+        if not reply.get("ok"):
+            code = 1
+            sys.stderr.write(f"memfs: sync of {store.mount_path} failed: {reply.get('error')}\n")
+        elif not args.json:
+            r = reply["report"]
+            print(
+                f"{store.mount_path}: pushed {r['pushed']}, pulled {r['pulled']}, "
+                f"deleted {r['deleted_remote']}, removed {r['removed_local']}, "
+                f"conflicts {r['conflicts']}, refused {r['refused']}"
+            )
+        out.append({"mount_path": store.mount_path, "store_id": store.store_id, **reply})
+    if args.json:
+        print(json.dumps(out, indent=2))
+    return code
+
+
+def setup_status(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print the status as JSON")
+
+
+def run_status(args: argparse.Namespace) -> int:
+    results = sup.status()
+    if args.json:
+        print(
+            json.dumps(
+                [r.get("status", {"mount_path": s.mount_path, **r}) for s, r in results], indent=2
+            )
+        )
+        return 0
+    if not results:
+        print("no memfs mounts are running")
+        return 0
+    for store, reply in results:
+        if not reply.get("ok"):
+            print(f"{store.mount_path}  {store.store_id}  unreachable: {reply.get('error')}")
+            continue
+        st = reply["status"]
+        access = "ro" if st["read_only"] else "rw"
+        last = st.get("last_pass") or {}
+        when = time.strftime("%H:%M:%S", time.localtime(last["finished_at"])) if last else "never"
+        print(
+            f"{st['mount_path']}  {st['store_id']}  {access}  files {st['files']} (cached {st['cached']})  "
+            f"pending {len(st['pending'])}  last sync {when}"
+        )
+        if st.get("last_error"):
+            print(f"  error: {st['last_error']}")
+        for path, reason in st.get("refused", {}).items():
+            print(f"  refused: {path}: {reason}")
+        for path in st["pending"][:20]:
+            print(f"  pending: {path}")
+    return 0
+
+
+COMMANDS = {
+    "mount": ("mount Memory Stores as folders (one FUSE mount per store)", setup_mount, run_mount),
+    "unmount": ("unmount memfs mounts, after a final sync", setup_unmount, run_unmount),
+    "sync": ("run a sync pass now and wait for it", setup_sync, run_sync),
+    "status": ("show the mounted stores and what is pending", setup_status, run_status),
+}

@@ -168,6 +168,7 @@ class StoreProcess:
         self.fs = MemoryStoreFS(self.cache, read_only=spec.read_only, uid=spec.uid, gid=spec.gid)
         self.mounted = False
         self.stopping = trio.Event()
+        self.finished = trio.Event()
         self.stopped = trio.Event()
         self.result: dict[str, Any] = {}
         self.started_at = time.time()
@@ -198,18 +199,24 @@ class StoreProcess:
             self.mounted = True
             self.engine.kernel = KernelCache()
             with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(self._fuse_main)
-                    nursery.start_soon(self._signals, signals)
-                    nursery.start_soon(self._periodic)
-                    nursery.start_soon(self._prefetch)
-                    await nursery.start(self._control)
-                    self._write_state()
-                    task_status.started()
-                    log.info("mounted %s at %s", spec.store_id, spec.mount_path)
-                    await self.stopping.wait()
-                    nursery.cancel_scope.cancel()
-            return await self._finish(created)
+                async with trio.open_nursery() as outer:
+                    await outer.start(self._control)
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(self._fuse_main)
+                        nursery.start_soon(self._signals, signals)
+                        nursery.start_soon(self._periodic)
+                        nursery.start_soon(self._prefetch)
+                        self._write_state()
+                        task_status.started()
+                        log.info("mounted %s at %s", spec.store_id, spec.mount_path)
+                        await self.stopping.wait()
+                        nursery.cancel_scope.cancel()
+                    code = await self._finish(created)
+                    self.finished.set()
+                    # Let `stop` requests read the result before the socket goes.
+                    await trio.sleep(0.2)
+                    outer.cancel_scope.cancel()
+            return code
         finally:
             if self.mounted:
                 self._unmount()
@@ -358,7 +365,8 @@ class StoreProcess:
             return {"ok": True, "report": report.as_dict()}
         if cmd == "stop":
             self.stopping.set()
-            return {"ok": True}
+            await self.finished.wait()
+            return dict(self.result)
         return {"ok": False, "error": f"unknown command {cmd!r}"}
 
 

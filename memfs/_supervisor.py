@@ -1,0 +1,506 @@
+"""One process per store, under one supervisor (pyfuse3 holds one FUSE
+session per process).
+
+The supervisor turns what the operator asked for (`--store`, `--resources`,
+credentials) into one `StoreSpec` per store, refusing bad requests before
+anything is mounted; starts a store process for each (`python -m
+memfs._mount`, the spec with the token on its stdin); waits until every one
+says READY, or stops the others and fails naming the store and the cause; and
+then either returns (`--daemon`) or waits for SIGTERM/SIGINT and passes it
+on, exiting 0 only when every store uploaded everything.
+
+Running store processes are found through their state files and control
+sockets in the runtime folder (`_mount.runtime_dir()`): `memfs unmount`,
+`memfs sync` and `memfs status` talk to them there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+import trio
+
+from ._api import (
+    ACCESS_READ_ONLY,
+    ACCESS_READ_WRITE,
+    DEFAULT_API_URL,
+    MAX_STORES_PER_SESSION,
+    Resource,
+    parse_resources,
+    parse_work_item_secret,
+    slugify,
+)
+from ._client import StoreClient
+from ._exceptions import ConfigError, MemfsError, MountError, StoreError, SyncError
+from ._mount import StoreSpec, force_unmount, mounted_source, remove_mount_folder, runtime_dir
+
+log = logging.getLogger("memfs.supervisor")
+
+READY_TIMEOUT = 300.0
+MIN_SYNC_INTERVAL = 5.0
+
+
+def parse_store_arg(text: str) -> Resource:
+    """`ID[:read_only|:read_write][=MOUNT_PATH]`."""
+    head, sep, mount_path = text.partition("=")
+    store_id, _, access = head.partition(":")
+    access = access or ACCESS_READ_WRITE
+    if not store_id:
+        raise ConfigError(f"--store {text!r} names no store id")
+    if access not in (ACCESS_READ_WRITE, ACCESS_READ_ONLY):
+        raise ConfigError(
+            f"--store {text!r}: the access must be read_only or read_write, not {access!r}"
+        )
+    if sep and not mount_path:
+        raise ConfigError(f"--store {text!r} has an empty mount path after '='")
+    return Resource(memory_store_id=store_id, access=access, mount_path=mount_path or None)
+
+
+def load_resources(path: str) -> list[Resource]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError as e:
+        raise ConfigError(f"cannot read the resources file {path}: {e.strerror}")
+    except ValueError as e:
+        raise ConfigError(f"the resources file {path} is not JSON: {e}")
+    return parse_resources(data)
+
+
+def _read_secret_file(path: str, what: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = f.read().strip()
+    except OSError as e:
+        raise ConfigError(f"cannot read the {what} file {path}: {e.strerror}")
+    if not value:
+        raise ConfigError(f"the {what} file {path} is empty")
+    return value
+
+
+@dataclass(frozen=True)
+class Credentials:
+    api_url: str
+    token: str
+
+    def __repr__(self) -> str:
+        return f"Credentials(api_url={self.api_url!r}, token=<hidden>)"
+
+
+def resolve_credentials(
+    *,
+    api_url: str | None,
+    token_file: str | None,
+    secret_file: str | None,
+    env: dict[str, str] | None = None,
+) -> Credentials | None:
+    """Token from --token-file or MEMFS_TOKEN, else the work item secret from
+    --secret-file or MEMFS_WORK_ITEM_SECRET; URL from --api-url, MEMFS_API_URL,
+    the secret's api_base_url, or the public API. None when there is no token."""
+    env = dict(os.environ if env is None else env)
+    token = None
+    secret_url = None
+    if token_file:
+        token = _read_secret_file(token_file, "token")
+    elif env.get("MEMFS_TOKEN"):
+        token = env["MEMFS_TOKEN"].strip()
+    else:
+        secret_text = None
+        if secret_file:
+            secret_text = _read_secret_file(secret_file, "work item secret")
+        elif env.get("MEMFS_WORK_ITEM_SECRET"):
+            secret_text = env["MEMFS_WORK_ITEM_SECRET"]
+        if secret_text:
+            secret = parse_work_item_secret(secret_text)
+            token, secret_url = secret.sessions_token, secret.api_base_url
+    if not token:
+        return None
+    url = api_url or env.get("MEMFS_API_URL") or secret_url or DEFAULT_API_URL
+    return Credentials(url.rstrip("/"), token)
+
+
+def default_cache_dir() -> str:
+    if os.geteuid() == 0:
+        return "/var/cache/memfs"
+    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return os.path.join(xdg, "memfs")
+
+
+def check_mount_path(path: str, store_id: str) -> str:
+    if not os.path.isabs(path):
+        raise ConfigError(f"the mount path {path!r} of {store_id} must be absolute")
+    if ".." in path.split("/"):
+        raise ConfigError(f"the mount path {path!r} of {store_id} may not contain '..'")
+    return path
+
+
+async def _store_names(creds: Credentials, store_ids: list[str]) -> dict[str, str]:
+    names: dict[str, str] = {}
+    async with StoreClient(creds.api_url, creds.token, max_retries=3) as client:
+        for sid in store_ids:
+            try:
+                names[sid] = (await client.get_store(sid)).name
+            except StoreError as e:
+                raise MountError(f"cannot look up store {sid}: {e}")
+    return names
+
+
+def build_specs(
+    resources: list[Resource],
+    creds: Credentials | None,
+    *,
+    root: str,
+    cache_dir: str,
+    uid: int | None,
+    gid: int | None,
+    allow_other: bool,
+    sync_interval: float,
+    sync_deletions: str,
+    final_sync_timeout: float,
+) -> list[StoreSpec]:
+    """One spec per store, every refusal made before anything is mounted."""
+    if len(resources) > MAX_STORES_PER_SESSION:
+        raise ConfigError(
+            f"{len(resources)} stores were given; at most {MAX_STORES_PER_SESSION} can be mounted at once"
+        )
+    if sync_interval < MIN_SYNC_INTERVAL:
+        raise ConfigError(
+            f"the sync interval must be at least {MIN_SYNC_INTERVAL:.0f} seconds, not {sync_interval:g}"
+        )
+    if final_sync_timeout <= 0:
+        raise ConfigError("the final sync timeout must be a positive number of seconds")
+    seen = set()
+    for r in resources:
+        if r.memory_store_id in seen:
+            raise ConfigError(f"store {r.memory_store_id} is given twice")
+        seen.add(r.memory_store_id)
+    if not resources:
+        return []
+    if creds is None:
+        raise ConfigError(
+            "the session's memories cannot be mounted without a token: give --token-file or MEMFS_TOKEN, "
+            "or the work item secret with --secret-file or MEMFS_WORK_ITEM_SECRET"
+        )
+    need_names = [r.memory_store_id for r in resources if not r.mount_path]
+    names = trio.run(_store_names, creds, need_names) if need_names else {}
+    specs = []
+    paths: dict[str, str] = {}
+    for r in resources:
+        path = r.mount_path or os.path.join(root, slugify(names[r.memory_store_id]))
+        check_mount_path(path, r.memory_store_id)
+        path = os.path.normpath(path)
+        if path in paths:
+            raise ConfigError(
+                f"stores {paths[path]} and {r.memory_store_id} would both mount at {path}"
+            )
+        paths[path] = r.memory_store_id
+        specs.append(
+            StoreSpec(
+                store_id=r.memory_store_id,
+                mount_path=path,
+                api_url=creds.api_url,
+                token=creds.token,
+                cache_dir=cache_dir,
+                runtime_dir=runtime_dir(),
+                read_only=r.read_only,
+                uid=uid,
+                gid=gid,
+                allow_other=allow_other,
+                sync_interval=sync_interval,
+                sync_deletions=sync_deletions,
+                final_sync_timeout=final_sync_timeout,
+                name=names.get(r.memory_store_id, r.name or ""),
+            )
+        )
+    return specs
+
+
+@dataclass
+class _Child:
+    spec: StoreSpec
+    proc: subprocess.Popen
+    ready: bool = False
+    error: str | None = None
+
+
+class Supervisor:
+    """Starts one store process per spec and sees them through to the end."""
+
+    def __init__(
+        self, specs: list[StoreSpec], *, daemon: bool = False, log_level: str = "INFO"
+    ) -> None:
+        self.specs = specs
+        self.daemon = daemon
+        self.log_level = log_level
+        self.children: list[_Child] = []
+
+    def _start(self, spec: StoreSpec) -> _Child:
+        env = dict(os.environ)
+        for secret in ("MEMFS_TOKEN", "MEMFS_WORK_ITEM_SECRET", "MEMFS_SERVE_TOKEN"):
+            env.pop(secret, None)
+        env["MEMFS_LOG_LEVEL"] = self.log_level
+        env["MEMFS_RUNTIME_DIR"] = spec.runtime_dir
+        if self.daemon:
+            os.makedirs(os.path.join(spec.cache_dir, spec.store_id), exist_ok=True)
+            stderr = open(os.path.join(spec.cache_dir, spec.store_id, "memfs.log"), "a")  # noqa: SIM115
+        else:
+            stderr = None
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "memfs._mount"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            env=env,
+            start_new_session=True,
+            text=True,
+        )
+        if stderr is not None:
+            stderr.close()
+        assert proc.stdin is not None
+        proc.stdin.write(spec.to_json() + "\n")
+        proc.stdin.close()
+        return _Child(spec, proc)
+
+    def start_all(self) -> None:
+        """Start every store and wait for READY; on any failure stop the rest and raise."""
+        self.children = [self._start(spec) for spec in self.specs]
+        sel = selectors.DefaultSelector()
+        for child in self.children:
+            assert child.proc.stdout is not None
+            sel.register(child.proc.stdout, selectors.EVENT_READ, child)
+        deadline = time.monotonic() + READY_TIMEOUT
+        waiting = len(self.children)
+        while waiting:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            for key, _ in sel.select(timeout=min(remaining, 1.0)):
+                child: _Child = key.data
+                line = key.fileobj.readline()  # type: ignore[union-attr]
+                sel.unregister(key.fileobj)
+                waiting -= 1
+                if line.startswith("READY"):
+                    child.ready = True
+                else:
+                    child.error = line[6:].strip() if line.startswith("ERROR ") else None
+                    child.error = child.error or f"the store process exited ({child.proc.wait()})"
+        sel.close()
+        failed = [c for c in self.children if not c.ready]
+        if failed:
+            self.stop_all()
+            first = failed[0]
+            cause = first.error or f"it did not become ready within {READY_TIMEOUT:.0f} s"
+            raise MountError(
+                f"store {first.spec.store_id} could not be mounted at {first.spec.mount_path}: {cause}"
+            )
+        for child in self.children:
+            if child.proc.stdout is not None:
+                child.proc.stdout.close()
+
+    def stop_all(self) -> int:
+        """SIGTERM every store process and wait; 0 when all of them exited 0."""
+        for child in self.children:
+            if child.proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    child.proc.send_signal(signal.SIGTERM)
+        code = 0
+        for child in self.children:
+            limit = child.spec.final_sync_timeout + 30
+            try:
+                rc = child.proc.wait(timeout=limit)
+            except subprocess.TimeoutExpired:
+                log.error(
+                    "store %s did not stop within %.0f s; killing it", child.spec.store_id, limit
+                )
+                child.proc.kill()
+                rc = child.proc.wait()
+                force_unmount(child.spec.mount_path)
+            if rc != 0:
+                code = 1
+        return code
+
+    def wait(self) -> int:
+        """Foreground: run until SIGTERM/SIGINT (or every store has ended), then stop all."""
+        stop = False
+
+        def on_signal(signum, frame):
+            nonlocal stop
+            stop = True
+
+        old = {
+            s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+        }
+        try:
+            while not stop:
+                alive = [c for c in self.children if c.proc.poll() is None]
+                if not alive:
+                    break
+                for c in self.children:
+                    if c.proc.returncode not in (None, 0) and not getattr(c, "_reported", False):
+                        log.error(
+                            "store %s stopped with status %s", c.spec.store_id, c.proc.returncode
+                        )
+                        c._reported = True  # type: ignore[attr-defined]
+                time.sleep(0.2)
+        finally:
+            for s, handler in old.items():
+                signal.signal(s, handler)
+        return self.stop_all()
+
+
+# --------------------------------------------------------------- control
+
+
+@dataclass
+class RunningStore:
+    store_id: str
+    mount_path: str
+    pid: int
+    socket: str
+
+
+def running_stores() -> list[RunningStore]:
+    """Store processes of this machine, from their state files (stale ones are skipped)."""
+    folder = runtime_dir()
+    out = []
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    for name in names:
+        if not name.endswith(".json"):
+            continue
+        try:
+            with open(os.path.join(folder, name)) as f:
+                state = json.load(f)
+            os.kill(int(state["pid"]), 0)
+        except (OSError, ValueError, KeyError):
+            continue
+        out.append(
+            RunningStore(state["store_id"], state["mount_path"], int(state["pid"]), state["socket"])
+        )
+    return out
+
+
+def control(store: RunningStore, cmd: str, timeout: float = 300.0) -> dict:
+    """Send one command to a store process and return its answer."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(timeout)
+            s.connect(store.socket)
+            s.sendall(json.dumps({"cmd": cmd}).encode() + b"\n")
+            data = b""
+            while not data.endswith(b"\n"):
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+    except OSError as e:
+        raise SyncError(f"cannot reach the memfs process of {store.mount_path}: {e.strerror or e}")
+    try:
+        return json.loads(data)
+    except ValueError:
+        raise SyncError(f"the memfs process of {store.mount_path} gave no answer")
+
+
+def select_stores(paths: list[str], *, all_if_empty: bool = True) -> list[RunningStore]:
+    stores = running_stores()
+    if not paths:
+        if not all_if_empty:
+            return []
+        return stores
+    chosen = []
+    for p in paths:
+        real = os.path.abspath(p)
+        match = [s for s in stores if os.path.abspath(s.mount_path) == real]
+        if not match:
+            raise MountError(f"no memfs mount is running at {real}")
+        chosen += match
+    return chosen
+
+
+def unmount(paths: list[str], *, all_: bool) -> int:
+    """Stop the store processes of these mount paths with their final sync."""
+    if not paths and not all_:
+        raise ConfigError("name the mount paths to unmount, or give --all")
+    stores = running_stores()
+    targets: list[RunningStore] = []
+    stale: list[str] = []
+    if all_:
+        targets = stores
+        for _source, point, _fstype in _memfs_mounts():
+            if not any(os.path.abspath(s.mount_path) == point for s in stores):
+                stale.append(point)
+    else:
+        for p in paths:
+            real = os.path.abspath(p)
+            match = [s for s in stores if os.path.abspath(s.mount_path) == real]
+            if match:
+                targets += match
+            elif (mounted_source(real) or "").startswith("memfs:"):
+                stale.append(real)
+            else:
+                raise MountError(f"no memfs mount is running at {real}")
+    code = 0
+    for store in targets:
+        try:
+            reply = control(store, "stop", timeout=600)
+        except SyncError as e:
+            log.error("%s", e)
+            code = 1
+            continue
+        if not reply.get("ok"):
+            code = 1
+            for path in reply.get("not_uploaded", []):
+                sys.stderr.write(f"memfs: not uploaded from {store.mount_path}: {path}\n")
+        _wait_gone(store.pid, 60)
+        print(f"unmounted {store.mount_path}")
+    for point in stale:
+        force_unmount(point)
+        remove_mount_folder(point)
+        print(f"cleaned up a stale mount at {point}")
+    return code
+
+
+def _memfs_mounts() -> list[tuple[str, str, str]]:
+    from ._mount import _mounts
+
+    return [m for m in _mounts() if m[0].startswith("memfs:")]
+
+
+def _wait_gone(pid: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return
+        time.sleep(0.05)
+
+
+def sync(paths: list[str]) -> list[tuple[RunningStore, dict]]:
+    stores = select_stores(paths)
+    if not stores:
+        raise MountError("no memfs mounts are running")
+    return [(s, _safe_control(s, "sync")) for s in stores]
+
+
+def status() -> list[tuple[RunningStore, dict]]:
+    return [(s, _safe_control(s, "status", timeout=10)) for s in running_stores()]
+
+
+def _safe_control(store: RunningStore, cmd: str, timeout: float = 600) -> dict:
+    try:
+        return control(store, cmd, timeout)
+    except MemfsError as e:
+        return {"ok": False, "error": str(e)}
