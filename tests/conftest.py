@@ -69,3 +69,30 @@ async def store_id(store_client) -> str:
 
 
 # ---- end of StoreClient fixtures -------------------------------------------
+
+
+# ---- real mounts (mount work) ------------------------------------------------
+
+
+@pytest.fixture
+def mounter(memfs_server: ServerProcess, tmp_path: Path):
+    """A `tests.support.mounts.Mounter` on a fresh `memfs serve`: `.mount_one(store_id)`
+    mounts with `memfs mount --daemon`; everything is unmounted at teardown."""
+    from tests.support.mounts import Mounter
+
+    m = Mounter(memfs_server, tmp_path)
+    try:
+        yield m
+    finally:
+        m.cleanup()
+
+
+@pytest.fixture
+def mounted(mounter, memfs_server: ServerProcess):
+    """A fresh read-write store mounted at `mounter.root / "s"`: yields (store_id, Path)."""
+    store_id = memfs_server.create_store("mounted store")["id"]
+    path = mounter.mount_one(store_id)
+    return store_id, path
+
+
+# ---- end of real mount fixtures ----------------------------------------------

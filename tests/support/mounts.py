@@ -1,0 +1,138 @@
+"""Real memfs mounts for tests: `memfs mount --daemon` against a real
+`memfs serve`, driven through the CLI as an operator would, always unmounted
+at teardown (first `memfs unmount --all`, then `fusermount3 -uz` for anything
+left, then SIGKILL for any store process still alive)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.support import ServerProcess
+
+
+def memfs_mounts_under(root: Path) -> list[str]:
+    out = []
+    with open("/proc/mounts") as f:
+        for line in f:
+            parts = line.split()
+            if parts[0].startswith("memfs:") and parts[1].startswith(str(root)):
+                out.append(parts[1])
+    return out
+
+
+class Mounter:
+    """Mounts stores of `server` under `tmp/mnt`, with its own cache and runtime folders."""
+
+    def __init__(self, server: ServerProcess, tmp: Path) -> None:
+        self.server = server
+        self.tmp = tmp
+        self.root = tmp / "mnt"
+        self.cache_dir = tmp / "cache"
+        self.runtime_dir = tmp / "run"
+        self.token_file = tmp / "token"
+        self.token_file.write_text(server.token)
+        os.chmod(self.token_file, 0o600)
+        self.root.mkdir(exist_ok=True)
+
+    @property
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["MEMFS_RUNTIME_DIR"] = str(self.runtime_dir)
+        env["MEMFS_API_URL"] = self.server.url
+        env.pop("MEMFS_TOKEN", None)
+        env.pop("MEMFS_WORK_ITEM_SECRET", None)
+        return env
+
+    def memfs(
+        self,
+        *args: str,
+        timeout: float = 120,
+        env: dict[str, str] | None = None,
+        check: bool = False,
+    ):
+        """Run the memfs command; returns the CompletedProcess (text)."""
+        r = subprocess.run(
+            [sys.executable, "-m", "memfs", *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env or self.env,
+            stdin=subprocess.DEVNULL,
+        )
+        if check and r.returncode != 0:
+            raise AssertionError(
+                f"memfs {' '.join(args)} exited {r.returncode}:\n{r.stdout}\n{r.stderr}"
+            )
+        return r
+
+    def mount(self, *stores: str, extra: tuple[str, ...] = (), check: bool = True):
+        """`memfs mount --daemon --store S ...` with this mounter's folders."""
+        args = ["mount", "--daemon", "--root", str(self.root), "--cache-dir", str(self.cache_dir)]
+        args += ["--token-file", str(self.token_file), "--final-sync-timeout", "20"]
+        for s in stores:
+            args += ["--store", s]
+        return self.memfs(*args, *extra, check=check)
+
+    def mount_one(
+        self,
+        store_id: str,
+        name: str = "s",
+        *,
+        read_only: bool = False,
+        extra: tuple[str, ...] = (),
+    ) -> Path:
+        path = self.root / name
+        access = ":read_only" if read_only else ""
+        self.mount(f"{store_id}{access}={path}", extra=extra)
+        return path
+
+    def sync(self, *paths: Path, check: bool = True):
+        return self.memfs("sync", *map(str, paths), check=check)
+
+    def unmount(self, *paths: Path, check: bool = True):
+        return self.memfs("unmount", *map(str, paths), check=check)
+
+    def status(self) -> list[dict]:
+        import json
+
+        return json.loads(self.memfs("status", "--json", check=True).stdout)
+
+    def store_pids(self) -> list[int]:
+        """Pids of the store processes this mounter started."""
+        pids = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    cmd = f.read()
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    environ = f.read()
+            except OSError:
+                continue
+            if (
+                b"memfs._mount" in cmd
+                and f"MEMFS_RUNTIME_DIR={self.runtime_dir}".encode() in environ
+            ):
+                pids.append(int(entry))
+        return pids
+
+    def cleanup(self) -> None:
+        with contextlib.suppress(Exception):
+            self.memfs("unmount", "--all", timeout=90)
+        for point in memfs_mounts_under(self.tmp):
+            subprocess.run(["fusermount3", "-uz", point], capture_output=True)
+        deadline = time.monotonic() + 5
+        while self.store_pids() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for pid in self.store_pids():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        for point in memfs_mounts_under(self.tmp):
+            subprocess.run(["fusermount3", "-uz", point], capture_output=True)
