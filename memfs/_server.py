@@ -496,7 +496,8 @@ async def _run(app: MemoryStoreApp, config: Config, url: str, db_path: str) -> N
 
         async def until_signal() -> None:
             async for signum in signals:
-                log.warning("memfs serve: %s received, shutting down", signal.Signals(signum).name)
+                sys.stderr.write(f"memfs serve: {signal.Signals(signum).name}, shutting down\n")
+                sys.stderr.flush()
                 return
 
         async with trio.open_nursery() as nursery:

@@ -92,7 +92,12 @@ CREATE INDEX IF NOT EXISTS versions_by_memory ON versions (memory_id, created_at
 
 def new_id(prefix: str) -> str:
     """`prefix_` plus 24 random base62 characters (about 143 bits)."""
-    return prefix + "_" + "".join(secrets.choice(_ID_ALPHABET) for _ in range(24))
+    number = int.from_bytes(secrets.token_bytes(18))
+    digits = []
+    for _ in range(24):
+        number, digit = divmod(number, 62)
+        digits.append(_ID_ALPHABET[digit])
+    return prefix + "_" + "".join(digits)
 
 
 def format_timestamp(moment: datetime) -> str:

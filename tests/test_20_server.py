@@ -19,7 +19,7 @@ import trio
 
 from memfs._api import BETA, OLD_BETA
 from tests.support import ServerProcess, api_headers
-from tests.support.faults import FaultProxy
+from tests.support.faults import FaultProxy, FaultProxyProcess
 
 
 def sha(text: str) -> str:
@@ -850,3 +850,47 @@ async def test_fault_proxy_answers_429_500_529_and_passes_through(shared_memfs_s
         proxy.set(status_rate=0.0)
         assert (await client.get(f"/v1/memory_stores/{store}")).status_code == 200
         assert proxy.requests_seen == 5
+
+
+async def test_fault_proxy_drops_delays_outages_and_matches(shared_memfs_server, store):
+    path = f"/v1/memory_stores/{store}"
+    async with FaultProxy(shared_memfs_server.url, seed=1) as proxy:
+        async with httpx.AsyncClient(
+            base_url=proxy.url, headers=shared_memfs_server.headers()
+        ) as client:
+            proxy.set(drop_next=1)
+            with pytest.raises(httpx.TransportError):
+                await client.get(path)
+            assert (await client.get(path)).status_code == 200
+            proxy.set(delay=0.3)
+            started = trio.current_time()
+            assert (await client.get(path)).status_code == 200
+            assert trio.current_time() - started >= 0.3
+            proxy.set(delay=0.0, status=529, status_rate=1.0, match_method="POST")
+            assert (await client.get(path)).status_code == 200
+            assert (await client.post(path, json={})).status_code == 529
+            proxy.set(status_rate=0.0, match_method=None, down=True)
+        async with httpx.AsyncClient(
+            base_url=proxy.url, headers=shared_memfs_server.headers()
+        ) as client:
+            with pytest.raises(httpx.TransportError):
+                await client.get(path)
+            proxy.set(down=False)
+            assert (await client.get(path)).status_code == 200
+        assert proxy.counters.drops_injected == 1 and proxy.counters.statuses_injected == 1
+
+
+def test_fault_proxy_as_a_process(shared_memfs_server, store):
+    with FaultProxyProcess(shared_memfs_server.url) as proxy:
+        url = f"{proxy.url}/v1/memory_stores/{store}"
+        headers = shared_memfs_server.headers()
+        assert httpx.get(url, headers=headers).status_code == 200
+        proxy.set(status=429, status_next=2, retry_after=1.5)
+        first = httpx.get(url, headers=headers)
+        assert_error(first, 429, "rate_limit_error")
+        assert first.headers["retry-after"] == "1.5"
+        assert httpx.get(url, headers=headers).status_code == 429
+        assert httpx.get(url, headers=headers).status_code == 200
+        state = proxy.state()
+        assert state["counters"]["requests_seen"] == 4
+        assert state["counters"]["statuses_injected"] == 2
