@@ -1,0 +1,259 @@
+"""StoreClient's retries, through a FaultProxy in front of a real `memfs serve`:
+what is retried, what never is, and what a caller gets in the end."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+import trio
+
+from memfs._api import content_sha256
+from memfs._client import StoreClient
+from memfs._exceptions import (
+    InvalidRequest,
+    NotFound,
+    Overloaded,
+    PathConflict,
+    PreconditionFailed,
+    RateLimited,
+    RequestTooLarge,
+    TransportError,
+)
+from tests.support import ServerProcess
+from tests.support.faults import FaultProxy
+
+FAST = {"backoff_base": 0.01, "backoff_max": 0.05}
+
+
+@pytest.fixture
+async def proxy(shared_memfs_server: ServerProcess) -> AsyncIterator[FaultProxy]:
+    async with FaultProxy(shared_memfs_server.url, seed=1) as p:
+        yield p
+
+
+@pytest.fixture
+async def direct(shared_memfs_server: ServerProcess) -> AsyncIterator[StoreClient]:
+    """A client that talks to the server without the proxy: another writer."""
+    async with StoreClient(shared_memfs_server.url, shared_memfs_server.token) as c:
+        yield c
+
+
+@pytest.fixture
+async def via_proxy(proxy: FaultProxy, shared_memfs_server: ServerProcess):
+    async with StoreClient(proxy.url, shared_memfs_server.token, max_retries=4, **FAST) as c:
+        yield c
+
+
+@pytest.fixture
+async def sid(direct: StoreClient) -> str:
+    return (await direct.create_store("faults")).id
+
+
+async def test_429_retry_after_is_honoured(shared_memfs_server, proxy: FaultProxy, sid: str):
+    async with StoreClient(
+        proxy.url, shared_memfs_server.token, backoff_base=0.01, backoff_max=1.0
+    ) as client:
+        proxy.set(status=429, status_next=2, retry_after=0.3)
+        started = time.monotonic()
+        store = await client.get_store(sid)
+        elapsed = time.monotonic() - started
+        assert store.id == sid
+        assert elapsed >= 0.6, "two retry-after waits of 0.3 s, not the 0.01 s backoff"
+        assert elapsed < 3
+        assert (client.stats.requests, client.stats.retries) == (3, 2)
+        assert (proxy.counters.statuses_injected, proxy.counters.forwarded) == (2, 1)
+
+
+async def test_retry_after_is_capped(shared_memfs_server, proxy: FaultProxy, sid: str):
+    async with StoreClient(
+        proxy.url, shared_memfs_server.token, backoff_base=0.01, backoff_max=0.1
+    ) as client:
+        proxy.set(status=429, status_next=1, retry_after=3600)
+        started = time.monotonic()
+        await client.get_store(sid)
+        assert time.monotonic() - started < 2, "retry-after is capped at 3 × backoff_max"
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 504, 529])
+async def test_server_faults_are_retried_then_succeed(
+    via_proxy: StoreClient, proxy: FaultProxy, sid: str, status: int
+):
+    proxy.set(status=status, status_next=3)
+    memory = await via_proxy.create_memory(sid, f"/after-{status}.md", "made it")
+    assert memory.path == f"/after-{status}.md"
+    assert via_proxy.stats.retries == 3
+    assert via_proxy.stats.by_status[status] == 3
+    assert proxy.counters.forwarded == 1
+
+
+async def test_retries_run_out_with_the_last_answer(
+    via_proxy: StoreClient, proxy: FaultProxy, sid: str
+):
+    proxy.set(status=529, status_rate=1.0)
+    with pytest.raises(Overloaded) as caught:
+        await via_proxy.get_store(sid)
+    assert caught.value.status == 529 and caught.value.type == "overloaded_error"
+    assert caught.value.request_id and caught.value.request_id.startswith("req_fault_")
+    assert via_proxy.stats.requests == proxy.counters.requests_seen == 5
+    proxy.set(status=429, status_rate=1.0, retry_after=0)
+    with pytest.raises(RateLimited):
+        await via_proxy.get_store(sid)
+
+
+async def test_dropped_connections_are_retried(via_proxy: StoreClient, proxy: FaultProxy, sid: str):
+    proxy.set(drop_next=3)
+    memory = await via_proxy.create_memory(sid, "/dropped.md", "survived")
+    assert memory.content == "survived"
+    assert via_proxy.stats.retries == 3
+    assert proxy.counters.drops_injected == 3
+
+
+async def test_outage_is_a_transport_error_after_every_retry(
+    via_proxy: StoreClient, proxy: FaultProxy, sid: str
+):
+    proxy.set(down=True)
+    with pytest.raises(TransportError) as caught:
+        await via_proxy.get_store(sid)
+    assert str(caught.value).startswith(f"cannot reach {proxy.url}: ")
+    assert "(after 5 attempts)" in str(caught.value)
+    assert via_proxy.stats.requests == 5
+    proxy.set(down=False)
+    assert (await via_proxy.get_store(sid)).id == sid
+
+
+async def test_slow_answers_time_out(shared_memfs_server, proxy: FaultProxy, sid: str):
+    async with StoreClient(
+        proxy.url, shared_memfs_server.token, timeout=0.3, max_retries=1, **FAST
+    ) as client:
+        proxy.set(delay=1.0)
+        with pytest.raises(TransportError) as caught:
+            await client.get_store(sid)
+        assert str(caught.value) == (
+            f"cannot reach {proxy.url}: no answer within 0.3 s (after 2 attempts)"
+        )
+        proxy.set(delay=0)
+        assert (await client.get_store(sid)).id == sid
+
+
+async def test_client_errors_are_never_retried(via_proxy: StoreClient, proxy: FaultProxy, sid: str):
+    memory = await via_proxy.create_memory(sid, "/taken.md", "x")
+    proxy.reset()
+    via_proxy.stats.reset()
+    with pytest.raises(InvalidRequest):
+        await via_proxy.create_memory(sid, "bad", "x")
+    with pytest.raises(NotFound):
+        await via_proxy.get_memory(sid, "mem_missing")
+    with pytest.raises(PathConflict):
+        await via_proxy.create_memory(sid, "/taken.md", "y")
+    with pytest.raises(PreconditionFailed):
+        await via_proxy.update_memory(
+            sid, memory.id, content="z", precondition_sha256=content_sha256(b"no")
+        )
+    with pytest.raises(RequestTooLarge):
+        await via_proxy.create_memory(sid, "/huge.md", "x" * 102_401)
+    assert via_proxy.stats.requests == 5
+    assert via_proxy.stats.retries == 0
+    assert proxy.counters.requests_seen == proxy.counters.forwarded == 5
+
+
+async def _when_injected(proxy: FaultProxy, then) -> None:
+    with trio.fail_after(5):
+        while proxy.counters.statuses_injected == 0:
+            await trio.sleep(0.01)
+    await then()
+
+
+async def test_retried_create_that_meets_its_own_memory_succeeds(
+    via_proxy: StoreClient, proxy: FaultProxy, direct: StoreClient, sid: str
+):
+    """The first attempt's answer is lost (here: a 429 with a wait), and the
+    memory appears meanwhile with the same path and content, as if that
+    attempt had been applied: the retry's 409 is recognised as our own."""
+    proxy.set(status=429, status_next=1, retry_after=0.4, match_method="POST")
+    result = {}
+
+    async def ours() -> None:
+        result["memory"] = await via_proxy.create_memory(sid, "/once.md", "same content")
+
+    async def theirs() -> None:
+        result["theirs"] = await direct.create_memory(sid, "/once.md", "same content")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ours)
+        nursery.start_soon(_when_injected, proxy, theirs)
+    assert result["memory"].id == result["theirs"].id
+    assert result["memory"].content == "same content"
+    assert via_proxy.stats.by_status[409] == 1
+
+
+async def test_retried_create_that_meets_other_content_conflicts(
+    via_proxy: StoreClient, proxy: FaultProxy, direct: StoreClient, sid: str
+):
+    proxy.set(status=429, status_next=1, retry_after=0.4, match_method="POST")
+
+    async def theirs() -> None:
+        await direct.create_memory(sid, "/contested.md", "their content")
+
+    outcome = {}
+
+    async def ours() -> None:
+        try:
+            await via_proxy.create_memory(sid, "/contested.md", "our content")
+        except PathConflict as e:
+            outcome["error"] = e
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_when_injected, proxy, theirs)
+        nursery.start_soon(ours)
+    caught = outcome["error"]
+    assert isinstance(caught, PathConflict)
+    assert caught.conflicting_path == "/contested.md"
+
+
+async def test_retried_delete_that_finds_nothing_is_done(
+    via_proxy: StoreClient, proxy: FaultProxy, direct: StoreClient, sid: str
+):
+    memory = await direct.create_memory(sid, "/gone.md", "bye")
+    proxy.set(status=429, status_next=1, retry_after=0.4, match_method="DELETE")
+
+    async def theirs() -> None:
+        await direct.delete_memory(sid, memory.id)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_when_injected, proxy, theirs)
+        await via_proxy.delete_memory(sid, memory.id)
+    assert via_proxy.stats.by_status[404] == 1
+    with pytest.raises(NotFound):
+        await direct.get_memory(sid, memory.id)
+
+
+async def test_retried_update_that_was_already_applied_succeeds(
+    via_proxy: StoreClient, proxy: FaultProxy, direct: StoreClient, sid: str
+):
+    memory = await direct.create_memory(sid, "/edit.md", "old")
+    proxy.set(status=429, status_next=1, retry_after=0.4, match_method="POST")
+
+    async def theirs() -> None:
+        await direct.update_memory(sid, memory.id, content="new")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_when_injected, proxy, theirs)
+        updated = await via_proxy.update_memory(
+            sid, memory.id, content="new", precondition_sha256=content_sha256(b"old")
+        )
+    assert updated.content == "new"
+    assert updated.content_sha256 == content_sha256(b"new")
+
+
+async def test_listing_through_flaky_network_loses_nothing(
+    via_proxy: StoreClient, proxy: FaultProxy, direct: StoreClient, sid: str
+):
+    async with trio.open_nursery() as nursery:
+        for i in range(150):
+            nursery.start_soon(direct.create_memory, sid, f"/f/{i:03d}", str(i))
+    proxy.set(status=529, status_rate=0.3, drop_rate=0.1, match_method="GET")
+    paths = [m.path async for m in via_proxy.iter_memories(sid, limit=10)]
+    assert paths == [f"/f/{i:03d}" for i in range(150)]
+    assert via_proxy.stats.retries > 0
