@@ -1,0 +1,268 @@
+"""StoreCache on its own: the tree, the contents on disk, the journal, the LRU.
+
+No FUSE and no server: contents the store "has" are placed with
+`place_remote`, as the sync engine does after a listing.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from memfs._api import MAX_CONTENT_BYTES, content_sha256
+from memfs._cache import ROOT_ID, StoreCache
+from memfs._exceptions import (
+    ContentUnavailable,
+    DirectoryNotEmpty,
+    EntryExists,
+    FileTooLarge,
+    InvalidMove,
+    InvalidPath,
+    NameTooLong,
+    NoSuchEntry,
+)
+
+STORE = "memstore_unit"
+
+
+def remote(cache: StoreCache, memory_id: str, path: str, content: bytes, *, cached: bool = True):
+    """Show a memory the store holds, as the sync engine does after a listing."""
+    node, _ = cache.place_remote(
+        memory_id, path, content_sha256(content), len(content), content if cached else None
+    )
+    return node
+
+
+async def write_file(cache: StoreCache, parent: int, name: str, content: bytes):
+    node = cache.create(parent, name, 0o644)
+    await cache.open(node.id)
+    cache.write(node, 0, content)
+    cache.release(node.id)
+    return node
+
+
+def on_disk(cache: StoreCache, node_id: int) -> bytes | None:
+    try:
+        return Path(cache.contents_dir, str(node_id)).read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+async def test_create_write_is_on_disk_before_close_and_listed_as_a_change(tmp_path):
+    cache = StoreCache(str(tmp_path), STORE)
+    docs = cache.mkdir(ROOT_ID, "docs", 0o755)
+    node = cache.create(docs.id, "a.md", 0o644)
+    await cache.open(node.id)
+    assert cache.write(node, 0, b"hello") == 5
+    assert on_disk(cache, node.id) == b"hello"
+    cache.write(node, 10, b"!")
+    assert on_disk(cache, node.id) == b"hello\0\0\0\0\0!"
+    assert node.size == 11
+    assert cache.read(node, 8, 100) == b"\0\0!"
+    cache.release(node.id)
+    [change] = cache.changes()
+    assert (change.path, change.memory_id, change.dirty) == ("/docs/a.md", None, True)
+    assert cache.find("/docs/a.md") is node
+    assert [name for name, _ in cache.list_dir(docs.id)] == ["a.md"]
+    cache.close()
+
+
+async def test_bad_names_and_sizes_are_refused_with_their_own_errors(tmp_path):
+    cache = StoreCache(str(tmp_path), STORE)
+    with pytest.raises(InvalidPath):
+        cache.create(ROOT_ID, "tab\there", 0o644)
+    with pytest.raises(InvalidPath):
+        cache.create(ROOT_ID, "cafe\u0301", 0o644)  # not NFC
+    with pytest.raises(NameTooLong):
+        cache.create(ROOT_ID, "n" * 256, 0o644)
+    deep = ROOT_ID
+    for _ in range(4):
+        deep = cache.mkdir(deep, "d" * 250, 0o755).id
+    with pytest.raises(NameTooLong):  # 4 * 251 + 1 + 20 > 1024 bytes
+        cache.create(deep, "f" * 20, 0o644)
+    with pytest.raises(EntryExists):
+        cache.create(ROOT_ID, ".anthropic-memory-store", 0o644)
+    node = await write_file(cache, ROOT_ID, "big", b"x" * MAX_CONTENT_BYTES)
+    await cache.open(node.id)
+    with pytest.raises(FileTooLarge):
+        cache.write(node, MAX_CONTENT_BYTES, b"y")
+    with pytest.raises(FileTooLarge):
+        cache.truncate(node.id, MAX_CONTENT_BYTES + 1)
+    assert node.size == MAX_CONTENT_BYTES
+    cache.release(node.id)
+    with pytest.raises(EntryExists):
+        cache.create(ROOT_ID, "big", 0o644)
+    with pytest.raises(NoSuchEntry):
+        cache.lookup(ROOT_ID, "missing")
+    cache.close()
+
+
+async def test_rename_over_a_stored_file_is_one_update_of_its_memory(tmp_path):
+    cache = StoreCache(str(tmp_path), STORE)
+    target = remote(cache, "mem_target", "/notes.md", b"old")
+    await write_file(cache, ROOT_ID, ".notes.md.swp", b"new")
+    moved = cache.rename(ROOT_ID, ".notes.md.swp", ROOT_ID, "notes.md")
+    assert cache.find("/notes.md") is moved
+    assert moved.id != target.id
+    assert (moved.memory_id, moved.base_sha) == ("mem_target", content_sha256(b"old"))
+    [change] = cache.changes()
+    assert (change.path, change.memory_id, change.dirty) == ("/notes.md", "mem_target", True)
+    assert cache.tombstones == {}
+    assert [name for name, _ in cache.list_dir(ROOT_ID)] == ["notes.md"]
+    cache.close()
+
+
+async def test_rename_of_a_stored_file_over_another_deletes_the_mover_memory(tmp_path):
+    cache = StoreCache(str(tmp_path), STORE)
+    remote(cache, "mem_a", "/a.md", b"a")
+    remote(cache, "mem_b", "/b.md", b"b")
+    moved = cache.rename(ROOT_ID, "a.md", ROOT_ID, "b.md")
+    assert moved.memory_id == "mem_b"
+    assert set(cache.tombstones) == {"mem_a"}
+    assert cache.tombstones["mem_a"].path == "/a.md"
+    cache.close()
+
+
+async def test_folder_rename_moves_everything_under_it_and_refuses_bad_moves(tmp_path):
+    cache = StoreCache(str(tmp_path), STORE)
+    f = remote(cache, "mem_f", "/dir/sub/f.md", b"f")
+    cache.mkdir(ROOT_ID, "other", 0o755)
+    cache.rename(ROOT_ID, "dir", ROOT_ID, "moved")
+    assert f.path == "/moved/sub/f.md"
+    assert cache.find("/dir") is None
+    assert [c.path for c in cache.changes()] == ["/moved/sub/f.md"]
+    with pytest.raises(InvalidMove):
+        cache.rename(ROOT_ID, "moved", cache.find("/moved/sub").id, "x")
+    with pytest.raises(DirectoryNotEmpty):
+        cache.rename(ROOT_ID, "other", ROOT_ID, "moved")
+    with pytest.raises(EntryExists):
+        cache.rename(ROOT_ID, "other", ROOT_ID, "moved", noreplace=True)
+    with pytest.raises(DirectoryNotEmpty):
+        cache.rmdir(ROOT_ID, "moved")
+    cache.close()
+
+
+async def test_unlink_leaves_a_tombstone_and_recreating_the_path_adopts_it(tmp_path):
+    cache = StoreCache(str(tmp_path), STORE)
+    node = remote(cache, "mem_1", "/keep.md", b"v1")
+    content_file = Path(cache.contents_dir, str(node.id))
+    cache.unlink(ROOT_ID, "keep.md")
+    assert cache.find("/keep.md") is None
+    assert not content_file.exists()
+    stone = cache.tombstones["mem_1"]
+    assert (stone.path, stone.base_sha) == ("/keep.md", content_sha256(b"v1"))
+    again = await write_file(cache, ROOT_ID, "keep.md", b"v2")
+    assert cache.tombstones == {}
+    assert (again.memory_id, again.base_sha) == ("mem_1", content_sha256(b"v1"))
+    [change] = cache.changes()
+    assert (change.memory_id, change.dirty) == ("mem_1", True)
+    cache.close()
+
+
+async def test_an_unlinked_open_file_stays_readable_and_writable_until_released(tmp_path):
+    cache = StoreCache(str(tmp_path), STORE)
+    node = remote(cache, "mem_1", "/open.md", b"still here")
+    await cache.open(node.id)
+    cache.unlink(ROOT_ID, "open.md")
+    assert cache.read(node, 0, 100) == b"still here"
+    cache.write(node, 0, b"STILL")
+    assert cache.read(node, 0, 100) == b"STILL here"
+    assert cache.changes() == []
+    assert "mem_1" in cache.tombstones
+    cache.release(node.id)
+    assert node.id not in cache.nodes
+    assert on_disk(cache, node.id) is None
+    cache.close()
+
+
+async def test_eviction_drops_clean_contents_never_dirty_or_open_ones(tmp_path):
+    cache = StoreCache(str(tmp_path), STORE, budget_bytes=3000)
+    dirty = await write_file(cache, ROOT_ID, "dirty.md", b"d" * 1000)
+    held = remote(cache, "mem_held", "/held.md", b"h" * 1000)
+    await cache.open(held.id)
+    for i in range(6):
+        remote(cache, f"mem_{i}", f"/clean{i}.md", bytes([65 + i]) * 1000)
+    assert on_disk(cache, dirty.id) == b"d" * 1000
+    assert on_disk(cache, held.id) == b"h" * 1000
+    clean = [cache.find(f"/clean{i}.md") for i in range(6)]
+    assert [n.cached for n in clean] == [False] * 3 + [True] * 3
+    assert all(on_disk(cache, n.id) is None for n in clean[:3])
+    assert cache.cached_bytes() == 5000  # the budget bounds clean contents only
+    cache.release(held.id)
+
+    async def fetch(memory_id: str) -> tuple[bytes, str]:
+        assert memory_id == "mem_0"
+        return b"A" * 1000, content_sha256(b"A" * 1000)
+
+    cache.source = fetch
+    await cache.open(clean[0].id)
+    assert cache.read(clean[0], 0, 5) == b"AAAAA"
+    cache.release(clean[0].id)
+    cache.source = None
+    evicted = next(n for n in clean if not n.cached)
+    with pytest.raises(ContentUnavailable):
+        await cache.open(evicted.id)
+    cache.close()
+
+
+async def test_journal_and_contents_survive_a_kill(tmp_path):
+    cache = StoreCache(str(tmp_path), STORE)
+    remote(cache, "mem_gone", "/gone.md", b"bye")
+    remote(cache, "mem_base", "/base.md", b"base")
+    cache.unlink(ROOT_ID, "gone.md")
+    node = await write_file(cache, ROOT_ID, "new.md", b"unsent")
+    base = cache.find("/base.md")
+    await cache.open(base.id)
+    cache.write(base, 4, b"+more")
+    cache.chmod(node.id, 0o600)
+    new_id, base_id = node.id, base.id
+    del cache  # killed: no close(), no release(), no fsync()
+
+    again = StoreCache(str(tmp_path), STORE)
+    assert again.find("/new.md").id == new_id
+    assert again.find("/base.md").id == base_id
+    assert again.find("/gone.md") is None
+    assert set(again.tombstones) == {"mem_gone"}
+    changes = {c.path: c for c in again.changes()}
+    assert set(changes) == {"/new.md", "/base.md"}
+    assert changes["/base.md"].memory_id == "mem_base"
+    assert changes["/base.md"].base_sha == content_sha256(b"base")
+    assert all(c.dirty for c in changes.values())
+    assert again.read_content(again.node(new_id)) == b"unsent"
+    assert again.read_content(again.node(base_id)) == b"base+more"
+    assert again.node(base_id).size == 9
+    assert again.node(new_id).mode == 0o600
+    fresh = again.create(ROOT_ID, "fresh.md", 0o644)
+    assert fresh.id > max(new_id, base_id)  # ids are never reused
+    again.close()
+
+
+async def test_mark_pushed_cleans_only_what_was_not_written_meanwhile(tmp_path):
+    cache = StoreCache(str(tmp_path), STORE)
+    node = await write_file(cache, ROOT_ID, "a.md", b"one")
+    [change] = cache.changes()
+    await cache.open(node.id)
+    cache.write(node, 3, b" two")
+    cache.mark_pushed(change, memory_id="mem_a", sha=content_sha256(b"one"), path="/a.md")
+    assert node.dirty and node.memory_id == "mem_a"
+    [change] = cache.changes()
+    cache.mark_pushed(change, memory_id="mem_a", sha=content_sha256(b"one two"), path="/a.md")
+    assert not node.dirty and cache.changes() == []
+    cache.release(node.id)
+    cache.close()
+
+
+def test_fsync_leaves_the_journal_consistent_on_disk(tmp_path):
+    import sqlite3
+
+    cache = StoreCache(str(tmp_path), STORE)
+    remote(cache, "mem_1", "/a.md", b"a")
+    cache.fsync(None)
+    copy = sqlite3.connect(os.path.join(cache.dir, "journal.sqlite3"))
+    assert copy.execute("SELECT memory_id FROM nodes WHERE name = 'a.md'").fetchall() == [
+        ("mem_1",)
+    ]
+    copy.close()
+    cache.close()
