@@ -1,0 +1,181 @@
+"""What `memfs mount` makes of its arguments before anything is mounted:
+`--store` strings, credentials from files, the environment or a work item
+secret, and the refusals of `build_specs` (pure code, no network)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+
+from memfs._api import Resource
+from memfs._exceptions import ConfigError, InvalidSecret
+from memfs._supervisor import Credentials, build_specs, parse_store_arg, resolve_credentials
+
+UNREACHABLE = "http://127.0.0.1:9"
+"""Nothing listens there: a test that would reach the network fails loudly."""
+CREDS = Credentials(UNREACHABLE, "tok")
+
+
+def _secret(obj: dict) -> str:
+    return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
+
+
+def _specs(resources, creds=CREDS, **overrides):
+    kw = dict(
+        root="/mnt/memory",
+        cache_dir="/tmp/cache",
+        uid=None,
+        gid=None,
+        allow_other=False,
+        sync_interval=15.0,
+        sync_deletions="enabled",
+        final_sync_timeout=30.0,
+    )
+    kw.update(overrides)
+    return build_specs(resources, creds, **kw)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("memstore_1", Resource("memstore_1", "read_write", mount_path=None)),
+        ("memstore_1:read_only", Resource("memstore_1", "read_only", mount_path=None)),
+        ("memstore_1:read_write=/m/x", Resource("memstore_1", "read_write", mount_path="/m/x")),
+        ("memstore_1=/m/a=b", Resource("memstore_1", "read_write", mount_path="/m/a=b")),
+        ("memstore_1:read_only=rel/x", Resource("memstore_1", "read_only", mount_path="rel/x")),
+    ],
+)
+def test_parse_store_arg_reads_id_access_and_path(text, expected):
+    assert parse_store_arg(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("", "names no store id"),
+        (":read_only", "names no store id"),
+        ("memstore_1:ro", "must be read_only or read_write"),
+        ("memstore_1=", "empty mount path"),
+    ],
+)
+def test_parse_store_arg_refuses_with_a_sentence(text, words):
+    with pytest.raises(ConfigError) as e:
+        parse_store_arg(text)
+    assert words in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_credentials_come_from_token_file_env_or_secret(tmp_path: Path):
+    token_file = tmp_path / "token"
+    token_file.write_text("from-file\n")
+    secret = _secret({"sessions_token": "from-secret", "api_base_url": "http://127.0.0.1:7/"})
+    secret_file = tmp_path / "secret"
+    secret_file.write_text(secret + "\n")
+    env = {"MEMFS_TOKEN": "from-env", "MEMFS_WORK_ITEM_SECRET": secret}
+
+    def resolve(env, token_file=None, secret_file=None, api_url=None):
+        return resolve_credentials(
+            api_url=api_url,
+            token_file=token_file and str(token_file),
+            secret_file=secret_file and str(secret_file),
+            env=env,
+        )
+
+    # The token file wins over the environment; the URL falls back to the public API.
+    assert resolve(env={}, token_file=token_file) == Credentials(
+        "https://api.anthropic.com", "from-file"
+    )
+    assert resolve(env=env).token == "from-env"
+    # The work item secret brings its own URL (trailing slash dropped) ...
+    assert resolve(env={"MEMFS_WORK_ITEM_SECRET": secret}) == Credentials(
+        "http://127.0.0.1:7", "from-secret"
+    )
+    assert resolve(env={}, secret_file=secret_file).token == "from-secret"
+    # ... which MEMFS_API_URL and --api-url override, in that order.
+    with_url = {"MEMFS_WORK_ITEM_SECRET": secret, "MEMFS_API_URL": "http://127.0.0.1:8"}
+    assert resolve(env=with_url).api_url == "http://127.0.0.1:8"
+    assert resolve(env=with_url, api_url="http://127.0.0.1:6").api_url == "http://127.0.0.1:6"
+    assert resolve(env={}) is None
+    assert "from-file" not in repr(resolve(env={}, token_file=token_file))
+
+
+def test_credentials_refuse_unusable_files_and_secrets(tmp_path: Path):
+    empty = tmp_path / "empty"
+    empty.write_text("  \n")
+    with pytest.raises(ConfigError, match="token file .* is empty"):
+        resolve_credentials(api_url=None, token_file=str(empty), secret_file=None, env={})
+    with pytest.raises(ConfigError, match="cannot read the token file"):
+        resolve_credentials(
+            api_url=None, token_file=str(tmp_path / "missing"), secret_file=None, env={}
+        )
+    with pytest.raises(InvalidSecret, match="not URL-safe base64"):
+        resolve_credentials(
+            api_url=None, token_file=None, secret_file=None, env={"MEMFS_WORK_ITEM_SECRET": "%%%"}
+        )
+    no_token = _secret({"api_base_url": "http://x"})
+    with pytest.raises(InvalidSecret, match="no sessions_token"):
+        resolve_credentials(
+            api_url=None,
+            token_file=None,
+            secret_file=None,
+            env={"MEMFS_WORK_ITEM_SECRET": no_token},
+        )
+
+
+def test_build_specs_honours_given_paths_without_asking_the_store():
+    specs = _specs(
+        [
+            Resource("memstore_a", "read_only", mount_path="/mnt/elsewhere/a/"),
+            Resource("memstore_b", "read_write", mount_path="/srv/b"),
+        ],
+        uid=1000,
+        gid=1001,
+    )
+    assert [(s.store_id, s.mount_path, s.read_only) for s in specs] == [
+        ("memstore_a", "/mnt/elsewhere/a", True),
+        ("memstore_b", "/srv/b", False),
+    ]
+    assert all(s.token == "tok" and s.api_url == UNREACHABLE for s in specs)
+    assert (specs[0].uid, specs[0].gid) == (1000, 1001)
+    assert "tok" not in repr(specs[0])
+
+
+@pytest.mark.parametrize(
+    ("resources", "overrides", "words"),
+    [
+        (
+            [Resource(f"memstore_{i}", mount_path=f"/m/{i}") for i in range(9)],
+            {},
+            "9 stores were given; at most 8",
+        ),
+        ([Resource("memstore_a", mount_path="/m/a")] * 2, {}, "store memstore_a is given twice"),
+        (
+            [Resource("memstore_a", mount_path="/m/x"), Resource("memstore_b", mount_path="/m/x/")],
+            {},
+            "would both mount at /m/x",
+        ),
+        ([Resource("memstore_a", mount_path="m/a")], {}, "must be absolute"),
+        ([Resource("memstore_a", mount_path="/m/../etc")], {}, "may not contain '..'"),
+        ([Resource("memstore_a", mount_path="/m/a")], {"sync_interval": 4}, "at least 5 seconds"),
+        (
+            [Resource("memstore_a", mount_path="/m/a")],
+            {"final_sync_timeout": 0},
+            "final sync timeout",
+        ),
+    ],
+)
+def test_build_specs_refusals_come_before_any_request(resources, overrides, words):
+    with pytest.raises(ConfigError) as e:
+        _specs(resources, **overrides)
+    assert words in str(e.value)
+
+
+def test_build_specs_without_credentials_says_memories_need_a_token():
+    with pytest.raises(ConfigError) as e:
+        _specs([Resource("memstore_a", mount_path="/m/a")], creds=None)
+    assert "the session's memories cannot be mounted without a token" in str(e.value)
+    # Nothing to mount needs no token.
+    assert _specs([], creds=None) == []
