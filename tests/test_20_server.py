@@ -894,3 +894,18 @@ def test_fault_proxy_as_a_process(shared_memfs_server, store):
         state = proxy.state()
         assert state["counters"]["requests_seen"] == 4
         assert state["counters"]["statuses_injected"] == 2
+
+
+async def test_fault_proxy_can_lose_the_answer_of_an_applied_change(shared_memfs_server, store):
+    async with (
+        FaultProxy(shared_memfs_server.url) as proxy,
+        httpx.AsyncClient(base_url=proxy.url, headers=shared_memfs_server.headers()) as client,
+    ):
+        proxy.set(lose_answer_next=1)
+        with pytest.raises(httpx.TransportError):
+            await client.post(
+                f"/v1/memory_stores/{store}/memories", json={"path": "/applied", "content": "yes"}
+            )
+        r = await client.get(f"/v1/memory_stores/{store}/memories")
+        assert [m["path"] for m in r.json()["data"]] == ["/applied"]
+        assert proxy.counters.answers_lost == 1

@@ -5,7 +5,10 @@ server, unless told to: wait `delay` seconds first; answer a share
 (`status_rate`) or the next `status_next` requests with `status` (429, 500,
 529...: a proper error envelope, `retry-after` for 429); close the connection
 without an answer for a share (`drop_rate`) or the next `drop_next`
-requests; or refuse everything (`down`: a store outage). Faults apply only to
+requests; forward a request but close the connection instead of relaying
+the answer, so the change happens and the client never hears of it, for a
+share (`lose_answer_rate`) or the next `lose_answer_next` requests; or
+refuse everything (`down`: a store outage). Faults apply only to
 requests whose method is `match_method` (when set) and whose path matches the
 regex `match_path` (when set). Keep-alive connections are parsed request by
 request (Content-Length bodies; chunked responses are relayed).
@@ -74,6 +77,8 @@ class FaultSettings:
     retry_after: float = 0.0
     drop_rate: float = 0.0
     drop_next: int = 0
+    lose_answer_rate: float = 0.0
+    lose_answer_next: int = 0
     down: bool = False
     match_method: str | None = None
     match_path: str | None = None
@@ -85,6 +90,7 @@ class FaultCounters:
     forwarded: int = 0
     statuses_injected: int = 0
     drops_injected: int = 0
+    answers_lost: int = 0
     refused_connections: int = 0
     requests_by_path: dict[str, int] = field(default_factory=dict)
 
@@ -294,6 +300,12 @@ class FaultProxy:
                 await upstream.send_all(head + body)
                 answer, close = await self._relay_response(upstream_reader, method)
                 self.counters.forwarded += 1
+                if applies and (
+                    s.lose_answer_next > 0 or self.random.random() < s.lose_answer_rate
+                ):
+                    s.lose_answer_next = max(0, s.lose_answer_next - 1)
+                    self.counters.answers_lost += 1
+                    return
                 await client.send_all(answer)
                 if close or fields.get("connection", "").lower() == "close":
                     return
