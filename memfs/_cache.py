@@ -803,6 +803,12 @@ class StoreCache:
             self.changed_ids.discard(node.id)
             self._lru[node.id] = node.size
         self._save(node)
+        # Its folders are now implied by the store: they go when the store empties them.
+        parent = self.nodes.get(node.parent)
+        while parent is not None and parent.id != ROOT_ID and parent.local_dir:
+            parent.local_dir = False
+            self._save(parent)
+            parent = self.nodes.get(parent.parent)
         return node
 
     def mark_refused(self, change: Change, sha: str, reason: str) -> None:

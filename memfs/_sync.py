@@ -52,6 +52,8 @@ from ._exceptions import (
 log = logging.getLogger("memfs.sync")
 
 DELETE_WINDOW = 30.0
+FEED_START = "1970-01-01T00:00:00Z"
+"""The feed position of a store that has no versions yet: every later version is new."""
 DELETIONS_MODES = ("enabled", "log_only", "disabled")
 
 
@@ -145,6 +147,8 @@ class SyncEngine:
         self._need_listing = True
         self._feed_usable = True
         self._logged_deletes: set[str] = set()
+        self._first_missing: dict[str, float] = {}
+        """memory id -> when a pass first found it deleted here (the window starts then)."""
         cache.source = self.fetch_content
 
     # -------------------------------------------------------------- content
@@ -237,7 +241,7 @@ class SyncEngine:
     async def _feed_head(self) -> tuple[str | None, list[str]]:
         page = await self.client.list_versions_page(self.store_id, limit=1)
         if not page.data:
-            return None, []
+            return FEED_START, []
         return page.data[0].created_at, [page.data[0].id]
 
     async def _full_listing(self) -> tuple[dict[str, _Remote], tuple[str | None, list[str]]]:
@@ -537,13 +541,18 @@ class SyncEngine:
                     self._logged_deletes.add(stone.memory_id)
             return
         now = self.clock()
+        for memory_id in list(self._first_missing):
+            if memory_id not in cache.tombstones:
+                del self._first_missing[memory_id]
+        for memory_id in cache.tombstones:
+            self._first_missing.setdefault(memory_id, now)
         due = [
             s
             for s in cache.tombstones.values()
-            if final or now - s.deleted_at >= self.delete_window
+            if final or now - self._first_missing[s.memory_id] >= self.delete_window
         ]
         cap = delete_cap(cache.file_count() + len(cache.tombstones))
-        for stone in sorted(due, key=lambda s: s.deleted_at)[:cap]:
+        for stone in sorted(due, key=lambda s: self._first_missing[s.memory_id])[:cap]:
             current = cache.tombstones.get(stone.memory_id)
             if current is None or cache.by_memory_id().get(stone.memory_id) is not None:
                 continue

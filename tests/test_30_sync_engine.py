@@ -1,0 +1,363 @@
+"""The sync decision table, row by row, in-process: a real `memfs serve`, a real
+StoreClient and a real StoreCache on disk, with local changes made through the
+cache's own API (the calls the filesystem makes) and a clock the test moves.
+Real mounts exercise the same engine in test_50_sync.py."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from memfs._api import content_sha256
+from memfs._cache import ROOT_ID, StoreCache
+from memfs._client import StoreClient
+from memfs._exceptions import SyncError
+from memfs._sync import SyncEngine, delete_cap
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Side:
+    """One store seen from both sides: `remote` (the API) and `local` (the cache)."""
+
+    def __init__(
+        self,
+        client: StoreClient,
+        store_id: str,
+        cache: StoreCache,
+        engine: SyncEngine,
+        clock: Clock,
+    ):
+        self.client, self.store_id, self.cache, self.engine, self.clock = (
+            client,
+            store_id,
+            cache,
+            engine,
+            clock,
+        )
+
+    # local changes, as the filesystem makes them
+    async def write(self, path: str, text: str) -> None:
+        parent = ROOT_ID
+        names = path.strip("/").split("/")
+        for name in names[:-1]:
+            kids = self.cache.children[parent]
+            parent = kids[name] if name in kids else self.cache.mkdir(parent, name, 0o755).id
+        kids = self.cache.children[parent]
+        node_id = (
+            kids[names[-1]] if names[-1] in kids else self.cache.create(parent, names[-1], 0o644).id
+        )
+        node = await self.cache.open(node_id, truncate=True)
+        self.cache.write(node, 0, text.encode())
+        self.cache.release(node_id)
+
+    def unlink(self, path: str) -> None:
+        node = self.cache.find(path)
+        self.cache.unlink(node.parent, node.name)
+
+    def rename(self, old: str, new: str) -> None:
+        a, b = self.cache.find(old), self.cache.find(new.rsplit("/", 1)[0] or "/")
+        self.cache.rename(a.parent, a.name, b.id, new.rsplit("/", 1)[1])
+
+    async def read(self, path: str) -> str | None:
+        node = self.cache.find(path)
+        if node is None:
+            return None
+        node = await self.cache.open(node.id)
+        try:
+            return self.cache.read(node, 0, 1 << 20).decode()
+        finally:
+            self.cache.release(node.id)
+
+    # the store
+    async def remote(self) -> dict[str, str]:
+        out = {}
+        async for m in self.client.iter_memories(self.store_id, view="full", limit=20):
+            out[m.path] = m.content
+        return out
+
+    async def remote_memory(self, path: str):
+        return await self.client.find_memory_by_path(self.store_id, path)
+
+    async def put_remote(self, path: str, text: str):
+        m = await self.remote_memory(path)
+        if m is None:
+            return await self.client.create_memory(self.store_id, path, text)
+        return await self.client.update_memory(self.store_id, m.id, content=text)
+
+    async def sync(self, **kw):
+        return await self.engine.run_pass(**kw)
+
+
+@pytest.fixture
+async def side(shared_memfs_server, tmp_path: Path):
+    async with StoreClient(
+        shared_memfs_server.url,
+        shared_memfs_server.token,
+        backoff_base=0.01,
+        backoff_max=0.05,
+        max_retries=2,
+    ) as client:
+        store = await client.create_store("sync engine")
+        cache = StoreCache(str(tmp_path / "cache"), store.id)
+        clock = Clock()
+        engine = SyncEngine(client, cache, clock=clock)
+        s = Side(client, store.id, cache, engine, clock)
+        await s.sync()
+        try:
+            yield s
+        finally:
+            cache.close()
+
+
+async def test_local_change_is_pushed_with_the_base_as_precondition(side: Side):
+    await side.write("/a.md", "one")
+    report = await side.sync()
+    assert report.pushed == 1
+    assert await side.remote() == {"/a.md": "one"}
+    first = await side.remote_memory("/a.md")
+    await side.write("/a.md", "two")
+    await side.sync()
+    second = await side.remote_memory("/a.md")
+    assert second.id == first.id
+    assert second.content_sha256 == content_sha256(b"two")
+    assert side.cache.changes() == []
+
+
+async def test_idle_pass_costs_one_request_and_fetches_nothing(side: Side):
+    await side.write("/a.md", "one")
+    await side.sync()
+    report = await side.sync()
+    assert report.requests == 1
+    assert (report.pushed, report.pulled) == (0, 0)
+
+
+async def test_remote_change_is_pulled_and_only_what_changed_is_fetched(side: Side):
+    for i in range(5):
+        await side.write(f"/f{i}.md", f"v{i}")
+    await side.sync()
+    await side.put_remote("/f3.md", "changed remotely")
+    side.client.stats.reset()
+    report = await side.sync()
+    assert report.pulled == 1
+    # The feed (1 request) and the one content that changed (1 request).
+    assert side.client.stats.requests == 2
+    assert await side.read("/f3.md") == "changed remotely"
+    assert await side.read("/f2.md") == "v2"
+
+
+async def test_remote_new_memory_appears_without_fetching_content(side: Side):
+    await side.put_remote("/deep/new.md", "fresh")
+    side.client.stats.reset()
+    report = await side.sync()
+    assert report.pulled == 1 and side.client.stats.requests == 1
+    node = side.cache.find("/deep/new.md")
+    assert node is not None and not node.cached and node.size == 5
+    assert await side.read("/deep/new.md") == "fresh"
+
+
+async def test_both_changed_store_wins_and_local_is_kept_as_conflict_copy(side: Side, caplog):
+    await side.write("/c.md", "base")
+    await side.sync()
+    await side.put_remote("/c.md", "theirs")
+    await side.write("/c.md", "mine")
+    with caplog.at_level(logging.WARNING, logger="memfs.sync"):
+        report = await side.sync()
+    assert report.conflicts == 1
+    assert await side.read("/c.md") == "theirs"
+    assert (await side.remote())["/c.md"] == "theirs"
+    copies = list(Path(side.cache.conflicts_dir).iterdir())
+    assert len(copies) == 1 and copies[0].read_text() == "mine"
+    assert any(
+        "conflict on /c.md" in r.message and str(copies[0]) in r.message for r in caplog.records
+    )
+
+
+async def test_remote_delete_of_clean_file_removes_it(side: Side):
+    await side.write("/gone/x.md", "x")
+    await side.sync()
+    m = await side.remote_memory("/gone/x.md")
+    await side.client.delete_memory(side.store_id, m.id)
+    report = await side.sync()
+    assert report.removed_local == 1
+    assert side.cache.find("/gone/x.md") is None
+    assert side.cache.find("/gone") is None  # a folder only the store implied goes with it
+
+
+async def test_remote_delete_of_edited_file_recreates_it(side: Side):
+    await side.write("/e.md", "v1")
+    await side.sync()
+    m = await side.remote_memory("/e.md")
+    await side.client.delete_memory(side.store_id, m.id)
+    await side.write("/e.md", "v2 local")
+    await side.sync()
+    assert await side.remote() == {"/e.md": "v2 local"}
+
+
+async def test_local_delete_waits_for_the_window_then_deletes_with_expected_sha(side: Side):
+    await side.write("/d.md", "doomed")
+    await side.sync()
+    side.unlink("/d.md")
+    report = await side.sync()
+    assert report.deleted_remote == 0 and "/d.md" in await side.remote()
+    side.clock.now += 29
+    await side.sync()
+    assert "/d.md" in await side.remote()
+    side.clock.now += 2
+    report = await side.sync()
+    assert report.deleted_remote == 1
+    assert await side.remote() == {}
+    assert side.cache.tombstones == {}
+
+
+async def test_final_sync_waives_the_window(side: Side):
+    await side.write("/d.md", "doomed")
+    await side.sync()
+    side.unlink("/d.md")
+    report = await side.sync(final=True)
+    assert report.deleted_remote == 1 and await side.remote() == {}
+
+
+@pytest.mark.parametrize("mode", ["log_only", "disabled"])
+async def test_deletion_modes_keep_the_memory(side: Side, mode: str, caplog):
+    side.engine.deletions = mode
+    await side.write("/keep.md", "kept")
+    await side.sync()
+    side.unlink("/keep.md")
+    side.clock.now += 60
+    with caplog.at_level(logging.WARNING, logger="memfs.sync"):
+        await side.sync(final=True)
+        await side.sync(final=True)
+    assert await side.remote() == {"/keep.md": "kept"}
+    logged = [r for r in caplog.records if "/keep.md" in r.message and "log_only" in r.message]
+    assert len(logged) == (1 if mode == "log_only" else 0)
+
+
+async def test_deletes_per_pass_are_capped(side: Side):
+    for i in range(40):
+        await side.write(f"/n/{i:02}.md", "x")
+    await side.sync()
+    for i in range(40):
+        side.unlink(f"/n/{i:02}.md")
+    await side.sync()
+    side.clock.now += 31
+    report = await side.sync()
+    assert delete_cap(40) == 10
+    assert report.deleted_remote == 10
+    assert len(await side.remote()) == 30
+    await side.sync()
+    assert len(await side.remote()) == 30 - delete_cap(30)  # n is what the store still holds
+
+
+async def test_local_delete_of_remotely_changed_memory_restores_it(side: Side):
+    await side.write("/r.md", "v1")
+    await side.sync()
+    side.unlink("/r.md")
+    await side.put_remote("/r.md", "v2 remote")
+    side.clock.now += 31
+    await side.sync()
+    assert await side.remote() == {"/r.md": "v2 remote"}
+    assert await side.read("/r.md") == "v2 remote"
+
+
+async def test_delete_rechecks_the_store_just_before_sending(side: Side):
+    """A change that lands after the feed was read makes the DELETE fail its
+    expected sha: the memory is restored, not lost."""
+    await side.write("/late.md", "v1")
+    await side.sync()
+    side.unlink("/late.md")
+    await side.sync()
+    side.clock.now += 31
+    real = side.engine._feed
+
+    async def feed_then_remote_write():
+        result = await real()
+        await side.put_remote("/late.md", "written meanwhile")
+        return result
+
+    side.engine._feed = feed_then_remote_write
+    await side.sync()
+    assert await side.remote() == {"/late.md": "written meanwhile"}
+    assert await side.read("/late.md") == "written meanwhile"
+
+
+async def test_rename_is_a_move_of_the_same_memory(side: Side):
+    await side.write("/old/name.md", "same")
+    await side.sync()
+    before = await side.remote_memory("/old/name.md")
+    side.cache.mkdir(ROOT_ID, "new", 0o755)
+    side.rename("/old/name.md", "/new/name.md")
+    await side.sync()
+    after = await side.remote_memory("/new/name.md")
+    assert after is not None and after.id == before.id
+    assert await side.remote() == {"/new/name.md": "same"}
+
+
+async def test_editor_save_is_one_update_of_the_target(side: Side):
+    await side.write("/doc.md", "v1")
+    await side.sync()
+    target = await side.remote_memory("/doc.md")
+    await side.write("/.doc.md.swp", "v2")
+    side.rename("/.doc.md.swp", "/doc.md")
+    await side.sync()
+    assert await side.remote() == {"/doc.md": "v2"}
+    versions = [v async for v in side.client.iter_versions(side.store_id)]
+    assert [v.operation for v in versions] == ["modified", "created"]
+    assert {v.memory_id for v in versions} == {target.id}
+
+
+async def test_refused_content_is_reported_once_and_retried_after_a_change(side: Side, caplog):
+    node = side.cache.create(ROOT_ID, "bin.md", 0o644)
+    node = await side.cache.open(node.id)
+    side.cache.write(node, 0, b"\xff\xfe not utf-8")
+    side.cache.release(node.id)
+    await side.write("/ok.md", "fine")
+    with caplog.at_level(logging.ERROR, logger="memfs.sync"):
+        first = await side.sync()
+        second = await side.sync()
+    assert (first.refused, second.refused) == (1, 0)
+    assert sum("/bin.md" in r.message and "UTF-8" in r.message for r in caplog.records) == 1
+    assert await side.remote() == {"/ok.md": "fine"}
+    await side.write("/bin.md", "now text")
+    await side.sync()
+    assert (await side.remote())["/bin.md"] == "now text"
+
+
+async def test_remote_moves_are_followed(side: Side):
+    await side.write("/a/x.md", "x")
+    await side.sync()
+    m = await side.remote_memory("/a/x.md")
+    await side.client.update_memory(side.store_id, m.id, path="/b/x.md")
+    await side.sync()
+    assert side.cache.find("/a/x.md") is None
+    assert await side.read("/b/x.md") == "x"
+
+
+async def test_marker_path_in_the_store_is_skipped(side: Side, caplog):
+    await side.client.create_memory(side.store_id, "/.anthropic-memory-store", "not a marker")
+    with caplog.at_level(logging.WARNING, logger="memfs.sync"):
+        await side.sync()
+    assert side.cache.find("/.anthropic-memory-store") is None
+    assert any("marker" in r.message for r in caplog.records)
+
+
+async def test_unreachable_store_keeps_local_changes_and_catches_up(
+    side: Side, shared_memfs_server
+):
+    await side.write("/w.md", "written offline")
+    real_url = side.client._http.base_url
+    side.client._http.base_url = "http://127.0.0.1:9"
+    with pytest.raises(SyncError):
+        await side.sync()
+    assert [c.path for c in side.cache.changes()] == ["/w.md"]
+    side.client._http.base_url = real_url
+    await side.sync()
+    assert await side.remote() == {"/w.md": "written offline"}
