@@ -27,6 +27,7 @@ import random
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import quote
@@ -648,9 +649,10 @@ class StoreClient:
         path = normalize_path(path)
         parent = parent_path(path)
         prefix = "/" if parent == "/" else parent + "/"
-        async for item in self.iter_memories(store_id, path_prefix=prefix, depth=1):
-            if isinstance(item, Memory) and item.path == path:
-                return item
+        async with aclosing(self.iter_memories(store_id, path_prefix=prefix, depth=1)) as items:
+            async for item in items:
+                if isinstance(item, Memory) and item.path == path:
+                    return item
         return None
 
     # --- versions --------------------------------------------------------
