@@ -56,6 +56,7 @@ MAX_HEAD_BYTES = 64 * 1024
 _REASONS = {
     200: "OK",
     400: "Bad Request",
+    401: "Unauthorized",
     429: "Too Many Requests",
     500: "Internal Server Error",
     502: "Bad Gateway",
@@ -63,7 +64,12 @@ _REASONS = {
     504: "Gateway Timeout",
     529: "Overloaded",
 }
-_ERROR_TYPES = {429: "rate_limit_error", 500: "api_error", 529: "overloaded_error"}
+_ERROR_TYPES = {
+    401: "authentication_error",
+    429: "rate_limit_error",
+    500: "api_error",
+    529: "overloaded_error",
+}
 
 
 @dataclass
@@ -253,9 +259,6 @@ class FaultProxy:
     async def _connection(self, client: trio.SocketStream) -> None:
         upstream: trio.SocketStream | None = None
         try:
-            if self.settings.down:
-                self.counters.refused_connections += 1
-                return
             reader = _Reader(client)
             upstream_reader: _Reader | None = None
             while True:
