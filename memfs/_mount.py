@@ -385,13 +385,24 @@ async def _store_main(spec: StoreSpec) -> int:
             sys.stdout.write("READY\n")
             sys.stdout.flush()
             ready_sent = True
-    except MemfsError as e:
+    except (MemfsError, ExceptionGroup) as e:
+        error = _memfs_error(e)
+        if error is None:
+            raise
         if not ready_sent:
-            sys.stdout.write(f"ERROR {e}\n")
+            sys.stdout.write(f"ERROR {error}\n")
             sys.stdout.flush()
-        log.error("%s", e)
+        log.error("%s", error)
         return 1
     return code
+
+
+def _memfs_error(e: BaseException) -> MemfsError | None:
+    """The MemfsError behind `e`: trio's nurseries wrap what a task raised in
+    an ExceptionGroup, which would hide the sentence the supervisor needs."""
+    while isinstance(e, BaseExceptionGroup) and len(e.exceptions) == 1:
+        e = e.exceptions[0]
+    return e if isinstance(e, MemfsError) else None
 
 
 def main() -> int:
