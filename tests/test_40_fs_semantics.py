@@ -1,0 +1,307 @@
+"""The file semantics programs rely on, on real mounts of a real `memfs serve`
+store: what a program sees inside the mount, and what the store holds after
+the mount stops."""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import socket
+import sqlite3
+import stat
+import time
+
+import pytest
+
+from memfs._api import MAX_CONTENT_BYTES
+
+MARKER = ".anthropic-memory-store"
+
+
+def store_contents(server, store_id: str) -> dict[str, str]:
+    """Every memory of the store: path -> content."""
+    out: dict[str, str] = {}
+    page = None
+    with server.http() as http:
+        while True:
+            params = {"view": "full", "limit": 20, **({"page": page} if page else {})}
+            r = http.get(f"/v1/memory_stores/{store_id}/memories", params=params)
+            assert r.status_code == 200, r.text
+            body = r.json()
+            out |= {m["path"]: m["content"] for m in body["data"]}
+            page = body["next_page"]
+            if not page:
+                return out
+
+
+def put(server, store_id: str, path: str, content: str) -> None:
+    with server.http() as http:
+        r = http.post(
+            f"/v1/memory_stores/{store_id}/memories", json={"path": path, "content": content}
+        )
+    assert r.status_code == 200, r.text
+
+
+def errno_of(fn, *args, **kwargs) -> int:
+    with pytest.raises(OSError) as info:
+        fn(*args, **kwargs)
+    return info.value.errno
+
+
+def journal_row(mounter, store_id: str, inode: int) -> tuple[int, int]:
+    """(dirty, changed) of a file in the cache's journal, read by another connection."""
+    db = sqlite3.connect(
+        f"file:{mounter.cache_dir / store_id / 'journal.sqlite3'}?mode=ro", uri=True
+    )
+    try:
+        return db.execute("SELECT dirty, changed FROM nodes WHERE id = ?", (inode,)).fetchone()
+    finally:
+        db.close()
+
+
+def test_files_and_folders_behave_as_programs_expect(mounter, memfs_server):
+    store_id = memfs_server.create_store("semantics")["id"]
+    put(memfs_server, store_id, "/old/keep.md", "kept")
+    put(memfs_server, store_id, "/old/replace-me.md", "to be replaced")
+    put(memfs_server, store_id, "/doomed.md", "deleted while open")
+    mnt = mounter.mount_one(store_id)
+    contents = mounter.cache_dir / store_id / "contents"
+
+    # create, O_EXCL, write at offsets, the content on disk before close
+    a = mnt / "a.md"
+    fd = os.open(a, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+    ino = os.fstat(fd).st_ino
+    assert os.write(fd, b"hello world") == 11
+    assert (contents / str(ino)).read_bytes() == b"hello world"
+    assert journal_row(mounter, store_id, ino) == (1, 1)
+    assert os.pwrite(fd, b"W", 6) == 1
+    assert os.pwrite(fd, b"!", 15) == 1
+    assert os.pread(fd, 100, 0) == b"hello World\0\0\0\0!"
+    os.fsync(fd)
+    os.close(fd)
+    assert errno_of(os.open, a, os.O_WRONLY | os.O_CREAT | os.O_EXCL) == errno.EEXIST
+
+    # O_APPEND, O_TRUNC, truncate both ways, ftruncate
+    with open(a, "ab") as f:
+        f.write(b"+tail")
+    assert a.read_bytes() == b"hello World\0\0\0\0!+tail"
+    os.truncate(a, 5)
+    assert a.read_bytes() == b"hello"
+    os.truncate(a, 8)
+    assert a.read_bytes() == b"hello\0\0\0"
+    with open(a, "r+b") as f:
+        os.ftruncate(f.fileno(), 2)
+        f.write(b"HE")
+    assert a.read_bytes() == b"HE"
+    with open(a, "wb") as f:  # O_TRUNC
+        f.write(b"final a")
+    assert a.read_bytes() == b"final a"
+
+    # chmod and utimens are kept locally; the inode stays the same throughout
+    os.chmod(a, 0o600)
+    os.utime(a, ns=(1_600_000_000_000_000_000, 1_700_000_000_000_000_000))
+    st = a.stat()
+    assert (stat.S_IMODE(st.st_mode), st.st_mtime_ns, st.st_ino) == (
+        0o600,
+        1_700_000_000_000_000_000,
+        ino,
+    )
+
+    # folders: mkdir, readdir, rmdir, non-empty rmdir, rename of a whole folder
+    (mnt / "d1" / "d2").mkdir(parents=True)
+    (mnt / "d1" / "d2" / "deep.md").write_text("deep")
+    (mnt / "empty").mkdir()
+    assert errno_of(os.rmdir, mnt / "d1") == errno.ENOTEMPTY
+    assert errno_of(os.mkdir, mnt / "d1") == errno.EEXIST
+    assert errno_of(os.rmdir, mnt / "a.md") == errno.ENOTDIR
+    assert errno_of(os.unlink, mnt / "d1") == errno.EISDIR
+    os.rmdir(mnt / "empty")
+    assert sorted(os.listdir(mnt)) == sorted([MARKER, "a.md", "d1", "doomed.md", "old"])
+    deep_ino = (mnt / "d1" / "d2" / "deep.md").stat().st_ino
+    os.rename(mnt / "d1", mnt / "old" / "moved")
+    assert (mnt / "old" / "moved" / "d2" / "deep.md").read_text() == "deep"
+    assert (mnt / "old" / "moved" / "d2" / "deep.md").stat().st_ino == deep_ino
+    assert not (mnt / "d1").exists()
+    assert errno_of(os.rename, mnt / "old", mnt / "old" / "moved" / "x") == errno.EINVAL
+
+    # rename over an existing file: the target's content is replaced, its name kept
+    (mnt / "new.md").write_text("replacement")
+    os.rename(mnt / "new.md", mnt / "old" / "replace-me.md")
+    assert (mnt / "old" / "replace-me.md").read_text() == "replacement"
+    assert not (mnt / "new.md").exists()
+
+    # unlink of an open file: still readable and writable until closed
+    with open(mnt / "doomed.md", "r+b") as f:
+        os.unlink(mnt / "doomed.md")
+        assert not (mnt / "doomed.md").exists()
+        assert f.read() == b"deleted while open"
+        f.write(b", written after")
+        f.seek(0)
+        assert f.read() == b"deleted while open, written after"
+        assert os.fstat(f.fileno()).st_nlink == 0
+    assert "doomed.md" not in os.listdir(mnt)
+
+    # statfs
+    sv = os.statvfs(mnt)
+    assert (sv.f_namemax, sv.f_bsize) == (255, 4096)
+    assert sv.f_files - sv.f_ffree == 4  # a.md, keep.md, replace-me.md, deep.md
+
+    # a sync pass in the middle keeps every inode number and every local attribute
+    mounter.sync(mnt)
+    st = a.stat()
+    assert (st.st_ino, stat.S_IMODE(st.st_mode), st.st_mtime_ns) == (
+        ino,
+        0o600,
+        1_700_000_000_000_000_000,
+    )
+    assert journal_row(mounter, store_id, ino) == (0, 0)
+    assert (mnt / "old" / "moved" / "d2" / "deep.md").stat().st_ino == deep_ino
+
+    mounter.unmount(mnt)
+    assert store_contents(memfs_server, store_id) == {
+        "/a.md": "final a",
+        "/old/keep.md": "kept",
+        "/old/replace-me.md": "replacement",
+        "/old/moved/d2/deep.md": "deep",
+    }
+
+
+def test_refusals_have_clear_errnos(mounted, mounter, memfs_server):
+    store_id, mnt = mounted
+    (mnt / "a.md").write_text("a")
+
+    # not regular files or folders: EPERM
+    assert errno_of(os.symlink, "a.md", mnt / "link") == errno.EPERM
+    assert errno_of(os.link, mnt / "a.md", mnt / "hard") == errno.EPERM
+    assert errno_of(os.mkfifo, mnt / "fifo") == errno.EPERM
+    assert errno_of(os.mknod, mnt / "dev", 0o600 | stat.S_IFCHR, os.makedev(1, 3)) == errno.EPERM
+    with socket.socket(socket.AF_UNIX) as s:
+        assert errno_of(s.bind, str(mnt / "sock")) == errno.EPERM
+
+    # extended attributes: not supported
+    for call, args in [
+        (os.setxattr, (mnt / "a.md", "user.k", b"v")),
+        (os.getxattr, (mnt / "a.md", "user.k")),
+        (os.listxattr, (mnt / "a.md",)),
+        (os.removexattr, (mnt / "a.md", "user.k")),
+    ]:
+        assert errno_of(call, *args) == errno.ENOTSUP, call.__name__
+
+    # names the path rules forbid: EINVAL, for files, folders and renames alike
+    bad_names = [
+        b"tab\tname",
+        b"bell\x07",
+        "cafe\u0301.md".encode(),
+        b"bad\xff.md",
+        b"zw\xe2\x80\x8b",
+    ]
+    for bad in bad_names:
+        target = os.fsencode(mnt) + b"/" + bad
+        assert errno_of(os.open, target, os.O_WRONLY | os.O_CREAT) == errno.EINVAL, bad
+        assert errno_of(os.mkdir, target) == errno.EINVAL, bad
+        assert errno_of(os.rename, mnt / "a.md", target) == errno.EINVAL, bad
+
+    # lengths: a name over 255 bytes, a path over 1,024
+    assert errno_of(open, mnt / ("n" * 256), "w") == errno.ENAMETOOLONG
+    (mnt / ("n" * 255)).write_text("longest name")
+    deep = mnt.joinpath(*["d" * 250] * 4)
+    deep.mkdir(parents=True)
+    assert errno_of(open, deep / ("f" * 20), "w") == errno.ENAMETOOLONG  # 1,025 bytes
+    (deep / ("f" * 19)).write_text("longest path")  # 1,024 bytes
+
+    # size: exactly 102,400 bytes is fine, one more is EFBIG
+    full = mnt / "full.md"
+    full.write_bytes(b"x" * MAX_CONTENT_BYTES)
+    with open(full, "ab", buffering=0) as f:
+        assert errno_of(f.write, b"y") == errno.EFBIG
+    assert errno_of(os.truncate, full, MAX_CONTENT_BYTES + 1) == errno.EFBIG
+    fd = os.open(mnt / "over.md", os.O_WRONLY | os.O_CREAT)
+    try:
+        with pytest.raises(OSError) as info:
+            written = os.write(fd, b"z" * (MAX_CONTENT_BYTES + 1))
+            # the kernel may split one write: then the rest is refused
+            os.write(fd, b"z" * (MAX_CONTENT_BYTES + 1 - written))
+        assert info.value.errno == errno.EFBIG
+    finally:
+        os.close(fd)
+    assert full.stat().st_size == MAX_CONTENT_BYTES
+    assert (mnt / "over.md").stat().st_size <= MAX_CONTENT_BYTES
+
+    # the marker: readable, never written, renamed or removed
+    marker = mnt / MARKER
+    assert marker.read_text() == f"version 1\n{store_id}"
+    assert errno_of(open, marker, "w") == errno.EPERM
+    assert errno_of(open, marker, "a") == errno.EPERM
+    assert errno_of(os.unlink, marker) == errno.EPERM
+    assert errno_of(os.rename, marker, mnt / "m") == errno.EPERM
+    assert errno_of(os.rename, mnt / "a.md", marker) == errno.EPERM
+    assert errno_of(os.chmod, marker, 0o644) == errno.EPERM
+    assert marker.read_text() == f"version 1\n{store_id}"
+
+    mounter.unmount(mnt)
+    stored = store_contents(memfs_server, store_id)
+    long_path = "/" + "/".join(["d" * 250] * 4) + "/" + "f" * 19
+    over = stored.pop("/over.md")
+    assert set(over) <= {"z"} and len(over) <= MAX_CONTENT_BYTES
+    assert stored == {
+        "/a.md": "a",
+        "/" + "n" * 255: "longest name",
+        long_path: "longest path",
+        "/full.md": "x" * MAX_CONTENT_BYTES,
+    }
+
+
+def test_a_read_only_store_refuses_every_change(mounter, memfs_server):
+    store_id = memfs_server.create_store("read only")["id"]
+    put(memfs_server, store_id, "/dir/file.md", "original")
+    mnt = mounter.mount_one(store_id, read_only=True)
+    f = mnt / "dir" / "file.md"
+    assert f.read_text() == "original"
+    attempts = {
+        "write": lambda: os.open(f, os.O_WRONLY),
+        "append": lambda: os.open(f, os.O_WRONLY | os.O_APPEND),
+        "read-write": lambda: os.open(f, os.O_RDWR),
+        "O_TRUNC": lambda: os.open(f, os.O_RDONLY | os.O_TRUNC),
+        "create": lambda: os.open(mnt / "new.md", os.O_WRONLY | os.O_CREAT),
+        "truncate": lambda: os.truncate(f, 0),
+        "chmod": lambda: os.chmod(f, 0o600),
+        "touch": lambda: os.utime(f),
+        "rename": lambda: os.rename(f, mnt / "dir" / "moved.md"),
+        "unlink": lambda: os.unlink(f),
+        "mkdir": lambda: os.mkdir(mnt / "newdir"),
+        "rmdir": lambda: os.rmdir(mnt / "dir"),
+        "symlink": lambda: os.symlink("file.md", mnt / "dir" / "l"),
+        "link": lambda: os.link(f, mnt / "dir" / "h"),
+        "mkfifo": lambda: os.mkfifo(mnt / "fifo"),
+    }
+    got = {what: errno_of(fn) for what, fn in attempts.items()}
+    assert got == {what: errno.EROFS for what in attempts}
+    assert not os.access(f, os.W_OK)
+    assert f.read_text() == "original"
+    assert sorted(os.listdir(mnt / "dir")) == ["file.md"]
+    mounter.unmount(mnt)
+    assert store_contents(memfs_server, store_id) == {"/dir/file.md": "original"}
+
+
+def test_unsynced_writes_survive_a_killed_store_process(mounter, memfs_server):
+    store_id = memfs_server.create_store("killed")["id"]
+    put(memfs_server, store_id, "/base.md", "base")
+    mnt = mounter.mount_one(store_id)
+    (mnt / "new.md").write_text("written, never synced")
+    with open(mnt / "base.md", "a") as f:
+        f.write("+appended")
+    for pid in mounter.store_pids():
+        os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while mounter.store_pids() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert store_contents(memfs_server, store_id) == {"/base.md": "base"}
+    mnt = mounter.mount_one(store_id)
+    assert (mnt / "new.md").read_text() == "written, never synced"
+    assert (mnt / "base.md").read_text() == "base+appended"
+    mounter.unmount(mnt)
+    assert store_contents(memfs_server, store_id) == {
+        "/base.md": "base+appended",
+        "/new.md": "written, never synced",
+    }
