@@ -113,6 +113,15 @@ def mounted_source(path: str) -> str | None:
     return None
 
 
+def is_stale_mount(path: str) -> bool:
+    """True when the FUSE process behind a mount is gone (the kernel answers ENOTCONN)."""
+    try:
+        os.stat(path)
+    except OSError as e:
+        return e.errno in (errno.ENOTCONN, errno.ECONNABORTED)
+    return False
+
+
 def force_unmount(path: str) -> None:
     """Lazily unmount a FUSE mount whose process is gone."""
     for cmd in (["fusermount3", "-uz", path], ["umount", "-l", path]):
@@ -130,7 +139,7 @@ def prepare_mount_path(path: str, store_id: str) -> bool:
     Returns True when the folder was created here (and is removed at the end)."""
     source = mounted_source(path)
     if source is not None:
-        if source == f"memfs:{store_id}":
+        if source == f"memfs:{store_id}" and is_stale_mount(path):
             log.warning("cleaning up a stale memfs mount of %s at %s", store_id, path)
             force_unmount(path)
             return False
@@ -160,7 +169,8 @@ class StoreProcess:
 
     def __init__(self, spec: StoreSpec) -> None:
         self.spec = spec
-        self.client = StoreClient(spec.api_url, spec.token)
+        # Few retries inside a pass: the sync loop has its own backoff between passes.
+        self.client = StoreClient(spec.api_url, spec.token, max_retries=3, backoff_max=2.0)
         self.cache = StoreCache(spec.cache_dir, spec.store_id)
         self.engine = SyncEngine(
             self.client, self.cache, read_only=spec.read_only, deletions=spec.sync_deletions

@@ -42,7 +42,14 @@ from ._api import (
 )
 from ._client import StoreClient
 from ._exceptions import ConfigError, MemfsError, MountError, StoreError, SyncError
-from ._mount import StoreSpec, force_unmount, mounted_source, remove_mount_folder, runtime_dir
+from ._mount import (
+    StoreSpec,
+    force_unmount,
+    is_stale_mount,
+    mounted_source,
+    remove_mount_folder,
+    runtime_dir,
+)
 
 log = logging.getLogger("memfs.supervisor")
 
@@ -439,7 +446,9 @@ def unmount(paths: list[str], *, all_: bool) -> int:
     if all_:
         targets = stores
         for _source, point, _fstype in _memfs_mounts():
-            if not any(os.path.abspath(s.mount_path) == point for s in stores):
+            if is_stale_mount(point) and not any(
+                os.path.abspath(s.mount_path) == point for s in stores
+            ):
                 stale.append(point)
     else:
         for p in paths:
@@ -447,7 +456,7 @@ def unmount(paths: list[str], *, all_: bool) -> int:
             match = [s for s in stores if os.path.abspath(s.mount_path) == real]
             if match:
                 targets += match
-            elif (mounted_source(real) or "").startswith("memfs:"):
+            elif (mounted_source(real) or "").startswith("memfs:") and is_stale_mount(real):
                 stale.append(real)
             else:
                 raise MountError(f"no memfs mount is running at {real}")
