@@ -1,0 +1,231 @@
+"""The life of a real mount: the tree at once and contents on demand, a warm
+cache that fetches nothing again, the marker, a stale mount left by a killed
+memfs, and what a stop leaves in the store, including a stop while the store
+is down (through `FaultProxyProcess`, which also counts the requests)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.faults import FaultProxyProcess
+from tests.support.mounts import memfs_mounts_under
+
+MARKER = ".anthropic-memory-store"
+SINGLE_MEMORY = "/memories/mem_"
+"""What the route of a GET of one memory (its content) contains."""
+
+
+def _put(server, store_id: str, path: str, content: str) -> dict:
+    with server.http() as http:
+        r = http.post(
+            f"/v1/memory_stores/{store_id}/memories", json={"path": path, "content": content}
+        )
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def _memories(server, store_id: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    page = None
+    with server.http() as http:
+        while True:
+            params = {"view": "full", "limit": 20, **({"page": page} if page else {})}
+            body = http.get(f"/v1/memory_stores/{store_id}/memories", params=params).json()
+            out.update({m["path"]: m["content"] for m in body["data"]})
+            page = body.get("next_page")
+            if not page:
+                return out
+
+
+def _content_gets(proxy: FaultProxyProcess) -> dict[str, int]:
+    by_path = proxy.state()["counters"]["requests_by_path"]
+    return {route: n for route, n in by_path.items() if SINGLE_MEMORY in route}
+
+
+def _wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def _mounted_sources(root: Path) -> dict[str, str]:
+    out = {}
+    with open("/proc/mounts") as f:
+        for line in f:
+            source, point = line.split()[:2]
+            if point.startswith(str(root)):
+                out[point] = source
+    return out
+
+
+@pytest.fixture
+def proxy(memfs_server):
+    p = FaultProxyProcess(memfs_server.url).start()
+    try:
+        yield p
+    finally:
+        p.stop()
+
+
+def test_tree_at_once_contents_on_first_open_and_a_warm_cache_fetches_nothing_again(
+    mounter, memfs_server, proxy
+):
+    store_id = memfs_server.create_store("Lazy")["id"]
+    files = {f"/notes/n{i}.md": f"note {i} " * (i + 1) for i in range(8)}
+    files |= {f"/deep/a/b/c{i}.md": f"deep {i}" for i in range(8)}
+    ids = {
+        path: _put(memfs_server, store_id, path, content)["id"] for path, content in files.items()
+    }
+    # Every fetch of one memory's content takes 1.5 s: prefetching all 16, four
+    # at a time, takes at least 6 s.
+    proxy.set(delay=1.5, match_method="GET", match_path=SINGLE_MEMORY)
+    mnt = mounter.mount_one(store_id, extra=("--api-url", proxy.url))
+    assert _mounted_sources(mounter.root)[str(mnt)] == f"memfs:{store_id}"
+
+    started = time.monotonic()
+    ls = subprocess.run(["ls", "-lR", str(mnt)], capture_output=True, text=True, timeout=30)
+    sizes = {path: os.stat(mnt / path.lstrip("/")).st_size for path in files}
+    listed_in = time.monotonic() - started
+    assert ls.returncode == 0, ls.stderr
+    assert listed_in < 1.0, f"ls -lR took {listed_in:.1f} s: it waited for contents"
+    for path in files:
+        assert os.path.basename(path) in ls.stdout
+    assert sizes == {path: len(content.encode()) for path, content in files.items()}
+
+    started = time.monotonic()
+    assert (mnt / "deep/a/b/c7.md").read_text() == "deep 7"
+    first_open = time.monotonic() - started
+    assert first_open < 3.2, f"the first open took {first_open:.1f} s: it waited for other files"
+
+    gets = _wait_for(
+        lambda: (g := _content_gets(proxy)) and sum(g.values()) >= len(files) and g,
+        30,
+        "the background prefetch",
+    )
+    for path, content in files.items():
+        assert (mnt / path.lstrip("/")).read_text() == content
+    gets = _content_gets(proxy)
+    assert sorted(gets) == sorted(
+        f"/v1/memory_stores/{store_id}/memories/{i}" for i in ids.values()
+    )
+    assert set(gets.values()) == {1}, f"some content was fetched twice: {gets}"
+
+    # One memory changes while nothing is mounted; the remount fetches that one only.
+    assert mounter.unmount(mnt).returncode == 0
+    with memfs_server.http() as http:
+        r = http.post(
+            f"/v1/memory_stores/{store_id}/memories/{ids['/notes/n3.md']}",
+            json={"content": "changed while unmounted"},
+        )
+        assert r.status_code == 200, r.text
+    proxy.reset()
+    mnt = mounter.mount_one(store_id, extra=("--api-url", proxy.url))
+    _wait_for(lambda: all(s["prefetched"] for s in mounter.status()), 30, "the prefetch")
+    for path, content in (files | {"/notes/n3.md": "changed while unmounted"}).items():
+        assert (mnt / path.lstrip("/")).read_text() == content
+    assert _content_gets(proxy) == {
+        f"/v1/memory_stores/{store_id}/memories/{ids['/notes/n3.md']}": 1
+    }
+    assert mounter.unmount(mnt).returncode == 0
+
+
+def test_marker_is_exact_untouchable_and_never_a_memory(mounter, memfs_server):
+    store_id = memfs_server.create_store("Marked")["id"]
+    _put(memfs_server, store_id, "/a.md", "alpha")
+    _put(memfs_server, store_id, f"/{MARKER}", "a memory where the marker goes")
+    mnt = mounter.mount_one(store_id)
+    marker = mnt / MARKER
+
+    assert marker.read_bytes() == f"version 1\n{store_id}".encode()
+    assert marker.stat().st_mode & 0o777 == 0o444
+    assert sorted(os.listdir(mnt)) == [MARKER, "a.md"]
+    for command in (
+        f"echo x > {MARKER}",
+        f"echo x >> {MARKER}",
+        f"truncate -s 0 {MARKER}",
+        f"mv {MARKER} moved",
+        f"mv a.md {MARKER}",
+        f"rm -f {MARKER}",
+        f"chmod 600 {MARKER}",
+        f"touch {MARKER}",
+    ):
+        r = subprocess.run(["sh", "-c", command], cwd=mnt, capture_output=True, text=True)
+        assert r.returncode != 0, f"{command!r} succeeded on the marker"
+        assert "Operation not permitted" in r.stderr or "Permission denied" in r.stderr, r.stderr
+    assert marker.read_bytes() == f"version 1\n{store_id}".encode()
+    (mnt / "b.md").write_text("bravo")
+
+    assert mounter.unmount(mnt).returncode == 0
+    log = (mounter.cache_dir / store_id / "memfs.log").read_text()
+    assert f"/{MARKER}" in log and "WARNING" in log
+    assert _memories(memfs_server, store_id) == {
+        "/a.md": "alpha",
+        "/b.md": "bravo",
+        f"/{MARKER}": "a memory where the marker goes",
+    }
+
+
+def test_a_stale_mount_of_a_killed_memfs_is_reused_and_loses_nothing(mounter, memfs_server):
+    store_id = memfs_server.create_store("Killed")["id"]
+    other_id = memfs_server.create_store("Other")["id"]
+    path = mounter.root / "s"
+    mounter.mount(f"{store_id}={path}")
+    (path / "written.md").write_text("write() returned before the kill")
+    for pid in mounter.store_pids():
+        os.kill(pid, signal.SIGKILL)
+    _wait_for(lambda: not mounter.store_pids(), 10, "the store process to die")
+    assert _mounted_sources(mounter.root) == {str(path): f"memfs:{store_id}"}
+
+    r = mounter.mount(f"{other_id}={path}", check=False)
+    assert r.returncode != 0
+    assert str(path) in r.stderr and "already mounted" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+
+    mounter.mount(f"{store_id}={path}")
+    assert _mounted_sources(mounter.root) == {str(path): f"memfs:{store_id}"}
+    assert (path / "written.md").read_text() == "write() returned before the kill"
+    assert mounter.unmount(path).returncode == 0
+    assert not path.exists()
+    assert memfs_mounts_under(mounter.root) == []
+    assert _memories(memfs_server, store_id) == {"/written.md": "write() returned before the kill"}
+
+
+def test_a_stop_while_the_store_is_down_keeps_the_file_for_the_next_mount(
+    mounter, memfs_server, proxy
+):
+    store_id = memfs_server.create_store("Flaky")["id"]
+    _put(memfs_server, store_id, "/kept.md", "old")
+    extra = ("--api-url", proxy.url, "--final-sync-timeout", "3")
+    mnt = mounter.mount_one(store_id, extra=extra)
+    (mnt / "draft.md").write_text("written while the store was up")
+    (mnt / "kept.md").write_text("new")
+    proxy.set(down=True)
+
+    r = mounter.unmount(mnt, check=False)
+    assert r.returncode != 0
+    assert "/draft.md" in r.stderr and "/kept.md" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    assert not mnt.exists()
+    assert memfs_mounts_under(mounter.root) == []
+    log = (mounter.cache_dir / store_id / "memfs.log").read_text()
+    assert "not uploaded" in log and "/draft.md" in log and "/kept.md" in log
+    assert _memories(memfs_server, store_id) == {"/kept.md": "old"}
+
+    proxy.set(down=False)
+    mnt = mounter.mount_one(store_id, extra=extra)
+    assert (mnt / "draft.md").read_text() == "written while the store was up"
+    assert mounter.unmount(mnt).returncode == 0
+    assert _memories(memfs_server, store_id) == {
+        "/draft.md": "written while the store was up",
+        "/kept.md": "new",
+    }
