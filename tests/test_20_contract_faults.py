@@ -257,3 +257,26 @@ async def test_listing_through_flaky_network_loses_nothing(
     paths = [m.path async for m in via_proxy.iter_memories(sid, limit=10)]
     assert paths == [f"/f/{i:03d}" for i in range(150)]
     assert via_proxy.stats.retries > 0
+
+
+async def test_create_whose_answer_was_lost_returns_the_memory_it_made(
+    via_proxy: StoreClient, proxy: FaultProxy, direct: StoreClient, sid: str
+):
+    proxy.set(lose_answer_next=1, match_method="POST")
+    memory = await via_proxy.create_memory(sid, "/lost-answer.md", "applied once")
+    assert via_proxy.stats.retries == 1
+    assert via_proxy.stats.by_status[409] == 1
+    listed = [m async for m in direct.iter_memories(sid)]
+    assert [(m.id, m.path) for m in listed] == [(memory.id, "/lost-answer.md")]
+    assert memory.content == "applied once"
+
+
+async def test_delete_whose_answer_was_lost_is_done(
+    via_proxy: StoreClient, proxy: FaultProxy, direct: StoreClient, sid: str
+):
+    memory = await direct.create_memory(sid, "/lost-delete.md", "x")
+    proxy.set(lose_answer_next=1, match_method="DELETE")
+    await via_proxy.delete_memory(sid, memory.id)
+    assert via_proxy.stats.retries == 1
+    assert via_proxy.stats.by_status[404] == 1
+    assert [m async for m in direct.iter_memories(sid)] == []
