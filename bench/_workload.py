@@ -1,0 +1,180 @@
+"""The agent-like workload: what an agent does to a folder of small notes.
+
+One tree of small UTF-8 text files (1-4 KB) spread over a few subfolders,
+driven through plain file calls in timed phases. The same seeded tree is used
+on every filesystem so the times compare. Each phase checks what it can (read
+returns what create wrote, grep finds the files that hold the word) so a fast
+but wrong filesystem does not pass as fast.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+PHASES = ("create", "stat", "read", "grep", "append", "save", "delete")
+NEEDLE = "zanzibar"
+_WORDS = [
+    "memory",
+    "store",
+    "agent",
+    "note",
+    "task",
+    "plan",
+    "fix",
+    "test",
+    "build",
+    "deploy",
+    "review",
+    "user",
+    "prefers",
+    "tabs",
+    "spaces",
+    "python",
+    "rust",
+    "latency",
+    "cache",
+    "sync",
+    "mount",
+    "folder",
+    "path",
+    "version",
+    "conflict",
+    "retry",
+    "budget",
+    "context",
+    "summary",
+    "decision",
+    "follow",
+    "up",
+]
+
+
+@dataclass(frozen=True)
+class Tree:
+    """The files of one run: relative paths in creation order and contents."""
+
+    dirs: list[str]
+    files: dict[str, str]
+    needle_files: frozenset[str]
+
+
+def make_tree(n_files: int = 1000, n_dirs: int = 20, seed: int = 7) -> Tree:
+    """A deterministic tree: `n_files` files of 1-4 KB across `n_dirs` folders;
+    about one file in five holds NEEDLE."""
+    rng = random.Random(seed)
+    dirs = [f"topic-{i:02d}" for i in range(n_dirs)]
+    files: dict[str, str] = {}
+    needles = set()
+    for i in range(n_files):
+        rel = f"{dirs[i % n_dirs]}/note-{i:04d}.md"
+        target = rng.randint(1024, 4096)
+        lines = [f"# note {i}", ""]
+        size = 0
+        while size < target:
+            line = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(6, 14)))
+            lines.append(line)
+            size += len(line) + 1
+        if rng.random() < 0.2:
+            lines.insert(2, f"remember {NEEDLE} for later")
+            needles.add(rel)
+        files[rel] = "\n".join(lines) + "\n"
+    return Tree(dirs=dirs, files=files, needle_files=frozenset(needles))
+
+
+class WorkloadFailed(Exception):
+    """The filesystem answered, but not what a correct filesystem would."""
+
+
+def _create(root: str, tree: Tree) -> None:
+    for d in tree.dirs:
+        os.mkdir(os.path.join(root, d))
+    for rel, content in tree.files.items():
+        with open(os.path.join(root, rel), "w", encoding="utf-8") as f:
+            f.write(content)
+
+
+def _stat(root: str, tree: Tree) -> None:
+    for _ in range(2):
+        for rel, content in tree.files.items():
+            st = os.stat(os.path.join(root, rel))
+            if st.st_size != len(content.encode()):
+                raise WorkloadFailed(f"stat {rel}: size {st.st_size}, wrote {len(content)}")
+
+
+def _read(root: str, tree: Tree) -> None:
+    for rel, content in tree.files.items():
+        with open(os.path.join(root, rel), encoding="utf-8") as f:
+            if f.read() != content:
+                raise WorkloadFailed(f"read {rel}: content differs from what was written")
+
+
+def _grep(root: str, tree: Tree) -> None:
+    out = subprocess.run(
+        ["grep", "-r", "-l", NEEDLE, "."], cwd=root, capture_output=True, text=True
+    )
+    if out.returncode not in (0, 1):
+        raise WorkloadFailed(f"grep -r failed: {out.stderr.strip()}")
+    found = {line.removeprefix("./") for line in out.stdout.splitlines()}
+    if found != set(tree.needle_files):
+        raise WorkloadFailed(f"grep -r found {len(found)} files, expected {len(tree.needle_files)}")
+
+
+def _append(root: str, tree: Tree) -> None:
+    for rel in tree.files:
+        fd = os.open(os.path.join(root, rel), os.O_WRONLY | os.O_APPEND)
+        try:
+            os.write(fd, b"appended line\n")
+        finally:
+            os.close(fd)
+
+
+def _save(root: str, tree: Tree) -> None:
+    for rel, content in tree.files.items():
+        folder, name = os.path.split(os.path.join(root, rel))
+        swap = os.path.join(folder, f".{name}.swp")
+        with open(swap, "w", encoding="utf-8") as f:
+            f.write(content + "appended line\nsaved by the editor\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.rename(swap, os.path.join(folder, name))
+    sample = next(iter(tree.files))
+    with open(os.path.join(root, sample), encoding="utf-8") as f:
+        if not f.read().endswith("saved by the editor\n"):
+            raise WorkloadFailed(f"save {sample}: the renamed-over content is not there")
+
+
+def _delete(root: str, tree: Tree) -> None:
+    for rel in tree.files:
+        os.unlink(os.path.join(root, rel))
+    for d in tree.dirs:
+        os.rmdir(os.path.join(root, d))
+    left = os.listdir(root)
+    left = [n for n in left if not n.startswith(".")]
+    if left:
+        raise WorkloadFailed(f"delete: still there after unlink: {left[:5]}")
+
+
+_PHASE_FUNCTIONS: dict[str, Callable[[str, Tree], None]] = {
+    "create": _create,
+    "stat": _stat,
+    "read": _read,
+    "grep": _grep,
+    "append": _append,
+    "save": _save,
+    "delete": _delete,
+}
+
+
+def run_phases(root: str, tree: Tree) -> dict[str, float]:
+    """Run every phase in order on `root` (an empty folder); seconds per phase."""
+    times: dict[str, float] = {}
+    for phase in PHASES:
+        t0 = time.perf_counter()
+        _PHASE_FUNCTIONS[phase](root, tree)
+        times[phase] = time.perf_counter() - t0
+    return times
