@@ -99,6 +99,8 @@ class Node:
     fd: int | None = None
     orphan: bool = False
     fetching: trio.Event | None = field(default=None, repr=False)
+    unsaved: bool = False
+    """Size or times changed since the journal row was written (writes do not save)."""
 
     @property
     def is_dir(self) -> bool:
@@ -389,6 +391,7 @@ class StoreCache:
                 node.refused_reason, node.id,
             ),
         )  # fmt: skip
+        node.unsaved = False
 
     def _mark_changed(self, node: Node, *, content: bool) -> None:
         """Record a local change durably before the caller touches the content."""
@@ -692,7 +695,8 @@ class StoreCache:
             if node.orphan:
                 self._drop(node)
                 return
-            self._save(node)
+            if node.unsaved:
+                self._save(node)
             if not node.dirty and node.cached:
                 self._lru[node.id] = node.size
 
@@ -715,6 +719,7 @@ class StoreCache:
         if end > node.size:
             node.size = end
         node.mtime_ns = node.ctime_ns = _now_ns()
+        node.unsaved = True
         return n
 
     def truncate(self, node_id: int, size: int) -> None:
@@ -722,6 +727,8 @@ class StoreCache:
         if node.is_dir:
             raise IsADirectory(f"{node.path} is a folder")
         self.truncate_content(node, size)
+        if node.unsaved and node.open_count == 0:
+            self._save(node)
 
     def truncate_content(self, node: Node, size: int) -> None:
         if size > MAX_CONTENT_BYTES:
@@ -745,6 +752,7 @@ class StoreCache:
             self._save(node)
         node.size = size
         node.mtime_ns = node.ctime_ns = _now_ns()
+        node.unsaved = True
 
     def fsync(self, node: Node | None) -> None:
         """Make the file's content and the journal durable."""
