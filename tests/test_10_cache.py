@@ -266,3 +266,27 @@ def test_fsync_leaves_the_journal_consistent_on_disk(tmp_path):
     ]
     copy.close()
     cache.close()
+
+
+async def test_reads_never_write_the_journal_and_writes_save_once_at_close(tmp_path):
+    cache = StoreCache(str(tmp_path), STORE)
+    node = remote(cache, "mem_1", "/a.md", b"text")
+    before = cache.db.total_changes
+    for _ in range(3):
+        await cache.open(node.id)
+        assert cache.read(node, 0, 10) == b"text"
+        cache.release(node.id)
+    assert cache.db.total_changes == before
+    await cache.open(node.id)
+    for i in range(50):
+        cache.write(node, i, b"w")
+    assert cache.db.total_changes == before + 1  # only the flip to dirty
+    cache.release(node.id)
+    assert cache.db.total_changes == before + 2  # size and times, once
+    cache.truncate(node.id, 3)
+    mtime = node.mtime_ns
+    del cache
+
+    again = StoreCache(str(tmp_path), STORE)
+    assert (again.find("/a.md").size, again.find("/a.md").mtime_ns) == (3, mtime)
+    again.close()
