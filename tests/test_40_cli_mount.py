@@ -1,0 +1,272 @@
+"""`memfs mount` as an operator runs it: in the foreground until SIGTERM,
+several stores at once from a resources file with a work item secret, and
+every refusal as one readable sentence with a non-zero exit and nothing left
+mounted or created."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.mounts import Mounter, memfs_mounts_under
+
+MARKER = ".anthropic-memory-store"
+
+
+def _memories(server, store_id: str) -> dict[str, str]:
+    with server.http() as http:
+        r = http.get(f"/v1/memory_stores/{store_id}/memories", params={"view": "full", "limit": 20})
+    r.raise_for_status()
+    return {m["path"]: m["content"] for m in r.json()["data"]}
+
+
+def _mount_options(root: Path) -> dict[str, tuple[str, str]]:
+    """mount point -> (source, options) of every mount under `root`."""
+    out = {}
+    with open("/proc/mounts") as f:
+        for line in f:
+            source, point, _fstype, options = line.split()[:4]
+            if point.startswith(str(root)):
+                out[point] = (source, options)
+    return out
+
+
+def _read_lines(proc: subprocess.Popen, count: int, timeout: float) -> list[str]:
+    assert proc.stdout is not None
+    lines: list[str] = []
+    data = b""
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        while len(lines) < count and time.monotonic() < deadline:
+            if not sel.select(deadline - time.monotonic()):
+                break
+            chunk = os.read(proc.stdout.fileno(), 4096)
+            if not chunk:
+                break
+            data += chunk
+            *done, rest = data.split(b"\n")
+            lines += [d.decode() for d in done]
+            data = rest
+    return lines
+
+
+def test_foreground_mount_runs_until_sigterm_and_uploads_everything(mounter, memfs_server):
+    store_id = memfs_server.create_store("Foreground")["id"]
+    path = mounter.root / "fg"
+    cmd = [sys.executable, "-m", "memfs", "mount", "--store", f"{store_id}={path}"]
+    cmd += ["--token-file", str(mounter.token_file), "--cache-dir", str(mounter.cache_dir)]
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        env=mounter.env,
+    )
+    try:
+        lines = _read_lines(proc, 1, 60)
+        assert lines == [f"mounted {store_id} at {path} (read-write)"], proc.poll()
+        assert _mount_options(mounter.root)[str(path)][0] == f"memfs:{store_id}"
+        (path / "notes").mkdir()
+        (path / "notes" / "today.md").write_text("written in the foreground")
+        (path / "top.md").write_text("top")
+        time.sleep(0.3)
+        assert proc.poll() is None, "memfs mount left the foreground"
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err.decode()
+    assert b"Traceback" not in err
+    assert not path.exists()
+    assert memfs_mounts_under(mounter.root) == []
+    assert _memories(memfs_server, store_id) == {
+        "/notes/today.md": "written in the foreground",
+        "/top.md": "top",
+    }
+
+
+def test_several_stores_from_resources_with_a_work_item_secret(mounter, memfs_server, tmp_path):
+    notes = memfs_server.create_store("Team Notes!")["id"]
+    prefs = memfs_server.create_store("User Preferences")["id"]
+    deep = memfs_server.create_store("Deep")["id"]
+    with memfs_server.http() as http:
+        r = http.post(
+            f"/v1/memory_stores/{prefs}/memories", json={"path": "/tz.md", "content": "UTC"}
+        )
+        assert r.status_code == 200, r.text
+    deep_path = tmp_path / "not" / "yet" / "there"
+    resources = [
+        {"type": "memory_store", "memory_store_id": notes, "access": "read_write"},
+        {"type": "memory_store", "memory_store_id": prefs, "access": "read_only"},
+        {"type": "memory_store", "memory_store_id": deep, "mount_path": str(deep_path)},
+    ]
+    resources_file = tmp_path / "resources.json"
+    resources_file.write_text(json.dumps(resources))
+    secret = {"sessions_token": memfs_server.token, "api_base_url": memfs_server.url}
+    env = mounter.env
+    env.pop("MEMFS_API_URL")
+    env["MEMFS_WORK_ITEM_SECRET"] = base64.urlsafe_b64encode(json.dumps(secret).encode()).decode()
+    args = ["mount", "--daemon", "--resources", str(resources_file), "--root", str(mounter.root)]
+    args += ["--cache-dir", str(mounter.cache_dir), "--uid", "4321", "--gid", "8765"]
+    r = mounter.memfs(*args, "--allow-other", env=env)
+    assert r.returncode == 0, r.stderr
+
+    paths = {
+        notes: mounter.root / "team-notes",
+        prefs: mounter.root / "user-preferences",
+        deep: deep_path,
+    }
+    assert r.stdout.splitlines() == [
+        f"mounted {notes} at {paths[notes]} (read-write)",
+        f"mounted {prefs} at {paths[prefs]} (read-only)",
+        f"mounted {deep} at {deep_path} (read-write)",
+    ]
+    mounts = _mount_options(tmp_path)
+    for store_id, path in paths.items():
+        source, options = mounts[str(path)]
+        assert source == f"memfs:{store_id}"
+        assert "allow_other" in options.split(",")
+        assert (path / MARKER).read_text() == f"version 1\n{store_id}"
+        st = os.stat(path / MARKER)
+        assert (st.st_uid, st.st_gid) == (4321, 8765)
+    assert (paths[prefs] / "tz.md").read_text() == "UTC"
+    with pytest.raises(OSError, match="Read-only file system"):
+        (paths[prefs] / "tz.md").write_text("CET")
+    (paths[notes] / "n.md").write_text("note")
+    (deep_path / "d.md").write_text("deep")
+    assert sorted(s["store_id"] for s in mounter.status()) == sorted(paths)
+
+    r = mounter.memfs("unmount", "--all")
+    assert r.returncode == 0, r.stderr
+    assert memfs_mounts_under(tmp_path) == []
+    assert not any(p.exists() for p in paths.values())
+    assert deep_path.parent.is_dir()
+    assert _memories(memfs_server, notes) == {"/n.md": "note"}
+    assert _memories(memfs_server, deep) == {"/d.md": "deep"}
+    assert _memories(memfs_server, prefs) == {"/tz.md": "UTC"}
+
+
+# ------------------------------------------------------------------ refusals
+
+
+@pytest.fixture(scope="module")
+def refusal_stores(shared_memfs_server):
+    return [shared_memfs_server.create_store(f"store {i}")["id"] for i in range(2)]
+
+
+def _case_nine_stores(m: Mounter, stores, tmp: Path):
+    return m.mount(*[f"memstore_{i}" for i in range(9)], check=False), ["at most 8"]
+
+
+def _case_no_token(m: Mounter, stores, tmp: Path):
+    args = ["mount", "--store", stores[0], "--root", str(m.root)]
+    return m.memfs(*args), ["the session's memories cannot be mounted without a token"]
+
+
+def _case_token_as_argument(m: Mounter, stores, tmp: Path):
+    r = m.memfs("mount", "--store", stores[0], "--token", m.server.token)
+    return r, ["--token is not taken", "--token-file"]
+
+
+def _case_wrong_token(m: Mounter, stores, tmp: Path):
+    m.token_file.write_text("not-the-token")
+    return m.mount(stores[0], check=False), [stores[0], "401"]
+
+
+def _case_unknown_store(m: Mounter, stores, tmp: Path):
+    r = m.mount(f"memstore_nope={m.root / 'x'}", check=False)
+    return r, ["memstore_nope", "404"]
+
+
+def _case_path_taken(m: Mounter, stores, tmp: Path):
+    taken = m.root / "taken"
+    taken.write_text("someone else's file")
+    return m.mount(f"{stores[0]}={taken}", check=False), [str(taken), "already exists"]
+
+
+def _case_path_not_creatable(m: Mounter, stores, tmp: Path):
+    blocker = tmp / "a-file"
+    blocker.write_text("")
+    target = blocker / "store"
+    return m.mount(f"{stores[0]}={target}", check=False), [
+        str(target),
+        "the host must make that path writable",
+    ]
+
+
+def _case_relative_path(m: Mounter, stores, tmp: Path):
+    return m.mount(f"{stores[0]}=mnt/x", check=False), ["must be absolute"]
+
+
+def _case_one_of_two_fails(m: Mounter, stores, tmp: Path):
+    taken = m.root / "taken"
+    taken.mkdir()
+    (taken / "keep.txt").write_text("")
+    r = m.mount(f"{stores[0]}={m.root / 'fine'}", f"{stores[1]}={taken}", check=False)
+    return r, [stores[1], str(taken), "already exists"]
+
+
+def _case_bad_resources(m: Mounter, stores, tmp: Path):
+    bad = tmp / "resources.json"
+    bad.write_text("[{")
+    r = m.memfs("mount", "--resources", str(bad), "--token-file", str(m.token_file))
+    return r, ["resources file", "not JSON"]
+
+
+def _case_short_interval(m: Mounter, stores, tmp: Path):
+    return m.mount(stores[0], extra=("--sync-interval", "4"), check=False), ["at least 5 seconds"]
+
+
+def _case_unmount_nothing(m: Mounter, stores, tmp: Path):
+    return m.memfs("unmount", str(m.root / "nothing")), ["no memfs mount is running"]
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        _case_nine_stores,
+        _case_no_token,
+        _case_token_as_argument,
+        _case_wrong_token,
+        _case_unknown_store,
+        _case_path_taken,
+        _case_path_not_creatable,
+        _case_relative_path,
+        _case_one_of_two_fails,
+        _case_bad_resources,
+        _case_short_interval,
+        _case_unmount_nothing,
+    ],
+    ids=lambda f: f.__name__.removeprefix("_case_"),
+)
+def test_refusals_are_one_sentence_and_leave_nothing_behind(
+    case, shared_memfs_server, refusal_stores, tmp_path
+):
+    m = Mounter(shared_memfs_server, tmp_path)
+    try:
+        before = sorted(os.listdir(m.root))
+        r, words = case(m, refusal_stores, tmp_path)
+        assert r.returncode != 0, r.stdout
+        lines = r.stderr.strip().splitlines()
+        assert "Traceback" not in r.stderr
+        assert lines and lines[-1].startswith(("memfs: ", "memfs mount: ")), r.stderr
+        for word in words:
+            assert word in lines[-1], r.stderr
+        assert "test-token" not in r.stderr
+        assert memfs_mounts_under(tmp_path) == []
+        assert set(os.listdir(m.root)) - {"taken"} == set(before)
+        assert not m.store_pids()
+    finally:
+        m.cleanup()
