@@ -116,7 +116,8 @@ def mounted_source(path: str) -> str | None:
 def is_stale_mount(path: str) -> bool:
     """True when the FUSE process behind a mount is gone (the kernel answers ENOTCONN)."""
     try:
-        os.stat(path)
+        # A lookup always reaches the daemon: the kernel keeps no negative entries here.
+        os.stat(os.path.join(path, ".memfs-liveness-probe"))
     except OSError as e:
         return e.errno in (errno.ENOTCONN, errno.ECONNABORTED)
     return False

@@ -1,0 +1,292 @@
+"""Whole-system sync scenarios: real mounts, a real `memfs serve`, passes driven
+with `memfs sync`, and faults from a proxy process between memfs and the store."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.faults import FaultProxyProcess
+
+
+def remote_files(server, store_id: str) -> dict[str, str]:
+    http = server.http()
+    out, page = {}, None
+    while True:
+        params = {"view": "full", "limit": 20}
+        if page:
+            params["page"] = page
+        body = http.get(f"/v1/memory_stores/{store_id}/memories", params=params).json()
+        out.update({m["path"]: m["content"] for m in body["data"]})
+        page = body.get("next_page")
+        if not page:
+            return out
+
+
+def put_remote(server, store_id: str, path: str, content: str) -> dict:
+    http = server.http()
+    r = http.post(f"/v1/memory_stores/{store_id}/memories", json={"path": path, "content": content})
+    if r.status_code == 409:
+        mid = r.json()["error"]["conflicting_memory_id"]
+        r = http.post(f"/v1/memory_stores/{store_id}/memories/{mid}", json={"content": content})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def memory_id(server, store_id: str, path: str) -> str:
+    body = server.http().get(f"/v1/memory_stores/{store_id}/memories", params={"limit": 100}).json()
+    return next(m["id"] for m in body["data"] if m["path"] == path)
+
+
+def test_remote_changes_reach_the_mount_through_the_kernel_cache(mounter, memfs_server):
+    store_id = memfs_server.create_store("pulls")["id"]
+    put_remote(memfs_server, store_id, "/a.md", "first")
+    put_remote(memfs_server, store_id, "/moved/m.md", "moving")
+    put_remote(memfs_server, store_id, "/gone.md", "bye")
+    path = mounter.mount_one(store_id)
+    assert (path / "a.md").read_text() == "first"  # now in the kernel's page cache
+    with open(path / "gone.md") as held:
+        put_remote(memfs_server, store_id, "/a.md", "second, longer")
+        put_remote(memfs_server, store_id, "/new/b.md", "brand new")
+        mid = memory_id(memfs_server, store_id, "/moved/m.md")
+        memfs_server.http().post(
+            f"/v1/memory_stores/{store_id}/memories/{mid}", json={"path": "/m2.md"}
+        )
+        gid = memory_id(memfs_server, store_id, "/gone.md")
+        memfs_server.http().delete(f"/v1/memory_stores/{store_id}/memories/{gid}")
+        mounter.sync(path)
+        assert (path / "a.md").read_text() == "second, longer"
+        assert (path / "a.md").stat().st_size == len("second, longer")
+        assert (path / "new" / "b.md").read_text() == "brand new"
+        assert (path / "m2.md").read_text() == "moving" and not (path / "moved").exists()
+        assert not (path / "gone.md").exists()
+        assert held.read() == "bye"  # an open file keeps its content until closed
+
+
+def test_local_changes_reach_the_store_on_sync(mounted, mounter, memfs_server):
+    store_id, path = mounted
+    (path / "dir").mkdir()
+    (path / "dir" / "x.md").write_text("x")
+    (path / "y.md").write_text("y")
+    mounter.sync(path)
+    assert remote_files(memfs_server, store_id) == {"/dir/x.md": "x", "/y.md": "y"}
+    os.rename(path / "dir", path / "renamed")
+    (path / "y.md").unlink()
+    mounter.sync(path)
+    files = remote_files(memfs_server, store_id)
+    assert files == {"/renamed/x.md": "x", "/y.md": "y"}  # the delete waits for its window
+    mounter.unmount(path)  # the final sync waives the window
+    assert remote_files(memfs_server, store_id) == {"/renamed/x.md": "x"}
+
+
+def test_conflict_keeps_the_local_version_beside_the_cache(mounted, mounter, memfs_server):
+    store_id, path = mounted
+    (path / "c.md").write_text("base")
+    mounter.sync(path)
+    put_remote(memfs_server, store_id, "/c.md", "theirs")
+    (path / "c.md").write_text("mine")
+    mounter.sync(path)
+    assert (path / "c.md").read_text() == "theirs"
+    copies = list((mounter.cache_dir / store_id / "conflicts").iterdir())
+    assert [c.read_text() for c in copies] == ["mine"]
+    log = (mounter.cache_dir / store_id / "memfs.log").read_text()
+    assert "conflict on /c.md" in log and str(copies[0]) in log
+
+
+def test_editor_save_is_one_update_and_the_temporary_file_never_reaches_the_store(
+    mounted, mounter, memfs_server
+):
+    store_id, path = mounted
+    (path / "doc.md").write_text("v1")
+    mounter.sync(path)
+    tmp = path / ".doc.md.swp"
+    with open(tmp, "w") as f:
+        f.write("v2")
+        f.flush()
+        os.fsync(f.fileno())
+    os.rename(tmp, path / "doc.md")
+    mounter.sync(path)
+    assert remote_files(memfs_server, store_id) == {"/doc.md": "v2"}
+    versions = (
+        memfs_server.http().get(f"/v1/memory_stores/{store_id}/memory_versions").json()["data"]
+    )
+    assert [(v["operation"], v["path"]) for v in versions] == [
+        ("modified", "/doc.md"),
+        ("created", "/doc.md"),
+    ]
+
+
+def test_deletions_disabled_keeps_the_memory(mounter, memfs_server):
+    store_id = memfs_server.create_store("keep")["id"]
+    put_remote(memfs_server, store_id, "/k.md", "kept")
+    path = mounter.mount_one(store_id, extra=("--sync-deletions", "disabled"))
+    (path / "k.md").unlink()
+    mounter.unmount(path)
+    assert remote_files(memfs_server, store_id) == {"/k.md": "kept"}
+
+
+def test_store_outage_then_catch_up(mounter, memfs_server):
+    store_id = memfs_server.create_store("outage")["id"]
+    put_remote(memfs_server, store_id, "/cached.md", "cached")
+    with FaultProxyProcess(memfs_server.url) as proxy:
+        path = mounter.mount_one(store_id, extra=("--api-url", proxy.url))
+        mounter.sync(path)
+        assert (path / "cached.md").read_text() == "cached"
+        proxy.set(down=True)
+        (path / "offline.md").write_text("written while the store is down")
+        with open(path / "cached.md", "a") as f:
+            f.write(" and appended")
+        r = mounter.sync(path, check=False)
+        assert r.returncode == 1
+        assert "could not be reached" in r.stderr and "Traceback" not in r.stderr
+        status = mounter.status()[0]
+        assert status["last_error"] and "/offline.md" in status["pending"]
+        assert (path / "cached.md").read_text() == "cached and appended"
+        proxy.set(down=False)
+        mounter.sync(path)
+        assert remote_files(memfs_server, store_id) == {
+            "/cached.md": "cached and appended",
+            "/offline.md": "written while the store is down",
+        }
+
+
+def test_refused_token_keeps_local_changes(mounter, memfs_server):
+    store_id = memfs_server.create_store("auth")["id"]
+    with FaultProxyProcess(memfs_server.url) as proxy:
+        path = mounter.mount_one(store_id, extra=("--api-url", proxy.url))
+        (path / "mine.md").write_text("keep me")
+        proxy.set(status=401, status_rate=1.0)
+        r = mounter.sync(path, check=False)
+        assert r.returncode == 1 and "refused the token (401)" in r.stderr
+        assert (path / "mine.md").read_text() == "keep me"
+        proxy.reset()
+        mounter.sync(path)
+    assert remote_files(memfs_server, store_id) == {"/mine.md": "keep me"}
+
+
+def test_parallel_stores_one_failing_spares_the_other(mounter, memfs_server):
+    good = memfs_server.create_store("good")["id"]
+    bad = memfs_server.create_store("bad")["id"]
+    with FaultProxyProcess(memfs_server.url) as proxy:
+        good_path = mounter.mount_one(good, "good")
+        bad_path = mounter.mount_one(bad, "bad", extra=("--api-url", proxy.url))
+        proxy.set(down=True)
+        (good_path / "g.md").write_text("good")
+        (bad_path / "b.md").write_text("bad")
+        r = mounter.memfs("sync")
+        assert r.returncode == 1
+        assert str(bad_path) in r.stderr and str(good_path) not in r.stderr
+        assert remote_files(memfs_server, good) == {"/g.md": "good"}
+        assert remote_files(memfs_server, bad) == {}
+        proxy.set(down=False)
+
+
+def test_final_sync_is_bounded_and_what_is_left_is_uploaded_by_the_next_mount(
+    mounter, memfs_server
+):
+    store_id = memfs_server.create_store("bounded")["id"]
+    with FaultProxyProcess(memfs_server.url) as proxy:
+        path = mounter.mount_one(
+            store_id, extra=("--api-url", proxy.url, "--final-sync-timeout", "3")
+        )
+        (path / "late.md").write_text("must not be lost")
+        proxy.set(down=True)
+        started = time.monotonic()
+        r = mounter.unmount(path, check=False)
+        assert time.monotonic() - started < 25
+        assert r.returncode == 1
+        assert "/late.md" in r.stderr
+        assert not path.exists()
+    log = (mounter.cache_dir / store_id / "memfs.log").read_text()
+    assert "not uploaded" in log and "/late.md" in log
+    assert remote_files(memfs_server, store_id) == {}
+    path = mounter.mount_one(store_id)
+    assert (path / "late.md").read_text() == "must not be lost"
+    assert remote_files(memfs_server, store_id) == {"/late.md": "must not be lost"}
+
+
+def _writer(
+    root: Path,
+    stop: threading.Event,
+    closed: dict[str, str],
+    inflight: dict,
+    cut_short: dict,
+    round_no: int,
+) -> None:
+    """Rewrites 25 files over and over; `closed` holds what each last close returned for,
+    `inflight` the write the kill may cut short."""
+    i = 0
+    while not stop.is_set():
+        name = f"f{i % 25:02}.md"
+        content = f"round {round_no} write {i}\n" * (1 + i % 7)
+        inflight.clear()
+        inflight.update(name=name, content=content)
+        try:
+            with open(root / name, "w") as f:
+                f.write(content)
+        except OSError:
+            return
+        closed[name] = content
+        cut_short.pop(name, None)
+        inflight.clear()
+        i += 1
+
+
+def test_sigkill_loses_nothing_a_closed_write_returned_for(mounter, memfs_server):
+    store_id = memfs_server.create_store("crashy")["id"]
+    closed: dict[str, str] = {}
+    cut_short: dict[str, str] = {}
+    rng = random.Random(7)
+    for round_no in range(4):
+        path = mounter.mount_one(store_id)
+        stop = threading.Event()
+        inflight: dict = {}
+        t = threading.Thread(
+            target=_writer, args=(path, stop, closed, inflight, cut_short, round_no)
+        )
+        t.start()
+        time.sleep(rng.uniform(0.2, 0.6))
+        for pid in mounter.store_pids():
+            os.kill(pid, signal.SIGKILL)
+        stop.set()
+        t.join(10)
+        assert not t.is_alive()
+        if inflight:
+            # open(O_TRUNC) may have happened before the kill, and any prefix of the write.
+            cut_short[inflight["name"]] = inflight["content"]
+            closed.pop(inflight["name"], None)
+    path = mounter.mount_one(store_id)  # cleans the stale mount, recovers, reconciles
+    local = {n: (path / n).read_text() for n in os.listdir(path) if n.endswith(".md")}
+    for name, content in closed.items():
+        assert local[name] == content, name
+    for name, content in cut_short.items():
+        assert content.startswith(local.get(name, "")), name
+    mounter.unmount(path)
+    assert remote_files(memfs_server, store_id) == {"/" + n: c for n, c in local.items()}
+
+
+@pytest.mark.slow
+def test_real_cadence_five_seconds(mounter, memfs_server):
+    store_id = memfs_server.create_store("cadence")["id"]
+    path = mounter.mount_one(store_id, extra=("--sync-interval", "5"))
+    (path / "up.md").write_text("going up")
+    deadline = time.monotonic() + 10
+    while remote_files(memfs_server, store_id).get("/up.md") != "going up":
+        assert time.monotonic() < deadline, (
+            "a local change did not reach the store within two intervals"
+        )
+        time.sleep(0.25)
+    put_remote(memfs_server, store_id, "/down.md", "coming down")
+    deadline = time.monotonic() + 10
+    while not (path / "down.md").exists():
+        assert time.monotonic() < deadline, (
+            "a remote change did not reach the mount within two intervals"
+        )
+        time.sleep(0.25)
+    assert (path / "down.md").read_text() == "coming down"
