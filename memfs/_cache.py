@@ -540,6 +540,8 @@ class StoreCache:
                 raise NotADirectory(f"{t.path} is not a folder")
             if t.is_dir and self.children[t.id]:
                 raise DirectoryNotEmpty(f"{t.path} is not empty")
+        if node.is_dir:
+            self._check_moved_paths(node, join_path(dest_parent.path, new_name))
         with self._transaction():
             inherit = None
             if target is not None:
@@ -580,6 +582,23 @@ class StoreCache:
         if self.on_change is not None:
             self.on_change()
         return node
+
+    def _check_moved_paths(self, folder: Node, new_path: str) -> None:
+        """A folder may not move where a path under it would pass 1,024 bytes."""
+        growth = len(new_path.encode("utf-8")) - len(folder.path.encode("utf-8"))
+        if growth <= 0:
+            return
+        stack = [folder.id]
+        while stack:
+            for cid in self.children.get(stack.pop(), {}).values():
+                child = self.nodes[cid]
+                if len(child.path.encode("utf-8")) + growth > MAX_PATH_BYTES:
+                    raise NameTooLong(
+                        f"moving {folder.path} would make {child.path[:40]!r}... "
+                        f"longer than {MAX_PATH_BYTES} bytes"
+                    )
+                if child.is_dir:
+                    stack.append(cid)
 
     def _files_under(self, node: Node) -> Iterator[Node]:
         stack = [node.id]
