@@ -82,6 +82,10 @@ async def test_bad_names_and_sizes_are_refused_with_their_own_errors(tmp_path):
         deep = cache.mkdir(deep, "d" * 250, 0o755).id
     with pytest.raises(NameTooLong):  # 4 * 251 + 1 + 20 > 1024 bytes
         cache.create(deep, "f" * 20, 0o644)
+    cache.create(deep, "f" * 19, 0o644)  # exactly 1,024 bytes
+    with pytest.raises(NameTooLong):  # the file under the moved folder would pass 1,024
+        cache.rename(ROOT_ID, "d" * 250, ROOT_ID, "e" * 251)
+    cache.rename(ROOT_ID, "d" * 250, ROOT_ID, "e" * 250)
     with pytest.raises(EntryExists):
         cache.create(ROOT_ID, ".anthropic-memory-store", 0o644)
     node = await write_file(cache, ROOT_ID, "big", b"x" * MAX_CONTENT_BYTES)

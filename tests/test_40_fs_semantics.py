@@ -209,6 +209,7 @@ def test_refusals_have_clear_errnos(mounted, mounter, memfs_server):
     deep.mkdir(parents=True)
     assert errno_of(open, deep / ("f" * 20), "w") == errno.ENAMETOOLONG  # 1,025 bytes
     (deep / ("f" * 19)).write_text("longest path")  # 1,024 bytes
+    assert errno_of(os.rename, mnt / ("d" * 250), mnt / ("e" * 251)) == errno.ENAMETOOLONG
 
     # size: exactly 102,400 bytes is fine, one more is EFBIG
     full = mnt / "full.md"
