@@ -878,13 +878,14 @@ class StoreCache:
         size: int,
         content: bytes | None,
         mtime_ns: int | None = None,
+        *,
+        node: Node | None = None,
     ) -> tuple[Node, list[int]]:
         """Show the store's memory at `path`: create the file (and its folders), or
-        move and update the clean file that has this memory id. Returns the node
-        and the ids of folders whose listing changed."""
+        move and update `node`, the clean file that has this memory id. Returns the
+        node and the ids of folders whose listing changed."""
         touched: list[int] = []
         with self._transaction():
-            node = self.by_memory_id().get(memory_id)
             parent_path, _, name = path.rpartition("/")
             parent = self._ensure_dirs(parent_path or "/")
             existing = self.children[parent.id].get(name)

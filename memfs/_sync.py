@@ -147,6 +147,9 @@ class SyncEngine:
         self._need_listing = True
         self._feed_usable = True
         self._logged_deletes: set[str] = set()
+        self._index: dict[str, Node] = {}
+        self._index_stale = False
+        cache.on_change = self._local_change
         self._first_missing: dict[str, float] = {}
         """memory id -> when a pass first found it deleted here (the window starts then)."""
         cache.source = self.fetch_content
@@ -211,8 +214,25 @@ class SyncEngine:
             self.status.last_error = None
             return report
 
+    def _node_for(self, memory_id: str) -> Node | None:
+        """The local file of a memory, from the index built at the start of the pass."""
+        node = self._index.get(memory_id)
+        if node is None or node.memory_id != memory_id or node.orphan or self.cache.nodes.get(node.id) is not node:
+            if not self._index_stale:
+                return None
+            # The filesystem changed the tree while this pass waited on the store.
+            self._index = self.cache.by_memory_id()
+            self._index_stale = False
+            node = self._index.get(memory_id)
+        return node
+
+    def _local_change(self) -> None:
+        self._index_stale = True
+
     async def _pass(self, report: PassReport, *, final: bool, full: bool) -> None:
         self._passes_since_listing += 1
+        self._index = self.cache.by_memory_id()
+        self._index_stale = False
         listing = (
             full
             or self._need_listing
@@ -263,7 +283,7 @@ class SyncEngine:
                 remote[item.id] = _Remote(
                     item.id, item.path, item.content_sha256, item.content_size_bytes
                 )
-        for memory_id in list(self.cache.by_memory_id()) + list(self.cache.tombstones):
+        for memory_id in list(self._index) + list(self.cache.tombstones):
             if memory_id not in remote:
                 remote[memory_id] = _Remote(memory_id, deleted=True)
         return remote, head
@@ -320,7 +340,7 @@ class SyncEngine:
     async def _apply_remote(self, r: _Remote, report: PassReport) -> None:
         """The decision table, for one memory the store reports changed."""
         cache = self.cache
-        node = cache.by_memory_id().get(r.memory_id)
+        node = self._node_for(r.memory_id)
         stone = cache.tombstones.get(r.memory_id)
         if r.deleted:
             if stone is not None:
@@ -400,13 +420,14 @@ class SyncEngine:
             except NotFound:
                 return
             r.sha, r.size = sha, len(content)
-        old = self.cache.by_memory_id().get(r.memory_id)
+        old = self._node_for(r.memory_id)
         old_place = (old.parent, old.name, old.id) if old is not None else None
         try:
-            node, touched = self.cache.place_remote(r.memory_id, r.path, r.sha, r.size, content)
+            node, touched = self.cache.place_remote(r.memory_id, r.path, r.sha, r.size, content, node=old)
         except CacheError as e:
             log.warning("cannot show %s from the store here: %s", r.path, e)
             return
+        self._index[r.memory_id] = node
         report.pulled += 1
         if old_place is None:
             return
@@ -554,7 +575,7 @@ class SyncEngine:
         cap = delete_cap(cache.file_count() + len(cache.tombstones))
         for stone in sorted(due, key=lambda s: self._first_missing[s.memory_id])[:cap]:
             current = cache.tombstones.get(stone.memory_id)
-            if current is None or cache.by_memory_id().get(stone.memory_id) is not None:
+            if current is None or self._node_for(stone.memory_id) is not None:
                 continue
             try:
                 await self.client.delete_memory(
