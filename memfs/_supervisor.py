@@ -307,6 +307,8 @@ class Supervisor:
             self.stop_all()
             first = failed[0]
             cause = first.error or f"it did not become ready within {READY_TIMEOUT:.0f} s"
+            if first.spec.store_id in cause and first.spec.mount_path in cause:
+                raise MountError(cause)
             raise MountError(
                 f"store {first.spec.store_id} could not be mounted at {first.spec.mount_path}: {cause}"
             )
