@@ -37,6 +37,7 @@ class Mounted:
     path: str
     describe: str
     find_pids: Callable[[], list[int]] = field(default=lambda: [])
+    notes: list[str] = field(default_factory=list)
 
 
 def _tool(name: str) -> str | None:
@@ -226,12 +227,15 @@ def mount_memfs(workdir: str) -> Iterator[Mounted]:
                         return pids
             return pids_with_cmdline(store_id) or pids_with_cmdline(mount_path)
 
-        yield Mounted("memfs", mount_path, f"memfs on memfs serve {url}", find_pids)
+        mounted = Mounted("memfs", mount_path, f"memfs on memfs serve {url}", find_pids)
+        yield mounted
         unmounted = subprocess.run(
-            [memfs, "unmount", mount_path], capture_output=True, text=True, timeout=90
+            [memfs, "unmount", mount_path], capture_output=True, text=True, timeout=120
         )
         if unmounted.returncode != 0:
-            raise RuntimeError(f"memfs unmount failed: {unmounted.stderr.strip()}")
+            said = unmounted.stderr.strip().splitlines() or ["(nothing on stderr)"]
+            more = f" (and {len(said) - 1} more lines)" if len(said) > 1 else ""
+            mounted.notes.append(f"memfs unmount exited {unmounted.returncode}: {said[0]}{more}")
     finally:
         if os.path.isdir(mount_path):
             _force_unmount(mount_path)

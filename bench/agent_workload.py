@@ -55,6 +55,7 @@ def bench_one(name: str, tree, rounds: int) -> dict:
         }
         t0 = time.perf_counter()
     result["unmount_seconds"] = time.perf_counter() - t0
+    result["notes"] = mounted.notes
     return result
 
 
@@ -129,6 +130,10 @@ def main(argv: list[str] | None = None) -> int:
     if results:
         print()
         print(_table(results))
+        for name, r in results.items():
+            print(f"{name}: unmount took {r['unmount_seconds']:.1f} s")
+            for note in r["notes"]:
+                print(f"{name}: {note}")
     ratios = _ratios(results)
     print()
     if "memfs_over_tmpfs" in ratios:
