@@ -35,6 +35,12 @@ def store_contents(server, store_id: str) -> dict[str, str]:
                 return out
 
 
+def memory_ids(server, store_id: str) -> dict[str, str]:
+    with server.http() as http:
+        r = http.get(f"/v1/memory_stores/{store_id}/memories", params={"limit": 100})
+    return {m["path"]: m["id"] for m in r.json()["data"]}
+
+
 def put(server, store_id: str, path: str, content: str) -> None:
     with server.http() as http:
         r = http.post(
@@ -158,13 +164,22 @@ def test_files_and_folders_behave_as_programs_expect(mounter, memfs_server):
     assert journal_row(mounter, store_id, ino) == (0, 0)
     assert (mnt / "old" / "moved" / "d2" / "deep.md").stat().st_ino == deep_ino
 
+    # a folder of stored memories renamed over an empty folder: the same memories move
+    ids_before = memory_ids(memfs_server, store_id)
+    (mnt / "archive").mkdir()
+    os.rename(mnt / "old", mnt / "archive")
+    assert (mnt / "archive" / "moved" / "d2" / "deep.md").stat().st_ino == deep_ino
+
     mounter.unmount(mnt)
     assert store_contents(memfs_server, store_id) == {
         "/a.md": "final a",
-        "/old/keep.md": "kept",
-        "/old/replace-me.md": "replacement",
-        "/old/moved/d2/deep.md": "deep",
+        "/archive/keep.md": "kept",
+        "/archive/replace-me.md": "replacement",
+        "/archive/moved/d2/deep.md": "deep",
     }
+    ids_after = memory_ids(memfs_server, store_id)
+    assert ids_after["/archive/keep.md"] == ids_before["/old/keep.md"]
+    assert ids_after["/archive/moved/d2/deep.md"] == ids_before["/old/moved/d2/deep.md"]
 
 
 def test_refusals_have_clear_errnos(mounted, mounter, memfs_server):
