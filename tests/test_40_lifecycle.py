@@ -91,6 +91,8 @@ def test_tree_at_once_contents_on_first_open_and_a_warm_cache_fetches_nothing_ag
     proxy.set(delay=1.5, match_method="GET", match_path=SINGLE_MEMORY)
     mnt = mounter.mount_one(store_id, extra=("--api-url", proxy.url))
     assert _mounted_sources(mounter.root)[str(mnt)] == f"memfs:{store_id}"
+    by_path = proxy.state()["counters"]["requests_by_path"]
+    assert by_path[f"/v1/memory_stores/{store_id}/memories"] == 1, by_path
 
     started = time.monotonic()
     ls = subprocess.run(["ls", "-lR", str(mnt)], capture_output=True, text=True, timeout=30)
@@ -223,9 +225,19 @@ def test_a_stop_while_the_store_is_down_keeps_the_file_for_the_next_mount(
 
     proxy.set(down=False)
     mnt = mounter.mount_one(store_id, extra=extra)
-    assert (mnt / "draft.md").read_text() == "written while the store was up"
-    assert mounter.unmount(mnt).returncode == 0
     assert _memories(memfs_server, store_id) == {
         "/draft.md": "written while the store was up",
         "/kept.md": "new",
     }
+    assert (mnt / "draft.md").read_text() == "written while the store was up"
+
+    # A store that hangs: the stop gives up after --final-sync-timeout (3 s).
+    (mnt / "late.md").write_text("late")
+    proxy.set(delay=120)
+    started = time.monotonic()
+    r = mounter.unmount(mnt, check=False)
+    stopped_in = time.monotonic() - started
+    assert r.returncode != 0 and "/late.md" in r.stderr, r.stderr
+    assert stopped_in < 15, f"the stop took {stopped_in:.0f} s with a 3 s final sync timeout"
+    assert not mnt.exists()
+    assert "/late.md" not in _memories(memfs_server, store_id)
