@@ -103,6 +103,8 @@ def test_tree_at_once_contents_on_first_open_and_a_warm_cache_fetches_nothing_ag
     for path in files:
         assert os.path.basename(path) in ls.stdout
     assert sizes == {path: len(content.encode()) for path, content in files.items()}
+    in_flight = sum(_content_gets(proxy).values())
+    assert in_flight <= 8, f"{in_flight} contents asked for at once: the prefetch is not bounded"
 
     started = time.monotonic()
     assert (mnt / "deep/a/b/c7.md").read_text() == "deep 7"
