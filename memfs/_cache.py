@@ -682,16 +682,22 @@ class StoreCache:
                 raise ContentUnavailable(f"cannot fetch {node.path}: {e}")
             if node.cached or node.memory_id != memory_id or node.orphan:
                 return
-            self._write_content_file(node.id, content)
-            node.cached = True
-            node.size = len(content)
-            if node.base_sha != sha:
-                node.base_sha = sha
-            self._save(node)
-            self._lru[node.id] = node.size
+            self.install_content(node, content, sha)
         finally:
             node.fetching.set()
             node.fetching = None
+
+    def install_content(self, node: Node, content: bytes, sha: str) -> None:
+        """Cache the store's content of a clean file. Content newer than the base
+        is shown, but the base stays: the next pass pulls it properly and makes
+        the kernel forget the size it was told."""
+        if node.cached or node.dirty or node.orphan:
+            return
+        self._write_content_file(node.id, content)
+        node.cached = True
+        node.size = len(content)
+        self._save(node)
+        self._lru[node.id] = node.size
 
     async def ensure_cached(self, node_id: int) -> bool:
         """Fetch a file's content if it is not here yet; True when it was fetched."""

@@ -52,6 +52,8 @@ from ._exceptions import (
 log = logging.getLogger("memfs.sync")
 
 DELETE_WINDOW = 30.0
+PREFETCH_BY_LISTING = 20
+"""Above this many missing contents, prefetch reads full-view listing pages."""
 FEED_START = "1970-01-01T00:00:00Z"
 """The feed position of a store that has no versions yet: every later version is new."""
 DELETIONS_MODES = ("enabled", "log_only", "disabled")
@@ -162,9 +164,24 @@ class SyncEngine:
         return content, content_sha256(content)
 
     async def prefetch(self, concurrency: int = 4) -> int:
-        """Fetch every content not cached yet, a few at a time. Returns how many."""
-        limiter = trio.CapacityLimiter(concurrency)
+        """Fetch every content not cached yet. Many missing contents come through
+        full-view listing pages (20 a request); the rest one by one, a few at a
+        time. Returns how many were fetched."""
+        missing = {n.memory_id: n for n in self.cache.files() if not n.cached and n.memory_id is not None}
         fetched = 0
+        if len(missing) > PREFETCH_BY_LISTING:
+            async for item in self.client.iter_memories(self.store_id, view="full", limit=20):
+                node = missing.pop(item.id, None) if isinstance(item, Memory) else None
+                if node is None or node.cached or node.fetching is not None or node.memory_id != item.id:
+                    continue
+                content = (item.content or "").encode("utf-8")
+                sha = content_sha256(content)
+                if sha == node.base_sha:
+                    self.cache.install_content(node, content, sha)
+                    fetched += 1
+                else:
+                    missing[item.id] = node
+        limiter = trio.CapacityLimiter(concurrency)
 
         async def one(node_id: int) -> None:
             nonlocal fetched
@@ -176,7 +193,7 @@ class SyncEngine:
                     log.info("prefetch skipped: %s", e)
 
         async with trio.open_nursery() as nursery:
-            for node in list(self.cache.files()):
+            for node in missing.values():
                 if not node.cached and node.memory_id is not None:
                     nursery.start_soon(one, node.id)
         return fetched
