@@ -134,10 +134,12 @@ def force_unmount(path: str) -> None:
             return
 
 
-def prepare_mount_path(path: str, store_id: str) -> bool:
+def prepare_mount_path(path: str, store_id: str, *, left_by_us: bool = False) -> bool:
     """Create the folder like `mkdir -p`; refuse anything already standing there,
-    except a stale mount of this very store, which is cleaned up and reused.
-    Returns True when the folder was created here (and is removed at the end)."""
+    except a stale mount of this very store, which is cleaned up and reused, and
+    an empty folder that an earlier, killed mount of this store created
+    (`left_by_us`, from the store's journal). Returns True when the folder is
+    memfs's own (and is removed at the end)."""
     source = mounted_source(path)
     if source is not None:
         if source == f"memfs:{store_id}" and is_stale_mount(path):
@@ -147,6 +149,11 @@ def prepare_mount_path(path: str, store_id: str) -> bool:
         raise MountError(
             f"cannot mount {store_id} at {path}: something is already mounted there ({source})"
         )
+    if left_by_us and os.path.isdir(path) and not os.path.islink(path) and not os.listdir(path):
+        log.warning(
+            "reusing the empty mount folder %s left by an earlier mount of %s", path, store_id
+        )
+        return True
     if os.path.lexists(path):
         raise MountError(
             f"cannot mount {store_id} at {path}: the path already exists; remove it or choose another"
@@ -198,7 +205,13 @@ class StoreProcess:
                 if self.cache.get_meta("feed_ts") is None and not self.cache.file_count():
                     raise MountError(f"cannot mount {spec.store_id}: {e}")
                 log.warning("mounting %s from the cache alone: %s", spec.store_id, e)
-            created = prepare_mount_path(spec.mount_path, spec.store_id)
+            created = prepare_mount_path(
+                spec.mount_path,
+                spec.store_id,
+                left_by_us=self.cache.get_meta("mount_folder") == spec.mount_path,
+            )
+            if created:
+                self.cache.set_meta("mount_folder", spec.mount_path)
             try:
                 pyfuse3.init(
                     self.fs,
@@ -279,6 +292,8 @@ class StoreProcess:
             )
         if created or os.path.isdir(spec.mount_path):
             remove_mount_folder(spec.mount_path)
+            if not os.path.lexists(spec.mount_path):
+                self.cache.set_meta("mount_folder", None)
         self.result = {"ok": not pending, "not_uploaded": pending}
         log.info("unmounted %s from %s", spec.store_id, spec.mount_path)
         return 0 if not pending else 1
