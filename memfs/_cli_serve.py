@@ -16,7 +16,9 @@ from ._exceptions import ConfigError
 
 
 def setup(p: argparse.ArgumentParser) -> None:
-    from ._server import DEFAULT_HOST, DEFAULT_PORT, TOKEN_ENV
+    from ._api import SERVE_DEFAULT_HOST as DEFAULT_HOST
+    from ._api import SERVE_DEFAULT_PORT as DEFAULT_PORT
+    from ._api import SERVE_TOKEN_ENV as TOKEN_ENV
 
     p.add_argument(
         "--db",

@@ -21,12 +21,12 @@ import dataclasses
 import json
 import os
 import sys
-from typing import Any
-
-import trio
+from typing import TYPE_CHECKING, Any
 
 from ._api import MAX_CONTENT_BYTES, Memory, normalize_path, normalize_prefix
-from ._client import StoreClient
+
+if TYPE_CHECKING:
+    from ._client import StoreClient
 from ._exceptions import (
     AuthenticationFailed,
     ConfigError,
@@ -128,6 +128,8 @@ def _token(args: argparse.Namespace) -> str:
 
 
 def _client(args: argparse.Namespace) -> StoreClient:
+    from ._client import StoreClient
+
     url = args.api_url or os.environ.get("MEMFS_API_URL") or DEFAULT_LOCAL_API_URL
     auth = args.auth or os.environ.get("MEMFS_AUTH") or "bearer"
     if auth not in ("bearer", "x-api-key"):
@@ -307,5 +309,7 @@ async def _main(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import trio
+
     trio.run(_main, args)
     return 0

@@ -41,6 +41,9 @@ from ._api import (
     MAX_CONTENT_BYTES,
     MAX_MEMORIES,
     OLD_BETA,
+    SERVE_DEFAULT_HOST,
+    SERVE_DEFAULT_PORT,
+    SERVE_TOKEN_ENV,
     normalize_prefix,
 )
 from ._exceptions import (
@@ -56,9 +59,9 @@ from ._server_db import Database, actor_for, check_store_access
 
 log = logging.getLogger("memfs.serve")
 
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8377
-TOKEN_ENV = "MEMFS_SERVE_TOKEN"
+DEFAULT_HOST = SERVE_DEFAULT_HOST
+DEFAULT_PORT = SERVE_DEFAULT_PORT
+TOKEN_ENV = SERVE_TOKEN_ENV
 # A JSON body holding the largest content, escaped at worst (\uXXXX per byte), with room to spare.
 MAX_BODY_BYTES = 6 * MAX_CONTENT_BYTES + 64 * 1024
 

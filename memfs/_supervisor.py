@@ -28,8 +28,6 @@ import sys
 import time
 from dataclasses import dataclass
 
-import trio
-
 from ._api import (
     ACCESS_READ_ONLY,
     ACCESS_READ_WRITE,
@@ -40,9 +38,8 @@ from ._api import (
     parse_work_item_secret,
     slugify,
 )
-from ._client import StoreClient
 from ._exceptions import ConfigError, MemfsError, MountError, StoreError, SyncError
-from ._mount import (
+from ._mountpoint import (
     StoreSpec,
     force_unmount,
     is_stale_mount,
@@ -152,6 +149,8 @@ def check_mount_path(path: str, store_id: str) -> str:
 
 
 async def _store_names(creds: Credentials, store_ids: list[str]) -> dict[str, str]:
+    from ._client import StoreClient
+
     names: dict[str, str] = {}
     async with StoreClient(creds.api_url, creds.token, max_retries=3) as client:
         for sid in store_ids:
@@ -199,7 +198,12 @@ def build_specs(
             "or the work item secret with --secret-file or MEMFS_WORK_ITEM_SECRET"
         )
     need_names = [r.memory_store_id for r in resources if not r.mount_path]
-    names = trio.run(_store_names, creds, need_names) if need_names else {}
+    if need_names:
+        import trio
+
+        names = trio.run(_store_names, creds, need_names)
+    else:
+        names = {}
     specs = []
     paths: dict[str, str] = {}
     for r in resources:
@@ -484,7 +488,7 @@ def unmount(paths: list[str], *, all_: bool) -> int:
 
 
 def _memfs_mounts() -> list[tuple[str, str, str]]:
-    from ._mount import _mounts
+    from ._mountpoint import _mounts
 
     return [m for m in _mounts() if m[0].startswith("memfs:")]
 

@@ -167,12 +167,19 @@ class SyncEngine:
         """Fetch every content not cached yet. Many missing contents come through
         full-view listing pages (20 a request); the rest one by one, a few at a
         time. Returns how many were fetched."""
-        missing = {n.memory_id: n for n in self.cache.files() if not n.cached and n.memory_id is not None}
+        missing = {
+            n.memory_id: n for n in self.cache.files() if not n.cached and n.memory_id is not None
+        }
         fetched = 0
         if len(missing) > PREFETCH_BY_LISTING:
             async for item in self.client.iter_memories(self.store_id, view="full", limit=20):
                 node = missing.pop(item.id, None) if isinstance(item, Memory) else None
-                if node is None or node.cached or node.fetching is not None or node.memory_id != item.id:
+                if (
+                    node is None
+                    or node.cached
+                    or node.fetching is not None
+                    or node.memory_id != item.id
+                ):
                     continue
                 content = (item.content or "").encode("utf-8")
                 sha = content_sha256(content)
@@ -211,6 +218,8 @@ class SyncEngine:
                 report.error = (
                     f"the store refused the token (401); local changes are kept: {e.message}"
                 )
+            except NotFound as e:
+                report.error = f"store {self.store_id} was not found (404): {e.message}"
             except PermissionDenied as e:
                 report.error = f"the token may not use store {self.store_id} (403): {e.message}"
             except StoreError as e:
@@ -234,7 +243,12 @@ class SyncEngine:
     def _node_for(self, memory_id: str) -> Node | None:
         """The local file of a memory, from the index built at the start of the pass."""
         node = self._index.get(memory_id)
-        if node is None or node.memory_id != memory_id or node.orphan or self.cache.nodes.get(node.id) is not node:
+        if (
+            node is None
+            or node.memory_id != memory_id
+            or node.orphan
+            or self.cache.nodes.get(node.id) is not node
+        ):
             if not self._index_stale:
                 return None
             # The filesystem changed the tree while this pass waited on the store.
@@ -440,7 +454,9 @@ class SyncEngine:
         old = self._node_for(r.memory_id)
         old_place = (old.parent, old.name, old.id) if old is not None else None
         try:
-            node, touched = self.cache.place_remote(r.memory_id, r.path, r.sha, r.size, content, node=old)
+            node, touched = self.cache.place_remote(
+                r.memory_id, r.path, r.sha, r.size, content, node=old
+            )
         except CacheError as e:
             log.warning("cannot show %s from the store here: %s", r.path, e)
             return

@@ -1,0 +1,150 @@
+"""Where a store is mounted, and what its process is told: the part of the
+mount layer that needs neither FUSE nor HTTP, so that `memfs unmount`,
+`memfs sync` and `memfs status` start quickly.
+
+- `StoreSpec`: everything one store process needs; the token travels only on
+  its stdin.
+- The mount folder's life: created like `mkdir -p`, refused when anything
+  stands there (except a stale mount of the same store, or an empty folder an
+  earlier mount of that store left), removed after unmounting.
+- `runtime_dir()`: where store processes leave state files and control sockets.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import logging
+import os
+import subprocess
+from dataclasses import asdict, dataclass, field
+
+from ._exceptions import MountError
+
+log = logging.getLogger("memfs.mount")
+
+
+@dataclass
+class StoreSpec:
+    """Everything one store process needs. `token` travels only on stdin."""
+
+    store_id: str
+    mount_path: str
+    api_url: str
+    token: str = field(repr=False)
+    cache_dir: str
+    runtime_dir: str
+    read_only: bool = False
+    uid: int | None = None
+    gid: int | None = None
+    allow_other: bool = False
+    sync_interval: float = 15.0
+    sync_deletions: str = "enabled"
+    final_sync_timeout: float = 30.0
+    prefetch_concurrency: int = 4
+    name: str = ""
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> StoreSpec:
+        return cls(**json.loads(text))
+
+
+def runtime_dir() -> str:
+    """Where store processes leave their control sockets and state files."""
+    env = os.environ.get("MEMFS_RUNTIME_DIR")
+    if env:
+        return env
+    if os.geteuid() == 0:
+        return "/run/memfs"
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    return os.path.join(xdg, "memfs") if xdg else f"/tmp/memfs-{os.getuid()}"
+
+
+def _mounts() -> list[tuple[str, str, str]]:
+    """(source, mount point, fstype) of every mount, octal escapes decoded."""
+    out = []
+    try:
+        with open("/proc/mounts") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 3:
+                    out.append((_unescape(parts[0]), _unescape(parts[1]), parts[2]))
+    except OSError:
+        pass
+    return out
+
+
+def _unescape(s: str) -> str:
+    return s.encode().decode("unicode_escape") if "\\" in s else s
+
+
+def mounted_source(path: str) -> str | None:
+    """The source shown in /proc/mounts for a mount at `path`, if any."""
+    path = os.path.abspath(path)
+    for source, point, _ in reversed(_mounts()):
+        if point == path:
+            return source
+    return None
+
+
+def is_stale_mount(path: str) -> bool:
+    """True when the FUSE process behind a mount is gone (the kernel answers ENOTCONN)."""
+    try:
+        # A lookup always reaches the daemon: the kernel keeps no negative entries here.
+        os.stat(os.path.join(path, ".memfs-liveness-probe"))
+    except OSError as e:
+        return e.errno in (errno.ENOTCONN, errno.ECONNABORTED)
+    return False
+
+
+def force_unmount(path: str) -> None:
+    """Lazily unmount a FUSE mount whose process is gone."""
+    for cmd in (["fusermount3", "-uz", path], ["umount", "-l", path]):
+        try:
+            r = subprocess.run(cmd, capture_output=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if r.returncode == 0:
+            return
+
+
+def prepare_mount_path(path: str, store_id: str, *, left_by_us: bool = False) -> bool:
+    """Create the folder like `mkdir -p`; refuse anything already standing there,
+    except a stale mount of this very store, which is cleaned up and reused, and
+    an empty folder that an earlier, killed mount of this store created
+    (`left_by_us`, from the store's journal). Returns True when the folder is
+    memfs's own (and is removed at the end)."""
+    source = mounted_source(path)
+    if source is not None:
+        if source == f"memfs:{store_id}" and is_stale_mount(path):
+            log.warning("cleaning up a stale memfs mount of %s at %s", store_id, path)
+            force_unmount(path)
+            return False
+        raise MountError(
+            f"cannot mount {store_id} at {path}: something is already mounted there ({source})"
+        )
+    if left_by_us and os.path.isdir(path) and not os.path.islink(path) and not os.listdir(path):
+        log.warning(
+            "reusing the empty mount folder %s left by an earlier mount of %s", path, store_id
+        )
+        return True
+    if os.path.lexists(path):
+        raise MountError(
+            f"cannot mount {store_id} at {path}: the path already exists; remove it or choose another"
+        )
+    try:
+        os.makedirs(path)
+    except OSError as e:
+        raise MountError(
+            f"cannot create the mount folder {path} ({e.strerror}); the host must make that path writable"
+        )
+    return True
+
+
+def remove_mount_folder(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.rmdir(path)
