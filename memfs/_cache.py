@@ -630,9 +630,18 @@ class StoreCache:
     def _content_path(self, node_id: int) -> str:
         return os.path.join(self.contents_dir, str(node_id))
 
-    def _write_content_file(self, node_id: int, content: bytes) -> None:
-        """Replace a content file atomically; an open descriptor follows the new content."""
+    def _write_content_file(self, node_id: int, content: bytes, *, fresh: bool = False) -> None:
+        """Replace a content file atomically; an open descriptor follows the new content.
+        `fresh`: the journal does not call this file cached yet, so a torn write
+        cannot be mistaken for content and the file is written in place."""
         path = self._content_path(node_id)
+        if fresh:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                os.write(fd, content)
+            finally:
+                os.close(fd)
+            return
         tmp = path + ".new"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
@@ -693,7 +702,7 @@ class StoreCache:
         the kernel forget the size it was told."""
         if node.cached or node.dirty or node.orphan:
             return
-        self._write_content_file(node.id, content)
+        self._write_content_file(node.id, content, fresh=node.fd is None)
         node.cached = True
         node.size = len(content)
         self._save(node)
@@ -1004,6 +1013,10 @@ class StoreCache:
             f.flush()
             os.fsync(f.fileno())
         return dest
+
+    def transaction(self) -> contextlib.AbstractContextManager[None]:
+        """Group several changes in one journal transaction (one commit)."""
+        return self._transaction()
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[None]:

@@ -172,22 +172,15 @@ class SyncEngine:
         }
         fetched = 0
         if len(missing) > PREFETCH_BY_LISTING:
+            page: list[Memory] = []
             async for item in self.client.iter_memories(self.store_id, view="full", limit=20):
-                node = missing.pop(item.id, None) if isinstance(item, Memory) else None
-                if (
-                    node is None
-                    or node.cached
-                    or node.fetching is not None
-                    or node.memory_id != item.id
-                ):
-                    continue
-                content = (item.content or "").encode("utf-8")
-                sha = content_sha256(content)
-                if sha == node.base_sha:
-                    self.cache.install_content(node, content, sha)
-                    fetched += 1
-                else:
-                    missing[item.id] = node
+                if isinstance(item, Memory) and item.id in missing:
+                    page.append(item)
+                if len(page) >= 20:
+                    fetched += self._install_page(page, missing)
+                    page = []
+                    await trio.sleep(0)  # let waiting filesystem requests in between pages
+            fetched += self._install_page(page, missing)
         limiter = trio.CapacityLimiter(concurrency)
 
         async def one(node_id: int) -> None:
@@ -204,6 +197,22 @@ class SyncEngine:
                 if not node.cached and node.memory_id is not None:
                     nursery.start_soon(one, node.id)
         return fetched
+
+    def _install_page(self, page: list[Memory], missing: dict[str, Node]) -> int:
+        """Cache the contents of one listing page, in one journal transaction."""
+        installed = 0
+        with self.cache.transaction():
+            for item in page:
+                node = missing.pop(item.id)
+                if node.cached or node.fetching is not None or node.memory_id != item.id:
+                    continue
+                content = (item.content or "").encode("utf-8")
+                if content_sha256(content) == node.base_sha:
+                    self.cache.install_content(node, content, node.base_sha)
+                    installed += 1
+                else:
+                    missing[item.id] = node
+        return installed
 
     # --------------------------------------------------------------- passes
 
