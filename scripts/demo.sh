@@ -33,8 +33,10 @@ stop_server() {
 trap stop_server EXIT
 
 : >"$demo_dir/serve.out"
+# In its own session, so Ctrl-C reaches only the mount: the server must stay
+# up for the mount's final sync, and is stopped after it.
 MEMFS_SERVE_TOKEN="$(cat "$token_file")" \
-    "$memfs" serve --port 0 --db "$demo_dir/store.sqlite3" --demo-store demo \
+    setsid "$memfs" serve --port 0 --db "$demo_dir/store.sqlite3" --demo-store demo \
     >"$demo_dir/serve.out" 2>"$demo_dir/serve.log" &
 server_pid=$!
 
