@@ -191,6 +191,7 @@ class StoreCache:
         self.conflicts_dir = os.path.join(self.dir, "conflicts")
         self.source = source
         self.budget_bytes = budget_bytes
+        self._durable_changes = -1
         self.nodes: dict[int, Node] = {}
         self.children: dict[int, dict[str, int]] = {}
         self.tombstones: dict[str, Tombstone] = {}
@@ -431,7 +432,7 @@ class StoreCache:
             if adopted is not None:
                 node.memory_id, node.base_sha, node.base_path = adopted
             self._insert(node)
-            self._write_content_file(node.id, b"")
+            self._write_content_file(node.id, b"", fresh=True)
         self.changed_ids.add(node.id)
         node.gen = 1
         if self.on_change is not None:
@@ -778,7 +779,7 @@ class StoreCache:
         elif node.cached:
             os.truncate(self._content_path(node.id), size)
         elif size == 0:
-            self._write_content_file(node.id, b"")
+            self._write_content_file(node.id, b"", fresh=True)
         else:
             raise ContentUnavailable(f"{node.path} has no content here to truncate")
         if not node.cached:
@@ -791,16 +792,20 @@ class StoreCache:
     def fsync(self, node: Node | None) -> None:
         """Make the file's content and the journal durable."""
         if node is not None and node.fd is not None:
-            os.fsync(node.fd)
-            if not node.orphan:
+            if not node.orphan and node.unsaved:
                 self._save(node)
-        self.db.execute("PRAGMA wal_checkpoint(PASSIVE)")
-        with contextlib.suppress(OSError):
-            fd = os.open(os.path.join(self.dir, "journal.sqlite3-wal"), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+                node.unsaved = False
+            os.fsync(node.fd)
+        # Commits reach the WAL file at once (synchronous=NORMAL); one fsync of it
+        # makes them durable, and none is needed when nothing was committed since.
+        if self.db.total_changes != self._durable_changes:
+            with contextlib.suppress(OSError):
+                fd = os.open(os.path.join(self.dir, "journal.sqlite3-wal"), os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            self._durable_changes = self.db.total_changes
 
     def read_content(self, node: Node) -> bytes:
         """The whole local content of a cached file."""

@@ -150,9 +150,11 @@ class StoreProcess:
         self._unmount()
         with trio.move_on_after(spec.final_sync_timeout) as scope:
             try:
-                await self.engine.run_pass(final=True)
-                if self.engine.pending():
-                    await self.engine.run_pass(final=True)
+                # A full two-way pass, then more while they make progress (deletes
+                # are capped per pass) and something is still pending.
+                report = await self.engine.run_pass(final=True)
+                while self.engine.pending() and (report.pushed or report.deleted_remote):
+                    report = await self.engine.run_pass(final=True)
             except SyncError as e:
                 log.error("final sync of %s failed: %s", spec.store_id, e)
         if scope.cancelled_caught:
