@@ -30,6 +30,7 @@ import os
 import sqlite3
 import stat as statmod
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -189,6 +190,7 @@ class StoreCache:
         self.dir = os.path.join(root_dir, store_id)
         self.contents_dir = os.path.join(self.dir, "contents")
         self.conflicts_dir = os.path.join(self.dir, "conflicts")
+        self.pool = ContentFilePool(os.path.join(self.dir, "pool"))
         self.source = source
         self.budget_bytes = budget_bytes
         self._durable_changes = -1
@@ -486,7 +488,7 @@ class StoreCache:
                 os.close(node.fd)
             node.fd = None
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(self._content_path(node.id))
+            self.pool.give(self._content_path(node.id))
 
     def _add_tombstone(self, memory_id: str, path: str, base_sha: str) -> None:
         stone = Tombstone(memory_id, path, base_sha, time.time())
@@ -637,14 +639,17 @@ class StoreCache:
         cannot be mistaken for content and the file is written in place."""
         path = self._content_path(node_id)
         if fresh:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            try:
-                os.write(fd, content)
-            finally:
-                os.close(fd)
+            self.pool.take(path)
+            if content:
+                fd = os.open(path, os.O_WRONLY)
+                try:
+                    os.write(fd, content)
+                finally:
+                    os.close(fd)
             return
         tmp = path + ".new"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        self.pool.take(tmp)
+        fd = os.open(tmp, os.O_WRONLY)
         try:
             os.write(fd, content)
         finally:
@@ -822,7 +827,7 @@ class StoreCache:
             return
         node.cached = False
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(self._content_path(node.id))
+            self.pool.give(self._content_path(node.id))
         self._save(node)
 
     # ------------------------------------------- agreement with the store
@@ -976,7 +981,7 @@ class StoreCache:
     def _uncache(self, node: Node) -> None:
         if node.cached and node.open_count == 0:
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(self._content_path(node.id))
+                self.pool.give(self._content_path(node.id))
             node.cached = False
             self._lru.pop(node.id, None)
 
@@ -1041,6 +1046,64 @@ class StoreCache:
 
     def attrs_mode(self, node: Node) -> int:
         return (statmod.S_IFDIR if node.is_dir else statmod.S_IFREG) | node.mode
+
+
+class ContentFilePool:
+    """Empty files made ahead of time, for contents to move into.
+
+    Creating a file costs this kind of disk about 0.7 ms of CPU; renaming one
+    about 30 µs. So new contents take a file from the pool, a worker thread
+    keeps the pool filled in the background, and the files of deleted or
+    evicted contents are emptied and come back to it.
+    """
+
+    def __init__(self, folder: str, *, low: int = 64, high: int = 256) -> None:
+        self.folder = folder
+        self.low, self.high = low, high
+        os.makedirs(folder, exist_ok=True)
+        self.free = [os.path.join(folder, n) for n in os.listdir(folder)]
+
+    def _name(self) -> str:
+        return os.path.join(self.folder, uuid.uuid4().hex)
+
+    def take(self, dest: str) -> None:
+        """Put an empty file at `dest` (replacing what is there)."""
+        while self.free:
+            src = self.free.pop()
+            try:
+                os.replace(src, dest)
+                return
+            except FileNotFoundError:
+                continue
+        os.close(os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+
+    def give(self, path: str) -> None:
+        """A content file no longer needed: empty it and keep it, or delete it when the pool is full."""
+        try:
+            if len(self.free) >= self.high:
+                os.unlink(path)
+                return
+            os.truncate(path, 0)
+            dest = self._name()
+            os.rename(path, dest)
+            self.free.append(dest)
+        except FileNotFoundError:
+            pass
+
+    def make(self, n: int) -> list[str]:
+        """Create `n` empty files (run in a worker thread)."""
+        out = []
+        for _ in range(n):
+            path = self._name()
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            out.append(path)
+        return out
+
+    async def refill_forever(self, every: float = 0.2) -> None:
+        while True:
+            if len(self.free) < self.low:
+                self.free += await trio.to_thread.run_sync(self.make, self.high - len(self.free))
+            await trio.sleep(every)
 
 
 class _EvictingLRU(cachetools.LRUCache):
