@@ -108,7 +108,7 @@ class StoreProcess:
                         nursery.start_soon(self._signals, signals)
                         nursery.start_soon(self._periodic)
                         nursery.start_soon(self._prefetch)
-                        nursery.start_soon(self.cache.pool.refill_forever)
+                        nursery.start_soon(self.cache.housekeeping)
                         self._write_state()
                         task_status.started()
                         log.info("mounted %s at %s", spec.store_id, spec.mount_path)
