@@ -195,6 +195,7 @@ class StoreCache:
         self.budget_bytes = budget_bytes
         self._durable_changes = -1
         self._trash: list[str] = []
+        self._unsaved: set[int] = set()
         self.nodes: dict[int, Node] = {}
         self.children: dict[int, dict[str, int]] = {}
         self.tombstones: dict[str, Tombstone] = {}
@@ -210,10 +211,18 @@ class StoreCache:
                 isolation_level=None,
                 check_same_thread=False,
             )
+            # One process owns a store's journal: no file locks per transaction.
+            self.db.execute("PRAGMA locking_mode=EXCLUSIVE")
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.executescript(_SCHEMA)
             self._load()
+        except sqlite3.OperationalError as e:
+            if "locked" in str(e):
+                raise CacheCorrupt(
+                    f"the cache at {self.dir} is in use by another memfs process of store {store_id}"
+                ) from e
+            raise CacheCorrupt(f"cannot open the cache at {self.dir}: {e}") from e
         except (OSError, sqlite3.Error) as e:
             raise CacheCorrupt(f"cannot open the cache at {self.dir}: {e}") from e
 
@@ -288,6 +297,8 @@ class StoreCache:
         """Runs while mounted: keeps the file pool filled and deletes dropped
         contents, both in a worker thread."""
         while True:
+            if self._unsaved:
+                self.save_pending()
             if self._trash:
                 trash, self._trash = self._trash, []
                 await trio.to_thread.run_sync(_unlink_all, trash)
@@ -297,12 +308,22 @@ class StoreCache:
                 )
             await trio.sleep(every)
 
+    def save_pending(self) -> None:
+        """Save the sizes and times of closed files in one journal transaction."""
+        ids, self._unsaved = self._unsaved, set()
+        with self._transaction():
+            for node_id in ids:
+                node = self.nodes.get(node_id)
+                if node is not None and node.unsaved and not node.orphan:
+                    self._save(node)
+
     def empty_trash(self) -> None:
         """Delete the content files of dropped files now."""
         trash, self._trash = self._trash, []
         _unlink_all(trash)
 
     def close(self) -> None:
+        self.save_pending()
         self.empty_trash()
         for node in self.nodes.values():
             if node.fd is not None:
@@ -757,7 +778,9 @@ class StoreCache:
                 self._drop(node)
                 return
             if node.unsaved:
-                self._save(node)
+                # Sizes and times are saved in batches by housekeeping (and at
+                # close): the content file holds the size, a kill loses an mtime at most.
+                self._unsaved.add(node.id)
             if not node.dirty and node.cached:
                 self._lru[node.id] = node.size
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import signal
 import socket
 import sqlite3
 import stat
+import tempfile
 import time
 
 import pytest
@@ -56,14 +58,19 @@ def errno_of(fn, *args, **kwargs) -> int:
 
 
 def journal_row(mounter, store_id: str, inode: int) -> tuple[int, int]:
-    """(dirty, changed) of a file in the cache's journal, read by another connection."""
-    db = sqlite3.connect(
-        f"file:{mounter.cache_dir / store_id / 'journal.sqlite3'}?mode=ro", uri=True
-    )
-    try:
-        return db.execute("SELECT dirty, changed FROM nodes WHERE id = ?", (inode,)).fetchone()
-    finally:
-        db.close()
+    """(dirty, changed) of a file in the cache's journal as it stands on disk: the
+    store process holds the journal locked, so a copy of its files is read, as a
+    restart after a kill would read them."""
+    src = mounter.cache_dir / store_id
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in ("journal.sqlite3", "journal.sqlite3-wal"):
+            if (src / name).exists():
+                shutil.copyfile(src / name, os.path.join(tmp, name))
+        db = sqlite3.connect(os.path.join(tmp, "journal.sqlite3"))
+        try:
+            return db.execute("SELECT dirty, changed FROM nodes WHERE id = ?", (inode,)).fetchone()
+        finally:
+            db.close()
 
 
 def test_files_and_folders_behave_as_programs_expect(mounter, memfs_server):
