@@ -470,7 +470,10 @@ class StoreCache:
             id=0, kind=FILE, parent=parent_id, name=name, path=path, mode=mode & 0o7777,
             mtime_ns=now, ctime_ns=now, dirty=True, changed=True, cached=True,
         )  # fmt: skip
-        with self._transaction():
+        stone = self._tombstone_at(path)
+        # One autocommitted INSERT is the common case; adopting a pending delete
+        # changes two tables, in one transaction.
+        with self._transaction() if stone is not None else contextlib.nullcontext():
             adopted = self._adopt_tombstone(path)
             if adopted is not None:
                 node.memory_id, node.base_sha, node.base_path = adopted
@@ -539,6 +542,12 @@ class StoreCache:
             "INSERT OR REPLACE INTO tombstones (memory_id, path, base_sha, deleted_at) VALUES (?, ?, ?, ?)",
             (memory_id, path, base_sha, stone.deleted_at),
         )
+
+    def _tombstone_at(self, path: str) -> Tombstone | None:
+        for stone in self.tombstones.values():
+            if stone.path == path:
+                return stone
+        return None
 
     def _adopt_tombstone(self, path: str) -> tuple[str, str, str] | None:
         """A file deleted and written again at the same path before the store saw the
