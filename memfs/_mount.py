@@ -16,9 +16,10 @@ The life of a mount:
    a stale mount of this very store), mount, answer READY.
 4. Serve: pyfuse3's loop, the periodic sync, the background prefetch and the
    control socket (`sync`, `status`, `stop`) run side by side.
-5. On SIGTERM, SIGINT or `stop`: unmount, then a final two-way pass and a push
-   of what remains within `final_sync_timeout`, then remove the folder. The
-   exit status is 0 only when the store holds everything.
+5. On SIGTERM, SIGINT or `stop`: a final two-way pass (and more while they
+   make progress) within `final_sync_timeout`, still mounted; then unmount and
+   remove the folder. The exit status is 0 only when the store holds
+   everything; what is left is named in the log and stays in the cache.
 """
 
 from __future__ import annotations
@@ -103,18 +104,27 @@ class StoreProcess:
             with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
                 async with trio.open_nursery() as outer:
                     await outer.start(self._control)
-                    async with trio.open_nursery() as nursery:
-                        nursery.start_soon(self._fuse_main)
-                        nursery.start_soon(self._signals, signals)
-                        nursery.start_soon(self._periodic)
-                        nursery.start_soon(self._prefetch)
-                        nursery.start_soon(self.cache.housekeeping)
-                        self._write_state()
-                        task_status.started()
-                        log.info("mounted %s at %s", spec.store_id, spec.mount_path)
-                        await self.stopping.wait()
-                        nursery.cancel_scope.cancel()
-                    code = await self._finish(created)
+                    async with trio.open_nursery() as serving:
+                        serving.start_soon(self._fuse_main)
+                        serving.start_soon(self.cache.housekeeping)
+                        async with trio.open_nursery() as syncing:
+                            syncing.start_soon(self._signals, signals)
+                            syncing.start_soon(self._periodic)
+                            syncing.start_soon(self._prefetch)
+                            self._write_state()
+                            task_status.started()
+                            log.info("mounted %s at %s", spec.store_id, spec.mount_path)
+                            await self.stopping.wait()
+                            syncing.cancel_scope.cancel()
+                        # The final sync runs while the folder is still mounted.
+                        code = await self._final_sync()
+                        serving.cancel_scope.cancel()
+                    self._unmount()
+                    if created or os.path.isdir(spec.mount_path):
+                        remove_mount_folder(spec.mount_path)
+                        if not os.path.lexists(spec.mount_path):
+                            self.cache.set_meta("mount_folder", None)
+                    log.info("unmounted %s from %s", spec.store_id, spec.mount_path)
                     self.finished.set()
                     # Let `stop` requests read the result before the socket goes.
                     await trio.sleep(0.2)
@@ -145,10 +155,10 @@ class StoreProcess:
             with contextlib.suppress(Exception):
                 pyfuse3.close(unmount=True)
 
-    async def _finish(self, created: bool) -> int:
-        """Unmount, then the final sync within the timeout; report what is left."""
+    async def _final_sync(self) -> int:
+        """A full two-way pass within the timeout (deletes waive their window),
+        then more while they make progress; report what is left."""
         spec = self.spec
-        self._unmount()
         with trio.move_on_after(spec.final_sync_timeout) as scope:
             try:
                 # A full two-way pass, then more while they make progress (deletes
@@ -171,12 +181,7 @@ class StoreProcess:
                 spec.store_id,
                 path,
             )
-        if created or os.path.isdir(spec.mount_path):
-            remove_mount_folder(spec.mount_path)
-            if not os.path.lexists(spec.mount_path):
-                self.cache.set_meta("mount_folder", None)
         self.result = {"ok": not pending, "not_uploaded": pending}
-        log.info("unmounted %s from %s", spec.store_id, spec.mount_path)
         return 0 if not pending else 1
 
     async def _signals(self, signals) -> None:
