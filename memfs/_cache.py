@@ -293,19 +293,23 @@ class StoreCache:
                 with contextlib.suppress(OSError):
                     os.unlink(os.path.join(self.contents_dir, name))
 
-    async def housekeeping(self, every: float = 0.2) -> None:
-        """Runs while mounted: keeps the file pool filled and deletes dropped
-        contents, both in a worker thread."""
+    async def housekeeping(
+        self, every: float = 0.2, busy: Callable[[], bool] = lambda: False
+    ) -> None:
+        """Runs while mounted: saves sizes and times of closed files, deletes
+        dropped contents, and refills the file pool, the last two in a worker
+        thread. The pool is refilled only while the filesystem is idle (`busy`
+        says whether requests came since the last call), a batch at a time, so
+        that making files never competes with the requests that need them."""
         while True:
             if self._unsaved:
                 self.save_pending()
             if self._trash:
                 trash, self._trash = self._trash, []
                 await trio.to_thread.run_sync(_unlink_all, trash)
-            if len(self.pool.free) < self.pool.low:
-                self.pool.free += await trio.to_thread.run_sync(
-                    self.pool.make, self.pool.high - len(self.pool.free)
-                )
+            if len(self.pool.free) < self.pool.high and not busy():
+                batch = min(64, self.pool.high - len(self.pool.free))
+                self.pool.free += await trio.to_thread.run_sync(self.pool.make, batch)
             await trio.sleep(every)
 
     def save_pending(self) -> None:
@@ -1110,9 +1114,9 @@ class ContentFilePool:
     for reuse costs more than deleting it: ext4 flushes a file truncated to 0.)
     """
 
-    def __init__(self, folder: str, *, low: int = 256, high: int = 1024) -> None:
+    def __init__(self, folder: str, *, high: int = 1024) -> None:
         self.folder = folder
-        self.low, self.high = low, high
+        self.high = high
         os.makedirs(folder, exist_ok=True)
         self.free = [os.path.join(folder, n) for n in os.listdir(folder)]
 

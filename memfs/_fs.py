@@ -19,6 +19,7 @@ What is promised:
 
 from __future__ import annotations
 
+import collections
 import errno
 import functools
 import logging
@@ -75,10 +76,13 @@ F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 def _handler(fn: F) -> F:
     """Wrap a handler so that nothing but FUSEError leaves it."""
 
+    name = fn.__name__
+
     @functools.wraps(fn)
-    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+    async def wrapper(self: MemoryStoreFS, *args: Any, **kwargs: Any) -> Any:
+        self.requests[name] += 1
         try:
-            return await fn(*args, **kwargs)
+            return await fn(self, *args, **kwargs)
         except pyfuse3.FUSEError:
             raise
         except Exception as e:  # noqa: BLE001 - the mount must survive any bug
@@ -120,6 +124,8 @@ class MemoryStoreFS(pyfuse3.Operations):
         self.max_files = max_files
         self.marker = marker_content(cache.store_id)
         self._handles: dict[int, _Handle] = {}
+        self.requests: collections.Counter[str] = collections.Counter()
+        """FUSE requests answered, by operation: what the kernel did not cache."""
         self._next_fh = 1
         self._dir_listings: dict[int, list[tuple[bytes, int]]] = {}
         self._next_dir_fh = 1
@@ -187,6 +193,7 @@ class MemoryStoreFS(pyfuse3.Operations):
             return self._attrs(self.cache.node(node.parent if node.id != ROOT_ID else ROOT_ID))
         return self._attrs(self.cache.lookup(parent_inode, sname))
 
+    @_handler
     async def forget(self, inode_list: Any) -> None:
         # Nodes live as long as the tree holds them (and orphans until their last
         # release), so the kernel's lookup counts decide nothing here.
@@ -265,6 +272,7 @@ class MemoryStoreFS(pyfuse3.Operations):
             if not pyfuse3.readdir_reply(token, name, attrs, i + 1):
                 return
 
+    @_handler
     async def releasedir(self, fh: int) -> None:
         self._dir_listings.pop(fh, None)
 
@@ -286,6 +294,7 @@ class MemoryStoreFS(pyfuse3.Operations):
             raise _fail(errno.ENOTDIR)
         self.cache.rmdir(parent_inode, sname)
 
+    @_handler
     async def fsyncdir(self, fh: int, datasync: bool) -> None:
         return None
 
@@ -323,34 +332,42 @@ class MemoryStoreFS(pyfuse3.Operations):
             noreplace=bool(flags & pyfuse3.RENAME_NOREPLACE),
         )
 
+    @_handler
     async def symlink(
         self, parent_inode: int, name: bytes, target: bytes, ctx: Any
     ) -> pyfuse3.EntryAttributes:
         raise _fail(errno.EROFS if self.read_only else errno.EPERM)
 
+    @_handler
     async def link(
         self, inode: int, new_parent_inode: int, new_name: bytes, ctx: Any
     ) -> pyfuse3.EntryAttributes:
         raise _fail(errno.EROFS if self.read_only else errno.EPERM)
 
+    @_handler
     async def mknod(
         self, parent_inode: int, name: bytes, mode: int, rdev: int, ctx: Any
     ) -> pyfuse3.EntryAttributes:
         raise _fail(errno.EROFS if self.read_only else errno.EPERM)
 
+    @_handler
     async def readlink(self, inode: int, ctx: Any) -> bytes:
         raise _fail(errno.EINVAL)
 
     # Returning ENOSYS once makes the kernel stop asking and answer EOPNOTSUPP itself.
+    @_handler
     async def getxattr(self, inode: int, name: bytes, ctx: Any) -> bytes:
         raise _fail(errno.ENOSYS)
 
+    @_handler
     async def setxattr(self, inode: int, name: bytes, value: bytes, ctx: Any) -> None:
         raise _fail(errno.ENOSYS)
 
+    @_handler
     async def listxattr(self, inode: int, ctx: Any) -> list[bytes]:
         raise _fail(errno.ENOSYS)
 
+    @_handler
     async def removexattr(self, inode: int, name: bytes, ctx: Any) -> None:
         raise _fail(errno.ENOSYS)
 
@@ -416,6 +433,7 @@ class MemoryStoreFS(pyfuse3.Operations):
             raise _fail(errno.EBADF)
         return self.cache.write(h.node, off, buf)
 
+    @_handler
     async def flush(self, fh: int) -> None:
         raise _fail(errno.ENOSYS)
 

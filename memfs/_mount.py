@@ -32,6 +32,7 @@ import os
 import signal
 import sys
 import time
+from functools import partial
 from typing import Any
 
 import pyfuse3
@@ -70,6 +71,7 @@ class StoreProcess:
         self.result: dict[str, Any] = {}
         self.started_at = time.time()
         self.prefetched = False
+        self._fs_requests_seen = 0
         os.makedirs(spec.runtime_dir, exist_ok=True)
         self.socket_path = os.path.join(spec.runtime_dir, f"{spec.store_id}.sock")
         self.state_path = os.path.join(spec.runtime_dir, f"{spec.store_id}.json")
@@ -106,7 +108,7 @@ class StoreProcess:
                     await outer.start(self._control)
                     async with trio.open_nursery() as serving:
                         serving.start_soon(self._fuse_main)
-                        serving.start_soon(self.cache.housekeeping)
+                        serving.start_soon(partial(self.cache.housekeeping, busy=self._fs_busy))
                         async with trio.open_nursery() as syncing:
                             syncing.start_soon(self._signals, signals)
                             syncing.start_soon(self._periodic)
@@ -141,6 +143,12 @@ class StoreProcess:
             with contextlib.suppress(Exception):
                 await self.client.aclose()
             self.stopped.set()
+
+    def _fs_busy(self) -> bool:
+        """Whether the filesystem answered requests since the last call."""
+        total = self.fs.requests.total()
+        busy, self._fs_requests_seen = total != self._fs_requests_seen, total
+        return busy
 
     async def _fuse_main(self) -> None:
         try:
@@ -225,6 +233,7 @@ class StoreProcess:
             "last_pass": st.last.as_dict() if st.last else None,
             "last_error": st.last_error,
             "requests": self.client.stats.requests,
+            "fuse_requests": dict(self.fs.requests),
         }
 
     def _write_state(self) -> None:
