@@ -38,6 +38,8 @@ class Mounted:
     describe: str
     find_pids: Callable[[], list[int]] = field(default=lambda: [])
     notes: list[str] = field(default_factory=list)
+    requests: Callable[[], int | None] = field(default=lambda: None)
+    """FUSE requests the filesystem has answered so far, where it can tell (memfs)."""
 
 
 def _tool(name: str) -> str | None:
@@ -227,7 +229,18 @@ def mount_memfs(workdir: str) -> Iterator[Mounted]:
                         return pids
             return pids_with_cmdline(store_id) or pids_with_cmdline(mount_path)
 
-        mounted = Mounted("memfs", mount_path, f"memfs on memfs serve {url}", find_pids)
+        def requests() -> int | None:
+            status = subprocess.run(
+                [memfs, "status", "--json"], capture_output=True, text=True, env=client_env
+            )
+            with contextlib.suppress(ValueError, TypeError, KeyError, IndexError):
+                mine = [s for s in json.loads(status.stdout) if s.get("mount_path") == mount_path]
+                return sum(mine[0]["fuse_requests"].values())
+            return None
+
+        mounted = Mounted(
+            "memfs", mount_path, f"memfs on memfs serve {url}", find_pids, requests=requests
+        )
         yield mounted
         unmounted = subprocess.run(
             [memfs, "unmount", mount_path], capture_output=True, text=True, timeout=120

@@ -170,11 +170,20 @@ _PHASE_FUNCTIONS: dict[str, Callable[[str, Tree], None]] = {
 }
 
 
-def run_phases(root: str, tree: Tree) -> dict[str, float]:
-    """Run every phase in order on `root` (an empty folder); seconds per phase."""
+def run_phases(
+    root: str, tree: Tree, requests: Callable[[], int | None] | None = None
+) -> tuple[dict[str, float], dict[str, int]]:
+    """Run every phase in order on `root` (an empty folder): seconds per phase,
+    and, when `requests` can count what the filesystem answered, requests per
+    phase (counted outside the timed part)."""
     times: dict[str, float] = {}
+    counts: dict[str, int] = {}
     for phase in PHASES:
+        before = requests() if requests else None
         t0 = time.perf_counter()
         _PHASE_FUNCTIONS[phase](root, tree)
         times[phase] = time.perf_counter() - t0
-    return times
+        after = requests() if requests else None
+        if before is not None and after is not None:
+            counts[phase] = after - before
+    return times, counts

@@ -38,11 +38,15 @@ def bench_one(name: str, tree, rounds: int) -> dict:
     """Mount `name`, run the workload `rounds` times, unmount; the best round."""
     with temp_workdir() as workdir, FILESYSTEMS[name](workdir) as mounted:
         all_rounds = []
+        all_counts = []
         for i in range(rounds):
             round_dir = os.path.join(mounted.path, f"round-{i}")
             os.mkdir(round_dir)
-            all_rounds.append(run_phases(round_dir, tree))
-        best = min(all_rounds, key=lambda t: sum(t.values()))
+            times, counts = run_phases(round_dir, tree, mounted.requests)
+            all_rounds.append(times)
+            all_counts.append(counts)
+        best_index = min(range(rounds), key=lambda i: sum(all_rounds[i].values()))
+        best = all_rounds[best_index]
         pids = mounted.find_pids()
         result = {
             "filesystem": name,
@@ -50,6 +54,7 @@ def bench_one(name: str, tree, rounds: int) -> dict:
             "phases": best,
             "total": sum(best.values()),
             "round_totals": [sum(t.values()) for t in all_rounds],
+            "requests": all_counts[best_index],
             "pids": pids,
             "peak_rss_kib": peak_rss_kib(pids),
         }
@@ -69,6 +74,11 @@ def _table(results: dict[str, dict]) -> str:
             value = results[n]["total"] if phase == "total" else results[n]["phases"][phase]
             row += f"{value * 1000:.1f} ms".rjust(width)
         lines.append(row)
+    for n in names:
+        counts = results[n].get("requests") or {}
+        if counts:
+            per = ", ".join(f"{phase} {counts[phase]}" for phase in PHASES if phase in counts)
+            lines.append(f"{n} FUSE requests (best round): {per}; total {sum(counts.values())}")
     row = "peak RSS".ljust(10)
     for n in names:
         rss = results[n]["peak_rss_kib"]
