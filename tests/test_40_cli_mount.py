@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.faults import FaultProxyProcess
 from tests.support.mounts import Mounter, memfs_mounts_under
 
 MARKER = ".anthropic-memory-store"
@@ -60,7 +61,8 @@ def _read_lines(proc: subprocess.Popen, count: int, timeout: float) -> list[str]
     return lines
 
 
-def test_foreground_mount_runs_until_sigterm_and_uploads_everything(mounter, memfs_server):
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_foreground_mount_runs_until_a_signal_and_uploads_everything(mounter, memfs_server, stop):
     store_id = memfs_server.create_store("Foreground")["id"]
     path = mounter.root / "fg"
     cmd = [sys.executable, "-m", "memfs", "mount", "--store", f"{store_id}={path}"]
@@ -81,7 +83,7 @@ def test_foreground_mount_runs_until_sigterm_and_uploads_everything(mounter, mem
         (path / "top.md").write_text("top")
         time.sleep(0.3)
         assert proc.poll() is None, "memfs mount left the foreground"
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(stop)
         _out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
@@ -95,6 +97,36 @@ def test_foreground_mount_runs_until_sigterm_and_uploads_everything(mounter, mem
         "/notes/today.md": "written in the foreground",
         "/top.md": "top",
     }
+
+
+def test_foreground_mount_exits_1_and_names_what_the_final_sync_left(mounter, memfs_server):
+    store_id = memfs_server.create_store("Left behind")["id"]
+    path = mounter.root / "fg"
+    with FaultProxyProcess(memfs_server.url) as proxy:
+        cmd = [sys.executable, "-m", "memfs", "mount", "--store", f"{store_id}={path}"]
+        cmd += ["--token-file", str(mounter.token_file), "--cache-dir", str(mounter.cache_dir)]
+        cmd += ["--api-url", proxy.url, "--final-sync-timeout", "3"]
+        proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            env=mounter.env,
+        )
+        try:
+            assert _read_lines(proc, 1, 60) == [f"mounted {store_id} at {path} (read-write)"]
+            (path / "unsent.md").write_text("the store is down at stop")
+            proxy.set(down=True)
+            proc.send_signal(signal.SIGTERM)
+            _out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 1
+    assert b"not uploaded" in err and b"/unsent.md" in err and b"Traceback" not in err
+    assert not path.exists()
+    assert _memories(memfs_server, store_id) == {}
 
 
 def test_several_stores_from_resources_with_a_work_item_secret(mounter, memfs_server, tmp_path):
