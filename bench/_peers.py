@@ -156,6 +156,22 @@ def mount_tmpfs(workdir: str) -> Iterator[Mounted]:
         _force_unmount(path)
 
 
+@contextlib.contextmanager
+def mount_minfs(workdir: str) -> Iterator[Mounted]:
+    """A minimal in-memory pyfuse3 filesystem (bench/_minfs.py): the floor of
+    any pyfuse3 filesystem on this machine, with no durability at all."""
+    path = os.path.join(workdir, "minfs")
+    os.mkdir(path)
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_minfs.py")
+    proc = subprocess.Popen([sys.executable, script, path], stderr=subprocess.DEVNULL)
+    try:
+        _wait_for(lambda: os.path.ismount(path), "minimal pyfuse3 mount", proc=proc)
+        yield Mounted("minfs", path, "minimal in-memory pyfuse3 filesystem", lambda: [proc.pid])
+    finally:
+        _force_unmount(path)
+        _stop(proc)
+
+
 def _memfs_available() -> str | None:
     memfs = _tool("memfs")
     if memfs is None:
@@ -392,6 +408,7 @@ def mount_juicefs(workdir: str) -> Iterator[Mounted]:
 
 FILESYSTEMS: dict[str, Callable[[str], contextlib.AbstractContextManager[Mounted]]] = {
     "tmpfs": mount_tmpfs,
+    "minfs": mount_minfs,
     "memfs": mount_memfs,
     "rclone": mount_rclone,
     "juicefs": mount_juicefs,
