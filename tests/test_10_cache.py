@@ -50,7 +50,6 @@ def on_disk(cache: StoreCache, node_id: int) -> bytes | None:
         return None
 
 
-
 def killed(cache: StoreCache) -> None:
     """What a SIGKILL leaves: the process's descriptors and journal connection
     close, and nothing else happens (no close(), no batch save, no fsync)."""
@@ -58,6 +57,7 @@ def killed(cache: StoreCache) -> None:
         if node.fd is not None:
             os.close(node.fd)
     cache.db.close()
+
 
 async def test_create_write_is_on_disk_before_close_and_listed_as_a_change(tmp_path):
     cache = StoreCache(str(tmp_path), STORE)
