@@ -50,9 +50,6 @@ def content_sha256(content: bytes) -> str:
     return hashlib.sha256(content).hexdigest()
 
 
-EMPTY_SHA256 = content_sha256(b"")
-
-
 def _forbidden_char(ch: str) -> bool:
     # Cc: control characters; Cf: format characters (zero-width, bidi marks...);
     # Cs: lone surrogates, which cannot be UTF-8 at all.
@@ -96,18 +93,6 @@ def normalize_path(path: Any) -> str:
             raise InvalidPath("path may not have an empty segment")
         if segment in (".", ".."):
             raise InvalidPath(f"path may not have a {segment!r} segment")
-    return path
-
-
-def check_path(path: str) -> str:
-    """Like normalize_path, but a path that is not already NFC is refused too.
-
-    The filesystem uses this: a local name must be the very path the store
-    will hold, or the two could never be matched again.
-    """
-    normal = normalize_path(path)
-    if normal != path:
-        raise InvalidPath("path must be NFC-normalised")
     return path
 
 

@@ -28,7 +28,6 @@ import contextlib
 import logging
 import os
 import sqlite3
-import stat as statmod
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
@@ -1098,11 +1097,6 @@ class StoreCache:
             raise
         else:
             self.db.execute("COMMIT")
-
-    # -------------------------------------------------------------- stats
-
-    def attrs_mode(self, node: Node) -> int:
-        return (statmod.S_IFDIR if node.is_dir else statmod.S_IFREG) | node.mode
 
 
 class ContentFilePool:

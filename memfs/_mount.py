@@ -47,7 +47,7 @@ from ._mountpoint import (
     prepare_mount_path,
     remove_mount_folder,
 )
-from ._sync import SyncEngine, _NoKernel, backoff_delay
+from ._sync import NoKernel, SyncEngine, backoff_delay
 
 log = logging.getLogger("memfs.mount")
 
@@ -159,7 +159,7 @@ class StoreProcess:
     def _unmount(self) -> None:
         if self.mounted:
             self.mounted = False
-            self.engine.kernel = _NoKernel()
+            self.engine.kernel = NoKernel()
             with contextlib.suppress(Exception):
                 pyfuse3.close(unmount=True)
 

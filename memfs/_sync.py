@@ -64,7 +64,9 @@ class KernelNotifier(Protocol):
     async def forget_entry(self, parent_inode: int, name: str) -> None: ...
 
 
-class _NoKernel:
+class NoKernel:
+    """The notifier while nothing is mounted: there is no kernel cache to clear."""
+
     async def forget_content(self, inode: int) -> None:
         return None
 
@@ -139,7 +141,7 @@ class SyncEngine:
         self.store_id = cache.store_id
         self.read_only = read_only
         self.deletions = deletions
-        self.kernel: KernelNotifier = kernel or _NoKernel()
+        self.kernel: KernelNotifier = kernel or NoKernel()
         self.full_listing_every = full_listing_every
         self.delete_window = delete_window
         self.clock = clock
