@@ -151,7 +151,7 @@ CREATE TABLE IF NOT EXISTS nodes (
     refused_reason TEXT,
     UNIQUE (parent, name)
 );
-CREATE INDEX IF NOT EXISTS nodes_changed ON nodes (changed) WHERE changed = 1;
+DROP INDEX IF EXISTS nodes_changed;
 CREATE TABLE IF NOT EXISTS tombstones (
     memory_id TEXT PRIMARY KEY,
     path TEXT NOT NULL,
