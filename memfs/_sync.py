@@ -442,16 +442,6 @@ class SyncEngine:
                 report.conflicts += 1
             await self._place(r, report, fetch=node.cached or node.open_count > 0)
             return
-        existing = cache.find(r.path)
-        if existing is not None and not existing.is_dir and existing.memory_id is None:
-            copy = cache.keep_conflict_copy(existing)
-            log.warning(
-                "conflict on %s: created here and in the store; the store's version wins, "
-                "the local version is kept at %s",
-                r.path,
-                copy,
-            )
-            report.conflicts += 1
         await self._place(r, report, fetch=False)
 
     async def _place(self, r: _Remote, report: PassReport, *, fetch: bool) -> None:
@@ -464,6 +454,18 @@ class SyncEngine:
             r.sha, r.size = sha, len(content)
         old = self._node_for(r.memory_id)
         old_place = (old.parent, old.name, old.id) if old is not None else None
+        taken = self.cache.find(r.path)
+        if taken is not None and taken is not old and not taken.is_dir and taken.changed:
+            # Another local file stands where the store puts this memory, with
+            # changes the store has not seen: the store wins, the local one is kept.
+            copy = self.cache.keep_conflict_copy(taken)
+            log.warning(
+                "conflict on %s: changed here while the store put another memory there; "
+                "the store's version wins, the local version is kept at %s",
+                r.path,
+                copy,
+            )
+            report.conflicts += 1
         try:
             node, touched = self.cache.place_remote(
                 r.memory_id, r.path, r.sha, r.size, content, node=old

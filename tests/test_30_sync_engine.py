@@ -361,3 +361,27 @@ async def test_unreachable_store_keeps_local_changes_and_catches_up(
     side.client._http.base_url = real_url
     await side.sync()
     assert await side.remote() == {"/w.md": "written offline"}
+
+
+async def test_a_file_created_here_and_in_the_store_keeps_the_local_one_as_a_copy(side: Side):
+    await side.put_remote("/both.md", "theirs")
+    await side.write("/both.md", "mine")
+    report = await side.sync()
+    assert report.conflicts == 1
+    assert await side.read("/both.md") == "theirs"
+    assert [c.read_text() for c in Path(side.cache.conflicts_dir).iterdir()] == ["mine"]
+    assert await side.remote() == {"/both.md": "theirs"}
+
+
+async def test_a_local_edit_survives_the_store_replacing_the_memory_at_its_path(side: Side):
+    await side.write("/p.md", "v1")
+    await side.sync()
+    first = await side.remote_memory("/p.md")
+    await side.client.delete_memory(side.store_id, first.id)
+    await side.client.create_memory(side.store_id, "/p.md", "theirs")
+    await side.write("/p.md", "mine")
+    report = await side.sync()
+    assert report.conflicts == 1
+    assert await side.read("/p.md") == "theirs"
+    assert [c.read_text() for c in Path(side.cache.conflicts_dir).iterdir()] == ["mine"]
+    assert await side.remote() == {"/p.md": "theirs"}
