@@ -26,10 +26,10 @@ import logging
 import random
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -231,6 +231,21 @@ def _memory_item(d: dict[str, Any]) -> Memory | MemoryPrefix:
     if d.get("type") == "memory_prefix":
         return MemoryPrefix(path=d["path"])
     return Memory.from_json(d)
+
+
+T = TypeVar("T")
+
+
+async def _every_item(fetch_page: Callable[[str | None], Awaitable[Page[T]]]) -> AsyncIterator[T]:
+    """Every item of a paginated listing, following `next_page` to the end."""
+    page: str | None = None
+    while True:
+        result = await fetch_page(page)
+        for item in result.data:
+            yield item
+        if not result.next_page:
+            return
+        page = result.next_page
 
 
 @dataclass
@@ -476,16 +491,12 @@ class StoreClient:
     async def iter_stores(
         self, *, include_archived: bool = False, limit: int = 100
     ) -> AsyncIterator[MemoryStore]:
-        page: str | None = None
-        while True:
-            result = await self.list_stores_page(
+        async for store in _every_item(
+            lambda page: self.list_stores_page(
                 include_archived=include_archived, limit=limit, page=page
             )
-            for store in result.data:
-                yield store
-            if not result.next_page:
-                return
-            page = result.next_page
+        ):
+            yield store
 
     # --- memories --------------------------------------------------------
 
@@ -629,16 +640,12 @@ class StoreClient:
         """Every item of a listing, page after page (`full` view caps pages at 20)."""
         if view == "full":
             limit = min(limit, 20)
-        page: str | None = None
-        while True:
-            result = await self.list_memories_page(
+        async for item in _every_item(
+            lambda page: self.list_memories_page(
                 store_id, path_prefix=path_prefix, depth=depth, view=view, limit=limit, page=page
             )
-            for item in result.data:
-                yield item
-            if not result.next_page:
-                return
-            page = result.next_page
+        ):
+            yield item
 
     async def find_memory_by_path(self, store_id: str, path: str) -> Memory | None:
         """The memory at `path` (basic view: no content), or None.
@@ -699,9 +706,8 @@ class StoreClient:
         limit: int = 100,
     ) -> AsyncIterator[MemoryVersion]:
         """Every version matching the filters, newest first, page after page."""
-        page: str | None = None
-        while True:
-            result = await self.list_versions_page(
+        async for version in _every_item(
+            lambda page: self.list_versions_page(
                 store_id,
                 memory_id=memory_id,
                 operation=operation,
@@ -711,11 +717,8 @@ class StoreClient:
                 limit=limit,
                 page=page,
             )
-            for version in result.data:
-                yield version
-            if not result.next_page:
-                return
-            page = result.next_page
+        ):
+            yield version
 
     async def get_version(
         self, store_id: str, version_id: str, *, view: str | None = None
