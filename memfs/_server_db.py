@@ -20,6 +20,7 @@ import json
 import os
 import secrets
 import sqlite3
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -350,14 +351,8 @@ class Database:
         if only is not None:
             sql += f" AND id IN ({','.join('?' * len(only))})"
             params += sorted(only)
-        sql += " ORDER BY created_at, seq LIMIT ?"
-        params.append(limit + 1)
-        rows = self.conn.execute(sql, params).fetchall()
-        next_page = None
-        if len(rows) > limit:
-            rows = rows[:limit]
-            next_page = encode_cursor([rows[-1]["created_at"], rows[-1]["seq"]])
-        return {"data": [self._store_json(r) for r in rows], "next_page": next_page}
+        sql += " ORDER BY created_at, seq"
+        return self._time_ordered_page(sql, params, limit, self._store_json)
 
     def update_store(self, store_id: str, body: dict[str, Any]) -> dict[str, Any]:
         def txn() -> dict[str, Any]:
@@ -708,6 +703,18 @@ class Database:
 
     # -- versions -------------------------------------------------------
 
+    def _time_ordered_page(
+        self, sql: str, params: list[Any], limit: int, to_json: Callable[[sqlite3.Row], dict]
+    ) -> dict[str, Any]:
+        """Run a keyset query ordered by (created_at, seq) with one row more than
+        `limit`: that extra row says whether a next page exists."""
+        rows = self.conn.execute(sql + " LIMIT ?", [*params, limit + 1]).fetchall()
+        next_page = None
+        if len(rows) > limit:
+            rows = rows[:limit]
+            next_page = encode_cursor([rows[-1]["created_at"], rows[-1]["seq"]])
+        return {"data": [to_json(r) for r in rows], "next_page": next_page}
+
     @staticmethod
     def _version_json(row: sqlite3.Row, full: bool) -> dict[str, Any]:
         return {
@@ -769,14 +776,8 @@ class Database:
             created_at, seq = decode_cursor(page, (str, int))
             sql += " AND (created_at, seq) < (?, ?)"
             params += [created_at, seq]
-        sql += " ORDER BY created_at DESC, seq DESC LIMIT ?"
-        params.append(limit + 1)
-        rows = self.conn.execute(sql, params).fetchall()
-        next_page = None
-        if len(rows) > limit:
-            rows = rows[:limit]
-            next_page = encode_cursor([rows[-1]["created_at"], rows[-1]["seq"]])
-        return {"data": [self._version_json(r, full) for r in rows], "next_page": next_page}
+        sql += " ORDER BY created_at DESC, seq DESC"
+        return self._time_ordered_page(sql, params, limit, lambda r: self._version_json(r, full))
 
     def get_version(self, store_id: str, version_id: str, full: bool) -> dict[str, Any]:
         self._store_row(store_id)

@@ -61,19 +61,24 @@ def _read_lines(proc: subprocess.Popen, count: int, timeout: float) -> list[str]
     return lines
 
 
-@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_foreground_mount_runs_until_a_signal_and_uploads_everything(mounter, memfs_server, stop):
-    store_id = memfs_server.create_store("Foreground")["id"]
-    path = mounter.root / "fg"
+def _foreground_mount(mounter: Mounter, store_id: str, path: Path, *extra: str) -> subprocess.Popen:
+    """`memfs mount` without --daemon, as an operator runs it in a terminal."""
     cmd = [sys.executable, "-m", "memfs", "mount", "--store", f"{store_id}={path}"]
-    cmd += ["--token-file", str(mounter.token_file), "--cache-dir", str(mounter.cache_dir)]
-    proc = subprocess.Popen(
+    cmd += ["--token-file", str(mounter.token_file), "--cache-dir", str(mounter.cache_dir), *extra]
+    return subprocess.Popen(
         cmd,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
         env=mounter.env,
     )
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_foreground_mount_runs_until_a_signal_and_uploads_everything(mounter, memfs_server, stop):
+    store_id = memfs_server.create_store("Foreground")["id"]
+    path = mounter.root / "fg"
+    proc = _foreground_mount(mounter, store_id, path)
     try:
         lines = _read_lines(proc, 1, 60)
         assert lines == [f"mounted {store_id} at {path} (read-write)"], proc.poll()
@@ -103,16 +108,8 @@ def test_foreground_mount_exits_1_and_names_what_the_final_sync_left(mounter, me
     store_id = memfs_server.create_store("Left behind")["id"]
     path = mounter.root / "fg"
     with FaultProxyProcess(memfs_server.url) as proxy:
-        cmd = [sys.executable, "-m", "memfs", "mount", "--store", f"{store_id}={path}"]
-        cmd += ["--token-file", str(mounter.token_file), "--cache-dir", str(mounter.cache_dir)]
-        cmd += ["--api-url", proxy.url, "--final-sync-timeout", "3"]
-        proc = subprocess.Popen(
-            cmd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
-            env=mounter.env,
-        )
+        extra = ("--api-url", proxy.url, "--final-sync-timeout", "3")
+        proc = _foreground_mount(mounter, store_id, path, *extra)
         try:
             assert _read_lines(proc, 1, 60) == [f"mounted {store_id} at {path} (read-write)"]
             (path / "unsent.md").write_text("the store is down at stop")
