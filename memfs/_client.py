@@ -51,9 +51,12 @@ from ._api import (
 from ._exceptions import (
     STATUS_ERRORS_BY_TYPE,
     AuthenticationFailed,
+    BillingError,
     ConfigError,
+    GatewayTimeout,
     InvalidRequest,
     NotFound,
+    Overloaded,
     PathConflict,
     PermissionDenied,
     PreconditionFailed,
@@ -72,11 +75,14 @@ RETRY_STATUSES = frozenset({429, 500, 502, 503, 504, 529})
 _STATUS_ERRORS_BY_STATUS: dict[int, type[StatusError]] = {
     400: InvalidRequest,
     401: AuthenticationFailed,
+    402: BillingError,
     403: PermissionDenied,
     404: NotFound,
     413: RequestTooLarge,
     429: RateLimited,
     500: ServerError,
+    504: GatewayTimeout,
+    529: Overloaded,
 }
 
 

@@ -15,13 +15,16 @@ sentences. The tree::
     │   └── StatusError              an error answer; `.status`, `.type`, `.message`, `.request_id`
     │       ├── InvalidRequest           400 invalid_request_error
     │       ├── AuthenticationFailed     401 authentication_error
+    │       ├── BillingError             402 billing_error (the hosted API; treated like 403)
     │       ├── PermissionDenied         403 permission_error
     │       ├── NotFound                 404 not_found_error
     │       ├── PreconditionFailed       409 memory_precondition_failed_error
     │       ├── PathConflict             409 memory_path_conflict_error
+    │       ├── Conflict                 409 conflict_error (any other conflicting change)
     │       ├── RequestTooLarge          413 request_too_large
     │       ├── RateLimited              429 rate_limit_error
     │       ├── ServerError              500 api_error (and any other 5xx)
+    │       │   └── GatewayTimeout       504 timeout_error
     │       └── Overloaded               529 overloaded_error
     ├── CacheError                   the local cache refused an operation (cache)
     │   ├── NoSuchEntry              no file or folder at that path
@@ -117,6 +120,10 @@ class AuthenticationFailed(StatusError):
     status, error_type = 401, "authentication_error"
 
 
+class BillingError(StatusError):
+    status, error_type = 402, "billing_error"
+
+
 class PermissionDenied(StatusError):
     status, error_type = 403, "permission_error"
 
@@ -141,6 +148,12 @@ class PathConflict(StatusError):
         return self.extra.get("conflicting_path")
 
 
+class Conflict(StatusError):
+    """Any other conflicting change; it concerns the one memory it names."""
+
+    status, error_type = 409, "conflict_error"
+
+
 class RequestTooLarge(StatusError):
     status, error_type = 413, "request_too_large"
 
@@ -153,6 +166,10 @@ class ServerError(StatusError):
     status, error_type = 500, "api_error"
 
 
+class GatewayTimeout(ServerError):
+    status, error_type = 504, "timeout_error"
+
+
 class Overloaded(StatusError):
     status, error_type = 529, "overloaded_error"
 
@@ -162,13 +179,16 @@ STATUS_ERRORS_BY_TYPE: dict[str, type[StatusError]] = {
     for cls in (
         InvalidRequest,
         AuthenticationFailed,
+        BillingError,
         PermissionDenied,
         NotFound,
         PreconditionFailed,
         PathConflict,
+        Conflict,
         RequestTooLarge,
         RateLimited,
         ServerError,
+        GatewayTimeout,
         Overloaded,
     )
 }
