@@ -101,6 +101,13 @@ class Node:
     fetching: trio.Event | None = field(default=None, repr=False)
     unsaved: bool = False
     """Size or times changed since the journal row was written (writes do not save)."""
+    too_large: bool = False
+    """The last write or truncate was refused with EFBIG: the content may be torn, so it
+    is not pushed until a write within the limit succeeds."""
+    writers: int = 0
+    """Open handles that may write."""
+    last_write: float = 0.0
+    """time.monotonic() of the last write or truncate."""
 
     @property
     def is_dir(self) -> bool:
@@ -118,6 +125,18 @@ class Tombstone:
 
 
 @dataclass(frozen=True)
+class Upload:
+    """An upload sent and not yet answered: recorded before the request goes out,
+    so that a store found holding exactly this can be recognised as memfs's own
+    write whose answer was lost (`memory_id` is None for a create)."""
+
+    node_id: int
+    memory_id: str | None
+    path: str
+    sha: str
+
+
+@dataclass(frozen=True)
 class Change:
     """A snapshot of a changed file taken by the sync engine before it talks to the store."""
 
@@ -128,6 +147,10 @@ class Change:
     base_sha: str | None
     base_path: str | None
     dirty: bool
+
+    @classmethod
+    def of(cls, n: Node) -> Change:
+        return cls(n.id, n.gen, n.path, n.memory_id, n.base_sha, n.base_path, n.dirty)
 
 
 _SCHEMA = """
@@ -164,9 +187,23 @@ CREATE TABLE IF NOT EXISTS meta (
 );
 """
 
+_MIGRATIONS: list[str] = [
+    # 1: a refused EFBIG write is remembered; uploads in flight are recorded.
+    """
+    ALTER TABLE nodes ADD COLUMN too_large INTEGER NOT NULL DEFAULT 0;
+    CREATE TABLE uploads (
+        node_id INTEGER PRIMARY KEY,
+        memory_id TEXT,
+        path TEXT NOT NULL,
+        sha TEXT NOT NULL
+    );
+    """,
+]
+"""Journal migrations: `PRAGMA user_version` counts those applied."""
+
 _NODE_COLUMNS = (
     "id, parent, name, kind, mode, mtime_ns, ctime_ns, size, memory_id, base_sha, base_path, "
-    "dirty, changed, cached, local_dir, refused_sha, refused_reason"
+    "dirty, changed, cached, local_dir, refused_sha, refused_reason, too_large"
 )
 
 
@@ -215,6 +252,7 @@ class StoreCache:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.executescript(_SCHEMA)
+            self._migrate()
             self._load()
         except sqlite3.OperationalError as e:
             if "locked" in str(e):
@@ -226,6 +264,11 @@ class StoreCache:
             raise CacheCorrupt(f"cannot open the cache at {self.dir}: {e}") from e
 
     # ---------------------------------------------------------------- loading
+
+    def _migrate(self) -> None:
+        version = self.db.execute("PRAGMA user_version").fetchone()[0]
+        for number, script in enumerate(_MIGRATIONS[version:], start=version + 1):
+            self.db.executescript(f"BEGIN; {script}; PRAGMA user_version = {number}; COMMIT;")
 
     def _load(self) -> None:
         now = _now_ns()
@@ -244,7 +287,8 @@ class StoreCache:
                 id=r[0], parent=r[1], name=r[2], kind=r[3], mode=r[4], mtime_ns=r[5],
                 ctime_ns=r[6], size=r[7], memory_id=r[8], base_sha=r[9], base_path=r[10],
                 dirty=bool(r[11]), changed=bool(r[12]), cached=bool(r[13]),
-                local_dir=bool(r[14]), refused_sha=r[15], refused_reason=r[16], path="",
+                local_dir=bool(r[14]), refused_sha=r[15], refused_reason=r[16],
+                too_large=bool(r[17]), path="",
             )  # fmt: skip
             self.nodes[node.id] = node
             if node.is_dir:
@@ -430,12 +474,12 @@ class StoreCache:
         self.db.execute(
             "UPDATE nodes SET parent=?, name=?, mode=?, mtime_ns=?, ctime_ns=?, size=?, "
             "memory_id=?, base_sha=?, base_path=?, dirty=?, changed=?, cached=?, local_dir=?, "
-            "refused_sha=?, refused_reason=? WHERE id=?",
+            "refused_sha=?, refused_reason=?, too_large=? WHERE id=?",
             (
                 node.parent, node.name, node.mode, node.mtime_ns, node.ctime_ns, node.size,
                 node.memory_id, node.base_sha, node.base_path, int(node.dirty),
                 int(node.changed), int(node.cached), int(node.local_dir), node.refused_sha,
-                node.refused_reason, node.id,
+                node.refused_reason, int(node.too_large), node.id,
             ),
         )  # fmt: skip
         node.unsaved = False
@@ -715,8 +759,10 @@ class StoreCache:
             os.dup2(new_fd, node.fd)
             os.close(new_fd)
 
-    async def open(self, node_id: int, *, truncate: bool = False) -> Node:
-        """Make a file's content available locally (fetching it if need be) and hold it open."""
+    async def open(self, node_id: int, *, truncate: bool = False, writable: bool = False) -> Node:
+        """Make a file's content available locally (fetching it if need be) and hold it open.
+        A `writable` open counts as a writer until its `release(writable=True)`: a file
+        with writers is pushed only once no write touched it for a while."""
         node = self.node(node_id)
         if node.is_dir:
             raise IsADirectory(f"{node.path} is a folder")
@@ -730,6 +776,8 @@ class StoreCache:
             except OSError as e:
                 raise CacheCorrupt(f"content of {node.path} is missing from the cache: {e}")
         node.open_count += 1
+        if writable:
+            node.writers += 1
         self._touch(node)
         return node
 
@@ -776,11 +824,13 @@ class StoreCache:
         await self._fetch(node)
         return True
 
-    def release(self, node_id: int) -> None:
+    def release(self, node_id: int, *, writable: bool = False) -> None:
         node = self.nodes.get(node_id)
         if node is None:
             return
         node.open_count = max(0, node.open_count - 1)
+        if writable:
+            node.writers = max(0, node.writers - 1)
         if node.open_count == 0:
             if node.fd is not None:
                 with contextlib.suppress(OSError):
@@ -803,10 +853,7 @@ class StoreCache:
 
     def write(self, node: Node, offset: int, data: bytes) -> int:
         end = offset + len(data)
-        if end > MAX_CONTENT_BYTES:
-            raise FileTooLarge(
-                f"{node.path} would be {end} bytes; a memory holds at most {MAX_CONTENT_BYTES}"
-            )
+        self.check_size(node, end)
         if node.fd is None:
             raise CacheCorrupt(f"{node.path} is not open")
         if not node.orphan:
@@ -814,9 +861,29 @@ class StoreCache:
         n = os.pwrite(node.fd, data, offset)
         if end > node.size:
             node.size = end
-        node.mtime_ns = node.ctime_ns = _now_ns()
-        node.unsaved = True
+        self._written(node)
         return n
+
+    def check_size(self, node: Node, size: int) -> None:
+        """Refuse a content past the limit (FileTooLarge); the file is then
+        remembered as `too_large` and not pushed until a write within the limit."""
+        if size <= MAX_CONTENT_BYTES:
+            return
+        if not node.too_large and not node.orphan:
+            node.too_large = True
+            self._save(node)
+        raise FileTooLarge(
+            f"{node.path} would be {size} bytes; a memory holds at most {MAX_CONTENT_BYTES}"
+        )
+
+    def _written(self, node: Node) -> None:
+        node.mtime_ns = node.ctime_ns = _now_ns()
+        node.last_write = time.monotonic()
+        node.unsaved = True
+        if node.too_large:
+            node.too_large = False
+            if not node.orphan:
+                self._save(node)
 
     def truncate(self, node_id: int, size: int) -> None:
         node = self.node(node_id)
@@ -827,11 +894,10 @@ class StoreCache:
             self._save(node)
 
     def truncate_content(self, node: Node, size: int) -> None:
-        if size > MAX_CONTENT_BYTES:
-            raise FileTooLarge(
-                f"{node.path} would be {size} bytes; a memory holds at most {MAX_CONTENT_BYTES}"
-            )
+        self.check_size(node, size)
         if size == node.size and node.cached:
+            if node.too_large:
+                self._written(node)
             return
         if not node.orphan:
             self._mark_changed(node, content=True)
@@ -847,8 +913,7 @@ class StoreCache:
             node.cached = True
             self._save(node)
         node.size = size
-        node.mtime_ns = node.ctime_ns = _now_ns()
-        node.unsaved = True
+        self._written(node)
 
     def fsync(self, node: Node | None) -> None:
         """Make the file's content and the journal durable."""
@@ -888,15 +953,55 @@ class StoreCache:
 
     # ------------------------------------------- agreement with the store
 
-    def changes(self) -> list[Change]:
-        """The files changed locally since their base, as the filesystem recorded them."""
+    def changes(self, *, quiet_for: float = 0.0) -> list[Change]:
+        """The files changed locally since their base, as the filesystem recorded them.
+        With `quiet_for`, a file still open for writing is left out until no write
+        has touched it for that many seconds (a writer may be half way through)."""
         out = []
+        settled = time.monotonic() - quiet_for
         for nid in sorted(self.changed_ids):
             n = self.nodes.get(nid)
             if n is None or n.orphan or n.is_dir:
                 continue
-            out.append(Change(n.id, n.gen, n.path, n.memory_id, n.base_sha, n.base_path, n.dirty))
+            if quiet_for and n.writers and n.last_write > settled:
+                continue
+            out.append(Change.of(n))
         return out
+
+    # Uploads in flight: recorded durably before the request goes out.
+
+    def record_upload(self, upload: Upload) -> None:
+        self.db.execute(
+            "INSERT OR REPLACE INTO uploads (node_id, memory_id, path, sha) VALUES (?, ?, ?, ?)",
+            (upload.node_id, upload.memory_id, upload.path, upload.sha),
+        )
+
+    def upload_answered(self, node_id: int) -> None:
+        self.db.execute("DELETE FROM uploads WHERE node_id = ?", (node_id,))
+
+    def uploads(self) -> list[Upload]:
+        return [
+            Upload(*row)
+            for row in self.db.execute("SELECT node_id, memory_id, path, sha FROM uploads")
+        ]
+
+    def forget_uploads(self, node_ids: list[int]) -> None:
+        with self._transaction():
+            for node_id in node_ids:
+                self.upload_answered(node_id)
+
+    def adopt_own_write(self, node: Node, memory_id: str, sha: str, path: str) -> None:
+        """The store holds what memfs sent for this file (the answer was lost): that
+        is the new base. The file stays changed; the next push sends what differs."""
+        node.memory_id, node.base_sha, node.base_path = memory_id, sha, path
+        node.changed = True
+        self.changed_ids.add(node.id)
+        self._save(node)
+
+    def retarget_tombstone(self, memory_id: str, path: str, sha: str) -> None:
+        """A pending delete whose memory now holds memfs's own lost write, or a memory
+        memfs created (answer lost) whose file was deleted here since."""
+        self._add_tombstone(memory_id, path, sha)
 
     def mark_pushed(self, change: Change, *, memory_id: str, sha: str, path: str) -> Node | None:
         """The store now holds this file's content `sha` at `path`: advance its base.

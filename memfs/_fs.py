@@ -33,7 +33,7 @@ import pyfuse3
 import trio
 
 from . import _exceptions as exc
-from ._api import MARKER_NAME, MAX_CONTENT_BYTES, marker_content
+from ._api import MARKER_NAME, marker_content
 from ._cache import ROOT_ID, Node, StoreCache
 
 log = logging.getLogger("memfs.fs")
@@ -225,8 +225,7 @@ class MemoryStoreFS(pyfuse3.Operations):
         if fields.update_size:
             if node.is_dir:
                 raise _fail(errno.EISDIR)
-            if attr.st_size > MAX_CONTENT_BYTES:
-                raise _fail(errno.EFBIG)
+            self.cache.check_size(node, attr.st_size)
             if not node.cached and attr.st_size > 0:
                 await self.cache.open(node.id)
                 self.cache.release(node.id)
@@ -395,7 +394,7 @@ class MemoryStoreFS(pyfuse3.Operations):
             return pyfuse3.FileInfo(fh=self._new_handle(None, False), keep_cache=True)
         if writable or truncate:
             self._check_writable()
-        node = await self.cache.open(inode, truncate=truncate and writable)
+        node = await self.cache.open(inode, truncate=truncate and writable, writable=writable)
         return pyfuse3.FileInfo(fh=self._new_handle(node, writable), keep_cache=True)
 
     @_handler
@@ -409,8 +408,8 @@ class MemoryStoreFS(pyfuse3.Operations):
         if statmod.S_IFMT(mode) not in (0, statmod.S_IFREG):
             raise _fail(errno.EPERM)
         node = self.cache.create(parent_inode, sname, statmod.S_IMODE(mode))
-        node = await self.cache.open(node.id)
         writable = (flags & os.O_ACCMODE) != os.O_RDONLY
+        node = await self.cache.open(node.id, writable=writable)
         return pyfuse3.FileInfo(fh=self._new_handle(node, writable), keep_cache=True), self._attrs(
             node
         )
@@ -446,7 +445,7 @@ class MemoryStoreFS(pyfuse3.Operations):
     async def release(self, fh: int) -> None:
         h = self._handles.pop(fh, None)
         if h is not None and h.node is not None:
-            self.cache.release(h.node.id)
+            self.cache.release(h.node.id, writable=h.writable)
 
     @_handler
     async def statfs(self, ctx: Any) -> pyfuse3.StatvfsData:

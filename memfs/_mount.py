@@ -47,7 +47,7 @@ from ._mountpoint import (
     prepare_mount_path,
     remove_mount_folder,
 )
-from ._sync import NoKernel, SyncEngine, backoff_delay
+from ._sync import FINAL_CONCURRENCY, NoKernel, SyncEngine, backoff_delay
 
 log = logging.getLogger("memfs.mount")
 
@@ -58,10 +58,22 @@ class StoreProcess:
     def __init__(self, spec: StoreSpec) -> None:
         self.spec = spec
         # Few retries inside a pass: the sync loop has its own backoff between passes.
-        self.client = StoreClient(spec.api_url, spec.token, max_retries=3, backoff_max=2.0)
+        final_concurrency = min(FINAL_CONCURRENCY, 2 * spec.sync_concurrency)
+        self.client = StoreClient(
+            spec.api_url,
+            spec.token,
+            max_retries=3,
+            backoff_max=2.0,
+            max_connections=max(spec.sync_concurrency, final_concurrency),
+        )
         self.cache = StoreCache(spec.cache_dir, spec.store_id)
         self.engine = SyncEngine(
-            self.client, self.cache, read_only=spec.read_only, deletions=spec.sync_deletions
+            self.client,
+            self.cache,
+            read_only=spec.read_only,
+            deletions=spec.sync_deletions,
+            concurrency=spec.sync_concurrency,
+            final_concurrency=final_concurrency,
         )
         self.fs = MemoryStoreFS(self.cache, read_only=spec.read_only, uid=spec.uid, gid=spec.gid)
         self.mounted = False
@@ -213,6 +225,8 @@ class StoreProcess:
             await self.engine.prefetch(self.spec.prefetch_concurrency)
         except MemfsError as e:
             log.warning("prefetch of %s stopped: %s", self.spec.store_id, e)
+        except Exception:  # noqa: BLE001 - contents are fetched on first read instead
+            log.exception("prefetch of %s stopped unexpectedly", self.spec.store_id)
         self.prefetched = True
 
     def status(self) -> dict[str, Any]:
@@ -228,7 +242,9 @@ class StoreProcess:
             "cached": sum(1 for f in files if f.cached),
             "prefetched": self.prefetched,
             "pending": self.engine.pending(),
-            "refused": dict(st.refused),
+            "refused": self.engine.refused(),
+            "sync_mode": st.mode,
+            "sync_mode_reason": st.mode_reason,
             "passes": st.passes,
             "last_pass": st.last.as_dict() if st.last else None,
             "last_error": st.last_error,

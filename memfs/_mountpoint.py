@@ -43,6 +43,7 @@ class StoreSpec:
     sync_deletions: str = "enabled"
     final_sync_timeout: float = 30.0
     prefetch_concurrency: int = 4
+    sync_concurrency: int = 16
     name: str = ""
 
     def to_json(self) -> str:

@@ -242,6 +242,7 @@ async def test_deletion_modes_keep_the_memory(side: Side, mode: str, caplog):
 
 
 async def test_deletes_per_pass_are_capped(side: Side):
+    await side.write("/kept.md", "one file stays: deleting every file is a wipe")
     for i in range(40):
         await side.write(f"/n/{i:02}.md", "x")
     await side.sync()
@@ -250,11 +251,11 @@ async def test_deletes_per_pass_are_capped(side: Side):
     await side.sync()
     side.clock.now += 31
     report = await side.sync()
-    assert delete_cap(40) == 10
+    assert delete_cap(41) == 10
     assert report.deleted_remote == 10
-    assert len(await side.remote()) == 30
+    assert len(await side.remote()) == 31
     await side.sync()
-    assert len(await side.remote()) == 30 - delete_cap(30)  # n is what the store still holds
+    assert len(await side.remote()) == 31 - delete_cap(31)  # n is what the store still holds
 
 
 async def test_local_delete_of_remotely_changed_memory_restores_it(side: Side):

@@ -262,16 +262,17 @@ def test_refusals_have_clear_errnos(mounted, mounter, memfs_server):
     assert errno_of(os.chmod, marker, 0o644) == errno.EPERM
     assert marker.read_text() == f"version 1\n{store_id}"
 
-    mounter.unmount(mnt)
+    # A file whose last write was refused with EFBIG may be torn: it is not
+    # uploaded (the final sync names it) until it is written within the limit.
+    r = mounter.unmount(mnt, check=False)
+    assert r.returncode == 1
+    assert "/full.md" in r.stderr and "/over.md" in r.stderr
     stored = store_contents(memfs_server, store_id)
     long_path = "/" + "/".join(["d" * 250] * 4) + "/" + "f" * 19
-    over = stored.pop("/over.md")
-    assert set(over) <= {"z"} and len(over) <= MAX_CONTENT_BYTES
     assert stored == {
         "/a.md": "a",
         "/" + "n" * 255: "longest name",
         long_path: "longest path",
-        "/full.md": "x" * MAX_CONTENT_BYTES,
     }
 
 
