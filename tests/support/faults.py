@@ -57,6 +57,12 @@ _REASONS = {
     200: "OK",
     400: "Bad Request",
     401: "Unauthorized",
+    402: "Payment Required",
+    403: "Forbidden",
+    404: "Not Found",
+    409: "Conflict",
+    412: "Precondition Failed",
+    413: "Content Too Large",
     429: "Too Many Requests",
     500: "Internal Server Error",
     502: "Bad Gateway",
@@ -65,7 +71,13 @@ _REASONS = {
     529: "Overloaded",
 }
 _ERROR_TYPES = {
+    400: "invalid_request_error",
     401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    409: "conflict_error",
+    413: "request_too_large",
     429: "rate_limit_error",
     500: "api_error",
     529: "overloaded_error",
@@ -78,6 +90,8 @@ class FaultSettings:
 
     delay: float = 0.0
     status: int = 500
+    error_type: str | None = None
+    """The envelope's `error.type` for injected statuses (default: the status's usual one)."""
     status_rate: float = 0.0
     status_next: int = 0
     retry_after: float = 0.0
@@ -340,7 +354,7 @@ class FaultProxy:
 
     def _fault_response(self, status: int, retry_after: float) -> bytes:
         request_id = "req_fault_" + secrets.token_hex(8)
-        error_type = _ERROR_TYPES.get(status, "api_error")
+        error_type = self.settings.error_type or _ERROR_TYPES.get(status, "api_error")
         body = json.dumps(
             {
                 "type": "error",
