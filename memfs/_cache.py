@@ -47,6 +47,7 @@ from ._api import (
 )
 from ._exceptions import (
     CacheCorrupt,
+    CacheInUse,
     ContentUnavailable,
     DirectoryNotEmpty,
     EntryExists,
@@ -256,7 +257,7 @@ class StoreCache:
             self._load()
         except sqlite3.OperationalError as e:
             if "locked" in str(e):
-                raise CacheCorrupt(
+                raise CacheInUse(
                     f"the cache at {self.dir} is in use by another memfs process of store {store_id}"
                 ) from e
             raise CacheCorrupt(f"cannot open the cache at {self.dir}: {e}") from e

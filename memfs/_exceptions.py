@@ -36,7 +36,8 @@ sentences. The tree::
     │   ├── FileTooLarge             the content would pass 102,400 bytes
     │   ├── NameTooLong              a name over 255 bytes or a path over 1,024
     │   ├── ContentUnavailable       content not cached and the store cannot be reached
-    │   └── CacheCorrupt             the journal or a content file is unusable
+    │   ├── CacheCorrupt             the journal or a content file is unusable
+    │   └── CacheInUse               another process of the store holds the cache
     └── MountError                   a store could not be mounted or unmounted (mount, supervisor)
         └── SyncError                a sync pass, or a request for one, failed (sync, supervisor)
 """
@@ -235,6 +236,10 @@ class ContentUnavailable(CacheError):
 
 
 class CacheCorrupt(CacheError):
+    pass
+
+
+class CacheInUse(CacheError):
     pass
 
 

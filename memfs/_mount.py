@@ -40,7 +40,7 @@ import trio
 
 from ._cache import StoreCache
 from ._client import StoreClient
-from ._exceptions import MemfsError, MountError, SyncError
+from ._exceptions import CacheInUse, MemfsError, MountError, SyncError
 from ._fs import KernelCache, MemoryStoreFS, mount_options
 from ._mountpoint import (
     StoreSpec,
@@ -55,7 +55,7 @@ log = logging.getLogger("memfs.mount")
 class StoreProcess:
     """One store mounted in this process."""
 
-    def __init__(self, spec: StoreSpec) -> None:
+    def __init__(self, spec: StoreSpec, cache: StoreCache) -> None:
         self.spec = spec
         # Few retries inside a pass: the sync loop has its own backoff between passes.
         final_concurrency = min(FINAL_CONCURRENCY, 2 * spec.sync_concurrency)
@@ -66,7 +66,7 @@ class StoreProcess:
             backoff_max=2.0,
             max_connections=max(spec.sync_concurrency, final_concurrency),
         )
-        self.cache = StoreCache(spec.cache_dir, spec.store_id)
+        self.cache = cache
         self.engine = SyncEngine(
             self.client,
             self.cache,
@@ -125,10 +125,13 @@ class StoreProcess:
                             syncing.start_soon(self._signals, signals)
                             syncing.start_soon(self._periodic)
                             syncing.start_soon(self._prefetch)
+                            if spec.follow_parent:
+                                syncing.start_soon(self._lifeline)
                             self._write_state()
                             task_status.started()
                             log.info("mounted %s at %s", spec.store_id, spec.mount_path)
                             await self.stopping.wait()
+                            self._write_state(stopping=True)
                             syncing.cancel_scope.cancel()
                         # The final sync runs while the folder is still mounted.
                         code = await self._final_sync()
@@ -148,10 +151,11 @@ class StoreProcess:
             if self.mounted:
                 self._unmount()
             with contextlib.suppress(OSError):
-                os.unlink(self.state_path)
-            with contextlib.suppress(OSError):
                 os.unlink(self.socket_path)
             self.cache.close()
+            # Last: a new process of this store waits on the cache while this says "stopping".
+            with contextlib.suppress(OSError):
+                os.unlink(self.state_path)
             with contextlib.suppress(Exception):
                 await self.client.aclose()
             self.stopped.set()
@@ -204,6 +208,18 @@ class StoreProcess:
         self.result = {"ok": not pending, "not_uploaded": pending}
         return 0 if not pending else 1
 
+    async def _lifeline(self) -> None:
+        """Stop when the foreground `memfs mount` that started this process is gone
+        (its end of our stdin closed), whatever killed it."""
+        with contextlib.suppress(OSError, trio.BrokenResourceError):
+            async with trio.lowlevel.FdStream(os.dup(0)) as stream:
+                while await stream.receive_some(4096):
+                    pass
+        log.warning(
+            "the memfs mount process of %s is gone; stopping: final sync", self.spec.store_id
+        )
+        self.stopping.set()
+
     async def _signals(self, signals) -> None:
         async for _ in signals:
             log.info("stopping %s: final sync", self.spec.store_id)
@@ -252,12 +268,13 @@ class StoreProcess:
             "fuse_requests": dict(self.fs.requests),
         }
 
-    def _write_state(self) -> None:
+    def _write_state(self, *, stopping: bool = False) -> None:
         state = {
             "store_id": self.spec.store_id,
             "mount_path": self.spec.mount_path,
             "pid": os.getpid(),
             "socket": self.socket_path,
+            "stopping": stopping,
         }
         tmp = self.state_path + ".tmp"
         with open(tmp, "w") as f:
@@ -307,12 +324,44 @@ class StoreProcess:
         return {"ok": False, "error": f"unknown command {cmd!r}"}
 
 
+async def open_cache(spec: StoreSpec) -> StoreCache:
+    """The store's cache. While an earlier process of this store still holds it
+    because it is finishing (its final sync), wait for it, at most the final
+    sync's bound and a margin; a cache held by a process that is not stopping
+    is refused at once."""
+    deadline = time.monotonic() + spec.final_sync_timeout + 30
+    waited = False
+    while True:
+        try:
+            return StoreCache(spec.cache_dir, spec.store_id)
+        except CacheInUse:
+            if not _previous_is_stopping(spec) or time.monotonic() > deadline:
+                raise
+            if not waited:
+                log.warning(
+                    "waiting for the previous memfs process of %s to finish its final sync",
+                    spec.store_id,
+                )
+                waited = True
+            await trio.sleep(0.2)
+
+
+def _previous_is_stopping(spec: StoreSpec) -> bool:
+    try:
+        with open(os.path.join(spec.runtime_dir, f"{spec.store_id}.json")) as f:
+            state = json.load(f)
+        os.kill(int(state["pid"]), 0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return bool(state.get("stopping"))
+
+
 async def _store_main(spec: StoreSpec) -> int:
-    proc = StoreProcess(spec)
     ready_sent = False
 
     async def runner(task_status=trio.TASK_STATUS_IGNORED) -> None:
         nonlocal code
+        proc = StoreProcess(spec, await open_cache(spec))
         code = await proc.run(task_status=task_status)
 
     code = 1

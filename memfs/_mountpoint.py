@@ -44,6 +44,9 @@ class StoreSpec:
     final_sync_timeout: float = 30.0
     prefetch_concurrency: int = 4
     sync_concurrency: int = 16
+    follow_parent: bool = False
+    """Stop (final sync, unmount) when stdin reaches its end: the foreground
+    `memfs mount` holds the other end, so its death by any signal is seen at once."""
     name: str = ""
 
     def to_json(self) -> str:

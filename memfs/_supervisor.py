@@ -17,6 +17,7 @@ sockets in the runtime folder (`_mount.runtime_dir()`): `memfs unmount`,
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -256,6 +257,7 @@ class Supervisor:
         self.children: list[_Child] = []
 
     def _start(self, spec: StoreSpec) -> _Child:
+        spec = dataclasses.replace(spec, follow_parent=not self.daemon)
         env = dict(os.environ)
         for secret in ("MEMFS_TOKEN", "MEMFS_WORK_ITEM_SECRET", "MEMFS_SERVE_TOKEN"):
             env.pop(secret, None)
@@ -279,7 +281,11 @@ class Supervisor:
             stderr.close()
         assert proc.stdin is not None
         proc.stdin.write(spec.to_json() + "\n")
-        proc.stdin.close()
+        proc.stdin.flush()
+        if self.daemon:
+            proc.stdin.close()
+        # In the foreground the pipe stays open as a lifeline: when this process
+        # dies, by any signal, the store process reads its end and stops.
         return _Child(spec, proc)
 
     def start_all(self) -> None:

@@ -126,6 +126,53 @@ def test_foreground_mount_exits_1_and_names_what_the_final_sync_left(mounter, me
     assert _memories(memfs_server, store_id) == {}
 
 
+def test_sigkill_of_a_foreground_mount_stops_its_stores_and_loses_nothing(mounter, memfs_server):
+    store_id = memfs_server.create_store("Killed")["id"]
+    path = mounter.root / "fg"
+    proc = _foreground_mount(mounter, store_id, path)
+    try:
+        assert _read_lines(proc, 1, 60) == [f"mounted {store_id} at {path} (read-write)"]
+        (path / "last.md").write_text("the last write before the kill")
+        proc.kill()
+        # The store process holds the pipes too: they close when it has finished.
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert b"Traceback" not in err
+    assert memfs_mounts_under(mounter.root) == []
+    assert not path.exists()
+    assert mounter.store_pids() == []
+    assert _memories(memfs_server, store_id) == {"/last.md": "the last write before the kill"}
+    again = mounter.mount_one(store_id, "fg")
+    assert (again / "last.md").read_text() == "the last write before the kill"
+
+
+def test_a_new_mount_waits_for_the_previous_process_of_the_store_to_finish(mounter, memfs_server):
+    store_id = memfs_server.create_store("Overlap")["id"]
+    path = mounter.root / "fg"
+    with FaultProxyProcess(memfs_server.url) as proxy:
+        proc = _foreground_mount(mounter, store_id, path, "--api-url", proxy.url)
+        try:
+            assert _read_lines(proc, 1, 60) == [f"mounted {store_id} at {path} (read-write)"]
+            for i in range(3):
+                (path / f"n{i}.md").write_text(f"note {i}")
+            proxy.set(delay=1.0)  # the old process's final sync takes a few seconds
+            proc.kill()
+            proc.wait()
+            r = mounter.mount(f"{store_id}={path}", check=False)
+            assert r.returncode == 0, r.stderr
+            assert sorted(os.listdir(path)) == [MARKER, "n0.md", "n1.md", "n2.md"]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            proxy.set(delay=0)
+            mounter.unmount(path, check=False)
+    assert _memories(memfs_server, store_id) == {f"/n{i}.md": f"note {i}" for i in range(3)}
+
+
 def test_several_stores_from_resources_with_a_work_item_secret(mounter, memfs_server, tmp_path):
     notes = memfs_server.create_store("Team Notes!")["id"]
     prefs = memfs_server.create_store("User Preferences")["id"]
