@@ -515,6 +515,7 @@ class StoreClient:
     ) -> Memory:
         """Create a memory; the store never overwrites (PathConflict).
 
+        The answer is the basic view (`content` None) unless `view="full"`.
         A create is not idempotent: when an attempt was retried, the earlier
         attempt may have been applied before its answer was lost, and the retry
         then meets a 409 path conflict with our own memory. If the conflicting
@@ -533,7 +534,7 @@ class StoreClient:
             if isinstance(error, PathConflict) and error.conflicting_memory_id:
                 try:
                     existing = await self.get_memory(
-                        store_id, error.conflicting_memory_id, view=view or "full"
+                        store_id, error.conflicting_memory_id, view=view or "basic"
                     )
                 except NotFound:
                     raise error
@@ -566,6 +567,7 @@ class StoreClient:
     ) -> Memory:
         """Change a memory's content and/or path (a move keeps the id).
 
+        The answer is the basic view (`content` None) unless `view="full"`.
         With `precondition_sha256`, the store refuses (PreconditionFailed)
         unless the stored sha is that one. When an attempt was retried, the
         earlier attempt may have been applied already; if the store then
@@ -589,7 +591,7 @@ class StoreClient:
         if answer.response.status_code == 409 and answer.attempts > 1:
             error = _error_from(response=answer.response)
             if isinstance(error, PreconditionFailed):
-                current = await self.get_memory(store_id, memory_id, view=view or "full")
+                current = await self.get_memory(store_id, memory_id, view=view or "basic")
                 same_content = content is None or current.content_sha256 == content_sha256(
                     content.encode("utf-8")
                 )

@@ -299,7 +299,7 @@ class MemoryStoreApp:
     async def create_memory(self, request: Request, caller: Caller) -> dict[str, Any]:
         sid = request.path_params["sid"]
         caller.check_store(sid)
-        full = _full(request, "full")
+        full = _full(request, "basic")
         return self.db.create_memory(sid, await _json_body(request), caller.actor, full)
 
     async def list_memories(self, request: Request, caller: Caller) -> dict[str, Any]:
@@ -329,7 +329,7 @@ class MemoryStoreApp:
     async def update_memory(self, request: Request, caller: Caller) -> dict[str, Any]:
         sid = request.path_params["sid"]
         caller.check_store(sid)
-        full = _full(request, "full")
+        full = _full(request, "basic")
         body = await _json_body(request)
         return self.db.update_memory(sid, request.path_params["mid"], body, caller.actor, full)
 

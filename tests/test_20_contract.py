@@ -130,7 +130,7 @@ async def test_409_precondition_failed(store_client: StoreClient, store_id: str)
     updated = await store_client.update_memory(
         store_id, memory.id, content="two", precondition_sha256=sha("one")
     )
-    assert updated.content == "two"
+    assert (updated.content, updated.content_sha256) == (None, sha("two"))
     again = await store_client.update_memory(
         store_id, memory.id, content="two", precondition_sha256=sha("one")
     )
@@ -184,7 +184,7 @@ async def test_full_store_refuses_creates_but_keeps_edits(tmp_path):
             with pytest.raises(InvalidRequest):
                 await client.create_memory(store.id, "/3", "c")
             edited = await client.update_memory(store.id, first.id, content="edited")
-            assert edited.content == "edited"
+            assert edited.content_sha256 == sha("edited")
     finally:
         server.stop()
 
@@ -256,8 +256,13 @@ async def test_memory_views_moves_and_deletes(store_client: StoreClient, store_i
     basic = await store_client.get_memory(store_id, made.id, view="basic")
     assert basic.content is None
 
-    moved = await store_client.update_memory(store_id, made.id, path="/moved/m.md")
+    moved = await store_client.update_memory(store_id, made.id, path="/moved/m.md", view="full")
     assert (moved.id, moved.path, moved.content) == (made.id, "/moved/m.md", "hello")
+    renamed = await store_client.update_memory(store_id, made.id, path="/moved/n.md")
+    assert (renamed.path, renamed.content) == ("/moved/n.md", None), "basic by default"
+    assert (await store_client.create_memory(store_id, "/c.md", "c")).content is None
+    made_full = await store_client.create_memory(store_id, "/f.md", "f", view="full")
+    assert made_full.content == "f"
     assert await store_client.find_memory_by_path(store_id, "/m.md") is None
 
     await store_client.delete_memory(store_id, made.id, expected_content_sha256=sha("hello"))

@@ -186,7 +186,7 @@ def test_precondition_mismatch_is_409(http, store):
     assert http.get(url).json()["content"] == "one"
     good = {"type": "content_sha256", "content_sha256": sha("one")}
     r = http.post(url, json={"content": "two", "precondition": good})
-    assert r.status_code == 200 and r.json()["content"] == "two"
+    assert r.status_code == 200 and r.json()["content_sha256"] == sha("two")
     r = http.delete(url, params={"expected_content_sha256": sha("one")})
     assert_error(r, 409, "memory_precondition_failed_error")
     r = http.delete(url, params={"expected_content_sha256": sha("two")})
@@ -552,11 +552,30 @@ def test_memory_object_and_views(http, store):
     mem = created(http, store, "/notes/today.md", "hello")
     assert mem["type"] == "memory" and mem["id"].startswith("mem_")
     assert mem["memory_store_id"] == store
-    assert mem["content"] == "hello" and mem["content_sha256"] == sha("hello")
+    assert mem["content"] is None and mem["content_sha256"] == sha("hello")
     assert mem["content_size_bytes"] == 5 and mem["memory_version_id"].startswith("memver_")
     url = f"/v1/memory_stores/{store}/memories/{mem['id']}"
-    assert http.get(url).json() == mem
-    assert http.get(url, params={"view": "basic"}).json()["content"] is None
+    assert http.get(url).json() == {**mem, "content": "hello"}
+    assert http.get(url, params={"view": "basic"}).json() == mem
+
+
+def test_create_and_update_answer_the_basic_view_unless_asked_for_full(http, store):
+    memories = f"/v1/memory_stores/{store}/memories"
+    basic = created(http, store, "/basic.md", "made")
+    assert basic["content"] is None and basic["content_sha256"] == sha("made")
+    r = http.post(memories, params={"view": "full"}, json={"path": "/full.md", "content": "made"})
+    assert r.status_code == 200 and r.json()["content"] == "made"
+    url = f"{memories}/{basic['id']}"
+    changed = http.post(url, json={"content": "changed"}).json()
+    assert changed["content"] is None and changed["content_sha256"] == sha("changed")
+    moved = http.post(url, json={"path": "/moved.md"}).json()
+    assert (moved["path"], moved["content"]) == ("/moved.md", None)
+    unchanged = http.post(url, json={"path": "/moved.md"}).json()
+    assert unchanged == moved, "a no-op answers the same basic view"
+    r = http.post(url, params={"view": "full"}, json={"content": "again"})
+    assert r.status_code == 200 and r.json()["content"] == "again"
+    r = http.post(url, params={"view": "all"}, json={"content": "refused"})
+    assert_error(r, 400, "invalid_request_error")
 
 
 def test_noop_update_answers_200_and_writes_no_version(http, store):
@@ -713,7 +732,8 @@ def test_data_survives_restart(memfs_server):
         before = versions(http, sid)
     memfs_server.restart()
     with memfs_server.http() as http:
-        assert http.get(f"/v1/memory_stores/{sid}/memories/{mem['id']}").json() == mem
+        got = http.get(f"/v1/memory_stores/{sid}/memories/{mem['id']}", params={"view": "basic"})
+        assert got.json() == mem
         assert versions(http, sid) == before
         later = http.post(
             f"/v1/memory_stores/{sid}/memories/{mem['id']}", json={"content": "new"}
@@ -728,9 +748,10 @@ def test_a_killed_server_keeps_what_it_answered(memfs_server):
     memfs_server.kill()
     memfs_server.start()
     with memfs_server.http() as http:
-        assert (
-            http.get(f"/v1/memory_stores/{sid}/memories/{mem['id']}").json()["content"]
-            == mem["content"]
+        got = http.get(f"/v1/memory_stores/{sid}/memories/{mem['id']}").json()
+        assert (got["content"], got["memory_version_id"]) == (
+            "answered before the crash",
+            mem["memory_version_id"],
         )
 
 
