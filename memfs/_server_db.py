@@ -550,6 +550,8 @@ class Database:
     ) -> dict[str, Any]:
         self._store_row(store_id)
         self._memory_row(store_id, memory_id)
+        if body.get("path") is None and body.get("content") is None:
+            raise InvalidRequest("an update needs content or path (or both)")
         new_path = _check_path(body["path"]) if body.get("path") is not None else None
         new_content = data = None
         if body.get("content") is not None:

@@ -135,6 +135,8 @@ async def test_409_precondition_failed(store_client: StoreClient, store_id: str)
         store_id, memory.id, content="two", precondition_sha256=sha("one")
     )
     assert again.memory_version_id == updated.memory_version_id, "a no-op answers 200"
+    with pytest.raises(InvalidRequest):
+        await store_client.update_memory(store_id, memory.id, precondition_sha256=sha("two"))
     assert store_client.stats.retries == 0
 
 

@@ -581,11 +581,31 @@ def test_create_and_update_answer_the_basic_view_unless_asked_for_full(http, sto
 def test_noop_update_answers_200_and_writes_no_version(http, store):
     mem = created(http, store, "/same", "text")
     url = f"/v1/memory_stores/{store}/memories/{mem['id']}"
-    for body in ({"content": "text"}, {"path": "/same"}, {"content": "text", "path": "/same"}, {}):
+    for body in ({"content": "text"}, {"path": "/same"}, {"content": "text", "path": "/same"}):
         r = http.post(url, json=body)
         assert r.status_code == 200
         assert r.json()["memory_version_id"] == mem["memory_version_id"]
         assert r.json()["updated_at"] == mem["updated_at"]
+    assert len(versions(http, store, memory_id=mem["id"])) == 1
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"content": None},
+        {"path": None},
+        {"content": None, "path": None},
+        {"precondition": {"type": "content_sha256", "content_sha256": sha("text")}},
+    ],
+)
+def test_update_without_content_or_path_is_400(http, store, body):
+    mem = created(http, store, "/kept.md", "text")
+    url = f"/v1/memory_stores/{store}/memories/{mem['id']}"
+    err = assert_error(http.post(url, json=body), 400, "invalid_request_error")
+    assert "content" in err["message"] and "path" in err["message"]
+    r = http.post(url, content=b"")
+    assert_error(r, 400, "invalid_request_error")
     assert len(versions(http, store, memory_id=mem["id"])) == 1
 
 
