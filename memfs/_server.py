@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import secrets
 import signal
 import socket
@@ -55,7 +56,7 @@ from ._exceptions import (
     RequestTooLarge,
     StatusError,
 )
-from ._server_db import Database, actor_for, check_store_access
+from ._server_db import LONE_SURROGATE, Database, actor_for, check_store_access
 
 log = logging.getLogger("memfs.serve")
 
@@ -398,14 +399,47 @@ async def _json_body(request: Request) -> dict[str, Any]:
     if not raw.strip():
         return {}
     try:
-        body = json.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise InvalidRequest("the request body is not valid UTF-8")
+    try:
+        body = json.loads(text)
+    except RecursionError:
+        raise InvalidRequest("the request body is nested too deeply to be a request")
     except ValueError as e:
         raise InvalidRequest(f"the request body is not valid JSON: {e}")
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object")
+    # The text is strict UTF-8, so only a \uD800-\uDFFF escape can make a lone surrogate.
+    if _SURROGATE_ESCAPE.search(text):
+        field = _field_with_lone_surrogate(body)
+        if field is not None:
+            raise InvalidRequest(f"{field} must be valid UTF-8 (it holds a lone surrogate)")
     return body
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _field_with_lone_surrogate(body: dict[str, Any]) -> str | None:
+    """The top-level field whose value (or a key or string within it) holds a
+    lone surrogate, which UTF-8 cannot encode; None when there is none. Walks
+    without recursion: the body may be nested as deep as the parser allows."""
+    for field, value in body.items():
+        if LONE_SURROGATE.search(field):
+            return "a field name"
+        stack = [value]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, str):
+                if LONE_SURROGATE.search(item):
+                    return field
+            elif isinstance(item, dict):
+                stack.extend(item.keys())
+                stack.extend(item.values())
+            elif isinstance(item, list):
+                stack.extend(item)
+    return None
 
 
 DEMO_MEMORIES = {

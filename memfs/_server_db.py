@@ -18,6 +18,7 @@ import base64
 import hashlib
 import json
 import os
+import re
 import secrets
 import sqlite3
 from collections.abc import Callable
@@ -44,6 +45,12 @@ MAX_PAGE_LIMIT = 100
 MAX_FULL_VIEW_LIMIT = 20
 DEFAULT_PAGE_LIMIT = 20
 OPERATIONS = ("created", "modified", "deleted")
+# Our longest cursor holds a 1,024-byte path; anything much longer is not one of ours.
+MAX_CURSOR_CHARS = 4096
+# SQLite's INTEGER is a signed 64-bit number; a sequence number is never negative.
+MAX_SQLITE_INT = 2**63 - 1
+
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 _ID_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
@@ -117,7 +124,10 @@ def parse_timestamp(text: str, name: str) -> str:
         raise InvalidRequest(f"{name} is not an RFC 3339 timestamp: {text!r}")
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return format_timestamp(moment)
+    try:
+        return format_timestamp(moment)
+    except (OverflowError, ValueError):
+        raise InvalidRequest(f"{name} is outside the years 0001 to 9999 in UTC: {text!r}")
 
 
 def encode_cursor(key: list[Any]) -> str:
@@ -125,19 +135,35 @@ def encode_cursor(key: list[Any]) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
+def _cursor_part(value: Any, kind: type) -> bool:
+    """Whether one part of a decoded cursor could have come from `encode_cursor`:
+    a bool is not a number here, a number fits SQLite, a string is valid UTF-8."""
+    if kind is bool:
+        return isinstance(value, bool)
+    if kind is int:
+        return type(value) is int and 0 <= value <= MAX_SQLITE_INT
+    if kind is str:
+        return isinstance(value, str) and LONE_SURROGATE.search(value) is None
+    return isinstance(value, kind)
+
+
 def decode_cursor(cursor: str, shape: tuple[type, ...]) -> list[Any]:
-    """The sort key a `page` cursor carries; 400 when it is not one of ours."""
+    """The sort key a `page` cursor carries; 400 when it is not one of ours
+    (too long, not base64 of UTF-8 JSON, nested, or not a list of `shape`)."""
+    refusal = InvalidRequest("page is not a cursor this server handed out")
+    if len(cursor) > MAX_CURSOR_CHARS:
+        raise refusal
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        key = json.loads(raw)
-    except ValueError:
-        raise InvalidRequest("page is not a cursor this server handed out")
+        key = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError):
+        raise refusal
     if (
         not isinstance(key, list)
         or len(key) != len(shape)
-        or not all(isinstance(v, t) for v, t in zip(key, shape, strict=True))
+        or not all(_cursor_part(v, t) for v, t in zip(key, shape, strict=True))
     ):
-        raise InvalidRequest("page is not a cursor this server handed out")
+        raise refusal
     return key
 
 
@@ -178,14 +204,15 @@ def _no_control(text: str) -> bool:
 
 
 def _check_limit(limit: Any, full: bool) -> int:
+    """`limit` as sent: None for the default, else ASCII digits (a query value)
+    or an int; 400 for anything else, signs, spaces and `_` included."""
     if limit is None:
         limit = DEFAULT_PAGE_LIMIT
     elif isinstance(limit, str):
-        try:
-            limit = int(limit)
-        except ValueError:
+        if not (limit.isascii() and limit.isdigit() and len(limit) <= 3):
             raise InvalidRequest(f"limit must be an integer from 1 to {MAX_PAGE_LIMIT}")
-    if not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE_LIMIT:
+        limit = int(limit)
+    if type(limit) is not int or not 1 <= limit <= MAX_PAGE_LIMIT:
         raise InvalidRequest(f"limit must be an integer from 1 to {MAX_PAGE_LIMIT}")
     return min(limit, MAX_FULL_VIEW_LIMIT) if full else limit
 

@@ -6,6 +6,7 @@ requests are plain httpx, so these tests pin the wire format itself.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import signal
@@ -262,6 +263,156 @@ def test_every_response_has_a_request_id(shared_memfs_server, http, store):
     ]
     ids = [r.headers.get("request-id") for r in answers]
     assert all(ids) and len(set(ids)) == len(ids)
+
+
+# ---- hostile input: always a 400 envelope, never a 500 ---------------------------
+
+
+def cursor_of(raw: bytes) -> str:
+    """A `page` value that base64-decodes to these bytes, as the server's cursors do."""
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def list_urls(store: str) -> list[str]:
+    return [
+        "/v1/memory_stores",
+        f"/v1/memory_stores/{store}/memories",
+        f"/v1/memory_stores/{store}/memory_versions",
+    ]
+
+
+NESTED = b"[" * 100_000 + b"]" * 100_000
+
+
+def test_deeply_nested_json_body_is_400(http, store):
+    mem = created(http, store, "/target.md")
+    targets = [
+        "/v1/memory_stores",
+        f"/v1/memory_stores/{store}",
+        f"/v1/memory_stores/{store}/memories",
+        f"/v1/memory_stores/{store}/memories/{mem['id']}",
+    ]
+    for url in targets:
+        for body in (NESTED, b'{"name": "n", "path": "/n", "content": ' + NESTED + b"}"):
+            r = http.post(url, content=body)
+            assert "nested" in assert_error(r, 400, "invalid_request_error")["message"], url
+    assert http.get(f"/v1/memory_stores/{store}/memories/{mem['id']}").json()["content"] == "x"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"name": "bad \\ud800 half"}',
+        b'{"name": "ok", "description": "\\udfff"}',
+        b'{"name": "ok", "metadata": {"\\ud800": "v"}}',
+        b'{"name": "ok", "metadata": {"k": "\\udc00"}}',
+        b'{"name": "ok", "ignored": ["\\ud800"]}',
+    ],
+    ids=["name", "description", "metadata-key", "metadata-value", "unknown-field"],
+)
+def test_lone_surrogate_anywhere_in_a_store_body_is_400(http, body):
+    r = http.post("/v1/memory_stores", content=body)
+    assert "UTF-8" in assert_error(r, 400, "invalid_request_error")["message"]
+
+
+def test_lone_surrogate_in_a_precondition_is_400(http, store):
+    mem = created(http, store, "/pre.md", "one")
+    body = b'{"content": "two", "precondition": {"type": "content_sha256", "content_sha256": "\\ud800"}}'
+    r = http.post(f"/v1/memory_stores/{store}/memories/{mem['id']}", content=body)
+    assert "UTF-8" in assert_error(r, 400, "invalid_request_error")["message"]
+    assert http.get(f"/v1/memory_stores/{store}/memories/{mem['id']}").json()["content"] == "one"
+
+
+def test_surrogate_pairs_in_a_body_are_fine(http, store):
+    r = http.post(
+        f"/v1/memory_stores/{store}/memories",
+        params={"view": "full"},
+        content=b'{"path": "/emoji-\\ud83d\\ude00.md", "content": "\\ud83d\\ude00"}',
+    )
+    assert r.status_code == 200, r.text
+    assert (r.json()["path"], r.json()["content"]) == ("/emoji-\U0001f600.md", "\U0001f600")
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        pytest.param("%ED%A0%80", id="percent-encoded"),
+        pytest.param(cursor_of(b'["\\ud800", 1]'), id="json-escape-str-int"),
+        pytest.param(cursor_of(b'["\\ud800", false]'), id="json-escape-str-bool"),
+        pytest.param(cursor_of(b'["\xed\xa0\x80", 1]'), id="raw-bytes-str-int"),
+        pytest.param(cursor_of(b'["\xed\xa0\x80", false]'), id="raw-bytes-str-bool"),
+    ],
+)
+def test_page_cursor_holding_a_lone_surrogate_is_400(http, store, page):
+    for url in list_urls(store):
+        r = http.get(f"{url}?page={page}")
+        assert "page" in assert_error(r, 400, "invalid_request_error")["message"], url
+
+
+@pytest.mark.parametrize("number", [2**63, -(2**63) - 1, 10**30, -1])
+def test_page_cursor_holding_an_integer_sqlite_cannot_hold_is_400(http, store, number):
+    created(http, store, "/one.md")
+    page = cursor_of(json.dumps(["2026-01-01T00:00:00.000000Z", number]).encode())
+    for url in list_urls(store):
+        r = http.get(url, params={"page": page})
+        assert_error(r, 400, "invalid_request_error")
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        pytest.param(b"[" * 3000 + b"]" * 3000, id="nested"),
+        pytest.param(b'["/a.md", false, 1]', id="too-long"),
+        pytest.param(b"{}", id="object"),
+        pytest.param(b'["x", NaN]', id="nan"),
+        pytest.param(b"\xff\xfe", id="not-utf8"),
+    ],
+)
+def test_malformed_page_cursor_is_400(http, store, raw):
+    created(http, store, "/a.md")
+    for url in list_urls(store):
+        r = http.get(url, params={"page": cursor_of(raw)})
+        assert "page" in assert_error(r, 400, "invalid_request_error")["message"], url
+
+
+def test_page_cursor_with_a_bool_for_a_number_or_a_number_for_a_bool_is_400(http, store):
+    created(http, store, "/a.md")
+    memories, stores, versions_url = (
+        f"/v1/memory_stores/{store}/memories",
+        "/v1/memory_stores",
+        f"/v1/memory_stores/{store}/memory_versions",
+    )
+    for url, raw in (
+        (stores, b'["2026-01-01T00:00:00.000000Z", true]'),
+        (versions_url, b'["2026-01-01T00:00:00.000000Z", false]'),
+        (memories, b'["/a.md", 0]'),
+        (memories, b'["/a.md", 1]'),
+    ):
+        r = http.get(url, params={"page": cursor_of(raw)})
+        assert "page" in assert_error(r, 400, "invalid_request_error")["message"], (url, raw)
+
+
+def test_overlong_page_cursor_is_400(http, store):
+    page = cursor_of(json.dumps(["/" + "a" * 6000, False]).encode())
+    for url in list_urls(store):
+        assert_error(http.get(url, params={"page": page}), 400, "invalid_request_error")
+
+
+@pytest.mark.parametrize(
+    "limit",
+    ["-1", "0", "101", "1e3", "abc", "", " 5", "+5", "1_0", "\u0663", "5.0", "9" * 30, "9" * 5000],
+)
+def test_malformed_limit_is_400(http, store, limit):
+    for url in list_urls(store):
+        r = http.get(url, params={"limit": limit})
+        assert "limit" in assert_error(r, 400, "invalid_request_error")["message"], url
+
+
+@pytest.mark.parametrize("stamp", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"])
+def test_timestamp_outside_what_utc_can_hold_is_400(http, store, stamp):
+    for name in ("created_at[gte]", "created_at[lte]"):
+        r = http.get(f"/v1/memory_stores/{store}/memory_versions", params={name: stamp})
+        assert name in assert_error(r, 400, "invalid_request_error")["message"]
 
 
 # ---- headers -----------------------------------------------------------------
