@@ -684,12 +684,22 @@ class StoreClient:
         operation: str | None = None,
         created_at_gte: str | None = None,
         created_at_lte: str | None = None,
+        session_id: str | None = None,
+        api_key_id: str | None = None,
         view: str | None = None,
         limit: int | None = None,
         page: str | None = None,
     ) -> Page[MemoryVersion]:
+        """One page of versions, newest first. `session_id` / `api_key_id` keep
+        the versions whose `created_by` carries that id."""
         params = _params(
-            memory_id=memory_id, operation=operation, view=view, limit=limit, page=page
+            memory_id=memory_id,
+            operation=operation,
+            session_id=session_id,
+            api_key_id=api_key_id,
+            view=view,
+            limit=limit,
+            page=page,
         )
         if created_at_gte is not None:
             params["created_at[gte]"] = created_at_gte
@@ -710,6 +720,8 @@ class StoreClient:
         operation: str | None = None,
         created_at_gte: str | None = None,
         created_at_lte: str | None = None,
+        session_id: str | None = None,
+        api_key_id: str | None = None,
         view: str | None = None,
         limit: int = 100,
     ) -> AsyncIterator[MemoryVersion]:
@@ -721,6 +733,8 @@ class StoreClient:
                 operation=operation,
                 created_at_gte=created_at_gte,
                 created_at_lte=created_at_lte,
+                session_id=session_id,
+                api_key_id=api_key_id,
                 view=view,
                 limit=limit,
                 page=page,

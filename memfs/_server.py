@@ -352,6 +352,8 @@ class MemoryStoreApp:
             operation=q.get("operation") or None,
             created_gte=q.get("created_at[gte]") or None,
             created_lte=q.get("created_at[lte]") or None,
+            session_id=q.get("session_id") or None,
+            api_key_id=q.get("api_key_id") or None,
             full=_full(request, "basic"),
             limit=q.get("limit"),
             page=q.get("page") or None,

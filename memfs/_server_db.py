@@ -778,11 +778,15 @@ class Database:
         operation: str | None = None,
         created_gte: str | None = None,
         created_lte: str | None = None,
+        session_id: str | None = None,
+        api_key_id: str | None = None,
         full: bool = False,
         limit: Any = None,
         page: str | None = None,
     ) -> dict[str, Any]:
-        """Versions newest first, ordered by (created_at, seq) descending."""
+        """Versions newest first, ordered by (created_at, seq) descending.
+        `session_id` and `api_key_id` keep the versions whose `created_by`
+        carries that id; every filter given must hold."""
         self._store_row(store_id)
         limit = _check_limit(limit, full)
         sql = "SELECT * FROM versions WHERE store_id = ?"
@@ -801,6 +805,10 @@ class Database:
         if created_lte is not None:
             sql += " AND created_at <= ?"
             params.append(parse_timestamp(created_lte, "created_at[lte]"))
+        for field, value in (("session_id", session_id), ("api_key_id", api_key_id)):
+            if value is not None:
+                sql += f" AND json_extract(created_by, '$.{field}') = ?"
+                params.append(value)
         if page:
             created_at, seq = decode_cursor(page, (str, int))
             sql += " AND (created_at, seq) < (?, ?)"

@@ -369,6 +369,31 @@ async def test_versions_and_redaction(store_client: StoreClient, store_id: str):
     await store_client.redact_version(store_id, mine[0].id)
 
 
+async def test_versions_filter_by_who_made_them(shared_memfs_server: ServerProcess):
+    url, token = shared_memfs_server.url, shared_memfs_server.token
+    async with (
+        StoreClient(url, token, auth="bearer") as session,
+        StoreClient(url, token, auth="x-api-key") as keyed,
+    ):
+        store = await keyed.create_store("who")
+        a = await keyed.create_memory(store.id, "/a.md", "by key")
+        b = await session.create_memory(store.id, "/b.md", "by session")
+        await session.update_memory(store.id, a.id, content="edited in a session")
+        feed = [v async for v in keyed.iter_versions(store.id)]
+        session_id = feed[0].created_by["session_id"]
+        api_key_id = feed[-1].created_by["api_key_id"]
+        by_session = [
+            v async for v in keyed.iter_versions(store.id, session_id=session_id, limit=1)
+        ]
+        assert [(v.memory_id, v.operation) for v in by_session] == [
+            (a.id, "modified"),
+            (b.id, "created"),
+        ]
+        page = await keyed.list_versions_page(store.id, api_key_id=api_key_id)
+        assert [v.id for v in page.data] == [a.memory_version_id]
+        assert [v async for v in keyed.iter_versions(store.id, session_id="sesn_other")] == []
+
+
 # ---- auth, persistence, secrecy ------------------------------------------
 
 

@@ -848,6 +848,46 @@ def test_version_filters(http, store):
     assert pages == [v["id"] for v in everything]
 
 
+def test_versions_filter_by_session_id_and_api_key_id(shared_memfs_server, http, store):
+    by_key = created(http, store, "/by-key.md")
+    bearer = {k: v for k, v in api_headers().items() if k != "x-api-key"}
+    bearer["authorization"] = "Bearer test-token"
+    with httpx.Client(base_url=shared_memfs_server.url, headers=bearer) as session:
+        r = session.post(
+            f"/v1/memory_stores/{store}/memories", json={"path": "/by-session.md", "content": ""}
+        )
+        by_session = r.json()
+        session.post(
+            f"/v1/memory_stores/{store}/memories/{by_key['id']}", json={"content": "edited"}
+        )
+    everything = versions(http, store)
+    assert len(everything) == 3
+    session_id = everything[0]["created_by"]["session_id"]
+    api_key_id = everything[-1]["created_by"]["api_key_id"]
+    mine = versions(http, store, session_id=session_id)
+    assert [(v["memory_id"], v["operation"]) for v in mine] == [
+        (by_key["id"], "modified"),
+        (by_session["id"], "created"),
+    ]
+    assert all(v["created_by"] == {"type": "session_actor", "session_id": session_id} for v in mine)
+    keyed = versions(http, store, api_key_id=api_key_id)
+    assert [v["id"] for v in keyed] == [by_key["memory_version_id"]]
+    assert versions(http, store, session_id="sesn_nobody") == []
+    assert versions(http, store, api_key_id=session_id) == []
+    assert versions(http, store, session_id=session_id, api_key_id=api_key_id) == []
+    one = versions(http, store, session_id=session_id, operation="created")
+    assert [v["memory_id"] for v in one] == [by_session["id"]]
+    pages, page = [], None
+    while True:
+        query = {"session_id": session_id, "limit": 1, **({"page": page} if page else {})}
+        r = http.get(f"/v1/memory_stores/{store}/memory_versions", params=query).json()
+        pages += [v["id"] for v in r["data"]]
+        page = r["next_page"]
+        if not page:
+            break
+    assert pages == [v["id"] for v in mine]
+
+
 def test_redaction(http, store):
     mem = created(http, store, "/secret", "password=hunter2")
     url = f"/v1/memory_stores/{store}/memories/{mem['id']}"
