@@ -484,22 +484,39 @@ class StoreClient:
         self._decode(answer)
 
     async def list_stores_page(
-        self, *, include_archived: bool = False, limit: int | None = None, page: str | None = None
+        self,
+        *,
+        include_archived: bool = False,
+        created_at_gte: str | None = None,
+        created_at_lte: str | None = None,
+        limit: int | None = None,
+        page: str | None = None,
     ) -> Page[MemoryStore]:
-        data = await self._call(
-            "list_stores_page",
-            "GET",
-            "/v1/memory_stores",
-            params=_params(include_archived=include_archived, limit=limit, page=page),
-        )
+        """One page of stores in creation order; `created_at_gte` /
+        `created_at_lte` (RFC 3339) bound their `created_at`, ends included."""
+        params = _params(include_archived=include_archived, limit=limit, page=page)
+        if created_at_gte is not None:
+            params["created_at[gte]"] = created_at_gte
+        if created_at_lte is not None:
+            params["created_at[lte]"] = created_at_lte
+        data = await self._call("list_stores_page", "GET", "/v1/memory_stores", params=params)
         return Page([MemoryStore.from_json(d) for d in data.get("data", [])], data.get("next_page"))
 
     async def iter_stores(
-        self, *, include_archived: bool = False, limit: int = 100
+        self,
+        *,
+        include_archived: bool = False,
+        created_at_gte: str | None = None,
+        created_at_lte: str | None = None,
+        limit: int = 100,
     ) -> AsyncIterator[MemoryStore]:
         async for store in _every_item(
             lambda page: self.list_stores_page(
-                include_archived=include_archived, limit=limit, page=page
+                include_archived=include_archived,
+                created_at_gte=created_at_gte,
+                created_at_lte=created_at_lte,
+                limit=limit,
+                page=page,
             )
         ):
             yield store

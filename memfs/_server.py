@@ -271,6 +271,8 @@ class MemoryStoreApp:
             limit=q.get("limit"),
             page=q.get("page") or None,
             include_archived=_query_bool(request, "include_archived"),
+            created_gte=q.get("created_at[gte]") or None,
+            created_lte=q.get("created_at[lte]") or None,
             only=caller.allowed,
         )
 

@@ -364,13 +364,23 @@ class Database:
         limit: Any = None,
         page: str | None = None,
         include_archived: bool = False,
+        created_gte: str | None = None,
+        created_lte: str | None = None,
         only: frozenset[str] | None = None,
     ) -> dict[str, Any]:
+        """Stores in creation order; `created_gte` / `created_lte` bound
+        `created_at` (RFC 3339, both ends included)."""
         limit = _check_limit(limit, False)
         sql = "SELECT * FROM stores WHERE 1"
         params: list[Any] = []
         if not include_archived:
             sql += " AND archived_at IS NULL"
+        if created_gte is not None:
+            sql += " AND created_at >= ?"
+            params.append(parse_timestamp(created_gte, "created_at[gte]"))
+        if created_lte is not None:
+            sql += " AND created_at <= ?"
+            params.append(parse_timestamp(created_lte, "created_at[lte]"))
         if page:
             created_at, seq = decode_cursor(page, (str, int))
             sql += " AND (created_at, seq) > (?, ?)"

@@ -69,6 +69,18 @@ async def test_store_listing_pages_in_creation_order(store_client: StoreClient):
     assert positions == sorted(positions)
 
 
+async def test_store_listing_filters_by_creation_time(store_client: StoreClient):
+    made = [await store_client.create_store(f"dated {i}") for i in range(3)]
+    page = await store_client.list_stores_page(
+        created_at_gte=made[1].created_at, created_at_lte=made[1].created_at
+    )
+    assert [s.id for s in page.data] == [made[1].id]
+    since = [s.id async for s in store_client.iter_stores(created_at_gte=made[1].created_at)]
+    assert since == [made[1].id, made[2].id]
+    until = [s.id async for s in store_client.iter_stores(created_at_lte=made[0].created_at)]
+    assert made[0].id in until and made[1].id not in until
+
+
 # ---- the error table -------------------------------------------------------
 
 

@@ -681,6 +681,30 @@ def test_stores_list_in_creation_order_across_pages(http):
     assert [i for i in seen if i in ids] == ids
 
 
+def test_stores_filter_by_created_at(http):
+    made = [http.post("/v1/memory_stores", json={"name": f"when {i}"}).json() for i in range(4)]
+    first, second, third, _ = (s["created_at"] for s in made)
+    between = list_all_stores(http, **{"created_at[gte]": second, "created_at[lte]": third})
+    assert [s["id"] for s in between] == [made[1]["id"], made[2]["id"]]
+    since = list_all_stores(http, **{"created_at[gte]": third})
+    assert [s["id"] for s in since] == [made[2]["id"], made[3]["id"]]
+    until = [s["id"] for s in list_all_stores(http, **{"created_at[lte]": first})]
+    assert made[0]["id"] in until and made[1]["id"] not in until
+    r = http.get("/v1/memory_stores", params={"created_at[gte]": second, "limit": 1})
+    assert [s["id"] for s in r.json()["data"]] == [made[1]["id"]]
+    r = http.get(
+        "/v1/memory_stores",
+        params={"created_at[gte]": second, "limit": 1, "page": r.json()["next_page"]},
+    )
+    assert [s["id"] for s in r.json()["data"]] == [made[2]["id"]]
+    http.post(f"/v1/memory_stores/{made[1]['id']}/archive")
+    window = {"created_at[gte]": second, "created_at[lte]": third}
+    assert [s["id"] for s in list_all_stores(http, **window)] == [made[2]["id"]]
+    assert len(list_all_stores(http, include_archived="true", **window)) == 2
+    r = http.get("/v1/memory_stores", params={"created_at[lte]": "last week"})
+    assert "created_at[lte]" in assert_error(r, 400, "invalid_request_error")["message"]
+
+
 def test_delete_store_takes_memories_and_versions(http, store):
     mem = created(http, store, "/gone")
     version = mem["memory_version_id"]
