@@ -4,7 +4,8 @@ Every rule of the contract that depends on stored state is enforced here, in
 one place, inside the same transaction as the change it guards: a real change
 writes exactly one version in the transaction that makes it, a no-op writes
 nothing. Errors are the `StatusError` subclasses of `_exceptions`, so the HTTP
-layer only has to turn them into the error envelope.
+layer only has to turn them into the error envelope; a write SQLite refuses on
+a constraint is rolled back and answered as `Conflict` (409 conflict_error).
 
 The class is synchronous on purpose: each call is a few fast statements on one
 connection, and the server runs every request on one trio thread, so writes
@@ -27,6 +28,7 @@ from typing import Any
 
 from ._api import MAX_CONTENT_BYTES, MAX_MEMORIES, content_sha256, is_ancestor, normalize_path
 from ._exceptions import (
+    Conflict,
     InvalidPath,
     InvalidRequest,
     NotFound,
@@ -257,11 +259,22 @@ class Database:
     def _begin(self) -> None:
         self.conn.execute("BEGIN IMMEDIATE")
 
-    def _write(self, fn, *args):
-        """Run `fn` in one write transaction: commit on return, roll back on any error."""
+    def _write(self, fn, subject: str):
+        """Run `fn` in one write transaction: commit on return, roll back on any error.
+
+        SQLite refusing the change on a constraint (something else wrote to
+        the file meanwhile, or a trigger or constraint added to it from
+        outside) is a 409 `Conflict` naming `subject`: nothing was written,
+        and the same change may succeed once read again and retried."""
         self._begin()
         try:
-            result = fn(*args)
+            result = fn()
+        except sqlite3.IntegrityError:
+            self.conn.execute("ROLLBACK")
+            raise Conflict(
+                f"{subject} conflicts with another change to the database;"
+                " nothing was written, read it again and retry"
+            ) from None
         except BaseException:
             self.conn.execute("ROLLBACK")
             raise
@@ -353,7 +366,7 @@ class Database:
             )
             return self._store_json(self._store_row(store_id))
 
-        return self._write(txn)
+        return self._write(txn, "the new memory store")
 
     def get_store(self, store_id: str) -> dict[str, Any]:
         return self._store_json(self._store_row(store_id))
@@ -413,7 +426,7 @@ class Database:
                 )
             return self._store_json(self._store_row(store_id))
 
-        return self._write(txn)
+        return self._write(txn, f"the change to memory store {store_id}")
 
     def archive_store(self, store_id: str) -> dict[str, Any]:
         def txn() -> dict[str, Any]:
@@ -426,7 +439,7 @@ class Database:
                 )
             return self._store_json(self._store_row(store_id))
 
-        return self._write(txn)
+        return self._write(txn, f"archiving memory store {store_id}")
 
     def delete_store(self, store_id: str) -> dict[str, Any]:
         def txn() -> dict[str, Any]:
@@ -436,7 +449,7 @@ class Database:
             self.conn.execute("DELETE FROM stores WHERE id = ?", (store_id,))
             return {"id": store_id, "type": "memory_store_deleted"}
 
-        return self._write(txn)
+        return self._write(txn, f"deleting memory store {store_id}")
 
     # -- memories -------------------------------------------------------
 
@@ -571,7 +584,7 @@ class Database:
             )
             return self._memory_json(self._memory_row(store_id, memory_id), full)
 
-        return self._write(txn)
+        return self._write(txn, f"the new memory at {path}")
 
     def get_memory(self, store_id: str, memory_id: str, full: bool) -> dict[str, Any]:
         self._store_row(store_id)
@@ -641,7 +654,7 @@ class Database:
             )
             return self._memory_json(self._memory_row(store_id, memory_id), full)
 
-        return self._write(txn)
+        return self._write(txn, f"the change to memory {memory_id}")
 
     def delete_memory(
         self,
@@ -663,7 +676,7 @@ class Database:
             self.conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
             return {"id": memory_id, "type": "memory_deleted"}
 
-        return self._write(txn)
+        return self._write(txn, f"deleting memory {memory_id}")
 
     def list_memories(
         self,
@@ -853,7 +866,7 @@ class Database:
                 )
             return self._version_json(self._version_row(store_id, version_id), True)
 
-        return self._write(txn)
+        return self._write(txn, f"redacting version {version_id}")
 
 
 def check_store_access(store_id: str, allowed: frozenset[str] | None) -> None:

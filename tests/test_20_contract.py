@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import random
+import sqlite3
 
 import pytest
 import trio
@@ -13,6 +14,7 @@ from memfs._api import MAX_CONTENT_BYTES, Memory, MemoryPrefix, content_sha256
 from memfs._client import StoreClient
 from memfs._exceptions import (
     AuthenticationFailed,
+    Conflict,
     InvalidRequest,
     NotFound,
     PathConflict,
@@ -175,6 +177,23 @@ async def test_409_path_conflict_names_the_conflicting_memory(
     with pytest.raises(PathConflict):
         await store_client.update_memory(store_id, deep.id, path="/a")
     assert store_client.stats.retries == 0
+
+
+async def test_409_conflict_error_for_a_change_the_database_refuses(memfs_server: ServerProcess):
+    async with StoreClient(memfs_server.url, memfs_server.token, backoff_base=0.01) as client:
+        store = await client.create_store("conflict")
+        memory = await client.create_memory(store.id, "/c.md", "one")
+        with sqlite3.connect(memfs_server.db_path) as conn:
+            conn.execute(
+                "CREATE TRIGGER refuse BEFORE UPDATE ON memories"
+                " BEGIN SELECT RAISE(ABORT, 'refused'); END"
+            )
+        with pytest.raises(Conflict) as caught:
+            await client.update_memory(store.id, memory.id, content="two")
+        assert (caught.value.status, caught.value.type) == (409, "conflict_error")
+        assert memory.id in caught.value.message and caught.value.request_id
+        assert client.stats.retries == 0, "a 409 is never retried"
+        assert (await client.get_memory(store.id, memory.id)).content == "one"
 
 
 async def test_413_request_too_large(store_client: StoreClient, store_id: str):

@@ -10,6 +10,7 @@ import base64
 import hashlib
 import json
 import signal
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -226,6 +227,48 @@ def test_path_conflicts_are_409_with_the_conflicting_memory(http, store):
         f"/v1/memory_stores/{store}/memories/{mover['id']}", json={"path": "/mover/inside"}
     )
     assert r.status_code == 200 and r.json()["path"] == "/mover/inside"
+
+
+def refuse_in_sqlite(db_path, name: str, when: str) -> None:
+    """Make the server's own SQLite file refuse some writes with a constraint
+    failure, as a concurrent writer on the same file would: a trigger that
+    raises ABORT on `when` (e.g. `BEFORE UPDATE ON memories WHEN ...`)."""
+    with sqlite3.connect(db_path) as conn:
+        conn.execute(f"CREATE TRIGGER {name} {when} BEGIN SELECT RAISE(ABORT, 'refused'); END")
+
+
+def allow_in_sqlite(db_path, name: str) -> None:
+    with sqlite3.connect(db_path) as conn:
+        conn.execute(f"DROP TRIGGER {name}")
+
+
+def test_a_write_sqlite_refuses_as_conflicting_is_409_conflict_error(memfs_server):
+    sid = memfs_server.create_store("conflicts")["id"]
+    with memfs_server.http() as http:
+        mem = created(http, sid, "/kept.md", "before")
+        url = f"/v1/memory_stores/{sid}/memories/{mem['id']}"
+        refuse_in_sqlite(
+            memfs_server.db_path,
+            "refuse_update",
+            "BEFORE UPDATE ON memories WHEN NEW.content = 'after'",
+        )
+        refuse_in_sqlite(
+            memfs_server.db_path,
+            "refuse_create",
+            "BEFORE INSERT ON memories WHEN NEW.path = '/new.md'",
+        )
+        err = assert_error(http.post(url, json={"content": "after"}), 409, "conflict_error")
+        assert mem["id"] in err["message"]
+        err = assert_error(create(http, sid, "/new.md", "new"), 409, "conflict_error")
+        assert "/new.md" in err["message"]
+        assert http.get(url).json()["content"] == "before"
+        assert [m["path"] for m in list_all(http, sid)] == ["/kept.md"]
+        assert len(versions(http, sid)) == 1, "a refused change writes no version"
+        allow_in_sqlite(memfs_server.db_path, "refuse_update")
+        allow_in_sqlite(memfs_server.db_path, "refuse_create")
+        assert http.post(url, json={"content": "after"}).status_code == 200, "a retry may succeed"
+        assert create(http, sid, "/new.md", "new").status_code == 200
+    assert "Traceback" not in memfs_server.stderr
 
 
 def test_content_size_boundary_counts_utf8_bytes(http, store):
