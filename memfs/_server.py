@@ -8,7 +8,9 @@ and never show a traceback.
 
 Tokens: each accepted token may be restricted to some stores, written
 `TOKEN@STORE_ID[,STORE_ID...]`; a restricted token gets 403 on any other store
-and cannot create stores.
+and cannot create stores. A token written `user:NAME:TOKEN` (restricted or
+not) acts as a person: its changes are recorded as `user_actor` `user_NAME`
+whichever header carries it. No id recorded anywhere holds a token.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import signal
 import socket
 import sqlite3
 import sys
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -75,13 +77,40 @@ def default_db_path() -> str:
     return os.path.join(base, "memfs", "memfs.sqlite3")
 
 
-def parse_tokens(entries: Iterable[str]) -> dict[str, frozenset[str] | None]:
+USER_PREFIX = "user:"
+_USER_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What one accepted token may do: `stores` it is limited to (None: every
+    store) and the `user` it acts as (None: a session or an API key, by the
+    header it comes in)."""
+
+    stores: frozenset[str] | None = None
+    user: str | None = None
+
+
+def _split_user(token: str) -> tuple[str, str | None]:
+    """`user:NAME:TOKEN` → (TOKEN, NAME); any other token → (token, None)."""
+    if not token.startswith(USER_PREFIX):
+        return token, None
+    name, colon, secret = token[len(USER_PREFIX) :].partition(":")
+    if not colon or not secret or not _USER_NAME.fullmatch(name):
+        raise ConfigError(
+            "a user token is written user:NAME:TOKEN, NAME being 1 to 64 of A-Z a-z 0-9 . _ -"
+        )
+    return secret, name
+
+
+def parse_tokens(entries: Iterable[str]) -> dict[str, Grant]:
     """Token table from `--token` values and `MEMFS_SERVE_TOKEN` pieces.
 
-    Each entry is `TOKEN` (every store) or `TOKEN@STORE_ID[,STORE_ID...]`.
-    Entries may be comma-separated; a piece starting with `memstore_` that
-    follows a restricted token adds to that token's stores."""
-    table: dict[str, frozenset[str] | None] = {}
+    Each entry is `TOKEN` (every store) or `TOKEN@STORE_ID[,STORE_ID...]`,
+    where TOKEN may be `user:NAME:TOKEN` to act as that user. Entries may be
+    comma-separated; a piece starting with `memstore_` that follows a
+    restricted token adds to that token's stores."""
+    table: dict[str, Grant] = {}
     last_restricted: str | None = None
     for entry in entries:
         for piece in entry.split(","):
@@ -89,17 +118,20 @@ def parse_tokens(entries: Iterable[str]) -> dict[str, frozenset[str] | None]:
             if not piece:
                 continue
             if piece.startswith("memstore_") and last_restricted is not None:
-                table[last_restricted] = (table[last_restricted] or frozenset()) | {piece}
+                grant = table[last_restricted]
+                stores = (grant.stores or frozenset()) | {piece}
+                table[last_restricted] = Grant(stores, grant.user)
                 continue
             token, at, stores = piece.partition("@")
             if not token:
                 raise ConfigError("a token may not be empty")
+            token, user = _split_user(token)
             if at:
                 allowed = frozenset(s for s in (x.strip() for x in stores.split(",")) if s)
-                table[token] = allowed
+                table[token] = Grant(allowed, user)
                 last_restricted = token
             else:
-                table[token] = None
+                table[token] = Grant(None, user)
                 last_restricted = None
     return table
 
@@ -169,9 +201,14 @@ def _full(request: Request, default: str) -> bool:
 class MemoryStoreApp:
     """The HTTP side: routes, headers, credentials and the error envelope."""
 
-    def __init__(self, db: Database, tokens: dict[str, frozenset[str] | None]) -> None:
+    def __init__(self, db: Database, tokens: Mapping[str, Grant | frozenset[str] | None]) -> None:
+        """`tokens` maps each accepted token to its `Grant`; a bare store set
+        or None stands for `Grant(stores)`, as before grants had users."""
         self.db = db
-        self.tokens = tokens
+        self.tokens = {
+            token: grant if isinstance(grant, Grant) else Grant(grant)
+            for token, grant in tokens.items()
+        }
         s = "/v1/memory_stores"
         m = s + "/{sid}/memories"
         v = s + "/{sid}/memory_versions"
@@ -252,9 +289,10 @@ class MemoryStoreApp:
             raise AuthenticationFailed(
                 "no credentials: send Authorization: Bearer <token> or x-api-key: <token>"
             )
-        if token not in self.tokens:
+        grant = self.tokens.get(token)
+        if grant is None:
             raise AuthenticationFailed("invalid credentials: this token is not accepted")
-        return Caller(actor_for(token, scheme), self.tokens[token])
+        return Caller(actor_for(token, scheme, grant.user), grant.stores)
 
     # -- stores --------------------------------------------------------------
 
@@ -501,7 +539,7 @@ def serve(
     db_path: str,
     host: str = DEFAULT_HOST,
     port: int = DEFAULT_PORT,
-    tokens: dict[str, frozenset[str] | None],
+    tokens: Mapping[str, Grant | frozenset[str] | None],
     max_memories: int = MAX_MEMORIES,
     demo_store: str | None = None,
     access_log: bool = False,

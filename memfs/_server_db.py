@@ -169,11 +169,15 @@ def decode_cursor(cursor: str, shape: tuple[type, ...]) -> list[Any]:
     return key
 
 
-def actor_for(token: str, scheme: str) -> dict[str, str]:
+def actor_for(token: str, scheme: str, user: str | None = None) -> dict[str, str]:
     """Who made a change, as versions record it, derived from the token so it
-    is stable across restarts and never reveals the token: an x-api-key is an
-    `api_actor` with `api_key_id` `apikey_<hash>`; a bearer token is a
-    `session_actor` with `session_id` `sesn_<hash>`."""
+    is stable across restarts and never reveals the token: a token configured
+    for a user is a `user_actor` with `user_id` `user_<name>`, whatever the
+    scheme; otherwise an x-api-key is an `api_actor` with `api_key_id`
+    `apikey_<hash>` and a bearer token a `session_actor` with `session_id`
+    `sesn_<hash>`."""
+    if user is not None:
+        return {"type": "user_actor", "user_id": "user_" + user}
     digest = hashlib.sha256(b"memfs-serve-actor\0" + token.encode()).hexdigest()[:24]
     if scheme == "bearer":
         return {"type": "session_actor", "session_id": "sesn_" + digest}

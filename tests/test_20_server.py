@@ -882,6 +882,102 @@ def test_bearer_changes_are_recorded_as_session_actor(shared_memfs_server, store
     assert v["created_by"]["session_id"] and "test-token" not in json.dumps(v)
 
 
+def bearer_headers(token: str) -> dict[str, str]:
+    headers = {k: v for k, v in api_headers().items() if k != "x-api-key"}
+    headers["authorization"] = f"Bearer {token}"
+    return headers
+
+
+def test_user_tokens_record_user_actor(tmp_path):
+    server = ServerProcess(
+        tmp_path / "s.sqlite3", extra_args=["--token", "user:alice:alice-secret"]
+    ).start()
+    try:
+        sid = server.create_store("users")["id"]
+        memories = f"{server.url}/v1/memory_stores/{sid}/memories"
+        r = httpx.post(
+            memories, headers=api_headers("alice-secret"), json={"path": "/k.md", "content": ""}
+        )
+        assert r.status_code == 200, r.text
+        r = httpx.post(
+            f"{memories}/{r.json()['id']}",
+            headers=bearer_headers("alice-secret"),
+            json={"content": "by bearer"},
+        )
+        assert r.status_code == 200, r.text
+        r = httpx.get(memories, headers=api_headers("user:alice:alice-secret"))
+        assert_error(r, 401, "authentication_error")
+        with server.http() as http:
+            feed = versions(http, sid)
+            by_test_token = created(http, sid, "/t.md")
+        assert [v["created_by"] for v in feed] == [
+            {"type": "user_actor", "user_id": "user_alice"}
+        ] * 2
+        assert "alice-secret" not in json.dumps(feed)
+        with server.http() as http:
+            mine = http.get(
+                f"/v1/memory_stores/{sid}/memory_versions/{by_test_token['memory_version_id']}"
+            ).json()
+        assert mine["created_by"]["type"] == "api_actor", "other tokens are as before"
+    finally:
+        server.stop()
+
+
+def test_user_tokens_may_be_limited_and_come_from_the_environment(tmp_path):
+    server = ServerProcess(tmp_path / "s.sqlite3", token="admin").start()
+    try:
+        mine = server.create_store("mine")["id"]
+        theirs = server.create_store("theirs")["id"]
+        server.stop()
+        server.env = {
+            "MEMFS_SERVE_TOKEN": f"user:bob.b-1:bob-secret@{mine},plain:token:with:colons"
+        }
+        server.start()
+        r = httpx.post(
+            f"{server.url}/v1/memory_stores/{mine}/memories",
+            headers=bearer_headers("bob-secret"),
+            json={"path": "/b.md", "content": "b"},
+        )
+        assert r.status_code == 200, r.text
+        r = httpx.get(
+            f"{server.url}/v1/memory_stores/{theirs}/memories", headers=api_headers("bob-secret")
+        )
+        assert_error(r, 403, "permission_error")
+        plain = api_headers("plain:token:with:colons")
+        v = httpx.get(f"{server.url}/v1/memory_stores/{mine}/memory_versions", headers=plain)
+        assert [x["created_by"] for x in v.json()["data"]] == [
+            {"type": "user_actor", "user_id": "user_bob.b-1"}
+        ]
+        r = httpx.post(
+            f"{server.url}/v1/memory_stores/{mine}/memories",
+            headers=plain,
+            json={"path": "/p.md", "content": ""},
+        )
+        v = httpx.get(
+            f"{server.url}/v1/memory_stores/{mine}/memory_versions/{r.json()['memory_version_id']}",
+            headers=plain,
+        )
+        assert v.json()["created_by"]["type"] == "api_actor"
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize(
+    "entry", ["user:", "user:alice", "user:alice:", "user:a b:secret", "user::x"]
+)
+def test_a_malformed_user_token_is_one_sentence(tmp_path, entry):
+    r = subprocess.run(
+        [sys.executable, "-m", "memfs", "serve", "--port", "0", "--token", entry]
+        + ["--db", str(tmp_path / "s.sqlite3")],
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.startswith("memfs: ") and len(r.stderr.strip().splitlines()) == 1
+    assert "user:NAME:TOKEN" in r.stderr and "Traceback" not in r.stderr
+
+
 def test_version_filters(http, store):
     a = created(http, store, "/a", "1")
     b = created(http, store, "/b", "1")
