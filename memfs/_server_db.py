@@ -223,12 +223,49 @@ def _check_limit(limit: Any, full: bool) -> int:
     return min(limit, MAX_FULL_VIEW_LIMIT) if full else limit
 
 
+def _make_private_folders(folder: str) -> None:
+    """Create `folder` and its missing ancestors 0700, whatever the umask.
+    Folders that already exist (or that another process makes meanwhile) are
+    left as they are."""
+    missing = []
+    current = folder
+    while not os.path.isdir(current):
+        missing.append(current)
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    for made in reversed(missing):
+        try:
+            os.mkdir(made, 0o700)
+        except FileExistsError:
+            continue
+        os.chmod(made, 0o700)
+
+
+def _create_private_file(path: str) -> None:
+    """Create an empty `path` 0600, whatever the umask, unless it exists. SQLite
+    gives the -wal and -shm files it makes the mode of the database file."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+
+
 class Database:
-    """One SQLite file holding every store. Methods answer wire-shaped dicts."""
+    """One SQLite file holding every store. Methods answer wire-shaped dicts.
+
+    A database file it creates is 0600 (so are its -wal and -shm files), and
+    the folders it creates for it are 0700, whatever the umask; an existing
+    file or folder keeps its mode."""
 
     def __init__(self, path: str, *, max_memories: int = MAX_MEMORIES) -> None:
-        parent = os.path.dirname(os.path.abspath(path))
-        os.makedirs(parent, exist_ok=True)
+        _make_private_folders(os.path.dirname(os.path.abspath(path)))
+        _create_private_file(path)
         self.path = path
         self.max_memories = max_memories
         self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)

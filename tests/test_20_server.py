@@ -11,6 +11,7 @@ import hashlib
 import json
 import signal
 import sqlite3
+import stat
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -1135,6 +1136,46 @@ def test_signals_shut_down_cleanly(memfs_server, signum):
     proc.send_signal(signum)
     assert proc.wait(10) == 0
     assert "Traceback" not in memfs_server.stderr
+
+
+class UmaskServer(ServerProcess):
+    """`memfs serve` started under `sh -c 'umask MASK; exec ...'`."""
+
+    def __init__(self, db_path, umask: int, stderr_path) -> None:
+        super().__init__(db_path)
+        self.umask = umask
+        self.stderr_path = stderr_path
+
+    def command(self) -> list[str]:
+        return ["sh", "-c", f'umask {self.umask:03o}; exec "$@"', "sh", *super().command()]
+
+
+def mode(path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.mark.parametrize("umask", [0o000, 0o022], ids=["umask-000", "umask-022"])
+def test_database_and_its_folders_are_private_whatever_the_umask(tmp_path, umask):
+    tmp_path.chmod(0o755)
+    db = tmp_path / "made" / "by" / "memfs" / "store.sqlite3"
+    server = UmaskServer(db, umask, tmp_path / "stderr.log").start()
+    try:
+        server.create_store("private")
+        files = [db, db.with_name("store.sqlite3-wal"), db.with_name("store.sqlite3-shm")]
+        assert {f.name: oct(mode(f)) for f in files} == {f.name: "0o600" for f in files}
+        folders = [tmp_path / "made", tmp_path / "made" / "by", db.parent]
+        assert [oct(mode(d)) for d in folders] == ["0o700"] * 3
+        assert mode(tmp_path) == 0o755, "a folder memfs did not create is left alone"
+    finally:
+        server.stop()
+    server.start()
+    try:
+        with server.http() as http:
+            assert [s["name"] for s in list_all_stores(http)] == ["private"]
+        files = [db, db.with_name("store.sqlite3-wal"), db.with_name("store.sqlite3-shm")]
+        assert [oct(mode(f)) for f in files] == ["0o600"] * 3, "the same after a restart"
+    finally:
+        server.stop()
 
 
 def test_without_a_token_one_is_generated_and_printed(tmp_path):
