@@ -484,22 +484,39 @@ class StoreClient:
         self._decode(answer)
 
     async def list_stores_page(
-        self, *, include_archived: bool = False, limit: int | None = None, page: str | None = None
+        self,
+        *,
+        include_archived: bool = False,
+        created_at_gte: str | None = None,
+        created_at_lte: str | None = None,
+        limit: int | None = None,
+        page: str | None = None,
     ) -> Page[MemoryStore]:
-        data = await self._call(
-            "list_stores_page",
-            "GET",
-            "/v1/memory_stores",
-            params=_params(include_archived=include_archived, limit=limit, page=page),
-        )
+        """One page of stores in creation order; `created_at_gte` /
+        `created_at_lte` (RFC 3339) bound their `created_at`, ends included."""
+        params = _params(include_archived=include_archived, limit=limit, page=page)
+        if created_at_gte is not None:
+            params["created_at[gte]"] = created_at_gte
+        if created_at_lte is not None:
+            params["created_at[lte]"] = created_at_lte
+        data = await self._call("list_stores_page", "GET", "/v1/memory_stores", params=params)
         return Page([MemoryStore.from_json(d) for d in data.get("data", [])], data.get("next_page"))
 
     async def iter_stores(
-        self, *, include_archived: bool = False, limit: int = 100
+        self,
+        *,
+        include_archived: bool = False,
+        created_at_gte: str | None = None,
+        created_at_lte: str | None = None,
+        limit: int = 100,
     ) -> AsyncIterator[MemoryStore]:
         async for store in _every_item(
             lambda page: self.list_stores_page(
-                include_archived=include_archived, limit=limit, page=page
+                include_archived=include_archived,
+                created_at_gte=created_at_gte,
+                created_at_lte=created_at_lte,
+                limit=limit,
+                page=page,
             )
         ):
             yield store
@@ -515,6 +532,7 @@ class StoreClient:
     ) -> Memory:
         """Create a memory; the store never overwrites (PathConflict).
 
+        The answer is the basic view (`content` None) unless `view="full"`.
         A create is not idempotent: when an attempt was retried, the earlier
         attempt may have been applied before its answer was lost, and the retry
         then meets a 409 path conflict with our own memory. If the conflicting
@@ -533,7 +551,7 @@ class StoreClient:
             if isinstance(error, PathConflict) and error.conflicting_memory_id:
                 try:
                     existing = await self.get_memory(
-                        store_id, error.conflicting_memory_id, view=view or "full"
+                        store_id, error.conflicting_memory_id, view=view or "basic"
                     )
                 except NotFound:
                     raise error
@@ -566,6 +584,7 @@ class StoreClient:
     ) -> Memory:
         """Change a memory's content and/or path (a move keeps the id).
 
+        The answer is the basic view (`content` None) unless `view="full"`.
         With `precondition_sha256`, the store refuses (PreconditionFailed)
         unless the stored sha is that one. When an attempt was retried, the
         earlier attempt may have been applied already; if the store then
@@ -589,7 +608,7 @@ class StoreClient:
         if answer.response.status_code == 409 and answer.attempts > 1:
             error = _error_from(response=answer.response)
             if isinstance(error, PreconditionFailed):
-                current = await self.get_memory(store_id, memory_id, view=view or "full")
+                current = await self.get_memory(store_id, memory_id, view=view or "basic")
                 same_content = content is None or current.content_sha256 == content_sha256(
                     content.encode("utf-8")
                 )
@@ -682,12 +701,22 @@ class StoreClient:
         operation: str | None = None,
         created_at_gte: str | None = None,
         created_at_lte: str | None = None,
+        session_id: str | None = None,
+        api_key_id: str | None = None,
         view: str | None = None,
         limit: int | None = None,
         page: str | None = None,
     ) -> Page[MemoryVersion]:
+        """One page of versions, newest first. `session_id` / `api_key_id` keep
+        the versions whose `created_by` carries that id."""
         params = _params(
-            memory_id=memory_id, operation=operation, view=view, limit=limit, page=page
+            memory_id=memory_id,
+            operation=operation,
+            session_id=session_id,
+            api_key_id=api_key_id,
+            view=view,
+            limit=limit,
+            page=page,
         )
         if created_at_gte is not None:
             params["created_at[gte]"] = created_at_gte
@@ -708,6 +737,8 @@ class StoreClient:
         operation: str | None = None,
         created_at_gte: str | None = None,
         created_at_lte: str | None = None,
+        session_id: str | None = None,
+        api_key_id: str | None = None,
         view: str | None = None,
         limit: int = 100,
     ) -> AsyncIterator[MemoryVersion]:
@@ -719,6 +750,8 @@ class StoreClient:
                 operation=operation,
                 created_at_gte=created_at_gte,
                 created_at_lte=created_at_lte,
+                session_id=session_id,
+                api_key_id=api_key_id,
                 view=view,
                 limit=limit,
                 page=page,

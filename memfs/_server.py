@@ -8,7 +8,9 @@ and never show a traceback.
 
 Tokens: each accepted token may be restricted to some stores, written
 `TOKEN@STORE_ID[,STORE_ID...]`; a restricted token gets 403 on any other store
-and cannot create stores.
+and cannot create stores. A token written `user:NAME:TOKEN` (restricted or
+not) acts as a person: its changes are recorded as `user_actor` `user_NAME`
+whichever header carries it. No id recorded anywhere holds a token.
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import secrets
 import signal
 import socket
 import sqlite3
 import sys
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -55,7 +58,7 @@ from ._exceptions import (
     RequestTooLarge,
     StatusError,
 )
-from ._server_db import Database, actor_for, check_store_access
+from ._server_db import LONE_SURROGATE, Database, actor_for, check_store_access
 
 log = logging.getLogger("memfs.serve")
 
@@ -74,13 +77,40 @@ def default_db_path() -> str:
     return os.path.join(base, "memfs", "memfs.sqlite3")
 
 
-def parse_tokens(entries: Iterable[str]) -> dict[str, frozenset[str] | None]:
+USER_PREFIX = "user:"
+_USER_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What one accepted token may do: `stores` it is limited to (None: every
+    store) and the `user` it acts as (None: a session or an API key, by the
+    header it comes in)."""
+
+    stores: frozenset[str] | None = None
+    user: str | None = None
+
+
+def _split_user(token: str) -> tuple[str, str | None]:
+    """`user:NAME:TOKEN` → (TOKEN, NAME); any other token → (token, None)."""
+    if not token.startswith(USER_PREFIX):
+        return token, None
+    name, colon, secret = token[len(USER_PREFIX) :].partition(":")
+    if not colon or not secret or not _USER_NAME.fullmatch(name):
+        raise ConfigError(
+            "a user token is written user:NAME:TOKEN, NAME being 1 to 64 of A-Z a-z 0-9 . _ -"
+        )
+    return secret, name
+
+
+def parse_tokens(entries: Iterable[str]) -> dict[str, Grant]:
     """Token table from `--token` values and `MEMFS_SERVE_TOKEN` pieces.
 
-    Each entry is `TOKEN` (every store) or `TOKEN@STORE_ID[,STORE_ID...]`.
-    Entries may be comma-separated; a piece starting with `memstore_` that
-    follows a restricted token adds to that token's stores."""
-    table: dict[str, frozenset[str] | None] = {}
+    Each entry is `TOKEN` (every store) or `TOKEN@STORE_ID[,STORE_ID...]`,
+    where TOKEN may be `user:NAME:TOKEN` to act as that user. Entries may be
+    comma-separated; a piece starting with `memstore_` that follows a
+    restricted token adds to that token's stores."""
+    table: dict[str, Grant] = {}
     last_restricted: str | None = None
     for entry in entries:
         for piece in entry.split(","):
@@ -88,17 +118,20 @@ def parse_tokens(entries: Iterable[str]) -> dict[str, frozenset[str] | None]:
             if not piece:
                 continue
             if piece.startswith("memstore_") and last_restricted is not None:
-                table[last_restricted] = (table[last_restricted] or frozenset()) | {piece}
+                grant = table[last_restricted]
+                stores = (grant.stores or frozenset()) | {piece}
+                table[last_restricted] = Grant(stores, grant.user)
                 continue
             token, at, stores = piece.partition("@")
             if not token:
                 raise ConfigError("a token may not be empty")
+            token, user = _split_user(token)
             if at:
                 allowed = frozenset(s for s in (x.strip() for x in stores.split(",")) if s)
-                table[token] = allowed
+                table[token] = Grant(allowed, user)
                 last_restricted = token
             else:
-                table[token] = None
+                table[token] = Grant(None, user)
                 last_restricted = None
     return table
 
@@ -168,9 +201,14 @@ def _full(request: Request, default: str) -> bool:
 class MemoryStoreApp:
     """The HTTP side: routes, headers, credentials and the error envelope."""
 
-    def __init__(self, db: Database, tokens: dict[str, frozenset[str] | None]) -> None:
+    def __init__(self, db: Database, tokens: Mapping[str, Grant | frozenset[str] | None]) -> None:
+        """`tokens` maps each accepted token to its `Grant`; a bare store set
+        or None stands for `Grant(stores)`, as before grants had users."""
         self.db = db
-        self.tokens = tokens
+        self.tokens = {
+            token: grant if isinstance(grant, Grant) else Grant(grant)
+            for token, grant in tokens.items()
+        }
         s = "/v1/memory_stores"
         m = s + "/{sid}/memories"
         v = s + "/{sid}/memory_versions"
@@ -251,9 +289,10 @@ class MemoryStoreApp:
             raise AuthenticationFailed(
                 "no credentials: send Authorization: Bearer <token> or x-api-key: <token>"
             )
-        if token not in self.tokens:
+        grant = self.tokens.get(token)
+        if grant is None:
             raise AuthenticationFailed("invalid credentials: this token is not accepted")
-        return Caller(actor_for(token, scheme), self.tokens[token])
+        return Caller(actor_for(token, scheme, grant.user), grant.stores)
 
     # -- stores --------------------------------------------------------------
 
@@ -270,6 +309,8 @@ class MemoryStoreApp:
             limit=q.get("limit"),
             page=q.get("page") or None,
             include_archived=_query_bool(request, "include_archived"),
+            created_gte=q.get("created_at[gte]") or None,
+            created_lte=q.get("created_at[lte]") or None,
             only=caller.allowed,
         )
 
@@ -299,7 +340,7 @@ class MemoryStoreApp:
     async def create_memory(self, request: Request, caller: Caller) -> dict[str, Any]:
         sid = request.path_params["sid"]
         caller.check_store(sid)
-        full = _full(request, "full")
+        full = _full(request, "basic")
         return self.db.create_memory(sid, await _json_body(request), caller.actor, full)
 
     async def list_memories(self, request: Request, caller: Caller) -> dict[str, Any]:
@@ -329,7 +370,7 @@ class MemoryStoreApp:
     async def update_memory(self, request: Request, caller: Caller) -> dict[str, Any]:
         sid = request.path_params["sid"]
         caller.check_store(sid)
-        full = _full(request, "full")
+        full = _full(request, "basic")
         body = await _json_body(request)
         return self.db.update_memory(sid, request.path_params["mid"], body, caller.actor, full)
 
@@ -351,6 +392,8 @@ class MemoryStoreApp:
             operation=q.get("operation") or None,
             created_gte=q.get("created_at[gte]") or None,
             created_lte=q.get("created_at[lte]") or None,
+            session_id=q.get("session_id") or None,
+            api_key_id=q.get("api_key_id") or None,
             full=_full(request, "basic"),
             limit=q.get("limit"),
             page=q.get("page") or None,
@@ -398,14 +441,47 @@ async def _json_body(request: Request) -> dict[str, Any]:
     if not raw.strip():
         return {}
     try:
-        body = json.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise InvalidRequest("the request body is not valid UTF-8")
+    try:
+        body = json.loads(text)
+    except RecursionError:
+        raise InvalidRequest("the request body is nested too deeply to be a request")
     except ValueError as e:
         raise InvalidRequest(f"the request body is not valid JSON: {e}")
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object")
+    # The text is strict UTF-8, so only a \uD800-\uDFFF escape can make a lone surrogate.
+    if _SURROGATE_ESCAPE.search(text):
+        field = _field_with_lone_surrogate(body)
+        if field is not None:
+            raise InvalidRequest(f"{field} must be valid UTF-8 (it holds a lone surrogate)")
     return body
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _field_with_lone_surrogate(body: dict[str, Any]) -> str | None:
+    """The top-level field whose value (or a key or string within it) holds a
+    lone surrogate, which UTF-8 cannot encode; None when there is none. Walks
+    without recursion: the body may be nested as deep as the parser allows."""
+    for field, value in body.items():
+        if LONE_SURROGATE.search(field):
+            return "a field name"
+        stack = [value]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, str):
+                if LONE_SURROGATE.search(item):
+                    return field
+            elif isinstance(item, dict):
+                stack.extend(item.keys())
+                stack.extend(item.values())
+            elif isinstance(item, list):
+                stack.extend(item)
+    return None
 
 
 DEMO_MEMORIES = {
@@ -463,7 +539,7 @@ def serve(
     db_path: str,
     host: str = DEFAULT_HOST,
     port: int = DEFAULT_PORT,
-    tokens: dict[str, frozenset[str] | None],
+    tokens: Mapping[str, Grant | frozenset[str] | None],
     max_memories: int = MAX_MEMORIES,
     demo_store: str | None = None,
     access_log: bool = False,

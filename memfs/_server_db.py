@@ -4,7 +4,8 @@ Every rule of the contract that depends on stored state is enforced here, in
 one place, inside the same transaction as the change it guards: a real change
 writes exactly one version in the transaction that makes it, a no-op writes
 nothing. Errors are the `StatusError` subclasses of `_exceptions`, so the HTTP
-layer only has to turn them into the error envelope.
+layer only has to turn them into the error envelope; a write SQLite refuses on
+a constraint is rolled back and answered as `Conflict` (409 conflict_error).
 
 The class is synchronous on purpose: each call is a few fast statements on one
 connection, and the server runs every request on one trio thread, so writes
@@ -18,6 +19,7 @@ import base64
 import hashlib
 import json
 import os
+import re
 import secrets
 import sqlite3
 from collections.abc import Callable
@@ -26,6 +28,7 @@ from typing import Any
 
 from ._api import MAX_CONTENT_BYTES, MAX_MEMORIES, content_sha256, is_ancestor, normalize_path
 from ._exceptions import (
+    Conflict,
     InvalidPath,
     InvalidRequest,
     NotFound,
@@ -44,6 +47,12 @@ MAX_PAGE_LIMIT = 100
 MAX_FULL_VIEW_LIMIT = 20
 DEFAULT_PAGE_LIMIT = 20
 OPERATIONS = ("created", "modified", "deleted")
+# Our longest cursor holds a 1,024-byte path; anything much longer is not one of ours.
+MAX_CURSOR_CHARS = 4096
+# SQLite's INTEGER is a signed 64-bit number; a sequence number is never negative.
+MAX_SQLITE_INT = 2**63 - 1
+
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 _ID_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
@@ -117,7 +126,10 @@ def parse_timestamp(text: str, name: str) -> str:
         raise InvalidRequest(f"{name} is not an RFC 3339 timestamp: {text!r}")
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return format_timestamp(moment)
+    try:
+        return format_timestamp(moment)
+    except (OverflowError, ValueError):
+        raise InvalidRequest(f"{name} is outside the years 0001 to 9999 in UTC: {text!r}")
 
 
 def encode_cursor(key: list[Any]) -> str:
@@ -125,27 +137,47 @@ def encode_cursor(key: list[Any]) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
+def _cursor_part(value: Any, kind: type) -> bool:
+    """Whether one part of a decoded cursor could have come from `encode_cursor`:
+    a bool is not a number here, a number fits SQLite, a string is valid UTF-8."""
+    if kind is bool:
+        return isinstance(value, bool)
+    if kind is int:
+        return type(value) is int and 0 <= value <= MAX_SQLITE_INT
+    if kind is str:
+        return isinstance(value, str) and LONE_SURROGATE.search(value) is None
+    return isinstance(value, kind)
+
+
 def decode_cursor(cursor: str, shape: tuple[type, ...]) -> list[Any]:
-    """The sort key a `page` cursor carries; 400 when it is not one of ours."""
+    """The sort key a `page` cursor carries; 400 when it is not one of ours
+    (too long, not base64 of UTF-8 JSON, nested, or not a list of `shape`)."""
+    refusal = InvalidRequest("page is not a cursor this server handed out")
+    if len(cursor) > MAX_CURSOR_CHARS:
+        raise refusal
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        key = json.loads(raw)
-    except ValueError:
-        raise InvalidRequest("page is not a cursor this server handed out")
+        key = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError):
+        raise refusal
     if (
         not isinstance(key, list)
         or len(key) != len(shape)
-        or not all(isinstance(v, t) for v, t in zip(key, shape, strict=True))
+        or not all(_cursor_part(v, t) for v, t in zip(key, shape, strict=True))
     ):
-        raise InvalidRequest("page is not a cursor this server handed out")
+        raise refusal
     return key
 
 
-def actor_for(token: str, scheme: str) -> dict[str, str]:
+def actor_for(token: str, scheme: str, user: str | None = None) -> dict[str, str]:
     """Who made a change, as versions record it, derived from the token so it
-    is stable across restarts and never reveals the token: an x-api-key is an
-    `api_actor` with `api_key_id` `apikey_<hash>`; a bearer token is a
-    `session_actor` with `session_id` `sesn_<hash>`."""
+    is stable across restarts and never reveals the token: a token configured
+    for a user is a `user_actor` with `user_id` `user_<name>`, whatever the
+    scheme; otherwise an x-api-key is an `api_actor` with `api_key_id`
+    `apikey_<hash>` and a bearer token a `session_actor` with `session_id`
+    `sesn_<hash>`."""
+    if user is not None:
+        return {"type": "user_actor", "user_id": "user_" + user}
     digest = hashlib.sha256(b"memfs-serve-actor\0" + token.encode()).hexdigest()[:24]
     if scheme == "bearer":
         return {"type": "session_actor", "session_id": "sesn_" + digest}
@@ -178,24 +210,62 @@ def _no_control(text: str) -> bool:
 
 
 def _check_limit(limit: Any, full: bool) -> int:
+    """`limit` as sent: None for the default, else ASCII digits (a query value)
+    or an int; 400 for anything else, signs, spaces and `_` included."""
     if limit is None:
         limit = DEFAULT_PAGE_LIMIT
     elif isinstance(limit, str):
-        try:
-            limit = int(limit)
-        except ValueError:
+        if not (limit.isascii() and limit.isdigit() and len(limit) <= 3):
             raise InvalidRequest(f"limit must be an integer from 1 to {MAX_PAGE_LIMIT}")
-    if not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE_LIMIT:
+        limit = int(limit)
+    if type(limit) is not int or not 1 <= limit <= MAX_PAGE_LIMIT:
         raise InvalidRequest(f"limit must be an integer from 1 to {MAX_PAGE_LIMIT}")
     return min(limit, MAX_FULL_VIEW_LIMIT) if full else limit
 
 
+def _make_private_folders(folder: str) -> None:
+    """Create `folder` and its missing ancestors 0700, whatever the umask.
+    Folders that already exist (or that another process makes meanwhile) are
+    left as they are."""
+    missing = []
+    current = folder
+    while not os.path.isdir(current):
+        missing.append(current)
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    for made in reversed(missing):
+        try:
+            os.mkdir(made, 0o700)
+        except FileExistsError:
+            continue
+        os.chmod(made, 0o700)
+
+
+def _create_private_file(path: str) -> None:
+    """Create an empty `path` 0600, whatever the umask, unless it exists. SQLite
+    gives the -wal and -shm files it makes the mode of the database file."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+
+
 class Database:
-    """One SQLite file holding every store. Methods answer wire-shaped dicts."""
+    """One SQLite file holding every store. Methods answer wire-shaped dicts.
+
+    A database file it creates is 0600 (so are its -wal and -shm files), and
+    the folders it creates for it are 0700, whatever the umask; an existing
+    file or folder keeps its mode."""
 
     def __init__(self, path: str, *, max_memories: int = MAX_MEMORIES) -> None:
-        parent = os.path.dirname(os.path.abspath(path))
-        os.makedirs(parent, exist_ok=True)
+        _make_private_folders(os.path.dirname(os.path.abspath(path)))
+        _create_private_file(path)
         self.path = path
         self.max_memories = max_memories
         self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -230,11 +300,22 @@ class Database:
     def _begin(self) -> None:
         self.conn.execute("BEGIN IMMEDIATE")
 
-    def _write(self, fn, *args):
-        """Run `fn` in one write transaction: commit on return, roll back on any error."""
+    def _write(self, fn, subject: str):
+        """Run `fn` in one write transaction: commit on return, roll back on any error.
+
+        SQLite refusing the change on a constraint (something else wrote to
+        the file meanwhile, or a trigger or constraint added to it from
+        outside) is a 409 `Conflict` naming `subject`: nothing was written,
+        and the same change may succeed once read again and retried."""
         self._begin()
         try:
-            result = fn(*args)
+            result = fn()
+        except sqlite3.IntegrityError:
+            self.conn.execute("ROLLBACK")
+            raise Conflict(
+                f"{subject} conflicts with another change to the database;"
+                " nothing was written, read it again and retry"
+            ) from None
         except BaseException:
             self.conn.execute("ROLLBACK")
             raise
@@ -326,7 +407,7 @@ class Database:
             )
             return self._store_json(self._store_row(store_id))
 
-        return self._write(txn)
+        return self._write(txn, "the new memory store")
 
     def get_store(self, store_id: str) -> dict[str, Any]:
         return self._store_json(self._store_row(store_id))
@@ -337,13 +418,23 @@ class Database:
         limit: Any = None,
         page: str | None = None,
         include_archived: bool = False,
+        created_gte: str | None = None,
+        created_lte: str | None = None,
         only: frozenset[str] | None = None,
     ) -> dict[str, Any]:
+        """Stores in creation order; `created_gte` / `created_lte` bound
+        `created_at` (RFC 3339, both ends included)."""
         limit = _check_limit(limit, False)
         sql = "SELECT * FROM stores WHERE 1"
         params: list[Any] = []
         if not include_archived:
             sql += " AND archived_at IS NULL"
+        if created_gte is not None:
+            sql += " AND created_at >= ?"
+            params.append(parse_timestamp(created_gte, "created_at[gte]"))
+        if created_lte is not None:
+            sql += " AND created_at <= ?"
+            params.append(parse_timestamp(created_lte, "created_at[lte]"))
         if page:
             created_at, seq = decode_cursor(page, (str, int))
             sql += " AND (created_at, seq) > (?, ?)"
@@ -376,7 +467,7 @@ class Database:
                 )
             return self._store_json(self._store_row(store_id))
 
-        return self._write(txn)
+        return self._write(txn, f"the change to memory store {store_id}")
 
     def archive_store(self, store_id: str) -> dict[str, Any]:
         def txn() -> dict[str, Any]:
@@ -389,7 +480,7 @@ class Database:
                 )
             return self._store_json(self._store_row(store_id))
 
-        return self._write(txn)
+        return self._write(txn, f"archiving memory store {store_id}")
 
     def delete_store(self, store_id: str) -> dict[str, Any]:
         def txn() -> dict[str, Any]:
@@ -399,7 +490,7 @@ class Database:
             self.conn.execute("DELETE FROM stores WHERE id = ?", (store_id,))
             return {"id": store_id, "type": "memory_store_deleted"}
 
-        return self._write(txn)
+        return self._write(txn, f"deleting memory store {store_id}")
 
     # -- memories -------------------------------------------------------
 
@@ -534,7 +625,7 @@ class Database:
             )
             return self._memory_json(self._memory_row(store_id, memory_id), full)
 
-        return self._write(txn)
+        return self._write(txn, f"the new memory at {path}")
 
     def get_memory(self, store_id: str, memory_id: str, full: bool) -> dict[str, Any]:
         self._store_row(store_id)
@@ -550,6 +641,8 @@ class Database:
     ) -> dict[str, Any]:
         self._store_row(store_id)
         self._memory_row(store_id, memory_id)
+        if body.get("path") is None and body.get("content") is None:
+            raise InvalidRequest("an update needs content or path (or both)")
         new_path = _check_path(body["path"]) if body.get("path") is not None else None
         new_content = data = None
         if body.get("content") is not None:
@@ -602,7 +695,7 @@ class Database:
             )
             return self._memory_json(self._memory_row(store_id, memory_id), full)
 
-        return self._write(txn)
+        return self._write(txn, f"the change to memory {memory_id}")
 
     def delete_memory(
         self,
@@ -624,7 +717,7 @@ class Database:
             self.conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
             return {"id": memory_id, "type": "memory_deleted"}
 
-        return self._write(txn)
+        return self._write(txn, f"deleting memory {memory_id}")
 
     def list_memories(
         self,
@@ -749,11 +842,15 @@ class Database:
         operation: str | None = None,
         created_gte: str | None = None,
         created_lte: str | None = None,
+        session_id: str | None = None,
+        api_key_id: str | None = None,
         full: bool = False,
         limit: Any = None,
         page: str | None = None,
     ) -> dict[str, Any]:
-        """Versions newest first, ordered by (created_at, seq) descending."""
+        """Versions newest first, ordered by (created_at, seq) descending.
+        `session_id` and `api_key_id` keep the versions whose `created_by`
+        carries that id; every filter given must hold."""
         self._store_row(store_id)
         limit = _check_limit(limit, full)
         sql = "SELECT * FROM versions WHERE store_id = ?"
@@ -772,6 +869,10 @@ class Database:
         if created_lte is not None:
             sql += " AND created_at <= ?"
             params.append(parse_timestamp(created_lte, "created_at[lte]"))
+        for field, value in (("session_id", session_id), ("api_key_id", api_key_id)):
+            if value is not None:
+                sql += f" AND json_extract(created_by, '$.{field}') = ?"
+                params.append(value)
         if page:
             created_at, seq = decode_cursor(page, (str, int))
             sql += " AND (created_at, seq) < (?, ?)"
@@ -806,7 +907,7 @@ class Database:
                 )
             return self._version_json(self._version_row(store_id, version_id), True)
 
-        return self._write(txn)
+        return self._write(txn, f"redacting version {version_id}")
 
 
 def check_store_access(store_id: str, allowed: frozenset[str] | None) -> None:

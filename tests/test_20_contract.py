@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import random
+import sqlite3
 
 import pytest
 import trio
@@ -13,6 +14,7 @@ from memfs._api import MAX_CONTENT_BYTES, Memory, MemoryPrefix, content_sha256
 from memfs._client import StoreClient
 from memfs._exceptions import (
     AuthenticationFailed,
+    Conflict,
     InvalidRequest,
     NotFound,
     PathConflict,
@@ -67,6 +69,18 @@ async def test_store_listing_pages_in_creation_order(store_client: StoreClient):
     assert len(everything) == len(set(everything))
     positions = [everything.index(sid) for sid in made]
     assert positions == sorted(positions)
+
+
+async def test_store_listing_filters_by_creation_time(store_client: StoreClient):
+    made = [await store_client.create_store(f"dated {i}") for i in range(3)]
+    page = await store_client.list_stores_page(
+        created_at_gte=made[1].created_at, created_at_lte=made[1].created_at
+    )
+    assert [s.id for s in page.data] == [made[1].id]
+    since = [s.id async for s in store_client.iter_stores(created_at_gte=made[1].created_at)]
+    assert since == [made[1].id, made[2].id]
+    until = [s.id async for s in store_client.iter_stores(created_at_lte=made[0].created_at)]
+    assert made[0].id in until and made[1].id not in until
 
 
 # ---- the error table -------------------------------------------------------
@@ -130,11 +144,13 @@ async def test_409_precondition_failed(store_client: StoreClient, store_id: str)
     updated = await store_client.update_memory(
         store_id, memory.id, content="two", precondition_sha256=sha("one")
     )
-    assert updated.content == "two"
+    assert (updated.content, updated.content_sha256) == (None, sha("two"))
     again = await store_client.update_memory(
         store_id, memory.id, content="two", precondition_sha256=sha("one")
     )
     assert again.memory_version_id == updated.memory_version_id, "a no-op answers 200"
+    with pytest.raises(InvalidRequest):
+        await store_client.update_memory(store_id, memory.id, precondition_sha256=sha("two"))
     assert store_client.stats.retries == 0
 
 
@@ -163,6 +179,23 @@ async def test_409_path_conflict_names_the_conflicting_memory(
     assert store_client.stats.retries == 0
 
 
+async def test_409_conflict_error_for_a_change_the_database_refuses(memfs_server: ServerProcess):
+    async with StoreClient(memfs_server.url, memfs_server.token, backoff_base=0.01) as client:
+        store = await client.create_store("conflict")
+        memory = await client.create_memory(store.id, "/c.md", "one")
+        with sqlite3.connect(memfs_server.db_path) as conn:
+            conn.execute(
+                "CREATE TRIGGER refuse BEFORE UPDATE ON memories"
+                " BEGIN SELECT RAISE(ABORT, 'refused'); END"
+            )
+        with pytest.raises(Conflict) as caught:
+            await client.update_memory(store.id, memory.id, content="two")
+        assert (caught.value.status, caught.value.type) == (409, "conflict_error")
+        assert memory.id in caught.value.message and caught.value.request_id
+        assert client.stats.retries == 0, "a 409 is never retried"
+        assert (await client.get_memory(store.id, memory.id)).content == "one"
+
+
 async def test_413_request_too_large(store_client: StoreClient, store_id: str):
     biggest = await store_client.create_memory(store_id, "/max.txt", "x" * MAX_CONTENT_BYTES)
     assert biggest.content_size_bytes == MAX_CONTENT_BYTES
@@ -184,7 +217,7 @@ async def test_full_store_refuses_creates_but_keeps_edits(tmp_path):
             with pytest.raises(InvalidRequest):
                 await client.create_memory(store.id, "/3", "c")
             edited = await client.update_memory(store.id, first.id, content="edited")
-            assert edited.content == "edited"
+            assert edited.content_sha256 == sha("edited")
     finally:
         server.stop()
 
@@ -256,8 +289,13 @@ async def test_memory_views_moves_and_deletes(store_client: StoreClient, store_i
     basic = await store_client.get_memory(store_id, made.id, view="basic")
     assert basic.content is None
 
-    moved = await store_client.update_memory(store_id, made.id, path="/moved/m.md")
+    moved = await store_client.update_memory(store_id, made.id, path="/moved/m.md", view="full")
     assert (moved.id, moved.path, moved.content) == (made.id, "/moved/m.md", "hello")
+    renamed = await store_client.update_memory(store_id, made.id, path="/moved/n.md")
+    assert (renamed.path, renamed.content) == ("/moved/n.md", None), "basic by default"
+    assert (await store_client.create_memory(store_id, "/c.md", "c")).content is None
+    made_full = await store_client.create_memory(store_id, "/f.md", "f", view="full")
+    assert made_full.content == "f"
     assert await store_client.find_memory_by_path(store_id, "/m.md") is None
 
     await store_client.delete_memory(store_id, made.id, expected_content_sha256=sha("hello"))
@@ -360,6 +398,31 @@ async def test_versions_and_redaction(store_client: StoreClient, store_id: str):
     latest = [v async for v in store_client.iter_versions(store_id, memory_id=m.id)]
     assert latest[0].operation == "deleted"
     await store_client.redact_version(store_id, mine[0].id)
+
+
+async def test_versions_filter_by_who_made_them(shared_memfs_server: ServerProcess):
+    url, token = shared_memfs_server.url, shared_memfs_server.token
+    async with (
+        StoreClient(url, token, auth="bearer") as session,
+        StoreClient(url, token, auth="x-api-key") as keyed,
+    ):
+        store = await keyed.create_store("who")
+        a = await keyed.create_memory(store.id, "/a.md", "by key")
+        b = await session.create_memory(store.id, "/b.md", "by session")
+        await session.update_memory(store.id, a.id, content="edited in a session")
+        feed = [v async for v in keyed.iter_versions(store.id)]
+        session_id = feed[0].created_by["session_id"]
+        api_key_id = feed[-1].created_by["api_key_id"]
+        by_session = [
+            v async for v in keyed.iter_versions(store.id, session_id=session_id, limit=1)
+        ]
+        assert [(v.memory_id, v.operation) for v in by_session] == [
+            (a.id, "modified"),
+            (b.id, "created"),
+        ]
+        page = await keyed.list_versions_page(store.id, api_key_id=api_key_id)
+        assert [v.id for v in page.data] == [a.memory_version_id]
+        assert [v async for v in keyed.iter_versions(store.id, session_id="sesn_other")] == []
 
 
 # ---- auth, persistence, secrecy ------------------------------------------

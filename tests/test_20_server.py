@@ -6,9 +6,12 @@ requests are plain httpx, so these tests pin the wire format itself.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import signal
+import sqlite3
+import stat
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -186,7 +189,7 @@ def test_precondition_mismatch_is_409(http, store):
     assert http.get(url).json()["content"] == "one"
     good = {"type": "content_sha256", "content_sha256": sha("one")}
     r = http.post(url, json={"content": "two", "precondition": good})
-    assert r.status_code == 200 and r.json()["content"] == "two"
+    assert r.status_code == 200 and r.json()["content_sha256"] == sha("two")
     r = http.delete(url, params={"expected_content_sha256": sha("one")})
     assert_error(r, 409, "memory_precondition_failed_error")
     r = http.delete(url, params={"expected_content_sha256": sha("two")})
@@ -227,6 +230,48 @@ def test_path_conflicts_are_409_with_the_conflicting_memory(http, store):
     assert r.status_code == 200 and r.json()["path"] == "/mover/inside"
 
 
+def refuse_in_sqlite(db_path, name: str, when: str) -> None:
+    """Make the server's own SQLite file refuse some writes with a constraint
+    failure, as a concurrent writer on the same file would: a trigger that
+    raises ABORT on `when` (e.g. `BEFORE UPDATE ON memories WHEN ...`)."""
+    with sqlite3.connect(db_path) as conn:
+        conn.execute(f"CREATE TRIGGER {name} {when} BEGIN SELECT RAISE(ABORT, 'refused'); END")
+
+
+def allow_in_sqlite(db_path, name: str) -> None:
+    with sqlite3.connect(db_path) as conn:
+        conn.execute(f"DROP TRIGGER {name}")
+
+
+def test_a_write_sqlite_refuses_as_conflicting_is_409_conflict_error(memfs_server):
+    sid = memfs_server.create_store("conflicts")["id"]
+    with memfs_server.http() as http:
+        mem = created(http, sid, "/kept.md", "before")
+        url = f"/v1/memory_stores/{sid}/memories/{mem['id']}"
+        refuse_in_sqlite(
+            memfs_server.db_path,
+            "refuse_update",
+            "BEFORE UPDATE ON memories WHEN NEW.content = 'after'",
+        )
+        refuse_in_sqlite(
+            memfs_server.db_path,
+            "refuse_create",
+            "BEFORE INSERT ON memories WHEN NEW.path = '/new.md'",
+        )
+        err = assert_error(http.post(url, json={"content": "after"}), 409, "conflict_error")
+        assert mem["id"] in err["message"]
+        err = assert_error(create(http, sid, "/new.md", "new"), 409, "conflict_error")
+        assert "/new.md" in err["message"]
+        assert http.get(url).json()["content"] == "before"
+        assert [m["path"] for m in list_all(http, sid)] == ["/kept.md"]
+        assert len(versions(http, sid)) == 1, "a refused change writes no version"
+        allow_in_sqlite(memfs_server.db_path, "refuse_update")
+        allow_in_sqlite(memfs_server.db_path, "refuse_create")
+        assert http.post(url, json={"content": "after"}).status_code == 200, "a retry may succeed"
+        assert create(http, sid, "/new.md", "new").status_code == 200
+    assert "Traceback" not in memfs_server.stderr
+
+
 def test_content_size_boundary_counts_utf8_bytes(http, store):
     exact = "é" * 51_200
     assert len(exact.encode()) == 102_400
@@ -262,6 +307,156 @@ def test_every_response_has_a_request_id(shared_memfs_server, http, store):
     ]
     ids = [r.headers.get("request-id") for r in answers]
     assert all(ids) and len(set(ids)) == len(ids)
+
+
+# ---- hostile input: always a 400 envelope, never a 500 ---------------------------
+
+
+def cursor_of(raw: bytes) -> str:
+    """A `page` value that base64-decodes to these bytes, as the server's cursors do."""
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def list_urls(store: str) -> list[str]:
+    return [
+        "/v1/memory_stores",
+        f"/v1/memory_stores/{store}/memories",
+        f"/v1/memory_stores/{store}/memory_versions",
+    ]
+
+
+NESTED = b"[" * 100_000 + b"]" * 100_000
+
+
+def test_deeply_nested_json_body_is_400(http, store):
+    mem = created(http, store, "/target.md")
+    targets = [
+        "/v1/memory_stores",
+        f"/v1/memory_stores/{store}",
+        f"/v1/memory_stores/{store}/memories",
+        f"/v1/memory_stores/{store}/memories/{mem['id']}",
+    ]
+    for url in targets:
+        for body in (NESTED, b'{"name": "n", "path": "/n", "content": ' + NESTED + b"}"):
+            r = http.post(url, content=body)
+            assert "nested" in assert_error(r, 400, "invalid_request_error")["message"], url
+    assert http.get(f"/v1/memory_stores/{store}/memories/{mem['id']}").json()["content"] == "x"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"name": "bad \\ud800 half"}',
+        b'{"name": "ok", "description": "\\udfff"}',
+        b'{"name": "ok", "metadata": {"\\ud800": "v"}}',
+        b'{"name": "ok", "metadata": {"k": "\\udc00"}}',
+        b'{"name": "ok", "ignored": ["\\ud800"]}',
+    ],
+    ids=["name", "description", "metadata-key", "metadata-value", "unknown-field"],
+)
+def test_lone_surrogate_anywhere_in_a_store_body_is_400(http, body):
+    r = http.post("/v1/memory_stores", content=body)
+    assert "UTF-8" in assert_error(r, 400, "invalid_request_error")["message"]
+
+
+def test_lone_surrogate_in_a_precondition_is_400(http, store):
+    mem = created(http, store, "/pre.md", "one")
+    body = b'{"content": "two", "precondition": {"type": "content_sha256", "content_sha256": "\\ud800"}}'
+    r = http.post(f"/v1/memory_stores/{store}/memories/{mem['id']}", content=body)
+    assert "UTF-8" in assert_error(r, 400, "invalid_request_error")["message"]
+    assert http.get(f"/v1/memory_stores/{store}/memories/{mem['id']}").json()["content"] == "one"
+
+
+def test_surrogate_pairs_in_a_body_are_fine(http, store):
+    r = http.post(
+        f"/v1/memory_stores/{store}/memories",
+        params={"view": "full"},
+        content=b'{"path": "/emoji-\\ud83d\\ude00.md", "content": "\\ud83d\\ude00"}',
+    )
+    assert r.status_code == 200, r.text
+    assert (r.json()["path"], r.json()["content"]) == ("/emoji-\U0001f600.md", "\U0001f600")
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        pytest.param("%ED%A0%80", id="percent-encoded"),
+        pytest.param(cursor_of(b'["\\ud800", 1]'), id="json-escape-str-int"),
+        pytest.param(cursor_of(b'["\\ud800", false]'), id="json-escape-str-bool"),
+        pytest.param(cursor_of(b'["\xed\xa0\x80", 1]'), id="raw-bytes-str-int"),
+        pytest.param(cursor_of(b'["\xed\xa0\x80", false]'), id="raw-bytes-str-bool"),
+    ],
+)
+def test_page_cursor_holding_a_lone_surrogate_is_400(http, store, page):
+    for url in list_urls(store):
+        r = http.get(f"{url}?page={page}")
+        assert "page" in assert_error(r, 400, "invalid_request_error")["message"], url
+
+
+@pytest.mark.parametrize("number", [2**63, -(2**63) - 1, 10**30, -1])
+def test_page_cursor_holding_an_integer_sqlite_cannot_hold_is_400(http, store, number):
+    created(http, store, "/one.md")
+    page = cursor_of(json.dumps(["2026-01-01T00:00:00.000000Z", number]).encode())
+    for url in list_urls(store):
+        r = http.get(url, params={"page": page})
+        assert_error(r, 400, "invalid_request_error")
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        pytest.param(b"[" * 3000 + b"]" * 3000, id="nested"),
+        pytest.param(b'["/a.md", false, 1]', id="too-long"),
+        pytest.param(b"{}", id="object"),
+        pytest.param(b'["x", NaN]', id="nan"),
+        pytest.param(b"\xff\xfe", id="not-utf8"),
+    ],
+)
+def test_malformed_page_cursor_is_400(http, store, raw):
+    created(http, store, "/a.md")
+    for url in list_urls(store):
+        r = http.get(url, params={"page": cursor_of(raw)})
+        assert "page" in assert_error(r, 400, "invalid_request_error")["message"], url
+
+
+def test_page_cursor_with_a_bool_for_a_number_or_a_number_for_a_bool_is_400(http, store):
+    created(http, store, "/a.md")
+    memories, stores, versions_url = (
+        f"/v1/memory_stores/{store}/memories",
+        "/v1/memory_stores",
+        f"/v1/memory_stores/{store}/memory_versions",
+    )
+    for url, raw in (
+        (stores, b'["2026-01-01T00:00:00.000000Z", true]'),
+        (versions_url, b'["2026-01-01T00:00:00.000000Z", false]'),
+        (memories, b'["/a.md", 0]'),
+        (memories, b'["/a.md", 1]'),
+    ):
+        r = http.get(url, params={"page": cursor_of(raw)})
+        assert "page" in assert_error(r, 400, "invalid_request_error")["message"], (url, raw)
+
+
+def test_overlong_page_cursor_is_400(http, store):
+    page = cursor_of(json.dumps(["/" + "a" * 6000, False]).encode())
+    for url in list_urls(store):
+        assert_error(http.get(url, params={"page": page}), 400, "invalid_request_error")
+
+
+@pytest.mark.parametrize(
+    "limit",
+    ["-1", "0", "101", "1e3", "abc", "", " 5", "+5", "1_0", "\u0663", "5.0", "9" * 30, "9" * 5000],
+)
+def test_malformed_limit_is_400(http, store, limit):
+    for url in list_urls(store):
+        r = http.get(url, params={"limit": limit})
+        assert "limit" in assert_error(r, 400, "invalid_request_error")["message"], url
+
+
+@pytest.mark.parametrize("stamp", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"])
+def test_timestamp_outside_what_utc_can_hold_is_400(http, store, stamp):
+    for name in ("created_at[gte]", "created_at[lte]"):
+        r = http.get(f"/v1/memory_stores/{store}/memory_versions", params={name: stamp})
+        assert name in assert_error(r, 400, "invalid_request_error")["message"]
 
 
 # ---- headers -----------------------------------------------------------------
@@ -530,6 +725,30 @@ def test_stores_list_in_creation_order_across_pages(http):
     assert [i for i in seen if i in ids] == ids
 
 
+def test_stores_filter_by_created_at(http):
+    made = [http.post("/v1/memory_stores", json={"name": f"when {i}"}).json() for i in range(4)]
+    first, second, third, _ = (s["created_at"] for s in made)
+    between = list_all_stores(http, **{"created_at[gte]": second, "created_at[lte]": third})
+    assert [s["id"] for s in between] == [made[1]["id"], made[2]["id"]]
+    since = list_all_stores(http, **{"created_at[gte]": third})
+    assert [s["id"] for s in since] == [made[2]["id"], made[3]["id"]]
+    until = [s["id"] for s in list_all_stores(http, **{"created_at[lte]": first})]
+    assert made[0]["id"] in until and made[1]["id"] not in until
+    r = http.get("/v1/memory_stores", params={"created_at[gte]": second, "limit": 1})
+    assert [s["id"] for s in r.json()["data"]] == [made[1]["id"]]
+    r = http.get(
+        "/v1/memory_stores",
+        params={"created_at[gte]": second, "limit": 1, "page": r.json()["next_page"]},
+    )
+    assert [s["id"] for s in r.json()["data"]] == [made[2]["id"]]
+    http.post(f"/v1/memory_stores/{made[1]['id']}/archive")
+    window = {"created_at[gte]": second, "created_at[lte]": third}
+    assert [s["id"] for s in list_all_stores(http, **window)] == [made[2]["id"]]
+    assert len(list_all_stores(http, include_archived="true", **window)) == 2
+    r = http.get("/v1/memory_stores", params={"created_at[lte]": "last week"})
+    assert "created_at[lte]" in assert_error(r, 400, "invalid_request_error")["message"]
+
+
 def test_delete_store_takes_memories_and_versions(http, store):
     mem = created(http, store, "/gone")
     version = mem["memory_version_id"]
@@ -552,21 +771,60 @@ def test_memory_object_and_views(http, store):
     mem = created(http, store, "/notes/today.md", "hello")
     assert mem["type"] == "memory" and mem["id"].startswith("mem_")
     assert mem["memory_store_id"] == store
-    assert mem["content"] == "hello" and mem["content_sha256"] == sha("hello")
+    assert mem["content"] is None and mem["content_sha256"] == sha("hello")
     assert mem["content_size_bytes"] == 5 and mem["memory_version_id"].startswith("memver_")
     url = f"/v1/memory_stores/{store}/memories/{mem['id']}"
-    assert http.get(url).json() == mem
-    assert http.get(url, params={"view": "basic"}).json()["content"] is None
+    assert http.get(url).json() == {**mem, "content": "hello"}
+    assert http.get(url, params={"view": "basic"}).json() == mem
+
+
+def test_create_and_update_answer_the_basic_view_unless_asked_for_full(http, store):
+    memories = f"/v1/memory_stores/{store}/memories"
+    basic = created(http, store, "/basic.md", "made")
+    assert basic["content"] is None and basic["content_sha256"] == sha("made")
+    r = http.post(memories, params={"view": "full"}, json={"path": "/full.md", "content": "made"})
+    assert r.status_code == 200 and r.json()["content"] == "made"
+    url = f"{memories}/{basic['id']}"
+    changed = http.post(url, json={"content": "changed"}).json()
+    assert changed["content"] is None and changed["content_sha256"] == sha("changed")
+    moved = http.post(url, json={"path": "/moved.md"}).json()
+    assert (moved["path"], moved["content"]) == ("/moved.md", None)
+    unchanged = http.post(url, json={"path": "/moved.md"}).json()
+    assert unchanged == moved, "a no-op answers the same basic view"
+    r = http.post(url, params={"view": "full"}, json={"content": "again"})
+    assert r.status_code == 200 and r.json()["content"] == "again"
+    r = http.post(url, params={"view": "all"}, json={"content": "refused"})
+    assert_error(r, 400, "invalid_request_error")
 
 
 def test_noop_update_answers_200_and_writes_no_version(http, store):
     mem = created(http, store, "/same", "text")
     url = f"/v1/memory_stores/{store}/memories/{mem['id']}"
-    for body in ({"content": "text"}, {"path": "/same"}, {"content": "text", "path": "/same"}, {}):
+    for body in ({"content": "text"}, {"path": "/same"}, {"content": "text", "path": "/same"}):
         r = http.post(url, json=body)
         assert r.status_code == 200
         assert r.json()["memory_version_id"] == mem["memory_version_id"]
         assert r.json()["updated_at"] == mem["updated_at"]
+    assert len(versions(http, store, memory_id=mem["id"])) == 1
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"content": None},
+        {"path": None},
+        {"content": None, "path": None},
+        {"precondition": {"type": "content_sha256", "content_sha256": sha("text")}},
+    ],
+)
+def test_update_without_content_or_path_is_400(http, store, body):
+    mem = created(http, store, "/kept.md", "text")
+    url = f"/v1/memory_stores/{store}/memories/{mem['id']}"
+    err = assert_error(http.post(url, json=body), 400, "invalid_request_error")
+    assert "content" in err["message"] and "path" in err["message"]
+    r = http.post(url, content=b"")
+    assert_error(r, 400, "invalid_request_error")
     assert len(versions(http, store, memory_id=mem["id"])) == 1
 
 
@@ -625,6 +883,102 @@ def test_bearer_changes_are_recorded_as_session_actor(shared_memfs_server, store
     assert v["created_by"]["session_id"] and "test-token" not in json.dumps(v)
 
 
+def bearer_headers(token: str) -> dict[str, str]:
+    headers = {k: v for k, v in api_headers().items() if k != "x-api-key"}
+    headers["authorization"] = f"Bearer {token}"
+    return headers
+
+
+def test_user_tokens_record_user_actor(tmp_path):
+    server = ServerProcess(
+        tmp_path / "s.sqlite3", extra_args=["--token", "user:alice:alice-secret"]
+    ).start()
+    try:
+        sid = server.create_store("users")["id"]
+        memories = f"{server.url}/v1/memory_stores/{sid}/memories"
+        r = httpx.post(
+            memories, headers=api_headers("alice-secret"), json={"path": "/k.md", "content": ""}
+        )
+        assert r.status_code == 200, r.text
+        r = httpx.post(
+            f"{memories}/{r.json()['id']}",
+            headers=bearer_headers("alice-secret"),
+            json={"content": "by bearer"},
+        )
+        assert r.status_code == 200, r.text
+        r = httpx.get(memories, headers=api_headers("user:alice:alice-secret"))
+        assert_error(r, 401, "authentication_error")
+        with server.http() as http:
+            feed = versions(http, sid)
+            by_test_token = created(http, sid, "/t.md")
+        assert [v["created_by"] for v in feed] == [
+            {"type": "user_actor", "user_id": "user_alice"}
+        ] * 2
+        assert "alice-secret" not in json.dumps(feed)
+        with server.http() as http:
+            mine = http.get(
+                f"/v1/memory_stores/{sid}/memory_versions/{by_test_token['memory_version_id']}"
+            ).json()
+        assert mine["created_by"]["type"] == "api_actor", "other tokens are as before"
+    finally:
+        server.stop()
+
+
+def test_user_tokens_may_be_limited_and_come_from_the_environment(tmp_path):
+    server = ServerProcess(tmp_path / "s.sqlite3", token="admin").start()
+    try:
+        mine = server.create_store("mine")["id"]
+        theirs = server.create_store("theirs")["id"]
+        server.stop()
+        server.env = {
+            "MEMFS_SERVE_TOKEN": f"user:bob.b-1:bob-secret@{mine},plain:token:with:colons"
+        }
+        server.start()
+        r = httpx.post(
+            f"{server.url}/v1/memory_stores/{mine}/memories",
+            headers=bearer_headers("bob-secret"),
+            json={"path": "/b.md", "content": "b"},
+        )
+        assert r.status_code == 200, r.text
+        r = httpx.get(
+            f"{server.url}/v1/memory_stores/{theirs}/memories", headers=api_headers("bob-secret")
+        )
+        assert_error(r, 403, "permission_error")
+        plain = api_headers("plain:token:with:colons")
+        v = httpx.get(f"{server.url}/v1/memory_stores/{mine}/memory_versions", headers=plain)
+        assert [x["created_by"] for x in v.json()["data"]] == [
+            {"type": "user_actor", "user_id": "user_bob.b-1"}
+        ]
+        r = httpx.post(
+            f"{server.url}/v1/memory_stores/{mine}/memories",
+            headers=plain,
+            json={"path": "/p.md", "content": ""},
+        )
+        v = httpx.get(
+            f"{server.url}/v1/memory_stores/{mine}/memory_versions/{r.json()['memory_version_id']}",
+            headers=plain,
+        )
+        assert v.json()["created_by"]["type"] == "api_actor"
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize(
+    "entry", ["user:", "user:alice", "user:alice:", "user:a b:secret", "user::x"]
+)
+def test_a_malformed_user_token_is_one_sentence(tmp_path, entry):
+    r = subprocess.run(
+        [sys.executable, "-m", "memfs", "serve", "--port", "0", "--token", entry]
+        + ["--db", str(tmp_path / "s.sqlite3")],
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.startswith("memfs: ") and len(r.stderr.strip().splitlines()) == 1
+    assert "user:NAME:TOKEN" in r.stderr and "Traceback" not in r.stderr
+
+
 def test_version_filters(http, store):
     a = created(http, store, "/a", "1")
     b = created(http, store, "/b", "1")
@@ -656,6 +1010,46 @@ def test_version_filters(http, store):
         if not page:
             break
     assert pages == [v["id"] for v in everything]
+
+
+def test_versions_filter_by_session_id_and_api_key_id(shared_memfs_server, http, store):
+    by_key = created(http, store, "/by-key.md")
+    bearer = {k: v for k, v in api_headers().items() if k != "x-api-key"}
+    bearer["authorization"] = "Bearer test-token"
+    with httpx.Client(base_url=shared_memfs_server.url, headers=bearer) as session:
+        r = session.post(
+            f"/v1/memory_stores/{store}/memories", json={"path": "/by-session.md", "content": ""}
+        )
+        by_session = r.json()
+        session.post(
+            f"/v1/memory_stores/{store}/memories/{by_key['id']}", json={"content": "edited"}
+        )
+    everything = versions(http, store)
+    assert len(everything) == 3
+    session_id = everything[0]["created_by"]["session_id"]
+    api_key_id = everything[-1]["created_by"]["api_key_id"]
+    mine = versions(http, store, session_id=session_id)
+    assert [(v["memory_id"], v["operation"]) for v in mine] == [
+        (by_key["id"], "modified"),
+        (by_session["id"], "created"),
+    ]
+    assert all(v["created_by"] == {"type": "session_actor", "session_id": session_id} for v in mine)
+    keyed = versions(http, store, api_key_id=api_key_id)
+    assert [v["id"] for v in keyed] == [by_key["memory_version_id"]]
+    assert versions(http, store, session_id="sesn_nobody") == []
+    assert versions(http, store, api_key_id=session_id) == []
+    assert versions(http, store, session_id=session_id, api_key_id=api_key_id) == []
+    one = versions(http, store, session_id=session_id, operation="created")
+    assert [v["memory_id"] for v in one] == [by_session["id"]]
+    pages, page = [], None
+    while True:
+        query = {"session_id": session_id, "limit": 1, **({"page": page} if page else {})}
+        r = http.get(f"/v1/memory_stores/{store}/memory_versions", params=query).json()
+        pages += [v["id"] for v in r["data"]]
+        page = r["next_page"]
+        if not page:
+            break
+    assert pages == [v["id"] for v in mine]
 
 
 def test_redaction(http, store):
@@ -713,7 +1107,8 @@ def test_data_survives_restart(memfs_server):
         before = versions(http, sid)
     memfs_server.restart()
     with memfs_server.http() as http:
-        assert http.get(f"/v1/memory_stores/{sid}/memories/{mem['id']}").json() == mem
+        got = http.get(f"/v1/memory_stores/{sid}/memories/{mem['id']}", params={"view": "basic"})
+        assert got.json() == mem
         assert versions(http, sid) == before
         later = http.post(
             f"/v1/memory_stores/{sid}/memories/{mem['id']}", json={"content": "new"}
@@ -728,9 +1123,10 @@ def test_a_killed_server_keeps_what_it_answered(memfs_server):
     memfs_server.kill()
     memfs_server.start()
     with memfs_server.http() as http:
-        assert (
-            http.get(f"/v1/memory_stores/{sid}/memories/{mem['id']}").json()["content"]
-            == mem["content"]
+        got = http.get(f"/v1/memory_stores/{sid}/memories/{mem['id']}").json()
+        assert (got["content"], got["memory_version_id"]) == (
+            "answered before the crash",
+            mem["memory_version_id"],
         )
 
 
@@ -740,6 +1136,46 @@ def test_signals_shut_down_cleanly(memfs_server, signum):
     proc.send_signal(signum)
     assert proc.wait(10) == 0
     assert "Traceback" not in memfs_server.stderr
+
+
+class UmaskServer(ServerProcess):
+    """`memfs serve` started under `sh -c 'umask MASK; exec ...'`."""
+
+    def __init__(self, db_path, umask: int, stderr_path) -> None:
+        super().__init__(db_path)
+        self.umask = umask
+        self.stderr_path = stderr_path
+
+    def command(self) -> list[str]:
+        return ["sh", "-c", f'umask {self.umask:03o}; exec "$@"', "sh", *super().command()]
+
+
+def mode(path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.mark.parametrize("umask", [0o000, 0o022], ids=["umask-000", "umask-022"])
+def test_database_and_its_folders_are_private_whatever_the_umask(tmp_path, umask):
+    tmp_path.chmod(0o755)
+    db = tmp_path / "made" / "by" / "memfs" / "store.sqlite3"
+    server = UmaskServer(db, umask, tmp_path / "stderr.log").start()
+    try:
+        server.create_store("private")
+        files = [db, db.with_name("store.sqlite3-wal"), db.with_name("store.sqlite3-shm")]
+        assert {f.name: oct(mode(f)) for f in files} == {f.name: "0o600" for f in files}
+        folders = [tmp_path / "made", tmp_path / "made" / "by", db.parent]
+        assert [oct(mode(d)) for d in folders] == ["0o700"] * 3
+        assert mode(tmp_path) == 0o755, "a folder memfs did not create is left alone"
+    finally:
+        server.stop()
+    server.start()
+    try:
+        with server.http() as http:
+            assert [s["name"] for s in list_all_stores(http)] == ["private"]
+        files = [db, db.with_name("store.sqlite3-wal"), db.with_name("store.sqlite3-shm")]
+        assert [oct(mode(f)) for f in files] == ["0o600"] * 3, "the same after a restart"
+    finally:
+        server.stop()
 
 
 def test_without_a_token_one_is_generated_and_printed(tmp_path):
