@@ -15,7 +15,10 @@ the server's side of the conversation can be counted), fills a store with
 4. 10 changed files: 10 files rewritten through the mount, then one pass;
    10 memories updated over HTTP, then one pass (and the mount shows them);
 5. warm remount: unmount, mount again on the same cache folder: time to
-   browsable and the requests and single-memory GETs it took.
+   browsable and the requests and single-memory GETs it took;
+6. listing mode: the store mounted again through a fault proxy that refuses
+   the version feed (403), as the hosted API may for a sessions token: the
+   idle pass's requests and CPU when remote changes are followed by listings.
 
 Prints a table and writes JSON to bench/results/sync-<time>.json. Always
 unmounts (memfs unmount --all, then fusermount3 -uz) and stops the server.
@@ -49,6 +52,7 @@ sys.path.insert(0, str(ROOT))
 from memfs._api import MARKER_NAME  # noqa: E402
 from memfs._client import StoreClient  # noqa: E402
 from tests.support import ServerProcess  # noqa: E402
+from tests.support.faults import FaultProxyProcess  # noqa: E402
 from tests.support.mounts import Mounter  # noqa: E402
 
 RESULTS_DIR = ROOT / "bench" / "results"
@@ -361,6 +365,31 @@ def run_phases(args: argparse.Namespace, server: ServerProcess, mounter: Mounter
     warm["store_process_requests"] = st["requests"]
     warm["server"] = log.since(mark)
     result["warm_remount"] = warm
+
+    # 6: listing mode (the feed refused).
+    mounter.unmount(mounter.root / "s")
+    with FaultProxyProcess(server.url) as proxy:
+        proxy.set(status=403, status_rate=1.0, match_path="/memory_versions")
+        mount = mounter.mount_one(
+            store_id, extra=("--sync-interval", "3600", "--api-url", proxy.url)
+        )
+        wait_all_cached(mounter, time.perf_counter())
+        pid = store_pid(mounter)
+        if one_status(mounter).get("sync_mode") != "listing":
+            raise RuntimeError("the mount did not switch to listing mode")
+        sync_report(mounter, mount)
+        passes = []
+        for _ in range(args.idle_passes):
+            cpu_before = cpu_seconds(pid)
+            report, wall = sync_report(mounter, mount)
+            passes.append((report["requests"], cpu_seconds(pid) - cpu_before, wall))
+        mounter.unmount(mount)
+    result["listing_idle"] = {
+        "passes": len(passes),
+        "requests_per_pass": sum(p[0] for p in passes) / len(passes),
+        "cpu_ms_per_pass": 1000 * sum(p[1] for p in passes) / len(passes),
+        "wall_ms_per_sync_command": 1000 * sum(p[2] for p in passes) / len(passes),
+    }
     return result
 
 
@@ -417,6 +446,14 @@ def table(r: dict) -> str:
     ]
     ratio = cold["browsable_s"] / warm["browsable_s"] if warm["browsable_s"] else 0
     rows.append(("cold / warm browsable", f"{ratio:.2f}x"))
+    lst = r["listing_idle"]
+    rows += [
+        ("listing mode idle pass: requests", f"{lst['requests_per_pass']:.1f}"),
+        (
+            "listing mode idle pass: CPU / sync wall",
+            f"{lst['cpu_ms_per_pass']:.1f} / {lst['wall_ms_per_sync_command']:.0f} ms",
+        ),
+    ]
     width = max(len(k) for k, _ in rows) + 2
     return "\n".join(k.ljust(width) + v.rjust(16) for k, v in rows)
 

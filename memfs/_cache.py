@@ -987,6 +987,8 @@ class StoreCache:
         ]
 
     def forget_uploads(self, node_ids: list[int]) -> None:
+        if not node_ids:
+            return
         with self._transaction():
             for node_id in node_ids:
                 self.upload_answered(node_id)
