@@ -489,10 +489,14 @@ class KernelCache:
                 log.warning("could not invalidate entry %r: %s", name, e)
 
 
-def mount_options(store_id: str, *, allow_other: bool = False) -> set[str]:
+def mount_options(store_id: str, *, allow_other: bool = False, read_only: bool = False) -> set[str]:
     """FUSE options: `memfs:<store_id>` in /proc/mounts; `default_permissions`
-    only when other users can reach the mount (it costs a GETATTR per change)."""
+    only when other users can reach the mount (it costs a GETATTR per change);
+    `ro` for a read-only store, so the kernel itself refuses writes and
+    `access(W_OK)` says no even to root (memfs writes through its cache)."""
     opts = {f"fsname=memfs:{store_id}", "subtype=memfs", "noatime"}
+    if read_only:
+        opts.add("ro")
     if allow_other:
         opts |= {"allow_other", "default_permissions"}
     return opts

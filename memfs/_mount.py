@@ -47,6 +47,7 @@ from ._mountpoint import (
     prepare_mount_path,
     remove_mount_folder,
 )
+from ._private import ensure_private_dir
 from ._sync import FINAL_CONCURRENCY, NoKernel, SyncEngine, backoff_delay
 
 log = logging.getLogger("memfs.mount")
@@ -84,7 +85,7 @@ class StoreProcess:
         self.started_at = time.time()
         self.prefetched = False
         self._fs_requests_seen = 0
-        os.makedirs(spec.runtime_dir, exist_ok=True)
+        ensure_private_dir(spec.runtime_dir, "runtime folder")
         self.socket_path = os.path.join(spec.runtime_dir, f"{spec.store_id}.sock")
         self.state_path = os.path.join(spec.runtime_dir, f"{spec.store_id}.json")
 
@@ -109,9 +110,11 @@ class StoreProcess:
                 pyfuse3.init(
                     self.fs,
                     spec.mount_path,
-                    mount_options(spec.store_id, allow_other=spec.allow_other),
+                    mount_options(
+                        spec.store_id, allow_other=spec.allow_other, read_only=spec.read_only
+                    ),
                 )
-            except RuntimeError as e:
+            except (RuntimeError, OSError) as e:
                 raise MountError(f"cannot mount {spec.store_id} at {spec.mount_path}: {e}")
             self.mounted = True
             self.engine.kernel = KernelCache()
@@ -138,9 +141,8 @@ class StoreProcess:
                         serving.cancel_scope.cancel()
                     self._unmount()
                     if created or os.path.isdir(spec.mount_path):
-                        remove_mount_folder(spec.mount_path)
-                        if not os.path.lexists(spec.mount_path):
-                            self.cache.set_meta("mount_folder", None)
+                        self._remove_folder()
+                        created = False
                     log.info("unmounted %s from %s", spec.store_id, spec.mount_path)
                     self.finished.set()
                     # Let `stop` requests read the result before the socket goes.
@@ -150,6 +152,9 @@ class StoreProcess:
         finally:
             if self.mounted:
                 self._unmount()
+            if created:
+                # Whatever failed after the folder was made, the folder memfs made goes.
+                self._remove_folder()
             with contextlib.suppress(OSError):
                 os.unlink(self.socket_path)
             self.cache.close()
@@ -159,6 +164,11 @@ class StoreProcess:
             with contextlib.suppress(Exception):
                 await self.client.aclose()
             self.stopped.set()
+
+    def _remove_folder(self) -> None:
+        remove_mount_folder(self.spec.mount_path)
+        if not os.path.lexists(self.spec.mount_path):
+            self.cache.set_meta("mount_folder", None)
 
     def _fs_busy(self) -> bool:
         """Whether the filesystem answered requests since the last call."""
@@ -392,6 +402,9 @@ def _memfs_error(e: BaseException) -> MemfsError | None:
 
 
 def main() -> int:
+    # Every file and folder a store process makes (journal, contents, conflict
+    # copies, state files) is the user's alone; the mount folder sets its own mode.
+    os.umask(0o077)
     logging.basicConfig(
         level=os.environ.get("MEMFS_LOG_LEVEL", "INFO").upper(),
         format="%(asctime)s %(name)s %(levelname)s %(message)s",

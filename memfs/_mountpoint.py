@@ -141,7 +141,12 @@ def prepare_mount_path(path: str, store_id: str, *, left_by_us: bool = False) ->
             f"cannot mount {store_id} at {path}: the path already exists; remove it or choose another"
         )
     try:
-        os.makedirs(path)
+        # Folders an agent walks through: 0755 whatever the process's umask.
+        old = os.umask(0o022)
+        try:
+            os.makedirs(path)
+        finally:
+            os.umask(old)
     except OSError as e:
         raise MountError(
             f"cannot create the mount folder {path} ({e.strerror}); the host must make that path writable"

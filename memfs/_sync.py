@@ -583,14 +583,14 @@ class SyncEngine:
                 return
             if node.changed and r.sha == node.base_sha:
                 # Moved in the store, changed here: follow the move, keep the local change.
-                old = (node.parent, node.name)
                 try:
-                    cache.follow_remote_move(node, r.path)
+                    gone = cache.follow_remote_move(node, r.path)
                 except CacheError as e:
                     log.warning("cannot follow the move of %s to %s: %s", node.path, r.path, e)
                     return
                 report.moved += 1
-                await self.kernel.forget_entry(*old)
+                for parent, name in gone:
+                    await self.kernel.forget_entry(parent, name)
                 return
             if node.dirty and r.sha != node.base_sha:
                 copy = cache.keep_conflict_copy(node)
@@ -649,39 +649,39 @@ class SyncEngine:
         old = self._node_for(r.memory_id)
         old_place = (old.parent, old.name, old.id) if old is not None else None
         assert r.path is not None and r.sha is not None
-        taken = self.cache.find(r.path)
-        if taken is not None and taken is not old and not taken.is_dir and taken.changed:
-            # Another local file stands where the store puts this memory, with
-            # changes the store has not seen: the store wins, the local one is kept.
-            copy = self.cache.keep_conflict_copy(taken)
+        # Whatever stands where the store puts this memory goes; a local file
+        # with changes the store has not seen is kept as a conflict copy.
+        try:
+            placed = self.cache.place_remote(r.memory_id, r.path, r.sha, r.size, content, node=old)
+        except CacheError as e:
+            log.warning("cannot show %s from the store here: %s", r.path, e)
+            return
+        node = placed.node
+        self._index[r.memory_id] = node
+        report.pulled += 1
+        for local, copy in placed.copies:
             log.warning(
-                "conflict on %s: changed here while the store put another memory there; "
-                "the store's version wins, the local version is kept at %s",
+                "conflict on %s: changed here while the store put %s there; the store's "
+                "version wins, the local version is kept at %s",
+                local,
                 r.path,
                 copy,
             )
             report.conflicts += 1
-        try:
-            node, touched = self.cache.place_remote(
-                r.memory_id, r.path, r.sha, r.size, content, node=old
-            )
-        except CacheError as e:
-            log.warning("cannot show %s from the store here: %s", r.path, e)
-            return
-        self._index[r.memory_id] = node
-        report.pulled += 1
+        for parent, name in placed.gone:
+            await self.kernel.forget_entry(parent, name)
         if old_place is None:
             return
         if (old_place[0], old_place[1]) != (node.parent, node.name):
             report.moved += 1
-            await self.kernel.forget_entry(old_place[0], old_place[1])
         await self.kernel.forget_content(node.id)
 
     async def _remove_local(self, node: Node, report: PassReport) -> None:
-        parent, name = node.parent, node.name
-        self.cache.remove_remote(node)
+        parent = node.parent
+        gone = self.cache.remove_remote(node)
         report.removed_local += 1
-        await self.kernel.forget_entry(parent, name)
+        for folder, name in gone:
+            await self.kernel.forget_entry(folder, name)
         await self.kernel.forget_content(parent)
 
     # ---------------------------------------------------------------- wipes

@@ -29,10 +29,10 @@ STORE = "memstore_unit"
 
 def remote(cache: StoreCache, memory_id: str, path: str, content: bytes, *, cached: bool = True):
     """Show a memory the store holds, as the sync engine does after a listing."""
-    node, _ = cache.place_remote(
+    placed = cache.place_remote(
         memory_id, path, content_sha256(content), len(content), content if cached else None
     )
-    return node
+    return placed.node
 
 
 async def write_file(cache: StoreCache, parent: int, name: str, content: bytes):

@@ -15,6 +15,7 @@ from memfs._cache import ROOT_ID, StoreCache
 from memfs._client import StoreClient
 from memfs._exceptions import SyncError
 from memfs._sync import SyncEngine, delete_cap
+from tests.support import conflict_files
 
 
 class Clock:
@@ -174,7 +175,7 @@ async def test_both_changed_store_wins_and_local_is_kept_as_conflict_copy(side: 
     assert report.conflicts == 1
     assert await side.read("/c.md") == "theirs"
     assert (await side.remote())["/c.md"] == "theirs"
-    copies = list(Path(side.cache.conflicts_dir).iterdir())
+    copies = conflict_files(side.cache.conflicts_dir)
     assert len(copies) == 1 and copies[0].read_text() == "mine"
     assert any(
         "conflict on /c.md" in r.message and str(copies[0]) in r.message for r in caplog.records
@@ -370,7 +371,7 @@ async def test_a_file_created_here_and_in_the_store_keeps_the_local_one_as_a_cop
     report = await side.sync()
     assert report.conflicts == 1
     assert await side.read("/both.md") == "theirs"
-    assert [c.read_text() for c in Path(side.cache.conflicts_dir).iterdir()] == ["mine"]
+    assert [c.read_text() for c in conflict_files(side.cache.conflicts_dir)] == ["mine"]
     assert await side.remote() == {"/both.md": "theirs"}
 
 
@@ -384,5 +385,5 @@ async def test_a_local_edit_survives_the_store_replacing_the_memory_at_its_path(
     report = await side.sync()
     assert report.conflicts == 1
     assert await side.read("/p.md") == "theirs"
-    assert [c.read_text() for c in Path(side.cache.conflicts_dir).iterdir()] == ["mine"]
+    assert [c.read_text() for c in conflict_files(side.cache.conflicts_dir)] == ["mine"]
     assert await side.remote() == {"/p.md": "theirs"}

@@ -15,6 +15,7 @@ import time
 import pytest
 
 from memfs._api import MAX_CONTENT_BYTES
+from tests.support import conflict_files
 from tests.support.faults import FaultProxyProcess
 
 
@@ -55,8 +56,7 @@ def store_log(mounter, store_id: str) -> str:
 
 
 def conflict_copies(mounter, store_id: str) -> list:
-    folder = mounter.cache_dir / store_id / "conflicts"
-    return sorted(p for p in folder.rglob("*") if p.is_file()) if folder.exists() else []
+    return conflict_files(mounter.cache_dir / store_id / "conflicts")
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import conflict_files
 from tests.support.faults import FaultProxyProcess
 
 
@@ -93,7 +94,7 @@ def test_conflict_keeps_the_local_version_beside_the_cache(mounted, mounter, mem
     (path / "c.md").write_text("mine")
     mounter.sync(path)
     assert (path / "c.md").read_text() == "theirs"
-    copies = list((mounter.cache_dir / store_id / "conflicts").iterdir())
+    copies = conflict_files(mounter.cache_dir / store_id / "conflicts")
     assert [c.read_text() for c in copies] == ["mine"]
     log = (mounter.cache_dir / store_id / "memfs.log").read_text()
     assert "conflict on /c.md" in log and str(copies[0]) in log

@@ -153,3 +153,8 @@ class ServerProcess:
             r = client.post("/v1/memory_stores", json={"name": name, **fields})
         r.raise_for_status()
         return r.json()
+
+
+def conflict_files(folder) -> list[Path]:
+    """The conflict copies under a store's conflicts folder (one folder per conflict)."""
+    return sorted(p for p in Path(folder).rglob("*") if p.is_file())

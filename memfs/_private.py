@@ -1,0 +1,79 @@
+"""Folders only memfs may write: the cache, the runtime folder.
+
+memfs often runs as root while an agent runs as another user on the same
+host. A folder another user can write into could have its entries replaced
+(a content file by a symlink to /etc/shadow, say) and turn memfs's own
+writes against the host. So every folder memfs keeps state in is checked
+before use: it must be a folder (not a symlink), belong to the user memfs
+runs as, and be writable by nobody else. Folders memfs creates are 0700
+whatever the umask.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from ._exceptions import ConfigError
+
+
+def ensure_private_dir(path: str, what: str, *, follow: bool = False) -> None:
+    """Create `path` (and missing parents) 0700, or check the folder standing there.
+
+    `follow`: a symlink to a checked folder is accepted (for a folder the
+    operator named, such as `--cache-dir`); memfs's own subfolders never are.
+    Raises ConfigError with one sentence naming the folder and what is wrong.
+    """
+    try:
+        os.makedirs(path, mode=0o700)
+        os.chmod(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as e:
+        raise ConfigError(f"cannot create the {what} {path}: {e.strerror or e}")
+    check_private_dir(path, what, follow=follow)
+
+
+def check_private_dir(path: str, what: str, *, follow: bool = False) -> None:
+    try:
+        st = os.stat(path) if follow else os.lstat(path)
+    except OSError as e:
+        raise ConfigError(f"cannot use the {what} {path}: {e.strerror or e}")
+    _check(st, path, what)
+
+
+def _check(st: os.stat_result, path: str, what: str) -> None:
+    if stat.S_ISLNK(st.st_mode):
+        raise ConfigError(
+            f"the {what} {path} is a symlink; memfs uses only real folders of its own"
+        )
+    if not stat.S_ISDIR(st.st_mode):
+        raise ConfigError(f"the {what} {path} is not a folder")
+    if st.st_uid != os.geteuid():
+        raise ConfigError(
+            f"the {what} {path} belongs to another user (uid {st.st_uid}); "
+            "memfs uses only folders of its own"
+        )
+    if st.st_mode & 0o022:
+        raise ConfigError(
+            f"the {what} {path} can be written by other users "
+            f"(mode {stat.S_IMODE(st.st_mode):04o}); make it 0700 or choose another folder"
+        )
+
+
+def open_private_dir(path: str, what: str) -> int:
+    """A descriptor of memfs's own folder (created 0700 when missing), opened
+    without following a symlink and checked through the descriptor itself:
+    entries are then reached relative to it, so a folder swapped afterwards
+    cannot redirect them."""
+    ensure_private_dir(path, what)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as e:
+        raise ConfigError(f"cannot open the {what} {path}: {e.strerror or e}")
+    try:
+        _check(os.fstat(fd), path, what)
+    except ConfigError:
+        os.close(fd)
+        raise
+    return fd
