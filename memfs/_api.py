@@ -176,8 +176,16 @@ class Resource:
         return self.access == ACCESS_READ_ONLY
 
 
+def _text(value: Any) -> str | None:
+    """A string field as given, None when absent, empty or not a string."""
+    return value if isinstance(value, str) and value.strip() else None
+
+
 def parse_resources(obj: Any) -> list[Resource]:
-    """Validate a `resources` array; entries of other types than memory_store are ignored."""
+    """Validate a `resources` array exactly as the API returns it: entries of
+    other types than memory_store are skipped; `access` null or absent is
+    read-write; `mount_path` and `name` are optional; unknown fields
+    (`instructions`, ...) are ignored."""
     if isinstance(obj, dict) and isinstance(obj.get("resources"), list):
         obj = obj["resources"]
     if not isinstance(obj, list):
@@ -191,7 +199,9 @@ def parse_resources(obj: Any) -> list[Resource]:
         sid = item.get("memory_store_id")
         if not isinstance(sid, str) or not sid:
             raise InvalidResources(f"resources[{i}] has no memory_store_id")
-        access = item.get("access", ACCESS_READ_WRITE)
+        access = item.get("access")
+        if access is None:
+            access = ACCESS_READ_WRITE
         if access not in (ACCESS_READ_WRITE, ACCESS_READ_ONLY):
             raise InvalidResources(
                 f"resources[{i}] has access {access!r}: use read_write or read_only"
@@ -203,8 +213,8 @@ def parse_resources(obj: Any) -> list[Resource]:
             Resource(
                 memory_store_id=sid,
                 access=access,
-                name=item.get("name") if isinstance(item.get("name"), str) else None,
-                description=item.get("description") or "",
+                name=_text(item.get("name")),
+                description=_text(item.get("description")) or "",
                 mount_path=mount_path or None,
             )
         )

@@ -38,7 +38,14 @@ from ._api import (
     parse_work_item_secret,
     slugify,
 )
-from ._exceptions import ConfigError, MemfsError, MountError, StoreError, SyncError
+from ._exceptions import (
+    ConfigError,
+    MemfsError,
+    MountError,
+    StatusError,
+    StoreError,
+    SyncError,
+)
 from ._mountpoint import (
     StoreSpec,
     force_unmount,
@@ -148,17 +155,31 @@ def check_mount_path(path: str, store_id: str) -> str:
     return path
 
 
-async def _store_names(creds: Credentials, store_ids: list[str]) -> dict[str, str]:
+NAME_REFUSALS = frozenset({400, 401, 403, 404})
+"""Answers to `GET /v1/memory_stores/{id}` after which a store mounts under its
+id: the hosted API may refuse a sessions token there while the memory
+endpoints serve it. A store that does not exist fails at its first listing."""
+
+
+async def _store_names(
+    creds: Credentials, store_ids: list[str]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The stores' names, and for each store the API refused to name, why."""
     from ._client import StoreClient
 
     names: dict[str, str] = {}
+    refused: dict[str, str] = {}
     async with StoreClient(creds.api_url, creds.token, max_retries=3) as client:
         for sid in store_ids:
             try:
                 names[sid] = (await client.get_store(sid)).name
+            except StatusError as e:
+                if e.status not in NAME_REFUSALS:
+                    raise MountError(f"cannot look up store {sid}: {e}")
+                refused[sid] = f"the API answered {e.status} {e.type}"
             except StoreError as e:
                 raise MountError(f"cannot look up store {sid}: {e}")
-    return names
+    return names, refused
 
 
 def build_specs(
@@ -197,17 +218,22 @@ def build_specs(
             "the session's memories cannot be mounted without a token: give --token-file or MEMFS_TOKEN, "
             "or the work item secret with --secret-file or MEMFS_WORK_ITEM_SECRET"
         )
-    need_names = [r.memory_store_id for r in resources if not r.mount_path]
+    need_names = [r.memory_store_id for r in resources if not r.mount_path and not r.name]
+    names: dict[str, str] = {}
+    refused: dict[str, str] = {}
     if need_names:
         import trio
 
-        names = trio.run(_store_names, creds, need_names)
-    else:
-        names = {}
+        names, refused = trio.run(_store_names, creds, need_names)
     specs = []
     paths: dict[str, str] = {}
     for r in resources:
-        path = r.mount_path or os.path.join(root, slugify(names[r.memory_store_id]))
+        sid = r.memory_store_id
+        name = r.name or names.get(sid) or ""
+        path = r.mount_path or os.path.join(root, slugify(name or sid))
+        if not r.mount_path and not name:
+            why = refused.get(sid, "it has no name")
+            log.warning("cannot read the name of store %s (%s); mounting it at %s", sid, why, path)
         check_mount_path(path, r.memory_store_id)
         path = os.path.normpath(path)
         if path in paths:
@@ -230,7 +256,7 @@ def build_specs(
                 sync_interval=sync_interval,
                 sync_deletions=sync_deletions,
                 final_sync_timeout=final_sync_timeout,
-                name=names.get(r.memory_store_id, r.name or ""),
+                name=name,
             )
         )
     return specs

@@ -179,3 +179,38 @@ def test_build_specs_without_credentials_says_memories_need_a_token():
     assert "the session's memories cannot be mounted without a token" in str(e.value)
     # Nothing to mount needs no token.
     assert _specs([], creds=None) == []
+
+
+# ------------------------------------------------- resources and secrets
+
+
+def test_resources_are_taken_exactly_as_the_api_returns_them():
+    from memfs._api import parse_resources
+
+    entries = [
+        # access null or absent: read-write; unknown fields are ignored.
+        {"type": "memory_store", "memory_store_id": "memstore_a", "access": None},
+        {
+            "type": "memory_store",
+            "memory_store_id": "memstore_b",
+            "name": "Team Notes",
+            "description": "what the team knows",
+            "instructions": "read before answering",
+            "some_future_field": {"nested": [1, 2]},
+        },
+        {"type": "memory_store", "memory_store_id": "memstore_c", "access": "read_only"},
+        {"type": "file", "file_id": "file_1"},
+    ]
+    assert parse_resources(entries) == [
+        Resource("memstore_a", "read_write"),
+        Resource("memstore_b", "read_write", name="Team Notes", description="what the team knows"),
+        Resource("memstore_c", "read_only"),
+    ]
+
+
+def test_a_resource_without_mount_path_mounts_at_the_slug_of_its_own_name():
+    # The resource's name is enough: the store is not asked (nothing listens at CREDS' URL).
+    specs = _specs([Resource("memstore_a", name="User Preferences")], root="/srv/mem")
+    assert [(s.mount_path, s.name) for s in specs] == [
+        ("/srv/mem/user-preferences", "User Preferences")
+    ]

@@ -60,6 +60,7 @@ _REASONS = {
     402: "Payment Required",
     403: "Forbidden",
     404: "Not Found",
+    408: "Request Timeout",
     409: "Conflict",
     412: "Precondition Failed",
     413: "Content Too Large",
@@ -76,10 +77,12 @@ _ERROR_TYPES = {
     402: "billing_error",
     403: "permission_error",
     404: "not_found_error",
+    408: "timeout_error",
     409: "conflict_error",
     413: "request_too_large",
     429: "rate_limit_error",
     500: "api_error",
+    504: "timeout_error",
     529: "overloaded_error",
 }
 
