@@ -140,25 +140,32 @@ class WorkItemSecret:
         return f"WorkItemSecret(sessions_token=<hidden>, api_base_url={self.api_base_url!r})"
 
 
+_BASE64_TEXT = re.compile(r"[A-Za-z0-9+/_-]*")
+_URLSAFE_TO_STANDARD = str.maketrans("-_", "+/")
+
+
 def parse_work_item_secret(text: str) -> WorkItemSecret:
-    """Decode a work item secret: URL-safe base64 of
-    `{"sessions_token": "...", "api_base_url"?: "..."}`. Padding is optional."""
-    raw = text.strip()
+    """Decode a work item secret: base64 of `{"sessions_token": "...",
+    "api_base_url"?: "...", ...}`, other fields ignored. Either alphabet
+    (URL-safe or standard), padding optional; whitespace anywhere, such as
+    the line breaks `base64` puts in, is ignored."""
+    raw = "".join(text.split()).rstrip("=")
     try:
-        decoded = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4))
-        obj = json.loads(decoded)
+        if not raw or not _BASE64_TEXT.fullmatch(raw):
+            raise ValueError("not base64")
+        data = raw.translate(_URLSAFE_TO_STANDARD)
+        obj = json.loads(base64.b64decode(data + "=" * (-len(data) % 4), validate=True))
     except (binascii.Error, ValueError, UnicodeDecodeError):
-        raise InvalidSecret("the work item secret is not URL-safe base64 of a JSON object")
-    if (
-        not isinstance(obj, dict)
-        or not isinstance(obj.get("sessions_token"), str)
-        or not obj["sessions_token"]
-    ):
+        raise InvalidSecret(
+            "the work item secret is not URL-safe base64 (nor standard base64) of a JSON object"
+        )
+    token = obj.get("sessions_token") if isinstance(obj, dict) else None
+    if not isinstance(token, str) or not token.strip():
         raise InvalidSecret("the work item secret has no sessions_token")
     url = obj.get("api_base_url")
     if url is not None and not isinstance(url, str):
         raise InvalidSecret("the work item secret's api_base_url is not a string")
-    return WorkItemSecret(obj["sessions_token"], url or None)
+    return WorkItemSecret(token.strip(), (url or "").strip() or None)
 
 
 @dataclass(frozen=True)

@@ -214,3 +214,69 @@ def test_a_resource_without_mount_path_mounts_at_the_slug_of_its_own_name():
     assert [(s.mount_path, s.name) for s in specs] == [
         ("/srv/mem/user-preferences", "User Preferences")
     ]
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        "{b64}",
+        "  {b64}\n",
+        "{b64}{pad}",
+        "\n{b64}{pad}\n\n",
+        "{head}\n{tail}",
+        "{head}\r\n {tail}{pad}",
+    ],
+)
+@pytest.mark.parametrize("alphabet", ["urlsafe", "standard"])
+@pytest.mark.parametrize(
+    "token", ["a~~~???", "ab~~~???", "abc~~~???"], ids=["pad1", "pad0", "pad2"]
+)
+def test_work_item_secrets_in_either_alphabet_padded_or_not(layout, alphabet, token):
+    from memfs._api import parse_work_item_secret
+
+    # '~~~' and '???' make '+' and '/' in the standard alphabet, '-' and '_' in the URL-safe one.
+    obj = {"sessions_token": token, "api_base_url": "http://h:1", "other": 1}
+    encode = base64.urlsafe_b64encode if alphabet == "urlsafe" else base64.standard_b64encode
+    padded = encode(json.dumps(obj).encode()).decode()
+    b64 = padded.rstrip("=")
+    assert ("+" in b64 and "/" in b64) == (alphabet == "standard")
+    text = layout.format(b64=b64, pad=padded[len(b64) :], head=b64[:10], tail=b64[10:])
+    secret = parse_work_item_secret(text)
+    assert (secret.sessions_token, secret.api_base_url) == (token, "http://h:1")
+
+
+def test_a_work_item_secret_wrapped_over_lines_like_base64_prints_it():
+    from memfs._api import parse_work_item_secret
+
+    obj = {"sessions_token": "t" * 120}
+    wrapped = base64.encodebytes(json.dumps(obj).encode()).decode()
+    assert wrapped.count("\n") > 1
+    assert parse_work_item_secret(wrapped).sessions_token == "t" * 120
+
+
+@pytest.mark.parametrize(
+    ("obj", "words"),
+    [
+        ({"api_base_url": "http://x"}, "no sessions_token"),
+        ({"sessions_token": ""}, "no sessions_token"),
+        ({"sessions_token": "   "}, "no sessions_token"),
+        ({"sessions_token": 12}, "no sessions_token"),
+        (["sessions_token"], "no sessions_token"),
+        ({"sessions_token": "t", "api_base_url": 5}, "api_base_url is not a string"),
+    ],
+)
+def test_work_item_secrets_without_a_usable_token_are_refused(obj, words):
+    from memfs._api import parse_work_item_secret
+
+    with pytest.raises(InvalidSecret) as e:
+        parse_work_item_secret(_secret(obj))
+    assert words in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("text", ["%%%", "a", "abc!", "", "  \n"])
+def test_text_that_is_not_base64_json_is_not_a_secret(text):
+    from memfs._api import parse_work_item_secret
+
+    with pytest.raises(InvalidSecret, match="is not URL-safe base64"):
+        parse_work_item_secret(text)
