@@ -59,15 +59,20 @@ def setup_mount(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--api-url",
-        help="the Memory Store API (default $MEMFS_API_URL, the secret's, or the public API)",
+        help="the Memory Store API (default $MEMFS_API_URL, $ANTHROPIC_BASE_URL, the secret's, "
+        "or the public API)",
     )
     p.add_argument(
-        "--token-file", metavar="FILE", help="a file holding the token (or set MEMFS_TOKEN)"
+        "--token-file",
+        metavar="FILE",
+        help="a file holding the token (or set MEMFS_TOKEN, ANTHROPIC_API_KEY or "
+        "ANTHROPIC_AUTH_TOKEN); an sk-ant-api... key travels as x-api-key",
     )
     p.add_argument(
         "--secret-file",
         metavar="FILE",
-        help="a file holding the work item secret (or set MEMFS_WORK_ITEM_SECRET)",
+        help="a file holding the work item secret (or set MEMFS_WORK_ITEM_SECRET or "
+        "ANTHROPIC_WORK_SECRET)",
     )
     p.add_argument(
         "--cache-dir",
@@ -108,6 +113,8 @@ def run_mount(args: argparse.Namespace) -> int:
     creds = sup.resolve_credentials(
         api_url=args.api_url, token_file=args.token_file, secret_file=args.secret_file
     )
+    if creds is not None:
+        log.info("the token comes from %s and travels as %s", creds.source, creds.auth)
     specs = sup.build_specs(
         resources,
         creds,

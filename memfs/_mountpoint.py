@@ -27,7 +27,8 @@ log = logging.getLogger("memfs.mount")
 
 @dataclass
 class StoreSpec:
-    """Everything one store process needs. `token` travels only on stdin."""
+    """Everything one store process needs. `token` travels only on stdin;
+    `auth` is the header it travels in to the API (`bearer` or `x-api-key`)."""
 
     store_id: str
     mount_path: str
@@ -45,6 +46,7 @@ class StoreSpec:
     prefetch_concurrency: int = 4
     sync_concurrency: int = 16
     name: str = ""
+    auth: str = "bearer"
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

@@ -280,3 +280,96 @@ def test_text_that_is_not_base64_json_is_not_a_secret(text):
 
     with pytest.raises(InvalidSecret, match="is not URL-safe base64"):
         parse_work_item_secret(text)
+
+
+# ------------------------------------------------------- credential sources
+
+
+def test_credential_sources_in_their_order_of_precedence(tmp_path: Path):
+    """Flags, then MEMFS_*, then the SDKs' ANTHROPIC_*: take the winner away
+    and the next one speaks. API keys travel as x-api-key, everything else
+    (sessions tokens above all) as a bearer token."""
+    token_file = tmp_path / "token"
+    token_file.write_text("file-token\n")
+    secret_file = tmp_path / "secret"
+    secret_file.write_text(_secret({"sessions_token": "file-secret"}))
+    flags = {"token_file": str(token_file), "secret_file": str(secret_file)}
+    env = {
+        "MEMFS_TOKEN": "memfs-token",
+        "MEMFS_WORK_ITEM_SECRET": _secret({"sessions_token": "memfs-secret"}),
+        "ANTHROPIC_API_KEY": "api-key-of-any-shape",
+        "ANTHROPIC_AUTH_TOKEN": "sk-ant-api-but-an-auth-token",
+        "ANTHROPIC_WORK_SECRET": _secret({"sessions_token": "sk-ant-api-session"}),
+    }
+    expected = [
+        ("token_file", "file-token", "bearer"),
+        ("secret_file", "file-secret", "bearer"),
+        ("MEMFS_TOKEN", "memfs-token", "bearer"),
+        ("MEMFS_WORK_ITEM_SECRET", "memfs-secret", "bearer"),
+        ("ANTHROPIC_API_KEY", "api-key-of-any-shape", "x-api-key"),
+        ("ANTHROPIC_AUTH_TOKEN", "sk-ant-api-but-an-auth-token", "bearer"),
+        ("ANTHROPIC_WORK_SECRET", "sk-ant-api-session", "bearer"),
+    ]
+    for source, token, auth in expected:
+        creds = resolve_credentials(api_url=None, env=env, **flags)
+        assert creds is not None
+        assert (creds.token, creds.auth) == (token, auth), source
+        assert creds.api_url == "https://api.anthropic.com"
+        flags.pop(source, None)
+        env.pop(source, None)
+    assert resolve_credentials(api_url=None, env=env) is None
+    # Set but blank counts as not set.
+    blank = {"MEMFS_TOKEN": " ", "ANTHROPIC_API_KEY": "", "ANTHROPIC_AUTH_TOKEN": "tok"}
+    creds = resolve_credentials(api_url=None, token_file=None, secret_file=None, env=blank)
+    assert (creds.token, creds.auth) == ("tok", "bearer")
+
+
+@pytest.mark.parametrize("where", ["token_file", "MEMFS_TOKEN"])
+def test_a_token_that_is_an_api_key_travels_as_x_api_key(tmp_path: Path, where):
+    key = "sk-ant-api03-" + "x" * 20
+    token_file = tmp_path / "token"
+    token_file.write_text(key + "\n")
+    if where == "token_file":
+        creds = resolve_credentials(
+            api_url=None, token_file=str(token_file), secret_file=None, env={}
+        )
+    else:
+        creds = resolve_credentials(
+            api_url=None, token_file=None, secret_file=None, env={"MEMFS_TOKEN": key}
+        )
+    assert (creds.token, creds.auth) == (key, "x-api-key")
+    assert key not in repr(creds)
+
+
+def test_the_api_url_in_its_order_of_precedence():
+    secret = _secret({"sessions_token": "s", "api_base_url": "http://secret:1/"})
+    env = {
+        "ANTHROPIC_WORK_SECRET": secret,
+        "ANTHROPIC_BASE_URL": "http://anthropic-base:2/",
+        "MEMFS_API_URL": "http://memfs:3",
+    }
+
+    def url(api_url=None, **changes):
+        e = {k: v for k, v in {**env, **changes}.items() if v is not None}
+        creds = resolve_credentials(api_url=api_url, token_file=None, secret_file=None, env=e)
+        return creds.api_url
+
+    assert url(api_url="http://flag:4/") == "http://flag:4"
+    assert url() == "http://memfs:3"
+    assert url(MEMFS_API_URL=None) == "http://anthropic-base:2"
+    assert url(MEMFS_API_URL=None, ANTHROPIC_BASE_URL=None) == "http://secret:1"
+    # A secret that is not the credential in use brings no URL.
+    assert (
+        url(MEMFS_API_URL=None, ANTHROPIC_BASE_URL=None, MEMFS_TOKEN="t")
+        == "https://api.anthropic.com"
+    )
+
+
+def test_the_spec_handed_to_a_store_process_carries_the_auth_mode():
+    from memfs._mountpoint import StoreSpec
+
+    creds = Credentials(UNREACHABLE, "sk-ant-api03-key", "x-api-key")
+    (spec,) = _specs([Resource("memstore_a", mount_path="/m/a")], creds=creds)
+    assert spec.auth == "x-api-key"
+    assert StoreSpec.from_json(spec.to_json()).auth == "x-api-key"
+    assert "sk-ant-api03-key" not in repr(spec)
