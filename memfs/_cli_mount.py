@@ -10,6 +10,7 @@ import sys
 import time
 
 from . import _supervisor as sup
+from ._cli import SecretOnCommandLine
 from ._exceptions import ConfigError
 
 log = logging.getLogger("memfs")
@@ -22,27 +23,13 @@ def _float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds")
 
 
-class _RefuseSecretArgument(argparse.Action):
-    """A secret on the command line shows in `ps` to every user: refuse it, without echoing it."""
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        parser.error(
-            f"{option_string} is not taken: a secret on the command line shows in ps; "
-            "give --token-file FILE or set MEMFS_TOKEN (or the work item secret in "
-            "--secret-file FILE or MEMFS_WORK_ITEM_SECRET)"
-        )
-
-
 def setup_mount(p: argparse.ArgumentParser) -> None:
-    # Without this, `--token SECRET` would be read as `--token-file SECRET`,
-    # and the secret echoed back in the error about that file.
-    p.allow_abbrev = False
     p.add_argument(
         "--token",
         "--secret",
-        nargs="?",
-        action=_RefuseSecretArgument,
-        help=argparse.SUPPRESS,
+        action=SecretOnCommandLine,
+        const="give --token-file FILE or set MEMFS_TOKEN (or the work item secret in "
+        "--secret-file FILE or MEMFS_WORK_ITEM_SECRET)",
     )
     p.add_argument(
         "--store",

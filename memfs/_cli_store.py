@@ -27,6 +27,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ._api import MAX_CONTENT_BYTES, Memory, normalize_path, normalize_prefix
+from ._cli import SecretOnCommandLine
 
 if TYPE_CHECKING:
     from ._client import StoreClient
@@ -47,6 +48,12 @@ def _add_connection_options(p: argparse.ArgumentParser, *, top: bool) -> None:
     """The same options on `memfs store` and on each of its subcommands, so
     they may stand before or after the subcommand's name."""
     default = None if top else argparse.SUPPRESS
+    p.add_argument(
+        "--token",
+        action=SecretOnCommandLine,
+        default=argparse.SUPPRESS,
+        const="give --token-file FILE or set MEMFS_TOKEN",
+    )
     p.add_argument(
         "--api-url",
         default=default,
