@@ -108,11 +108,18 @@ class SecretOnCommandLine(argparse.Action):
         )
 
 
-def _setup_logging(verbose: int) -> None:
-    level = logging.DEBUG if verbose > 1 else logging.INFO if verbose == 1 else logging.WARNING
-    env = os.environ.get("MEMFS_LOG_LEVEL")
-    if env:
-        level = getattr(logging, env.upper(), level)
+def _asked_level(verbose: int) -> int | None:
+    """The log level asked for: MEMFS_LOG_LEVEL when it names one, else -v
+    (INFO) or -vv (DEBUG); None when neither was given."""
+    named = logging.getLevelName(os.environ.get("MEMFS_LOG_LEVEL", "").strip().upper())
+    if isinstance(named, int):
+        return named
+    if verbose:
+        return logging.DEBUG if verbose > 1 else logging.INFO
+    return None
+
+
+def _setup_logging(level: int) -> None:
     logging.basicConfig(
         level=level,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
@@ -145,7 +152,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for name, (help_text, setup, run) in _commands().items():
         p = sub.add_parser(name, help=help_text, description=help_text)
-        p.add_argument("-v", "--verbose", action="count", default=0, help=argparse.SUPPRESS)
+        # Its own dest: a subparser's default would overwrite the count of `memfs -v`.
+        p.add_argument(
+            "-v",
+            "--verbose",
+            action="count",
+            default=0,
+            dest="verbose_after",
+            help=argparse.SUPPRESS,
+        )
         setup(p)
         p.set_defaults(_run=run)
     return parser
@@ -154,7 +169,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    _setup_logging(args.verbose)
+    args.verbose += args.verbose_after  # `memfs -v mount -v` is -vv
+    asked = _asked_level(args.verbose)
+    _setup_logging(logging.WARNING if asked is None else asked)
+    # What store processes are told; None: their own default.
+    args.log_level = None if asked is None else logging.getLevelName(asked)
     try:
         return int(args._run(args) or 0)
     except UsageError as e:

@@ -114,10 +114,8 @@ def run_mount(args: argparse.Namespace) -> int:
         sync_deletions=args.sync_deletions,
         final_sync_timeout=args.final_sync_timeout,
     )
-    level = logging.getLevelName(logging.getLogger().getEffectiveLevel())
-    supervisor = sup.Supervisor(
-        specs, daemon=args.daemon, log_level=level if args.verbose else "INFO"
-    )
+    # Store processes log each pass at INFO unless -v or MEMFS_LOG_LEVEL say otherwise.
+    supervisor = sup.Supervisor(specs, daemon=args.daemon, log_level=args.log_level or "INFO")
     supervisor.start_all()
     for spec in specs:
         access = "read-only" if spec.read_only else "read-write"

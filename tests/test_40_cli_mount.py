@@ -258,6 +258,40 @@ def test_a_store_the_api_will_not_name_mounts_at_the_slug_of_its_id(
         assert _memories(memfs_server, sid) == {"/note.md": "through a refused name"}
 
 
+@pytest.mark.parametrize(
+    ("before", "after", "level", "levels_seen", "levels_not_seen"),
+    [
+        ((), (), None, ["INFO"], ["DEBUG"]),
+        (("-vv",), (), None, ["DEBUG"], []),
+        (("-v",), ("-v",), None, ["DEBUG"], []),
+        ((), (), "DEBUG", ["DEBUG"], []),
+        ((), (), "WARNING", [], ["INFO", "DEBUG"]),
+    ],
+    ids=["default", "memfs -vv mount", "memfs -v mount -v", "MEMFS_LOG_LEVEL=DEBUG", "WARNING"],
+)
+def test_the_log_level_reaches_the_store_process(
+    mounter, memfs_server, before, after, level, levels_seen, levels_not_seen
+):
+    store_id = memfs_server.create_store("Log level")["id"]
+    env = mounter.env
+    env.pop("MEMFS_LOG_LEVEL", None)
+    if level:
+        env["MEMFS_LOG_LEVEL"] = level
+    path = mounter.root / "s"
+    args = ["mount", "--daemon", "--store", f"{store_id}={path}", *after]
+    args += ["--cache-dir", str(mounter.cache_dir), "--token-file", str(mounter.token_file)]
+    r = mounter.memfs(*before, *args, env=env)
+    assert r.returncode == 0, r.stderr
+    (path / "x.md").write_text("x")
+    mounter.sync(path)
+    log = (mounter.cache_dir / store_id / "memfs.log").read_text()
+    for name in levels_seen:
+        assert f" {name} " in log, log
+    for name in levels_not_seen:
+        assert f" {name} " not in log, log
+    assert memfs_server.token not in log
+
+
 # ------------------------------------------------------------------ refusals
 
 
