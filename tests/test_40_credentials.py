@@ -10,7 +10,6 @@ travelled."""
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import secrets
@@ -21,23 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import ServerProcess
+from tests.support import ServerProcess, standard_base64_secret
 from tests.support.mounts import Mounter
 
 API_KEY = "sk-ant-api03-" + secrets.token_urlsafe(24)
 SESSION_TOKEN = "sesn-tok-" + secrets.token_hex(12)
 OTHER_TOKEN = "other-tok-" + secrets.token_hex(12)
-
-
-def _standard_base64_secret(obj: dict) -> str:
-    """Standard-alphabet base64 of `obj`, with at least one '+' and one '/' in
-    it (a URL-safe decoder alone would misread it), padding dropped and wrapped
-    in whitespace as a file or an environment variable may hold it."""
-    for i in range(64):
-        text = base64.standard_b64encode(json.dumps({**obj, "pad": "~?" * i}).encode()).decode()
-        if "+" in text and "/" in text:
-            return "\n  " + text.rstrip("=") + "\n"
-    raise AssertionError("no encoding with both '+' and '/'")
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +64,7 @@ def _actors(server: ServerProcess, store_id: str) -> list[str]:
 
 
 def _secret_for(server: ServerProcess, token: str) -> str:
-    return _standard_base64_secret({"sessions_token": token, "api_base_url": server.url})
+    return standard_base64_secret({"sessions_token": token, "api_base_url": server.url})
 
 
 # (environment, flags) -> the actor the server records; "URL" stands for the server's URL.
@@ -124,7 +112,7 @@ def test_the_header_a_credential_travels_in(case, mounter, server, tmp_path):
 def test_a_work_item_secret_without_a_sessions_token_is_one_sentence(mounter, server):
     store_id = server.create_store("no sessions token")["id"]
     env = mounter.env
-    env["ANTHROPIC_WORK_SECRET"] = _standard_base64_secret({"api_base_url": server.url})
+    env["ANTHROPIC_WORK_SECRET"] = standard_base64_secret({"api_base_url": server.url})
     r = mounter.memfs(*_mount_args(mounter, store_id), env=env)
     assert (r.returncode, r.stderr) == (2, "memfs: the work item secret has no sessions_token\n")
     assert not (mounter.root / "s").exists()

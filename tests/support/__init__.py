@@ -6,6 +6,8 @@ backed by a real SQLite file.
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import selectors
 import signal
@@ -20,6 +22,17 @@ from memfs._api import ANTHROPIC_VERSION, BETA
 
 TEST_TOKEN = "test-token"
 START_TIMEOUT = 15.0
+
+
+def standard_base64_secret(obj: dict) -> str:
+    """A work item secret in the standard base64 alphabet, with at least one
+    '+' and one '/' in it (a URL-safe decoder alone would misread it), padding
+    dropped and whitespace around, as a file or a variable may hold it."""
+    for i in range(64):
+        text = base64.standard_b64encode(json.dumps({**obj, "pad": "~?" * i}).encode()).decode()
+        if "+" in text and "/" in text:
+            return "\n  " + text.rstrip("=") + "\n"
+    raise AssertionError("no encoding with both '+' and '/'")
 
 
 def api_headers(token: str = TEST_TOKEN, *, beta: str | None = BETA) -> dict[str, str]:
