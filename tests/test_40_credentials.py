@@ -20,7 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import ServerProcess, standard_base64_secret
+from tests.support import (
+    ServerProcess,
+    cmdlines_holding,
+    serve_accepting,
+    standard_base64_secret,
+)
 from tests.support.mounts import Mounter
 
 API_KEY = "sk-ant-api03-" + secrets.token_urlsafe(24)
@@ -30,12 +35,8 @@ OTHER_TOKEN = "other-tok-" + secrets.token_hex(12)
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    """A `memfs serve` that accepts three tokens, given in its environment so
-    that none shows on its command line."""
     db = tmp_path_factory.mktemp("serve") / "store.sqlite3"
-    tokens = ",".join([API_KEY, SESSION_TOKEN, OTHER_TOKEN])
-    server = ServerProcess(db, token="", env={"MEMFS_SERVE_TOKEN": tokens}).start()
-    server.token = API_KEY  # what the test's own HTTP helpers send
+    server = serve_accepting(db, [API_KEY, SESSION_TOKEN, OTHER_TOKEN])
     try:
         yield server
     finally:
@@ -118,22 +119,6 @@ def test_a_work_item_secret_without_a_sessions_token_is_one_sentence(mounter, se
     assert not (mounter.root / "s").exists()
 
 
-def _processes_holding(values: list[bytes]) -> list[str]:
-    """`pid: cmdline` of every process whose command line holds one of `values`."""
-    hits = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmdline = f.read()
-        except OSError:
-            continue
-        if any(v in cmdline for v in values):
-            hits.append(f"{entry}: {cmdline!r}")
-    return hits
-
-
 def test_no_secret_shows_in_ps_a_store_process_its_log_or_status(mounter, server, tmp_path):
     store_id = server.create_store("secrets stay hidden")["id"]
     work_secret = _secret_for(server, OTHER_TOKEN)
@@ -152,7 +137,7 @@ def test_no_secret_shows_in_ps_a_store_process_its_log_or_status(mounter, server
     status = mounter.memfs("status", "--json", check=True)
 
     values = [v.strip().encode() for v in (API_KEY, SESSION_TOKEN, OTHER_TOKEN, work_secret)]
-    assert _processes_holding(values) == []
+    assert cmdlines_holding(values) == []
     (pid,) = mounter.store_pids()
     with open(f"/proc/{pid}/environ", "rb") as f:
         environ = f.read().split(b"\0")

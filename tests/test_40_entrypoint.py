@@ -21,7 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import ServerProcess, standard_base64_secret
+from tests.support import (
+    ServerProcess,
+    cmdlines_holding,
+    serve_accepting,
+    standard_base64_secret,
+)
 from tests.support.mounts import CREDENTIAL_ENV, Mounter
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,8 +47,7 @@ SECRET_NAMES = {
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     db = tmp_path_factory.mktemp("serve") / "store.sqlite3"
-    server = ServerProcess(db, token="", env={"MEMFS_SERVE_TOKEN": f"{API_KEY},{TOKEN}"}).start()
-    server.token = API_KEY
+    server = serve_accepting(db, [API_KEY, TOKEN])
     try:
         yield server
     finally:
@@ -80,20 +84,6 @@ def _children(pid: int, command: bytes) -> list[int]:
             return [int(c) for c in f.read().split() if _command(int(c)) == command]
     except OSError:
         return []
-
-
-def _cmdlines_holding(values: list[bytes]) -> list[str]:
-    hits = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    cmdline = f.read()
-            except OSError:
-                continue
-            if any(v in cmdline for v in values):
-                hits.append(f"{entry}: {cmdline!r}")
-    return hits
 
 
 def _wait_for(predicate, timeout: float, what: str):
@@ -211,7 +201,7 @@ def test_no_long_lived_process_holds_a_credential(case, entrypoint, server, moun
     _assert_clean(agent, values)
     (store,) = mounter.store_pids()
     _assert_clean(store, values)
-    assert _cmdlines_holding(values) == []
+    assert cmdlines_holding(values) == []
     assert list(entrypoint.tmpdir.iterdir()) == [], "the credentials' file is gone"
 
     (entrypoint.path / "from-the-agent.md").write_text("kept")

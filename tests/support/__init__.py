@@ -166,3 +166,30 @@ class ServerProcess:
             r = client.post("/v1/memory_stores", json={"name": name, **fields})
         r.raise_for_status()
         return r.json()
+
+
+def serve_accepting(db_path: Path, tokens: list[str]) -> ServerProcess:
+    """A started `memfs serve` that accepts `tokens`, given in its environment
+    (MEMFS_SERVE_TOKEN) so that none shows on its command line; its HTTP
+    helpers send the first one."""
+    server = ServerProcess(db_path, token="", env={"MEMFS_SERVE_TOKEN": ",".join(tokens)})
+    server.start()
+    server.token = tokens[0]
+    return server
+
+
+def cmdlines_holding(values: list[bytes]) -> list[str]:
+    """`pid: cmdline` of every process whose command line (what `ps` shows to
+    every user) holds one of `values`."""
+    hits = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except OSError:
+            continue
+        if any(v in cmdline for v in values):
+            hits.append(f"{entry}: {cmdline!r}")
+    return hits
