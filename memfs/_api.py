@@ -140,25 +140,32 @@ class WorkItemSecret:
         return f"WorkItemSecret(sessions_token=<hidden>, api_base_url={self.api_base_url!r})"
 
 
+_BASE64_TEXT = re.compile(r"[A-Za-z0-9+/_-]*")
+_URLSAFE_TO_STANDARD = str.maketrans("-_", "+/")
+
+
 def parse_work_item_secret(text: str) -> WorkItemSecret:
-    """Decode a work item secret: URL-safe base64 of
-    `{"sessions_token": "...", "api_base_url"?: "..."}`. Padding is optional."""
-    raw = text.strip()
+    """Decode a work item secret: base64 of `{"sessions_token": "...",
+    "api_base_url"?: "...", ...}`, other fields ignored. Either alphabet
+    (URL-safe or standard), padding optional; whitespace anywhere, such as
+    the line breaks `base64` puts in, is ignored."""
+    raw = "".join(text.split()).rstrip("=")
     try:
-        decoded = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4))
-        obj = json.loads(decoded)
+        if not raw or not _BASE64_TEXT.fullmatch(raw):
+            raise ValueError("not base64")
+        data = raw.translate(_URLSAFE_TO_STANDARD)
+        obj = json.loads(base64.b64decode(data + "=" * (-len(data) % 4), validate=True))
     except (binascii.Error, ValueError, UnicodeDecodeError):
-        raise InvalidSecret("the work item secret is not URL-safe base64 of a JSON object")
-    if (
-        not isinstance(obj, dict)
-        or not isinstance(obj.get("sessions_token"), str)
-        or not obj["sessions_token"]
-    ):
+        raise InvalidSecret(
+            "the work item secret is not URL-safe base64 (nor standard base64) of a JSON object"
+        )
+    token = obj.get("sessions_token") if isinstance(obj, dict) else None
+    if not isinstance(token, str) or not token.strip():
         raise InvalidSecret("the work item secret has no sessions_token")
     url = obj.get("api_base_url")
     if url is not None and not isinstance(url, str):
         raise InvalidSecret("the work item secret's api_base_url is not a string")
-    return WorkItemSecret(obj["sessions_token"], url or None)
+    return WorkItemSecret(token.strip(), (url or "").strip() or None)
 
 
 @dataclass(frozen=True)
@@ -176,8 +183,16 @@ class Resource:
         return self.access == ACCESS_READ_ONLY
 
 
+def _text(value: Any) -> str | None:
+    """A string field as given, None when absent, empty or not a string."""
+    return value if isinstance(value, str) and value.strip() else None
+
+
 def parse_resources(obj: Any) -> list[Resource]:
-    """Validate a `resources` array; entries of other types than memory_store are ignored."""
+    """Validate a `resources` array exactly as the API returns it: entries of
+    other types than memory_store are skipped; `access` null or absent is
+    read-write; `mount_path` and `name` are optional; unknown fields
+    (`instructions`, ...) are ignored."""
     if isinstance(obj, dict) and isinstance(obj.get("resources"), list):
         obj = obj["resources"]
     if not isinstance(obj, list):
@@ -191,7 +206,9 @@ def parse_resources(obj: Any) -> list[Resource]:
         sid = item.get("memory_store_id")
         if not isinstance(sid, str) or not sid:
             raise InvalidResources(f"resources[{i}] has no memory_store_id")
-        access = item.get("access", ACCESS_READ_WRITE)
+        access = item.get("access")
+        if access is None:
+            access = ACCESS_READ_WRITE
         if access not in (ACCESS_READ_WRITE, ACCESS_READ_ONLY):
             raise InvalidResources(
                 f"resources[{i}] has access {access!r}: use read_write or read_only"
@@ -203,8 +220,8 @@ def parse_resources(obj: Any) -> list[Resource]:
             Resource(
                 memory_store_id=sid,
                 access=access,
-                name=item.get("name") if isinstance(item.get("name"), str) else None,
-                description=item.get("description") or "",
+                name=_text(item.get("name")),
+                description=_text(item.get("description")) or "",
                 mount_path=mount_path or None,
             )
         )

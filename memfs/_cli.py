@@ -2,8 +2,11 @@
 
 Exit statuses: 0 success; 1 the work failed (a store refused, a sync did not
 finish, a mount failed); 2 bad usage (a flag, file or value memfs cannot use).
-Errors are one sentence on stderr, `memfs: <sentence>`, never a traceback.
-Nothing imports this module; it imports the layers below.
+Errors are one sentence on stderr, `memfs: <sentence>`, never a traceback,
+and never one that repeats a value memfs could not use: it may be a secret
+typed in the wrong place. Flags are never abbreviated (argparse would read
+`--token X` as `--token-file X`).
+The subcommand modules import its parser helpers; it imports the layers below.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
 from collections.abc import Sequence
 
@@ -24,19 +28,98 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 
 
+_INVALID_CHOICE_VALUE = re.compile(r"invalid choice: .*(?= \(choose from )", re.DOTALL)
+
+
+def _flag_name(arg: str) -> str | None:
+    """`--name` of `--name=VALUE`, `-t` of `-tVALUE`; None for a value."""
+    if arg.startswith("--"):
+        return arg.split("=", 1)[0]
+    if arg.startswith("-") and len(arg) > 1:
+        return arg[:2]
+    return None
+
+
+def _unrecognized(extras: list[str]) -> str:
+    """Name the flags memfs does not know, and only count the rest: a value
+    after an unknown flag, or a stray one, may be a secret."""
+    flags = [name for name in map(_flag_name, extras) if name]
+    values = len(extras) - len(flags)
+    hidden = (
+        "not shown in case it is a secret" if values == 1 else "not shown in case one is a secret"
+    )
+    if not flags:
+        plural = "s" if values > 1 else ""
+        return f"{values} unrecognized argument{plural}, {hidden}"
+    named = f"unrecognized argument{'s' if len(flags) > 1 else ''} {', '.join(flags)}"
+    if values:
+        named += f" and {values} more argument{'s' if values > 1 else ''}, {hidden}"
+    return named
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse that reports usage errors as one sentence and exit status 2."""
+    """argparse that reports usage errors as one sentence and exit status 2,
+    takes flags only by their full names, and echoes no value it refused."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        self._arg_strings = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        namespace, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self.error(_unrecognized(extras))
+        return namespace
 
     def error(self, message: str) -> None:  # type: ignore[override]
+        if _INVALID_CHOICE_VALUE.search(message):
+            # `memfs store --tok X list` makes X the action: the unknown flag
+            # is the mistake to name, and X is never quoted.
+            unknown = [
+                arg
+                for arg in getattr(self, "_arg_strings", [])
+                if _flag_name(arg) and _flag_name(arg) not in self._option_string_actions
+            ]
+            if unknown:
+                message = _unrecognized(unknown)
+            else:
+                message = _INVALID_CHOICE_VALUE.sub("invalid choice", message)
         sys.stderr.write(f"memfs: {message} (see '{self.prog} --help')\n")
         raise SystemExit(EXIT_USAGE)
 
 
-def _setup_logging(verbose: int) -> None:
-    level = logging.DEBUG if verbose > 1 else logging.INFO if verbose == 1 else logging.WARNING
-    env = os.environ.get("MEMFS_LOG_LEVEL")
-    if env:
-        level = getattr(logging, env.upper(), level)
+class SecretOnCommandLine(argparse.Action):
+    """A flag that would put a secret on the command line, where `ps` shows it
+    to every user: refused, without echoing its value. `const` says what to
+    give instead."""
+
+    def __init__(self, option_strings, dest, const: str = "", **kwargs) -> None:
+        super().__init__(option_strings, dest, nargs="?", help=argparse.SUPPRESS, **kwargs)
+        self.instead = const
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.error(
+            f"{option_string} is not taken: a secret on the command line shows in ps; "
+            f"{self.instead}"
+        )
+
+
+def _asked_level(verbose: int) -> int | None:
+    """The log level asked for: MEMFS_LOG_LEVEL when it names one, else -v
+    (INFO) or -vv (DEBUG); None when neither was given."""
+    named = logging.getLevelName(os.environ.get("MEMFS_LOG_LEVEL", "").strip().upper())
+    if isinstance(named, int):
+        return named
+    if verbose:
+        return logging.DEBUG if verbose > 1 else logging.INFO
+    return None
+
+
+def _setup_logging(level: int) -> None:
     logging.basicConfig(
         level=level,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
@@ -69,7 +152,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for name, (help_text, setup, run) in _commands().items():
         p = sub.add_parser(name, help=help_text, description=help_text)
-        p.add_argument("-v", "--verbose", action="count", default=0, help=argparse.SUPPRESS)
+        # Its own dest: a subparser's default would overwrite the count of `memfs -v`.
+        p.add_argument(
+            "-v",
+            "--verbose",
+            action="count",
+            default=0,
+            dest="verbose_after",
+            help=argparse.SUPPRESS,
+        )
         setup(p)
         p.set_defaults(_run=run)
     return parser
@@ -78,7 +169,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    _setup_logging(args.verbose)
+    args.verbose += args.verbose_after  # `memfs -v mount -v` is -vv
+    asked = _asked_level(args.verbose)
+    _setup_logging(logging.WARNING if asked is None else asked)
+    # What store processes are told; None: their own default.
+    args.log_level = None if asked is None else logging.getLevelName(asked)
     try:
         return int(args._run(args) or 0)
     except UsageError as e:

@@ -10,6 +10,7 @@ import sys
 import time
 
 from . import _supervisor as sup
+from ._cli import SecretOnCommandLine
 from ._exceptions import ConfigError
 
 log = logging.getLogger("memfs")
@@ -22,27 +23,13 @@ def _float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds")
 
 
-class _RefuseSecretArgument(argparse.Action):
-    """A secret on the command line shows in `ps` to every user: refuse it, without echoing it."""
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        parser.error(
-            f"{option_string} is not taken: a secret on the command line shows in ps; "
-            "give --token-file FILE or set MEMFS_TOKEN (or the work item secret in "
-            "--secret-file FILE or MEMFS_WORK_ITEM_SECRET)"
-        )
-
-
 def setup_mount(p: argparse.ArgumentParser) -> None:
-    # Without this, `--token SECRET` would be read as `--token-file SECRET`,
-    # and the secret echoed back in the error about that file.
-    p.allow_abbrev = False
     p.add_argument(
         "--token",
         "--secret",
-        nargs="?",
-        action=_RefuseSecretArgument,
-        help=argparse.SUPPRESS,
+        action=SecretOnCommandLine,
+        const="give --token-file FILE or set MEMFS_TOKEN (or the work item secret in "
+        "--secret-file FILE or MEMFS_WORK_ITEM_SECRET)",
     )
     p.add_argument(
         "--store",
@@ -59,15 +46,20 @@ def setup_mount(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--api-url",
-        help="the Memory Store API (default $MEMFS_API_URL, the secret's, or the public API)",
+        help="the Memory Store API (default $MEMFS_API_URL, $ANTHROPIC_BASE_URL, the secret's, "
+        "or the public API)",
     )
     p.add_argument(
-        "--token-file", metavar="FILE", help="a file holding the token (or set MEMFS_TOKEN)"
+        "--token-file",
+        metavar="FILE",
+        help="a file holding the token (or set MEMFS_TOKEN, ANTHROPIC_API_KEY or "
+        "ANTHROPIC_AUTH_TOKEN); an sk-ant-api... key travels as x-api-key",
     )
     p.add_argument(
         "--secret-file",
         metavar="FILE",
-        help="a file holding the work item secret (or set MEMFS_WORK_ITEM_SECRET)",
+        help="a file holding the work item secret (or set MEMFS_WORK_ITEM_SECRET or "
+        "ANTHROPIC_WORK_SECRET)",
     )
     p.add_argument(
         "--cache-dir",
@@ -108,6 +100,8 @@ def run_mount(args: argparse.Namespace) -> int:
     creds = sup.resolve_credentials(
         api_url=args.api_url, token_file=args.token_file, secret_file=args.secret_file
     )
+    if creds is not None:
+        log.info("the token comes from %s and travels as %s", creds.source, creds.auth)
     specs = sup.build_specs(
         resources,
         creds,
@@ -120,10 +114,8 @@ def run_mount(args: argparse.Namespace) -> int:
         sync_deletions=args.sync_deletions,
         final_sync_timeout=args.final_sync_timeout,
     )
-    level = logging.getLevelName(logging.getLogger().getEffectiveLevel())
-    supervisor = sup.Supervisor(
-        specs, daemon=args.daemon, log_level=level if args.verbose else "INFO"
-    )
+    # Store processes log each pass at INFO unless -v or MEMFS_LOG_LEVEL say otherwise.
+    supervisor = sup.Supervisor(specs, daemon=args.daemon, log_level=args.log_level or "INFO")
     supervisor.start_all()
     for spec in specs:
         access = "read-only" if spec.read_only else "read-write"

@@ -8,10 +8,13 @@
     memfs store rm STORE_ID PATH
     memfs store log STORE_ID [PATH]               time, operation, path, sha prefix
 
-The API URL comes from `--api-url` or `MEMFS_API_URL` (default the local
-`memfs serve`); the token from `--token-file FILE` or `MEMFS_TOKEN`, never
-from a flag, so `ps` cannot show it. Output is tab-separated lines, or JSON
-with `--json`.
+The API URL and the token come from the same places as `memfs mount`'s
+(`_supervisor.resolve_credentials`): `--api-url`, `MEMFS_API_URL` or
+`ANTHROPIC_BASE_URL` (default the local `memfs serve`); `--token-file FILE`,
+`MEMFS_TOKEN`, `ANTHROPIC_API_KEY` (sent as x-api-key) or
+`ANTHROPIC_AUTH_TOKEN`, never a flag, so `ps` cannot show it. A token that
+starts with `sk-ant-api` travels as x-api-key unless `--auth` says otherwise.
+Output is tab-separated lines, or JSON with `--json`.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ._api import MAX_CONTENT_BYTES, Memory, normalize_path, normalize_prefix
+from ._cli import SecretOnCommandLine
 
 if TYPE_CHECKING:
     from ._client import StoreClient
@@ -45,22 +49,28 @@ def _add_connection_options(p: argparse.ArgumentParser, *, top: bool) -> None:
     they may stand before or after the subcommand's name."""
     default = None if top else argparse.SUPPRESS
     p.add_argument(
+        "--token",
+        action=SecretOnCommandLine,
+        default=argparse.SUPPRESS,
+        const="give --token-file FILE or set MEMFS_TOKEN",
+    )
+    p.add_argument(
         "--api-url",
         default=default,
         metavar="URL",
-        help=f"the API's base URL (env MEMFS_API_URL, default {DEFAULT_LOCAL_API_URL})",
+        help=f"the API's base URL (env MEMFS_API_URL or ANTHROPIC_BASE_URL, default {DEFAULT_LOCAL_API_URL})",
     )
     p.add_argument(
         "--token-file",
         default=default,
         metavar="FILE",
-        help="file holding the token (else env MEMFS_TOKEN)",
+        help="file holding the token (else env MEMFS_TOKEN, ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN)",
     )
     p.add_argument(
         "--auth",
         default=default,
         choices=("bearer", "x-api-key"),
-        help="header the token travels in (env MEMFS_AUTH, default bearer)",
+        help="header the token travels in (env MEMFS_AUTH; default x-api-key for sk-ant-api... keys, else bearer)",
     )
     p.add_argument(
         "--json",
@@ -108,33 +118,21 @@ def setup(p: argparse.ArgumentParser) -> None:
     a.add_argument("path", nargs="?", default=None, metavar="PATH")
 
 
-def _token(args: argparse.Namespace) -> str:
-    token_file = args.token_file or os.environ.get("MEMFS_TOKEN_FILE")
-    if token_file:
-        try:
-            with open(token_file, encoding="utf-8") as f:
-                token = f.read().strip()
-        except OSError as e:
-            raise ConfigError(f"cannot read the token file {token_file}: {e.strerror or e}")
-        except UnicodeDecodeError:
-            raise ConfigError(f"the token file {token_file} is not UTF-8 text")
-        if not token:
-            raise ConfigError(f"the token file {token_file} is empty")
-        return token
-    token = os.environ.get("MEMFS_TOKEN", "").strip()
-    if not token:
-        raise ConfigError("no token: pass --token-file FILE or set MEMFS_TOKEN")
-    return token
-
-
 def _client(args: argparse.Namespace) -> StoreClient:
     from ._client import StoreClient
+    from ._supervisor import resolve_credentials
 
-    url = args.api_url or os.environ.get("MEMFS_API_URL") or DEFAULT_LOCAL_API_URL
-    auth = args.auth or os.environ.get("MEMFS_AUTH") or "bearer"
+    creds = resolve_credentials(
+        api_url=args.api_url,
+        token_file=args.token_file or os.environ.get("MEMFS_TOKEN_FILE"),
+        default_url=DEFAULT_LOCAL_API_URL,
+    )
+    if creds is None:
+        raise ConfigError("no token: pass --token-file FILE or set MEMFS_TOKEN")
+    auth = args.auth or os.environ.get("MEMFS_AUTH") or creds.auth
     if auth not in ("bearer", "x-api-key"):
         raise ConfigError(f"MEMFS_AUTH is {auth!r}: use bearer or x-api-key")
-    return StoreClient(url, _token(args), auth=auth, timeout=30.0, max_retries=3)
+    return StoreClient(creds.api_url, creds.token, auth=auth, timeout=30.0, max_retries=3)
 
 
 def _read_content(file: str) -> str:

@@ -5,12 +5,13 @@ service or `memfs serve`. It runs under trio (httpx reaches trio through
 anyio). What it promises:
 
 - Every request carries `anthropic-version`, `anthropic-beta`, the auth header
-  and `user-agent: memfs/<version>`. The token is never logged and never shown
-  by `repr()`.
+  and `user-agent: memfs/<version>`, and `?beta=true` on its URL, as the SDKs
+  send it. The token is never logged and never shown by `repr()`.
 - One bounded connection pool per client.
-- 429, 500, 502, 503, 504, 529 and transport errors are retried with
-  exponential backoff and full jitter, honouring `retry-after`; 400, 401, 403,
-  404, 409 and 413 never are.
+- 408, 429, 500, 502, 503, 504, 529 and transport errors are retried with
+  exponential backoff and full jitter, honouring `retry-after-ms` (preferred)
+  or `retry-after`; 400, 401, 403, 404, 409 and 413 never are. An answer's
+  `x-should-retry: true|false` overrides that rule, as the SDKs let it.
 - Every failure is a `memfs._exceptions.StoreError`: a `StatusError` subclass
   for an error answer, `TransportError` when no answer came after every retry.
   No httpx exception escapes.
@@ -70,7 +71,7 @@ from ._exceptions import (
 
 log = logging.getLogger("memfs.client")
 
-RETRY_STATUSES = frozenset({429, 500, 502, 503, 504, 529})
+RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504, 529})
 
 _STATUS_ERRORS_BY_STATUS: dict[int, type[StatusError]] = {
     400: InvalidRequest,
@@ -152,15 +153,35 @@ def _transport_reason(exc: BaseException, timeout: float) -> str:
     return str(exc) or type(exc).__name__
 
 
-def _retry_after_seconds(response: httpx.Response) -> float | None:
-    value = response.headers.get("retry-after")
+def _header_number(response: httpx.Response, name: str) -> float | None:
+    value = response.headers.get(name)
     if value is None:
         return None
     try:
-        seconds = float(value)
+        number = float(value)
     except ValueError:
         return None
-    return max(0.0, seconds)
+    return None if number != number else max(0.0, number)  # NaN is no number
+
+
+def _retry_after_seconds(response: httpx.Response) -> float | None:
+    """The wait the answer asks for: `retry-after-ms` (milliseconds) when it
+    is a number, else `retry-after` (seconds); None when neither is."""
+    ms = _header_number(response, "retry-after-ms")
+    if ms is not None:
+        return ms / 1000
+    return _header_number(response, "retry-after")
+
+
+def _should_retry(response: httpx.Response) -> bool:
+    """Whether an answer is worth another attempt: an error answer's
+    `x-should-retry: true|false` decides, else its status is in RETRY_STATUSES."""
+    if response.status_code < 400:
+        return False
+    header = response.headers.get("x-should-retry", "").strip().lower()
+    if header in ("true", "false"):
+        return header == "true"
+    return response.status_code in RETRY_STATUSES
 
 
 def _error_from(
@@ -316,6 +337,8 @@ class StoreClient:
                 max_keepalive_connections=max_connections,
             ),
             follow_redirects=False,
+            # Merged into every request's own parameters.
+            params={"beta": "true"},
         )
 
     def __repr__(self) -> str:
@@ -394,7 +417,7 @@ class StoreClient:
                 response.status_code,
                 (time.monotonic() - started) * 1000,
             )
-            if response.status_code in RETRY_STATUSES and attempt < self.max_retries:
+            if attempt < self.max_retries and _should_retry(response):
                 delay = self._backoff(attempt, _retry_after_seconds(response))
                 log.info(
                     "%s %s answered %d; retrying in %.2f s",

@@ -63,6 +63,7 @@ class StoreProcess:
         self.client = StoreClient(
             spec.api_url,
             spec.token,
+            auth=spec.auth,
             max_retries=3,
             backoff_max=2.0,
             max_connections=max(spec.sync_concurrency, final_concurrency),

@@ -27,7 +27,8 @@ log = logging.getLogger("memfs.mount")
 
 @dataclass
 class StoreSpec:
-    """Everything one store process needs. `token` travels only on stdin."""
+    """Everything one store process needs. `token` travels only on stdin;
+    `auth` is the header it travels in to the API (`bearer` or `x-api-key`)."""
 
     store_id: str
     mount_path: str
@@ -48,6 +49,7 @@ class StoreSpec:
     """Stop (final sync, unmount) when stdin reaches its end: the foreground
     `memfs mount` holds the other end, so its death by any signal is seen at once."""
     name: str = ""
+    auth: str = "bearer"
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

@@ -27,19 +27,28 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from ._api import (
     ACCESS_READ_ONLY,
     ACCESS_READ_WRITE,
     DEFAULT_API_URL,
     MAX_STORES_PER_SESSION,
+    SERVE_TOKEN_ENV,
     Resource,
     parse_resources,
     parse_work_item_secret,
     slugify,
 )
-from ._exceptions import ConfigError, MemfsError, MountError, StoreError, SyncError
+from ._exceptions import (
+    ConfigError,
+    MemfsError,
+    MountError,
+    StatusError,
+    StoreError,
+    SyncError,
+)
 from ._mountpoint import (
     StoreSpec,
     force_unmount,
@@ -87,51 +96,94 @@ def _read_secret_file(path: str, what: str) -> str:
         with open(path, encoding="utf-8") as f:
             value = f.read().strip()
     except OSError as e:
-        raise ConfigError(f"cannot read the {what} file {path}: {e.strerror}")
+        raise ConfigError(f"cannot read the {what} file {path}: {e.strerror or e}")
+    except UnicodeDecodeError:
+        raise ConfigError(f"the {what} file {path} is not UTF-8 text")
     if not value:
         raise ConfigError(f"the {what} file {path} is empty")
     return value
+
+
+AUTH_BEARER = "bearer"
+AUTH_API_KEY = "x-api-key"
+API_KEY_PREFIX = "sk-ant-api"
+"""A token that starts so is an API key, sent as `x-api-key`; any other as a bearer token."""
+
+# Where credentials come from, after the flags, in their order of precedence,
+# and how each kind travels: "token" (an API key by its prefix, else bearer),
+# "secret" (a work item secret, whose sessions token is a bearer token), or
+# always one header.
+_ENV_SOURCES = (
+    ("MEMFS_TOKEN", "token"),
+    ("MEMFS_WORK_ITEM_SECRET", "secret"),
+    ("ANTHROPIC_API_KEY", AUTH_API_KEY),
+    ("ANTHROPIC_AUTH_TOKEN", AUTH_BEARER),
+    ("ANTHROPIC_WORK_SECRET", "secret"),
+)
+URL_ENV = ("MEMFS_API_URL", "ANTHROPIC_BASE_URL")
+SECRET_ENV = (*(name for name, _ in _ENV_SOURCES), SERVE_TOKEN_ENV)
+"""Every variable that may hold a secret: none reaches a store process."""
 
 
 @dataclass(frozen=True)
 class Credentials:
     api_url: str
     token: str
+    auth: str = AUTH_BEARER
+    source: str = field(default="", compare=False)
+    """Where the token came from: a flag or a variable's name (never the value)."""
 
     def __repr__(self) -> str:
-        return f"Credentials(api_url={self.api_url!r}, token=<hidden>)"
+        return (
+            f"Credentials(api_url={self.api_url!r}, token=<hidden>, auth={self.auth!r}, "
+            f"source={self.source!r})"
+        )
+
+
+def _token_auth(token: str) -> str:
+    return AUTH_API_KEY if token.startswith(API_KEY_PREFIX) else AUTH_BEARER
 
 
 def resolve_credentials(
     *,
     api_url: str | None,
-    token_file: str | None,
-    secret_file: str | None,
-    env: dict[str, str] | None = None,
+    token_file: str | None = None,
+    secret_file: str | None = None,
+    env: Mapping[str, str] | None = None,
+    default_url: str = DEFAULT_API_URL,
 ) -> Credentials | None:
-    """Token from --token-file or MEMFS_TOKEN, else the work item secret from
-    --secret-file or MEMFS_WORK_ITEM_SECRET; URL from --api-url, MEMFS_API_URL,
-    the secret's api_base_url, or the public API. None when there is no token."""
-    env = dict(os.environ if env is None else env)
-    token = None
-    secret_url = None
+    """The token, how it travels, and the URL; None when there is no token.
+
+    Token, first found: --token-file, --secret-file, MEMFS_TOKEN,
+    MEMFS_WORK_ITEM_SECRET, ANTHROPIC_API_KEY (x-api-key), ANTHROPIC_AUTH_TOKEN
+    (bearer), ANTHROPIC_WORK_SECRET. A token from --token-file or MEMFS_TOKEN
+    is an API key when it starts with `sk-ant-api`; a work item secret's
+    sessions token is a bearer token. URL, first found: `api_url`,
+    MEMFS_API_URL, ANTHROPIC_BASE_URL, the api_base_url of the secret in use,
+    `default_url`. A variable set to blanks counts as unset."""
+    env = os.environ if env is None else env
+    found: tuple[str, str, str] | None = None  # (source, kind, text)
     if token_file:
-        token = _read_secret_file(token_file, "token")
-    elif env.get("MEMFS_TOKEN"):
-        token = env["MEMFS_TOKEN"].strip()
+        found = ("--token-file", "token", _read_secret_file(token_file, "token"))
+    elif secret_file:
+        found = ("--secret-file", "secret", _read_secret_file(secret_file, "work item secret"))
     else:
-        secret_text = None
-        if secret_file:
-            secret_text = _read_secret_file(secret_file, "work item secret")
-        elif env.get("MEMFS_WORK_ITEM_SECRET"):
-            secret_text = env["MEMFS_WORK_ITEM_SECRET"]
-        if secret_text:
-            secret = parse_work_item_secret(secret_text)
-            token, secret_url = secret.sessions_token, secret.api_base_url
-    if not token:
+        for name, kind in _ENV_SOURCES:
+            if env.get(name, "").strip():
+                found = (name, kind, env[name].strip())
+                break
+    if found is None:
         return None
-    url = api_url or env.get("MEMFS_API_URL") or secret_url or DEFAULT_API_URL
-    return Credentials(url.rstrip("/"), token)
+    source, kind, text = found
+    secret_url = None
+    if kind == "secret":
+        secret = parse_work_item_secret(text)
+        token, auth, secret_url = secret.sessions_token, AUTH_BEARER, secret.api_base_url
+    else:
+        token, auth = text, _token_auth(text) if kind == "token" else kind
+    url = api_url or next((env[n].strip() for n in URL_ENV if env.get(n, "").strip()), None)
+    url = url or secret_url or default_url
+    return Credentials(url.rstrip("/"), token, auth, source)
 
 
 def default_cache_dir() -> str:
@@ -149,17 +201,31 @@ def check_mount_path(path: str, store_id: str) -> str:
     return path
 
 
-async def _store_names(creds: Credentials, store_ids: list[str]) -> dict[str, str]:
+NAME_REFUSALS = frozenset({400, 401, 403, 404})
+"""Answers to `GET /v1/memory_stores/{id}` after which a store mounts under its
+id: the hosted API may refuse a sessions token there while the memory
+endpoints serve it. A store that does not exist fails at its first listing."""
+
+
+async def _store_names(
+    creds: Credentials, store_ids: list[str]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The stores' names, and for each store the API refused to name, why."""
     from ._client import StoreClient
 
     names: dict[str, str] = {}
-    async with StoreClient(creds.api_url, creds.token, max_retries=3) as client:
+    refused: dict[str, str] = {}
+    async with StoreClient(creds.api_url, creds.token, auth=creds.auth, max_retries=3) as client:
         for sid in store_ids:
             try:
                 names[sid] = (await client.get_store(sid)).name
+            except StatusError as e:
+                if e.status not in NAME_REFUSALS:
+                    raise MountError(f"cannot look up store {sid}: {e}")
+                refused[sid] = f"the API answered {e.status} {e.type}"
             except StoreError as e:
                 raise MountError(f"cannot look up store {sid}: {e}")
-    return names
+    return names, refused
 
 
 def build_specs(
@@ -196,19 +262,25 @@ def build_specs(
     if creds is None:
         raise ConfigError(
             "the session's memories cannot be mounted without a token: give --token-file or MEMFS_TOKEN, "
-            "or the work item secret with --secret-file or MEMFS_WORK_ITEM_SECRET"
+            "or the work item secret with --secret-file or MEMFS_WORK_ITEM_SECRET "
+            "(or the SDKs' ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN or ANTHROPIC_WORK_SECRET)"
         )
-    need_names = [r.memory_store_id for r in resources if not r.mount_path]
+    need_names = [r.memory_store_id for r in resources if not r.mount_path and not r.name]
+    names: dict[str, str] = {}
+    refused: dict[str, str] = {}
     if need_names:
         import trio
 
-        names = trio.run(_store_names, creds, need_names)
-    else:
-        names = {}
+        names, refused = trio.run(_store_names, creds, need_names)
     specs = []
     paths: dict[str, str] = {}
     for r in resources:
-        path = r.mount_path or os.path.join(root, slugify(names[r.memory_store_id]))
+        sid = r.memory_store_id
+        name = r.name or names.get(sid) or ""
+        path = r.mount_path or os.path.join(root, slugify(name or sid))
+        if not r.mount_path and not name:
+            why = refused.get(sid, "it has no name")
+            log.warning("cannot read the name of store %s (%s); mounting it at %s", sid, why, path)
         check_mount_path(path, r.memory_store_id)
         path = os.path.normpath(path)
         if path in paths:
@@ -222,6 +294,7 @@ def build_specs(
                 mount_path=path,
                 api_url=creds.api_url,
                 token=creds.token,
+                auth=creds.auth,
                 cache_dir=cache_dir,
                 runtime_dir=runtime_dir(),
                 read_only=r.read_only,
@@ -231,7 +304,7 @@ def build_specs(
                 sync_interval=sync_interval,
                 sync_deletions=sync_deletions,
                 final_sync_timeout=final_sync_timeout,
-                name=names.get(r.memory_store_id, r.name or ""),
+                name=name,
             )
         )
     return specs
@@ -258,9 +331,7 @@ class Supervisor:
 
     def _start(self, spec: StoreSpec) -> _Child:
         spec = dataclasses.replace(spec, follow_parent=not self.daemon)
-        env = dict(os.environ)
-        for secret in ("MEMFS_TOKEN", "MEMFS_WORK_ITEM_SECRET", "MEMFS_SERVE_TOKEN"):
-            env.pop(secret, None)
+        env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
         env["MEMFS_LOG_LEVEL"] = self.log_level
         env["MEMFS_RUNTIME_DIR"] = spec.runtime_dir
         if self.daemon:

@@ -9,7 +9,7 @@ import json
 import httpx
 import pytest
 
-from memfs._client import StoreClient, _error_from
+from memfs._client import StoreClient, _error_from, _should_retry
 from memfs._exceptions import (
     AuthenticationFailed,
     ConfigError,
@@ -131,3 +131,41 @@ def test_bad_url_or_auth_is_a_config_error():
         StoreClient("ftp://h", TOKEN)
     with pytest.raises(ConfigError):
         StoreClient("http://h", TOKEN, auth="basic")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("headers", "seconds"),
+    [
+        ({"retry-after-ms": "250"}, 0.25),
+        ({"retry-after-ms": "250", "retry-after": "30"}, 0.25),
+        ({"retry-after-ms": "soon", "retry-after": "2"}, 2.0),
+        ({"retry-after-ms": "-5"}, 0.0),
+        ({"retry-after": "1.5"}, 1.5),
+        ({}, None),
+    ],
+)
+def test_retry_after_ms_is_preferred_to_retry_after(headers, seconds):
+    err = _error_from(response=_answer(429, "rate_limit_error", headers=headers))
+    assert err.retry_after == seconds
+
+
+@pytest.mark.parametrize(
+    ("status", "header", "retried"),
+    [
+        (408, None, True),
+        (429, None, True),
+        (500, None, True),
+        (529, None, True),
+        (409, None, False),
+        (400, None, False),
+        (409, "true", True),
+        (400, "True", True),
+        (503, "false", False),
+        (429, "false", False),
+        (503, "maybe", True),
+        (200, "true", False),
+    ],
+)
+def test_x_should_retry_overrides_the_clients_own_rule(status, header, retried):
+    headers = {"x-should-retry": header} if header is not None else {}
+    assert _should_retry(httpx.Response(status, headers=headers)) is retried

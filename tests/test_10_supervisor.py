@@ -179,3 +179,197 @@ def test_build_specs_without_credentials_says_memories_need_a_token():
     assert "the session's memories cannot be mounted without a token" in str(e.value)
     # Nothing to mount needs no token.
     assert _specs([], creds=None) == []
+
+
+# ------------------------------------------------- resources and secrets
+
+
+def test_resources_are_taken_exactly_as_the_api_returns_them():
+    from memfs._api import parse_resources
+
+    entries = [
+        # access null or absent: read-write; unknown fields are ignored.
+        {"type": "memory_store", "memory_store_id": "memstore_a", "access": None},
+        {
+            "type": "memory_store",
+            "memory_store_id": "memstore_b",
+            "name": "Team Notes",
+            "description": "what the team knows",
+            "instructions": "read before answering",
+            "some_future_field": {"nested": [1, 2]},
+        },
+        {"type": "memory_store", "memory_store_id": "memstore_c", "access": "read_only"},
+        {"type": "file", "file_id": "file_1"},
+    ]
+    assert parse_resources(entries) == [
+        Resource("memstore_a", "read_write"),
+        Resource("memstore_b", "read_write", name="Team Notes", description="what the team knows"),
+        Resource("memstore_c", "read_only"),
+    ]
+
+
+def test_a_resource_without_mount_path_mounts_at_the_slug_of_its_own_name():
+    # The resource's name is enough: the store is not asked (nothing listens at CREDS' URL).
+    specs = _specs([Resource("memstore_a", name="User Preferences")], root="/srv/mem")
+    assert [(s.mount_path, s.name) for s in specs] == [
+        ("/srv/mem/user-preferences", "User Preferences")
+    ]
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        "{b64}",
+        "  {b64}\n",
+        "{b64}{pad}",
+        "\n{b64}{pad}\n\n",
+        "{head}\n{tail}",
+        "{head}\r\n {tail}{pad}",
+    ],
+)
+@pytest.mark.parametrize("alphabet", ["urlsafe", "standard"])
+@pytest.mark.parametrize(
+    "token", ["a~~~???", "ab~~~???", "abc~~~???"], ids=["pad1", "pad0", "pad2"]
+)
+def test_work_item_secrets_in_either_alphabet_padded_or_not(layout, alphabet, token):
+    from memfs._api import parse_work_item_secret
+
+    # '~~~' and '???' make '+' and '/' in the standard alphabet, '-' and '_' in the URL-safe one.
+    obj = {"sessions_token": token, "api_base_url": "http://h:1", "other": 1}
+    encode = base64.urlsafe_b64encode if alphabet == "urlsafe" else base64.standard_b64encode
+    padded = encode(json.dumps(obj).encode()).decode()
+    b64 = padded.rstrip("=")
+    assert ("+" in b64 and "/" in b64) == (alphabet == "standard")
+    text = layout.format(b64=b64, pad=padded[len(b64) :], head=b64[:10], tail=b64[10:])
+    secret = parse_work_item_secret(text)
+    assert (secret.sessions_token, secret.api_base_url) == (token, "http://h:1")
+
+
+def test_a_work_item_secret_wrapped_over_lines_like_base64_prints_it():
+    from memfs._api import parse_work_item_secret
+
+    obj = {"sessions_token": "t" * 120}
+    wrapped = base64.encodebytes(json.dumps(obj).encode()).decode()
+    assert wrapped.count("\n") > 1
+    assert parse_work_item_secret(wrapped).sessions_token == "t" * 120
+
+
+@pytest.mark.parametrize(
+    ("obj", "words"),
+    [
+        ({"api_base_url": "http://x"}, "no sessions_token"),
+        ({"sessions_token": ""}, "no sessions_token"),
+        ({"sessions_token": "   "}, "no sessions_token"),
+        ({"sessions_token": 12}, "no sessions_token"),
+        (["sessions_token"], "no sessions_token"),
+        ({"sessions_token": "t", "api_base_url": 5}, "api_base_url is not a string"),
+    ],
+)
+def test_work_item_secrets_without_a_usable_token_are_refused(obj, words):
+    from memfs._api import parse_work_item_secret
+
+    with pytest.raises(InvalidSecret) as e:
+        parse_work_item_secret(_secret(obj))
+    assert words in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("text", ["%%%", "a", "abc!", "", "  \n"])
+def test_text_that_is_not_base64_json_is_not_a_secret(text):
+    from memfs._api import parse_work_item_secret
+
+    with pytest.raises(InvalidSecret, match="is not URL-safe base64"):
+        parse_work_item_secret(text)
+
+
+# ------------------------------------------------------- credential sources
+
+
+def test_credential_sources_in_their_order_of_precedence(tmp_path: Path):
+    """Flags, then MEMFS_*, then the SDKs' ANTHROPIC_*: take the winner away
+    and the next one speaks. API keys travel as x-api-key, everything else
+    (sessions tokens above all) as a bearer token."""
+    token_file = tmp_path / "token"
+    token_file.write_text("file-token\n")
+    secret_file = tmp_path / "secret"
+    secret_file.write_text(_secret({"sessions_token": "file-secret"}))
+    flags = {"token_file": str(token_file), "secret_file": str(secret_file)}
+    env = {
+        "MEMFS_TOKEN": "memfs-token",
+        "MEMFS_WORK_ITEM_SECRET": _secret({"sessions_token": "memfs-secret"}),
+        "ANTHROPIC_API_KEY": "api-key-of-any-shape",
+        "ANTHROPIC_AUTH_TOKEN": "sk-ant-api-but-an-auth-token",
+        "ANTHROPIC_WORK_SECRET": _secret({"sessions_token": "sk-ant-api-session"}),
+    }
+    expected = [
+        ("token_file", "file-token", "bearer"),
+        ("secret_file", "file-secret", "bearer"),
+        ("MEMFS_TOKEN", "memfs-token", "bearer"),
+        ("MEMFS_WORK_ITEM_SECRET", "memfs-secret", "bearer"),
+        ("ANTHROPIC_API_KEY", "api-key-of-any-shape", "x-api-key"),
+        ("ANTHROPIC_AUTH_TOKEN", "sk-ant-api-but-an-auth-token", "bearer"),
+        ("ANTHROPIC_WORK_SECRET", "sk-ant-api-session", "bearer"),
+    ]
+    for source, token, auth in expected:
+        creds = resolve_credentials(api_url=None, env=env, **flags)
+        assert creds is not None
+        assert (creds.token, creds.auth) == (token, auth), source
+        assert creds.api_url == "https://api.anthropic.com"
+        flags.pop(source, None)
+        env.pop(source, None)
+    assert resolve_credentials(api_url=None, env=env) is None
+    # Set but blank counts as not set.
+    blank = {"MEMFS_TOKEN": " ", "ANTHROPIC_API_KEY": "", "ANTHROPIC_AUTH_TOKEN": "tok"}
+    creds = resolve_credentials(api_url=None, token_file=None, secret_file=None, env=blank)
+    assert (creds.token, creds.auth) == ("tok", "bearer")
+
+
+@pytest.mark.parametrize("where", ["token_file", "MEMFS_TOKEN"])
+def test_a_token_that_is_an_api_key_travels_as_x_api_key(tmp_path: Path, where):
+    key = "sk-ant-api03-" + "x" * 20
+    token_file = tmp_path / "token"
+    token_file.write_text(key + "\n")
+    if where == "token_file":
+        creds = resolve_credentials(
+            api_url=None, token_file=str(token_file), secret_file=None, env={}
+        )
+    else:
+        creds = resolve_credentials(
+            api_url=None, token_file=None, secret_file=None, env={"MEMFS_TOKEN": key}
+        )
+    assert (creds.token, creds.auth) == (key, "x-api-key")
+    assert key not in repr(creds)
+
+
+def test_the_api_url_in_its_order_of_precedence():
+    secret = _secret({"sessions_token": "s", "api_base_url": "http://secret:1/"})
+    env = {
+        "ANTHROPIC_WORK_SECRET": secret,
+        "ANTHROPIC_BASE_URL": "http://anthropic-base:2/",
+        "MEMFS_API_URL": "http://memfs:3",
+    }
+
+    def url(api_url=None, **changes):
+        e = {k: v for k, v in {**env, **changes}.items() if v is not None}
+        creds = resolve_credentials(api_url=api_url, token_file=None, secret_file=None, env=e)
+        return creds.api_url
+
+    assert url(api_url="http://flag:4/") == "http://flag:4"
+    assert url() == "http://memfs:3"
+    assert url(MEMFS_API_URL=None) == "http://anthropic-base:2"
+    assert url(MEMFS_API_URL=None, ANTHROPIC_BASE_URL=None) == "http://secret:1"
+    # A secret that is not the credential in use brings no URL.
+    assert (
+        url(MEMFS_API_URL=None, ANTHROPIC_BASE_URL=None, MEMFS_TOKEN="t")
+        == "https://api.anthropic.com"
+    )
+
+
+def test_the_spec_handed_to_a_store_process_carries_the_auth_mode():
+    from memfs._mountpoint import StoreSpec
+
+    creds = Credentials(UNREACHABLE, "sk-ant-api03-key", "x-api-key")
+    (spec,) = _specs([Resource("memstore_a", mount_path="/m/a")], creds=creds)
+    assert spec.auth == "x-api-key"
+    assert StoreSpec.from_json(spec.to_json()).auth == "x-api-key"
+    assert "sk-ant-api03-key" not in repr(spec)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import ServerProcess
+from tests.support.mounts import CREDENTIAL_ENV
 
 
 class StoreCommand:
@@ -44,7 +45,9 @@ class StoreCommand:
 @pytest.fixture
 def store_cmd(shared_memfs_server: ServerProcess, tmp_path: Path) -> StoreCommand:
     env = {
-        k: v for k, v in os.environ.items() if not k.startswith("MEMFS_") or k == "MEMFS_LOG_LEVEL"
+        k: v
+        for k, v in os.environ.items()
+        if (not k.startswith("MEMFS_") or k == "MEMFS_LOG_LEVEL") and k not in CREDENTIAL_ENV
     }
     env["MEMFS_API_URL"] = shared_memfs_server.url
     env["MEMFS_TOKEN"] = shared_memfs_server.token

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import trio
@@ -12,6 +13,7 @@ import trio
 from memfs._api import content_sha256
 from memfs._client import StoreClient
 from memfs._exceptions import (
+    Conflict,
     InvalidRequest,
     NotFound,
     Overloaded,
@@ -19,6 +21,7 @@ from memfs._exceptions import (
     PreconditionFailed,
     RateLimited,
     RequestTooLarge,
+    ServerError,
     TransportError,
 )
 from tests.support import ServerProcess
@@ -280,3 +283,84 @@ async def test_delete_whose_answer_was_lost_is_done(
     assert via_proxy.stats.retries == 1
     assert via_proxy.stats.by_status[404] == 1
     assert [m async for m in direct.iter_memories(sid)] == []
+
+
+# ----------------------------------------------- the SDKs' transport habits
+
+
+async def test_every_request_carries_beta_true(via_proxy: StoreClient, proxy: FaultProxy, sid):
+    memory = await via_proxy.create_memory(sid, "/beta.md", "x")
+    await via_proxy.get_memory(sid, memory.id)
+    await via_proxy.update_memory(sid, memory.id, content="y")
+    _ = [m async for m in via_proxy.iter_memories(sid, path_prefix="/", depth=1)]
+    _ = [v async for v in via_proxy.iter_versions(sid)]
+    await via_proxy.delete_memory(sid, memory.id)
+    await via_proxy.get_store(sid)
+    targets = proxy.counters.targets
+    assert len(targets) == 7
+    for target in targets:
+        query = parse_qs(urlsplit(target).query)
+        assert query["beta"] == ["true"], target
+    # The call's own parameters are still there.
+    assert parse_qs(urlsplit(targets[3]).query)["depth"] == ["1"]
+
+
+async def test_retry_after_ms_is_preferred_to_retry_after(
+    shared_memfs_server, proxy: FaultProxy, sid: str
+):
+    async with StoreClient(
+        proxy.url, shared_memfs_server.token, backoff_base=0.01, backoff_max=2.0
+    ) as client:
+        proxy.set(status=429, status_next=2, retry_after=5, headers={"retry-after-ms": "250"})
+        started = time.monotonic()
+        assert (await client.get_store(sid)).id == sid
+        elapsed = time.monotonic() - started
+        assert 0.5 <= elapsed < 2.5, "two waits of 250 ms, not of 5 s"
+        assert client.stats.retries == 2
+
+
+async def test_retry_after_ms_alone_on_a_server_fault(
+    shared_memfs_server, proxy: FaultProxy, sid: str
+):
+    async with StoreClient(
+        proxy.url, shared_memfs_server.token, backoff_base=0.001, backoff_max=2.0
+    ) as client:
+        proxy.set(status=503, status_next=1, headers={"retry-after-ms": "400"})
+        started = time.monotonic()
+        await client.get_store(sid)
+        assert time.monotonic() - started >= 0.4
+
+
+async def test_x_should_retry_true_retries_even_a_conflict(
+    via_proxy: StoreClient, proxy: FaultProxy, sid: str
+):
+    proxy.set(status=409, status_next=2, headers={"x-should-retry": "true"})
+    assert (await via_proxy.get_store(sid)).id == sid
+    assert via_proxy.stats.retries == 2
+    assert via_proxy.stats.by_status[409] == 2
+
+
+async def test_x_should_retry_false_never_retries_even_a_server_fault(
+    via_proxy: StoreClient, proxy: FaultProxy, sid: str
+):
+    proxy.set(status=503, status_next=1, headers={"x-should-retry": "false"})
+    with pytest.raises(ServerError) as caught:
+        await via_proxy.get_store(sid)
+    assert caught.value.status == 503
+    assert via_proxy.stats.requests == proxy.counters.requests_seen == 1
+
+
+async def test_a_conflict_without_the_header_is_still_not_retried(
+    via_proxy: StoreClient, proxy: FaultProxy, sid: str
+):
+    proxy.set(status=409, status_next=1)
+    with pytest.raises(Conflict):
+        await via_proxy.get_store(sid)
+    assert via_proxy.stats.requests == 1
+
+
+async def test_408_is_retried(via_proxy: StoreClient, proxy: FaultProxy, sid: str):
+    proxy.set(status=408, status_next=2)
+    assert (await via_proxy.get_store(sid)).id == sid
+    assert via_proxy.stats.retries == 2
+    assert via_proxy.stats.by_status[408] == 2

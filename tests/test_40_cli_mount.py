@@ -234,6 +234,111 @@ def test_several_stores_from_resources_with_a_work_item_secret(mounter, memfs_se
     assert _memories(memfs_server, prefs) == {"/tz.md": "UTC"}
 
 
+STORE_GET = r"^/v1/memory_stores/[^/?]+(\?|$)"
+"""`GET /v1/memory_stores/{id}`, which the hosted API may refuse to a sessions token."""
+
+
+def test_resources_as_the_api_returns_them(mounter, memfs_server, tmp_path):
+    """`access: null`, no `mount_path`, fields memfs does not know: the store
+    mounts read-write at the slug of the resource's name, else of its own."""
+    named = memfs_server.create_store("Store Name Unused")["id"]
+    unnamed = memfs_server.create_store("Project Log")["id"]
+    resources = [
+        {
+            "type": "memory_store",
+            "memory_store_id": named,
+            "access": None,
+            "name": "Agent Scratch Pad",
+            "description": "where the agent thinks",
+            "instructions": "Keep notes short.",
+            "added_later": {"any": ["thing"]},
+        },
+        {"type": "memory_store", "memory_store_id": unnamed, "access": None},
+    ]
+    resources_file = tmp_path / "resources.json"
+    resources_file.write_text(json.dumps(resources))
+    args = ["mount", "--daemon", "--resources", str(resources_file), "--root", str(mounter.root)]
+    args += ["--cache-dir", str(mounter.cache_dir), "--token-file", str(mounter.token_file)]
+    r = mounter.memfs(*args)
+    assert r.returncode == 0, r.stderr
+    paths = {named: mounter.root / "agent-scratch-pad", unnamed: mounter.root / "project-log"}
+    assert r.stdout.splitlines() == [
+        f"mounted {sid} at {path} (read-write)" for sid, path in paths.items()
+    ]
+    for sid, path in paths.items():
+        assert (path / MARKER).read_text() == f"version 1\n{sid}"
+        (path / "hello.md").write_text(f"hello {sid}")
+    mounter.memfs("unmount", "--all", check=True)
+    for sid in paths:
+        assert _memories(memfs_server, sid) == {"/hello.md": f"hello {sid}"}
+
+
+def test_a_store_the_api_will_not_name_mounts_at_the_slug_of_its_id(
+    mounter, memfs_server, tmp_path
+):
+    by_flag = memfs_server.create_store("By Flag")["id"]
+    by_file = memfs_server.create_store("By File")["id"]
+    resources_file = tmp_path / "resources.json"
+    resources_file.write_text(json.dumps([{"type": "memory_store", "memory_store_id": by_file}]))
+    with FaultProxyProcess(memfs_server.url) as proxy:
+        proxy.set(status=403, status_rate=1.0, match_method="GET", match_path=STORE_GET)
+        env = {**mounter.env, "MEMFS_API_URL": proxy.url}
+        r = mounter.memfs(
+            *("mount", "--daemon", "--root", str(mounter.root), "--store", by_flag),
+            *("--resources", str(resources_file), "--cache-dir", str(mounter.cache_dir)),
+            *("--token-file", str(mounter.token_file)),
+            env=env,
+        )
+        assert r.returncode == 0, r.stderr
+        assert proxy.state()["counters"]["statuses_injected"] == 2
+        paths = {sid: mounter.root / sid.replace("_", "-").lower() for sid in (by_flag, by_file)}
+        for sid, path in paths.items():
+            assert f"mounted {sid} at {path} (read-write)" in r.stdout.splitlines()
+            assert (
+                f"cannot read the name of store {sid} (the API answered 403 permission_error); "
+                f"mounting it at {path}"
+            ) in r.stderr
+            (path / "note.md").write_text("through a refused name")
+        assert "Traceback" not in r.stderr
+        mounter.memfs("unmount", "--all", check=True, env=env)
+    for sid in paths:
+        assert _memories(memfs_server, sid) == {"/note.md": "through a refused name"}
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "level", "levels_seen", "levels_not_seen"),
+    [
+        ((), (), None, ["INFO"], ["DEBUG"]),
+        (("-vv",), (), None, ["DEBUG"], []),
+        (("-v",), ("-v",), None, ["DEBUG"], []),
+        ((), (), "DEBUG", ["DEBUG"], []),
+        ((), (), "WARNING", [], ["INFO", "DEBUG"]),
+    ],
+    ids=["default", "memfs -vv mount", "memfs -v mount -v", "MEMFS_LOG_LEVEL=DEBUG", "WARNING"],
+)
+def test_the_log_level_reaches_the_store_process(
+    mounter, memfs_server, before, after, level, levels_seen, levels_not_seen
+):
+    store_id = memfs_server.create_store("Log level")["id"]
+    env = mounter.env
+    env.pop("MEMFS_LOG_LEVEL", None)
+    if level:
+        env["MEMFS_LOG_LEVEL"] = level
+    path = mounter.root / "s"
+    args = ["mount", "--daemon", "--store", f"{store_id}={path}", *after]
+    args += ["--cache-dir", str(mounter.cache_dir), "--token-file", str(mounter.token_file)]
+    r = mounter.memfs(*before, *args, env=env)
+    assert r.returncode == 0, r.stderr
+    (path / "x.md").write_text("x")
+    mounter.sync(path)
+    log = (mounter.cache_dir / store_id / "memfs.log").read_text()
+    for name in levels_seen:
+        assert f" {name} " in log, log
+    for name in levels_not_seen:
+        assert f" {name} " not in log, log
+    assert memfs_server.token not in log
+
+
 # ------------------------------------------------------------------ refusals
 
 
@@ -264,6 +369,12 @@ def _case_wrong_token(m: Mounter, stores, tmp: Path):
 def _case_unknown_store(m: Mounter, stores, tmp: Path):
     r = m.mount(f"memstore_nope={m.root / 'x'}", check=False)
     return r, ["memstore_nope", "404"]
+
+
+def _case_unknown_store_without_path(m: Mounter, stores, tmp: Path):
+    # Its name cannot be read (404): it would mount at root/memstore-nope, but
+    # its first listing fails, as with a path given.
+    return m.mount("memstore_nope", check=False), ["memstore_nope", "404"]
 
 
 def _case_path_taken(m: Mounter, stores, tmp: Path):
@@ -317,6 +428,7 @@ def _case_unmount_nothing(m: Mounter, stores, tmp: Path):
         _case_token_as_argument,
         _case_wrong_token,
         _case_unknown_store,
+        _case_unknown_store_without_path,
         _case_path_taken,
         _case_path_not_creatable,
         _case_relative_path,

@@ -6,6 +6,8 @@ backed by a real SQLite file.
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import selectors
 import signal
@@ -20,6 +22,17 @@ from memfs._api import ANTHROPIC_VERSION, BETA
 
 TEST_TOKEN = "test-token"
 START_TIMEOUT = 15.0
+
+
+def standard_base64_secret(obj: dict) -> str:
+    """A work item secret in the standard base64 alphabet, with at least one
+    '+' and one '/' in it (a URL-safe decoder alone would misread it), padding
+    dropped and whitespace around, as a file or a variable may hold it."""
+    for i in range(64):
+        text = base64.standard_b64encode(json.dumps({**obj, "pad": "~?" * i}).encode()).decode()
+        if "+" in text and "/" in text:
+            return "\n  " + text.rstrip("=") + "\n"
+    raise AssertionError("no encoding with both '+' and '/'")
 
 
 def api_headers(token: str = TEST_TOKEN, *, beta: str | None = BETA) -> dict[str, str]:
@@ -158,3 +171,30 @@ class ServerProcess:
 def conflict_files(folder) -> list[Path]:
     """The conflict copies under a store's conflicts folder (one folder per conflict)."""
     return sorted(p for p in Path(folder).rglob("*") if p.is_file())
+
+
+def serve_accepting(db_path: Path, tokens: list[str]) -> ServerProcess:
+    """A started `memfs serve` that accepts `tokens`, given in its environment
+    (MEMFS_SERVE_TOKEN) so that none shows on its command line; its HTTP
+    helpers send the first one."""
+    server = ServerProcess(db_path, token="", env={"MEMFS_SERVE_TOKEN": ",".join(tokens)})
+    server.start()
+    server.token = tokens[0]
+    return server
+
+
+def cmdlines_holding(values: list[bytes]) -> list[str]:
+    """`pid: cmdline` of every process whose command line (what `ps` shows to
+    every user) holds one of `values`."""
+    hits = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except OSError:
+            continue
+        if any(v in cmdline for v in values):
+            hits.append(f"{entry}: {cmdline!r}")
+    return hits

@@ -3,14 +3,16 @@
 `FaultProxy` listens on 127.0.0.1 and forwards each request to the target
 server, unless told to: wait `delay` seconds first; answer a share
 (`status_rate`) or the next `status_next` requests with `status` (429, 500,
-529...: a proper error envelope, `retry-after` for 429); close the connection
+529...: a proper error envelope, `retry-after` for 429, and any extra
+`headers`, such as `retry-after-ms` or `x-should-retry`); close the connection
 without an answer for a share (`drop_rate`) or the next `drop_next`
 requests; forward a request but close the connection instead of relaying
 the answer, so the change happens and the client never hears of it, for a
 share (`lose_answer_rate`) or the next `lose_answer_next` requests; or
 refuse everything (`down`: a store outage). Faults apply only to
 requests whose method is `match_method` (when set) and whose path matches the
-regex `match_path` (when set). Keep-alive connections are parsed request by
+regex `match_path` (when set). `counters.targets` keeps the request targets
+(path and query) seen. Keep-alive connections are parsed request by
 request (Content-Length bodies; chunked responses are relayed).
 
 Two ways to use it:
@@ -60,6 +62,7 @@ _REASONS = {
     402: "Payment Required",
     403: "Forbidden",
     404: "Not Found",
+    408: "Request Timeout",
     409: "Conflict",
     412: "Precondition Failed",
     413: "Content Too Large",
@@ -76,10 +79,12 @@ _ERROR_TYPES = {
     402: "billing_error",
     403: "permission_error",
     404: "not_found_error",
+    408: "timeout_error",
     409: "conflict_error",
     413: "request_too_large",
     429: "rate_limit_error",
     500: "api_error",
+    504: "timeout_error",
     529: "overloaded_error",
 }
 
@@ -95,6 +100,7 @@ class FaultSettings:
     status_rate: float = 0.0
     status_next: int = 0
     retry_after: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)
     drop_rate: float = 0.0
     drop_next: int = 0
     lose_answer_rate: float = 0.0
@@ -113,6 +119,11 @@ class FaultCounters:
     answers_lost: int = 0
     refused_connections: int = 0
     requests_by_path: dict[str, int] = field(default_factory=dict)
+    targets: list[str] = field(default_factory=list)
+    """The request targets (path and query) seen, oldest first, the last MAX_TARGETS."""
+
+
+MAX_TARGETS = 1000
 
 
 class _Reader:
@@ -287,6 +298,7 @@ class FaultProxy:
                     await client.send_all(self._control(method, body))
                     continue
                 self.counters.requests_seen += 1
+                self.counters.targets = [*self.counters.targets[-MAX_TARGETS + 1 :], path]
                 route = path.split("?")[0]
                 self.counters.requests_by_path[route] = (
                     self.counters.requests_by_path.get(route, 0) + 1
@@ -305,7 +317,7 @@ class FaultProxy:
                 if applies and (s.status_next > 0 or self.random.random() < s.status_rate):
                     s.status_next = max(0, s.status_next - 1)
                     self.counters.statuses_injected += 1
-                    await client.send_all(self._fault_response(s.status, s.retry_after))
+                    await client.send_all(self._fault_response(s.status, s.retry_after, s.headers))
                     continue
                 if upstream is None:
                     try:
@@ -352,7 +364,7 @@ class FaultProxy:
         body += reader.buffer
         return head + bytes(body), True
 
-    def _fault_response(self, status: int, retry_after: float) -> bytes:
+    def _fault_response(self, status: int, retry_after: float, headers: dict[str, str]) -> bytes:
         request_id = "req_fault_" + secrets.token_hex(8)
         error_type = self.settings.error_type or _ERROR_TYPES.get(status, "api_error")
         body = json.dumps(
@@ -365,7 +377,7 @@ class FaultProxy:
         extra = {"request-id": request_id}
         if status == 429:
             extra["retry-after"] = f"{retry_after:g}"
-        return _response(status, body, extra)
+        return _response(status, body, {**extra, **headers})
 
     def _control(self, method: str, body: bytes) -> bytes:
         if method.upper() == "POST":

@@ -15,6 +15,16 @@ from pathlib import Path
 
 from tests.support import ServerProcess
 
+CREDENTIAL_ENV = (
+    "MEMFS_TOKEN",
+    "MEMFS_WORK_ITEM_SECRET",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_WORK_SECRET",
+    "ANTHROPIC_BASE_URL",
+)
+"""What a developer's shell may hold that would change which credentials a test's memfs uses."""
+
 
 def memfs_mounts_under(root: Path) -> list[str]:
     out = []
@@ -45,8 +55,8 @@ class Mounter:
         env = dict(os.environ)
         env["MEMFS_RUNTIME_DIR"] = str(self.runtime_dir)
         env["MEMFS_API_URL"] = self.server.url
-        env.pop("MEMFS_TOKEN", None)
-        env.pop("MEMFS_WORK_ITEM_SECRET", None)
+        for name in CREDENTIAL_ENV:
+            env.pop(name, None)
         return env
 
     def memfs(

@@ -1,0 +1,87 @@
+"""What `memfs` says about arguments it cannot take: a usage error (exit 2)
+in one sentence that never repeats a value that may be a secret. argparse
+would take `--tok` for `--token-file` (prefix matching) and echo what it
+could not use; memfs turns both off. No server is needed: every case fails
+while parsing, before any request."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SECRET = "sk-ant-api03-FAKE-not-a-real-key-7f3c9a"
+
+
+def _memfs(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMFS_", "ANTHROPIC_"))}
+    env["MEMFS_RUNTIME_DIR"] = str(tmp / "run")
+    return subprocess.run(
+        [sys.executable, "-m", "memfs", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        timeout=20,
+    )
+
+
+CASES = {
+    # argv -> words the one sentence must hold
+    "store --token": (["store", "--token", SECRET, "list"], ["--token is not taken"]),
+    "store --token=": (["store", f"--token={SECRET}", "list"], ["--token is not taken"]),
+    "store list --token": (["store", "list", "--token", SECRET], ["--token is not taken"]),
+    "store --tok": (["store", "--tok", SECRET, "list"], ["unrecognized argument --tok"]),
+    "store --token-fil": (["store", "--token-fil", SECRET, "list"], ["--token-fil"]),
+    "store ls --api": (["store", "ls", "memstore_x", "--api", SECRET], ["--api"]),
+    "mount --tok": (["mount", "--tok", SECRET], ["unrecognized", "--tok"]),
+    "mount --tok=": (["mount", f"--tok={SECRET}"], ["unrecognized", "--tok"]),
+    "mount --token-fi": (["mount", "--store", "memstore_x", "--token-fi", SECRET], ["--token-fi"]),
+    "mount --secret-f": (["mount", "--secret-f", SECRET], ["--secret-f"]),
+    "mount stray value": (["mount", "--store", "memstore_x", SECRET], ["1 unrecognized argument"]),
+    "memfs --token mount": (["--token", SECRET, "mount"], ["unrecognized argument --token"]),
+    "memfs -t": ([f"-t{SECRET}", "status"], ["-t"]),
+    "serve --tok": (["serve", "--port", "0", "--tok", SECRET], ["--tok"]),
+    "unknown command": ([SECRET], ["invalid choice", "mount"]),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_no_argument_that_may_be_a_secret_is_echoed(case, tmp_path):
+    argv, words = CASES[case]
+    if argv[0] == "serve":
+        argv = [*argv, "--db", str(tmp_path / "db.sqlite3")]
+    try:
+        r = _memfs(*argv, tmp=tmp_path)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"memfs {case} ran instead of refusing its arguments: {e}")
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert SECRET not in r.stdout + r.stderr
+    assert SECRET[:12] not in r.stdout + r.stderr
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("memfs: "), r.stderr
+    for word in words:
+        assert word in lines[0], r.stderr
+
+
+def test_an_unknown_flag_is_named_and_its_value_counted(tmp_path):
+    r = _memfs("mount", "--tok", SECRET, "--also", tmp=tmp_path)
+    assert r.returncode == 2
+    assert r.stderr == (
+        "memfs: unrecognized arguments --tok, --also and 1 more argument, "
+        "not shown in case it is a secret (see 'memfs --help')\n"
+    )
+
+
+def test_full_flag_names_still_work(tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text("tok")
+    # Parsing succeeds; the mount then fails for want of a store, as a usage error.
+    r = _memfs("mount", "--token-file", str(token_file), tmp=tmp_path)
+    assert (r.returncode, r.stderr) == (
+        2,
+        "memfs: no store to mount: give --store ID or --resources FILE\n",
+    )

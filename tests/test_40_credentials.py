@@ -1,0 +1,184 @@
+"""Where `memfs mount` finds its credentials and which header they travel in,
+seen through real mounts of a real `memfs serve`, and that no secret shows
+where other users or the agent could read it.
+
+`memfs serve` records on every version who made it: `created_by.type` is
+`api_actor` for a request with `x-api-key`, `session_actor` for one with
+`Authorization: Bearer` (it prefers the bearer token when both are sent).
+So a write through the mount, then `memory_versions`, tells which header
+travelled."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support import (
+    ServerProcess,
+    cmdlines_holding,
+    serve_accepting,
+    standard_base64_secret,
+)
+from tests.support.mounts import Mounter
+
+API_KEY = "sk-ant-api03-" + secrets.token_urlsafe(24)
+SESSION_TOKEN = "sesn-tok-" + secrets.token_hex(12)
+OTHER_TOKEN = "other-tok-" + secrets.token_hex(12)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    db = tmp_path_factory.mktemp("serve") / "store.sqlite3"
+    server = serve_accepting(db, [API_KEY, SESSION_TOKEN, OTHER_TOKEN])
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def mounter(server: ServerProcess, tmp_path: Path) -> Iterator[Mounter]:
+    m = Mounter(server, tmp_path)
+    try:
+        yield m
+    finally:
+        m.cleanup()
+
+
+def _mount_args(m: Mounter, store_id: str, *extra: str) -> list[str]:
+    args = ["mount", "--daemon", "--store", f"{store_id}={m.root / 's'}"]
+    return args + ["--cache-dir", str(m.cache_dir), *extra]
+
+
+def _actors(server: ServerProcess, store_id: str) -> list[str]:
+    with server.http() as http:
+        r = http.get(f"/v1/memory_stores/{store_id}/memory_versions")
+    r.raise_for_status()
+    return [v["created_by"]["type"] for v in r.json()["data"]]
+
+
+def _secret_for(server: ServerProcess, token: str) -> str:
+    return standard_base64_secret({"sessions_token": token, "api_base_url": server.url})
+
+
+# (environment, flags) -> the actor the server records; "URL" stands for the server's URL.
+CASES = {
+    "ANTHROPIC_API_KEY": ({"ANTHROPIC_API_KEY": API_KEY}, (), "api_actor"),
+    "ANTHROPIC_AUTH_TOKEN": ({"ANTHROPIC_AUTH_TOKEN": SESSION_TOKEN}, (), "session_actor"),
+    "MEMFS_TOKEN api key": ({"MEMFS_TOKEN": API_KEY}, (), "api_actor"),
+    "MEMFS_TOKEN other": ({"MEMFS_TOKEN": SESSION_TOKEN}, (), "session_actor"),
+    "token file api key": ({}, ("--token-file", "API_KEY_FILE"), "api_actor"),
+    "ANTHROPIC_WORK_SECRET": ({"ANTHROPIC_WORK_SECRET": "SECRET"}, (), "session_actor"),
+    "api key over auth token": (
+        {"ANTHROPIC_API_KEY": API_KEY, "ANTHROPIC_AUTH_TOKEN": SESSION_TOKEN},
+        (),
+        "api_actor",
+    ),
+    "MEMFS_TOKEN over ANTHROPIC_API_KEY": (
+        {"MEMFS_TOKEN": SESSION_TOKEN, "ANTHROPIC_API_KEY": API_KEY},
+        (),
+        "session_actor",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_header_a_credential_travels_in(case, mounter, server, tmp_path):
+    variables, flags, actor = CASES[case]
+    store_id = server.create_store(f"creds {case}")["id"]
+    env = mounter.env
+    # The API's URL from the SDKs' variable (or, for the secret, from the secret itself).
+    del env["MEMFS_API_URL"]
+    if "ANTHROPIC_WORK_SECRET" not in variables:
+        env["ANTHROPIC_BASE_URL"] = server.url
+    for name, value in variables.items():
+        env[name] = _secret_for(server, SESSION_TOKEN) if value == "SECRET" else value
+    key_file = tmp_path / "api-key"
+    key_file.write_text(API_KEY + "\n")
+    flags = tuple(str(key_file) if f == "API_KEY_FILE" else f for f in flags)
+    r = mounter.memfs(*_mount_args(mounter, store_id, *flags), env=env)
+    assert r.returncode == 0, r.stderr
+    (mounter.root / "s" / "note.md").write_text("who wrote this?")
+    mounter.sync(mounter.root / "s")
+    assert _actors(server, store_id) == [actor]
+
+
+def test_a_work_item_secret_without_a_sessions_token_is_one_sentence(mounter, server):
+    store_id = server.create_store("no sessions token")["id"]
+    env = mounter.env
+    env["ANTHROPIC_WORK_SECRET"] = standard_base64_secret({"api_base_url": server.url})
+    r = mounter.memfs(*_mount_args(mounter, store_id), env=env)
+    assert (r.returncode, r.stderr) == (2, "memfs: the work item secret has no sessions_token\n")
+    assert not (mounter.root / "s").exists()
+
+
+def test_no_secret_shows_in_ps_a_store_process_its_log_or_status(mounter, server, tmp_path):
+    store_id = server.create_store("secrets stay hidden")["id"]
+    work_secret = _secret_for(server, OTHER_TOKEN)
+    variables = {
+        "ANTHROPIC_API_KEY": API_KEY,  # the one in use
+        "ANTHROPIC_AUTH_TOKEN": SESSION_TOKEN,
+        "ANTHROPIC_WORK_SECRET": work_secret,
+        "MEMFS_SERVE_TOKEN": OTHER_TOKEN,
+    }
+    env = {**mounter.env, **variables}
+    r = mounter.memfs(*_mount_args(mounter, store_id, "-vv"), env=env)
+    assert r.returncode == 0, r.stderr
+    path = mounter.root / "s"
+    (path / "note.md").write_text("hidden well")
+    synced = mounter.sync(path)
+    status = mounter.memfs("status", "--json", check=True)
+
+    values = [v.strip().encode() for v in (API_KEY, SESSION_TOKEN, OTHER_TOKEN, work_secret)]
+    assert cmdlines_holding(values) == []
+    (pid,) = mounter.store_pids()
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        environ = f.read().split(b"\0")
+    names = {item.split(b"=", 1)[0] for item in environ}
+    assert names.isdisjoint({n.encode() for n in [*variables, "MEMFS_TOKEN"]}), names
+    assert not any(v in item for item in environ for v in values)
+    log = (mounter.cache_dir / store_id / "memfs.log").read_bytes()
+    assert b" DEBUG " in log, "the store logs at DEBUG, where a leak would be likeliest"
+    said = [r.stdout, r.stderr, synced.stdout, synced.stderr, status.stdout, status.stderr]
+    for text in [log, *(s.encode() for s in said)]:
+        assert not any(v in text for v in values)
+    assert _actors(server, store_id) == ["api_actor"]
+
+
+def test_memfs_store_takes_the_same_sources(server):
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("MEMFS_", "ANTHROPIC_"))}
+
+    def store(*args: str, stdin: str = "", **env: str) -> str:
+        r = subprocess.run(
+            [sys.executable, "-m", "memfs", "store", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env={**base, **env},
+            timeout=60,
+        )
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
+    sdk = {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": API_KEY}
+    store_id = store("create", "by the SDK's variables", **sdk).strip()
+    store("put", store_id, "/a.md", stdin="1", **sdk)
+    as_memfs = {"MEMFS_API_URL": server.url, "MEMFS_TOKEN": API_KEY}
+    store("put", store_id, "/a.md", stdin="2", **as_memfs)
+    store("put", store_id, "/a.md", "--auth", "bearer", stdin="3", **as_memfs)
+    bearer = {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_AUTH_TOKEN": SESSION_TOKEN}
+    store("put", store_id, "/a.md", stdin="4", **bearer)
+    log = json.loads(store("log", store_id, "--json", **sdk))
+    assert [v["created_by"]["type"] for v in reversed(log)] == [
+        "api_actor",
+        "api_actor",
+        "session_actor",
+        "session_actor",
+    ]
