@@ -23,6 +23,13 @@ def _float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds")
 
 
+def _count(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
+
+
 def setup_mount(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--token",
@@ -86,6 +93,14 @@ def setup_mount(p: argparse.ArgumentParser) -> None:
         default=30.0,
         help="seconds for the final sync on stop (default 30)",
     )
+    p.add_argument(
+        "--sync-concurrency",
+        type=_count,
+        default=16,
+        metavar="N",
+        help="requests at once in a sync pass, 1-32 (default 16; the final sync uses "
+        "twice as many, at most 32)",
+    )
     p.add_argument("--daemon", action="store_true", help="return once every store is mounted")
 
 
@@ -113,6 +128,7 @@ def run_mount(args: argparse.Namespace) -> int:
         sync_interval=args.sync_interval,
         sync_deletions=args.sync_deletions,
         final_sync_timeout=args.final_sync_timeout,
+        sync_concurrency=args.sync_concurrency,
     )
     # Store processes log each pass at INFO unless -v or MEMFS_LOG_LEVEL say otherwise.
     supervisor = sup.Supervisor(specs, daemon=args.daemon, log_level=args.log_level or "INFO")

@@ -62,6 +62,7 @@ log = logging.getLogger("memfs.supervisor")
 
 READY_TIMEOUT = 300.0
 MIN_SYNC_INTERVAL = 5.0
+MAX_SYNC_CONCURRENCY = 32
 
 
 def parse_store_arg(text: str) -> Resource:
@@ -240,6 +241,7 @@ def build_specs(
     sync_interval: float,
     sync_deletions: str,
     final_sync_timeout: float,
+    sync_concurrency: int = 16,
 ) -> list[StoreSpec]:
     """One spec per store, every refusal made before anything is mounted."""
     if len(resources) > MAX_STORES_PER_SESSION:
@@ -252,6 +254,10 @@ def build_specs(
         )
     if final_sync_timeout <= 0:
         raise ConfigError("the final sync timeout must be a positive number of seconds")
+    if not 1 <= sync_concurrency <= MAX_SYNC_CONCURRENCY:
+        raise ConfigError(
+            f"the sync concurrency must be between 1 and {MAX_SYNC_CONCURRENCY}, not {sync_concurrency}"
+        )
     seen = set()
     for r in resources:
         if r.memory_store_id in seen:
@@ -304,6 +310,7 @@ def build_specs(
                 sync_interval=sync_interval,
                 sync_deletions=sync_deletions,
                 final_sync_timeout=final_sync_timeout,
+                sync_concurrency=sync_concurrency,
                 name=name,
             )
         )

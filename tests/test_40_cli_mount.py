@@ -416,6 +416,11 @@ def _case_short_interval(m: Mounter, stores, tmp: Path):
     return m.mount(stores[0], extra=("--sync-interval", "4"), check=False), ["at least 5 seconds"]
 
 
+def _case_too_many_at_once(m: Mounter, stores, tmp: Path):
+    r = m.mount(stores[0], extra=("--sync-concurrency", "33"), check=False)
+    return r, ["between 1 and 32"]
+
+
 def _case_unmount_nothing(m: Mounter, stores, tmp: Path):
     return m.memfs("unmount", str(m.root / "nothing")), ["no memfs mount is running"]
 
@@ -435,6 +440,7 @@ def _case_unmount_nothing(m: Mounter, stores, tmp: Path):
         _case_one_of_two_fails,
         _case_bad_resources,
         _case_short_interval,
+        _case_too_many_at_once,
         _case_unmount_nothing,
     ],
     ids=lambda f: f.__name__.removeprefix("_case_"),
