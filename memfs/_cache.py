@@ -42,6 +42,7 @@ import trio
 from ._api import (
     MARKER_NAME,
     MAX_CONTENT_BYTES,
+    MAX_MEMORIES,
     MAX_NAME_BYTES,
     MAX_PATH_BYTES,
     check_name,
@@ -61,6 +62,7 @@ from ._exceptions import (
     NameTooLong,
     NoSuchEntry,
     NotADirectory,
+    StoreFull,
 )
 from ._private import ensure_private_dir, open_private_dir
 
@@ -241,8 +243,13 @@ class StoreCache:
         *,
         budget_bytes: int = DEFAULT_BUDGET_BYTES,
         source: ContentSource | None = None,
+        max_memories: int = MAX_MEMORIES,
     ) -> None:
         self.store_id = store_id
+        self.max_memories = max_memories
+        self._file_total = 0
+        """Files in the tree (orphans aside): with the pending deletes, what the store will hold."""
+        self._said_full = False
         self.dir = os.path.join(root_dir, store_id)
         self.conflicts_dir = os.path.join(self.dir, "conflicts")
         self.source = source
@@ -313,6 +320,8 @@ class StoreCache:
             self.nodes[node.id] = node
             if node.is_dir:
                 self.children.setdefault(node.id, {})
+            else:
+                self._file_total += 1
         for node in self.nodes.values():
             if node.id != ROOT_ID:
                 self.children.setdefault(node.parent, {})[node.name] = node.id
@@ -450,7 +459,12 @@ class StoreCache:
         return (n for n in self.nodes.values() if n.kind == FILE and not n.orphan)
 
     def file_count(self) -> int:
-        return sum(1 for _ in self.files())
+        return self._file_total
+
+    @property
+    def full(self) -> bool:
+        """The store will hold as many memories as it may once pending changes land."""
+        return self._file_total + len(self.tombstones) >= self.max_memories
 
     def cached_bytes(self) -> int:
         return sum(n.size for n in self.files() if n.cached)
@@ -485,6 +499,8 @@ class StoreCache:
         )  # fmt: skip
         node.id = cur.lastrowid
         self.nodes[node.id] = node
+        if node.kind == FILE:
+            self._file_total += 1
         self.children[node.parent][node.name] = node.id
         if node.is_dir:
             self.children[node.id] = {}
@@ -539,6 +555,19 @@ class StoreCache:
             mtime_ns=now, ctime_ns=now, dirty=True, changed=True, cached=True,
         )  # fmt: skip
         stone = self._tombstone_at(path)
+        if stone is None and self.full:
+            if not self._said_full:
+                log.warning(
+                    "store %s will hold %d memories, its limit: new files are refused (ENOSPC) "
+                    "until some are deleted",
+                    self.store_id,
+                    self.max_memories,
+                )
+                self._said_full = True
+            raise StoreFull(
+                f"{path}: the store holds at most {self.max_memories} memories; delete some first"
+            )
+        self._said_full = False
         # One autocommitted INSERT is the common case; adopting a pending delete
         # changes two tables, in one transaction.
         with self._transaction() if stone is not None else contextlib.nullcontext():
@@ -587,6 +616,7 @@ class StoreCache:
         if node.memory_id is not None and tombstone:
             self._add_tombstone(node.memory_id, node.base_path or node.path, node.base_sha or "")
         self.db.execute("DELETE FROM nodes WHERE id = ?", (node.id,))
+        self._file_total -= 1
         self.changed_ids.discard(node.id)
         self._lru.pop(node.id, None)
         node.memory_id = None
@@ -1211,6 +1241,27 @@ class StoreCache:
             parent = d.parent
             self._detach(d, gone=gone)
             dir_id = parent
+
+    def set_aside_local_changes(self) -> list[tuple[str, str]]:
+        """For a read-only mount of a cache an earlier read-write mount left with
+        changes: keep each changed file as a conflict copy and take the changes
+        out (pending deletes, local folders too), so that the next listing shows
+        exactly the store's state. Returns (path, copy) of the copies."""
+        placed = Placement(self.nodes[ROOT_ID])
+        with self._transaction():
+            for node in [n for n in self.files() if n.changed]:
+                if node.dirty or node.memory_id is None:
+                    placed.copies.append((node.path, self.keep_conflict_copy(node)))
+                self._detach(node, tombstone=False)
+            for memory_id in list(self.tombstones):
+                self.tombstone_done(memory_id)
+            folders = [n for n in self.nodes.values() if n.is_dir and n.local_dir]
+            for folder in sorted(folders, key=lambda n: -n.path.count("/")):
+                if folder.id != ROOT_ID and folder.id in self.nodes:
+                    folder.local_dir = False
+                    self._save(folder)
+                    self._prune_empty(folder.id)
+        return placed.copies
 
     def forget_memory(self, node: Node) -> None:
         """The store no longer has this file's memory, but it changed locally: it is new again."""

@@ -35,6 +35,7 @@ sentences. The tree::
     │   ├── InvalidMove              a folder moved into itself
     │   ├── FileTooLarge             the content would pass 102,400 bytes
     │   ├── NameTooLong              a name over 255 bytes or a path over 1,024
+    │   ├── StoreFull                a new file past the store's 2,000 memories
     │   ├── ContentUnavailable       content not cached and the store cannot be reached
     │   ├── CacheCorrupt             the journal or a content file is unusable
     │   └── CacheInUse               another process of the store holds the cache
@@ -228,6 +229,10 @@ class FileTooLarge(CacheError):
 
 
 class NameTooLong(CacheError):
+    pass
+
+
+class StoreFull(CacheError):
     pass
 
 

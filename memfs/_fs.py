@@ -51,6 +51,7 @@ _ERRNO_BY_CLASS: list[tuple[type[BaseException], int]] = [
     (exc.InvalidMove, errno.EINVAL),
     (exc.FileTooLarge, errno.EFBIG),
     (exc.NameTooLong, errno.ENAMETOOLONG),
+    (exc.StoreFull, errno.ENOSPC),
     (exc.InvalidPath, errno.EINVAL),
     (exc.ContentUnavailable, errno.EIO),
     (exc.CacheCorrupt, errno.EIO),

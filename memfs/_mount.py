@@ -94,6 +94,8 @@ class StoreProcess:
         spec = self.spec
         created = False
         try:
+            if spec.read_only:
+                self.engine.set_aside_local_changes()
             try:
                 await self.engine.run_pass(full=True)
             except SyncError as e:
@@ -271,6 +273,7 @@ class StoreProcess:
             "pending": self.engine.pending(),
             "refused": self.engine.refused(),
             "sync_mode": st.mode,
+            "store_full": self.cache.full,
             "sync_mode_reason": st.mode_reason,
             "passes": st.passes,
             "last_pass": st.last.as_dict() if st.last else None,

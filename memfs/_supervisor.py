@@ -57,6 +57,7 @@ from ._mountpoint import (
     remove_mount_folder,
     runtime_dir,
 )
+from ._private import ensure_private_dir
 
 log = logging.getLogger("memfs.supervisor")
 
@@ -271,6 +272,9 @@ def build_specs(
             "or the work item secret with --secret-file or MEMFS_WORK_ITEM_SECRET "
             "(or the SDKs' ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN or ANTHROPIC_WORK_SECRET)"
         )
+    # Folders other users could write into are refused before anything mounts.
+    ensure_private_dir(cache_dir, "cache folder", follow=True)
+    ensure_private_dir(runtime_dir(), "runtime folder")
     need_names = [r.memory_store_id for r in resources if not r.mount_path and not r.name]
     names: dict[str, str] = {}
     refused: dict[str, str] = {}
@@ -342,8 +346,11 @@ class Supervisor:
         env["MEMFS_LOG_LEVEL"] = self.log_level
         env["MEMFS_RUNTIME_DIR"] = spec.runtime_dir
         if self.daemon:
-            os.makedirs(os.path.join(spec.cache_dir, spec.store_id), exist_ok=True)
-            stderr = open(os.path.join(spec.cache_dir, spec.store_id, "memfs.log"), "a")  # noqa: SIM115
+            store_dir = os.path.join(spec.cache_dir, spec.store_id)
+            ensure_private_dir(spec.cache_dir, "cache folder", follow=True)
+            ensure_private_dir(store_dir, "cache folder")
+            flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+            stderr = os.fdopen(os.open(os.path.join(store_dir, "memfs.log"), flags, 0o600), "a")
         else:
             stderr = None
         proc = subprocess.Popen(

@@ -684,6 +684,18 @@ class SyncEngine:
             await self.kernel.forget_entry(folder, name)
         await self.kernel.forget_content(parent)
 
+    def set_aside_local_changes(self) -> None:
+        """A read-only mount shows the store's state: what an earlier read-write
+        mount of this cache did not upload is kept aside as conflict copies."""
+        for path, copy in self.cache.set_aside_local_changes():
+            log.warning(
+                "%s is mounted read-only: the local change to %s that an earlier read-write "
+                "mount did not upload is kept at %s",
+                self.store_id,
+                path,
+                copy,
+            )
+
     # ---------------------------------------------------------------- wipes
 
     def _is_wipe(self) -> bool:

@@ -65,8 +65,9 @@ class Mounter:
         timeout: float = 120,
         env: dict[str, str] | None = None,
         check: bool = False,
+        umask: int | None = None,
     ):
-        """Run the memfs command; returns the CompletedProcess (text)."""
+        """Run the memfs command (with `umask` when given); returns the CompletedProcess (text)."""
         r = subprocess.run(
             [sys.executable, "-m", "memfs", *args],
             capture_output=True,
@@ -74,6 +75,7 @@ class Mounter:
             timeout=timeout,
             env=env or self.env,
             stdin=subprocess.DEVNULL,
+            preexec_fn=None if umask is None else (lambda: os.umask(umask)),
         )
         if check and r.returncode != 0:
             raise AssertionError(
@@ -81,13 +83,19 @@ class Mounter:
             )
         return r
 
-    def mount(self, *stores: str, extra: tuple[str, ...] = (), check: bool = True):
+    def mount(
+        self,
+        *stores: str,
+        extra: tuple[str, ...] = (),
+        check: bool = True,
+        umask: int | None = None,
+    ):
         """`memfs mount --daemon --store S ...` with this mounter's folders."""
         args = ["mount", "--daemon", "--root", str(self.root), "--cache-dir", str(self.cache_dir)]
         args += ["--token-file", str(self.token_file), "--final-sync-timeout", "20"]
         for s in stores:
             args += ["--store", s]
-        return self.memfs(*args, *extra, check=check)
+        return self.memfs(*args, *extra, check=check, umask=umask)
 
     def mount_one(
         self,
