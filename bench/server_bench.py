@@ -25,7 +25,7 @@ from pathlib import Path
 
 import trio
 
-from memfs._client import StoreClient
+from memfs.client import StoreClient
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

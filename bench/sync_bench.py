@@ -49,8 +49,8 @@ import trio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from memfs._api import MARKER_NAME  # noqa: E402
-from memfs._client import StoreClient  # noqa: E402
+from memfs.api import MARKER_NAME  # noqa: E402
+from memfs.client import StoreClient  # noqa: E402
 from tests.support import ServerProcess  # noqa: E402
 from tests.support.faults import FaultProxyProcess  # noqa: E402
 from tests.support.mounts import Mounter  # noqa: E402

@@ -51,7 +51,7 @@ def make_store(memfs_server: ServerProcess) -> Callable[..., dict]:
 @pytest.fixture
 async def store_client(shared_memfs_server: ServerProcess):
     """A StoreClient on `shared_memfs_server`, with short backoffs."""
-    from memfs._client import StoreClient
+    from memfs.client import StoreClient
 
     async with StoreClient(
         shared_memfs_server.url, shared_memfs_server.token, backoff_base=0.01, backoff_max=0.05

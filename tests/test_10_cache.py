@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from memfs._api import MAX_CONTENT_BYTES, content_sha256
-from memfs._cache import ROOT_ID, StoreCache
 from memfs._exceptions import (
     ContentUnavailable,
     DirectoryNotEmpty,
@@ -23,6 +21,8 @@ from memfs._exceptions import (
     NameTooLong,
     NoSuchEntry,
 )
+from memfs.api import MAX_CONTENT_BYTES, content_sha256
+from memfs.cache import ROOT_ID, StoreCache
 
 STORE = "memstore_unit"
 

@@ -9,7 +9,6 @@ import json
 import httpx
 import pytest
 
-from memfs._client import StoreClient, _error_from, _should_retry
 from memfs._exceptions import (
     AuthenticationFailed,
     ConfigError,
@@ -25,6 +24,7 @@ from memfs._exceptions import (
     StatusError,
     TransportError,
 )
+from memfs.client._client import StoreClient, _error_from, _should_retry
 
 TOKEN = "sk-unit-secret-0123456789"
 

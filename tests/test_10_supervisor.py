@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from memfs._api import Resource
 from memfs._exceptions import ConfigError, InvalidSecret
-from memfs._supervisor import Credentials, build_specs, parse_store_arg, resolve_credentials
+from memfs.api import Resource
+from memfs.supervisor import Credentials, build_specs, parse_store_arg, resolve_credentials
 
 UNREACHABLE = "http://127.0.0.1:9"
 """Nothing listens there: a test that would reach the network fails loudly."""
@@ -185,7 +185,7 @@ def test_build_specs_without_credentials_says_memories_need_a_token():
 
 
 def test_resources_are_taken_exactly_as_the_api_returns_them():
-    from memfs._api import parse_resources
+    from memfs.api import parse_resources
 
     entries = [
         # access null or absent: read-write; unknown fields are ignored.
@@ -232,7 +232,7 @@ def test_a_resource_without_mount_path_mounts_at_the_slug_of_its_own_name():
     "token", ["a~~~???", "ab~~~???", "abc~~~???"], ids=["pad1", "pad0", "pad2"]
 )
 def test_work_item_secrets_in_either_alphabet_padded_or_not(layout, alphabet, token):
-    from memfs._api import parse_work_item_secret
+    from memfs.api import parse_work_item_secret
 
     # '~~~' and '???' make '+' and '/' in the standard alphabet, '-' and '_' in the URL-safe one.
     obj = {"sessions_token": token, "api_base_url": "http://h:1", "other": 1}
@@ -246,7 +246,7 @@ def test_work_item_secrets_in_either_alphabet_padded_or_not(layout, alphabet, to
 
 
 def test_a_work_item_secret_wrapped_over_lines_like_base64_prints_it():
-    from memfs._api import parse_work_item_secret
+    from memfs.api import parse_work_item_secret
 
     obj = {"sessions_token": "t" * 120}
     wrapped = base64.encodebytes(json.dumps(obj).encode()).decode()
@@ -266,7 +266,7 @@ def test_a_work_item_secret_wrapped_over_lines_like_base64_prints_it():
     ],
 )
 def test_work_item_secrets_without_a_usable_token_are_refused(obj, words):
-    from memfs._api import parse_work_item_secret
+    from memfs.api import parse_work_item_secret
 
     with pytest.raises(InvalidSecret) as e:
         parse_work_item_secret(_secret(obj))
@@ -276,7 +276,7 @@ def test_work_item_secrets_without_a_usable_token_are_refused(obj, words):
 
 @pytest.mark.parametrize("text", ["%%%", "a", "abc!", "", "  \n"])
 def test_text_that_is_not_base64_json_is_not_a_secret(text):
-    from memfs._api import parse_work_item_secret
+    from memfs.api import parse_work_item_secret
 
     with pytest.raises(InvalidSecret, match="is not URL-safe base64"):
         parse_work_item_secret(text)
@@ -366,7 +366,7 @@ def test_the_api_url_in_its_order_of_precedence():
 
 
 def test_the_spec_handed_to_a_store_process_carries_the_auth_mode():
-    from memfs._mountpoint import StoreSpec
+    from memfs.control import StoreSpec
 
     creds = Credentials(UNREACHABLE, "sk-ant-api03-key", "x-api-key")
     (spec,) = _specs([Resource("memstore_a", mount_path="/m/a")], creds=creds)

@@ -10,8 +10,6 @@ import sqlite3
 import pytest
 import trio
 
-from memfs._api import MAX_CONTENT_BYTES, Memory, MemoryPrefix, content_sha256
-from memfs._client import StoreClient
 from memfs._exceptions import (
     AuthenticationFailed,
     Conflict,
@@ -23,6 +21,8 @@ from memfs._exceptions import (
     RequestTooLarge,
     StatusError,
 )
+from memfs.api import MAX_CONTENT_BYTES, Memory, MemoryPrefix, content_sha256
+from memfs.client import StoreClient
 from tests.support import ServerProcess
 
 

@@ -10,8 +10,6 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import trio
 
-from memfs._api import content_sha256
-from memfs._client import StoreClient
 from memfs._exceptions import (
     Conflict,
     InvalidRequest,
@@ -24,6 +22,8 @@ from memfs._exceptions import (
     ServerError,
     TransportError,
 )
+from memfs.api import content_sha256
+from memfs.client import StoreClient
 from tests.support import ServerProcess
 from tests.support.faults import FaultProxy
 

@@ -20,7 +20,7 @@ import httpx
 import pytest
 import trio
 
-from memfs._api import BETA, OLD_BETA
+from memfs.api import BETA, OLD_BETA
 from tests.support import ServerProcess, api_headers
 from tests.support.faults import FaultProxy, FaultProxyProcess
 

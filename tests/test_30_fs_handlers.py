@@ -14,9 +14,9 @@ from types import SimpleNamespace
 import pyfuse3
 import pytest
 
-from memfs._api import MARKER_NAME, MAX_CONTENT_BYTES, content_sha256
-from memfs._cache import ROOT_ID, StoreCache
-from memfs._fs import MARKER_INODE, MemoryStoreFS
+from memfs.api import MARKER_NAME, MAX_CONTENT_BYTES, content_sha256
+from memfs.cache import ROOT_ID, StoreCache
+from memfs.fs import MARKER_INODE, MemoryStoreFS
 
 STORE = "memstore_handlers"
 MARKER = MARKER_NAME.encode()

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from memfs._api import content_sha256
-from memfs._cache import ROOT_ID, StoreCache
-from memfs._client import StoreClient
 from memfs._exceptions import SyncError
-from memfs._sync import SyncEngine, delete_cap
+from memfs.api import content_sha256
+from memfs.cache import ROOT_ID, StoreCache
+from memfs.client import StoreClient
+from memfs.sync import SyncEngine, delete_cap
 from tests.support import conflict_files
 
 

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from memfs._api import MAX_CONTENT_BYTES
+from memfs.api import MAX_CONTENT_BYTES
 
 MARKER = ".anthropic-memory-store"
 

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from memfs._api import MAX_CONTENT_BYTES
+from memfs.api import MAX_CONTENT_BYTES
 from tests.support import conflict_files
 from tests.support.faults import FaultProxyProcess
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 
-from memfs._api import ANTHROPIC_VERSION, BETA
+from memfs.api import ANTHROPIC_VERSION, BETA
 
 TEST_TOKEN = "test-token"
 START_TIMEOUT = 15.0

@@ -135,7 +135,7 @@ class Mounter:
             except OSError:
                 continue
             if (
-                b"memfs._mount" in cmd
+                b"memfs.mount" in cmd
                 and f"MEMFS_RUNTIME_DIR={self.runtime_dir}".encode() in environ
             ):
                 pids.append(int(entry))

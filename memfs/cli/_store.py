@@ -26,12 +26,12 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ._api import MAX_CONTENT_BYTES, Memory, normalize_path, normalize_prefix
-from ._cli import SecretOnCommandLine
+from ..api import MAX_CONTENT_BYTES, Memory, normalize_path, normalize_prefix
+from ._main import SecretOnCommandLine
 
 if TYPE_CHECKING:
-    from ._client import StoreClient
-from ._exceptions import (
+    from ..client import StoreClient
+from .._exceptions import (
     AuthenticationFailed,
     ConfigError,
     NotFound,
@@ -119,8 +119,8 @@ def setup(p: argparse.ArgumentParser) -> None:
 
 
 def _client(args: argparse.Namespace) -> StoreClient:
-    from ._client import StoreClient
-    from ._supervisor import resolve_credentials
+    from ..client import StoreClient
+    from ..supervisor import resolve_credentials
 
     creds = resolve_credentials(
         api_url=args.api_url,

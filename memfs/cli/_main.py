@@ -18,8 +18,8 @@ import re
 import sys
 from collections.abc import Sequence
 
-from . import __version__
-from ._exceptions import MemfsError, UsageError
+from .. import __version__
+from .._exceptions import MemfsError, UsageError
 
 log = logging.getLogger("memfs")
 
@@ -129,16 +129,16 @@ def _setup_logging(level: int) -> None:
 
 def _commands():
     """name -> (help, setup(parser), run(args) -> exit status)."""
-    from . import _cli_mount, _cli_serve, _cli_store
+    from . import _mount, _serve, _store
 
     return {
-        "serve": ("run the Memory Store API locally on SQLite", _cli_serve.setup, _cli_serve.run),
+        "serve": ("run the Memory Store API locally on SQLite", _serve.setup, _serve.run),
         "store": (
             "talk to a Memory Store API: create stores, put, cat, ls, rm, log",
-            _cli_store.setup,
-            _cli_store.run,
+            _store.setup,
+            _store.run,
         ),
-        **_cli_mount.COMMANDS,
+        **_mount.COMMANDS,
     }
 
 

@@ -36,20 +36,8 @@ from urllib.parse import quote
 import httpx
 import trio
 
-from . import __version__
-from ._api import (
-    ANTHROPIC_VERSION,
-    BETA,
-    Memory,
-    MemoryPrefix,
-    MemoryStore,
-    MemoryVersion,
-    Page,
-    content_sha256,
-    normalize_path,
-    parent_path,
-)
-from ._exceptions import (
+from .. import __version__
+from .._exceptions import (
     STATUS_ERRORS_BY_TYPE,
     AuthenticationFailed,
     BillingError,
@@ -67,6 +55,18 @@ from ._exceptions import (
     StatusError,
     StoreError,
     TransportError,
+)
+from ..api import (
+    ANTHROPIC_VERSION,
+    BETA,
+    Memory,
+    MemoryPrefix,
+    MemoryStore,
+    MemoryVersion,
+    Page,
+    content_sha256,
+    normalize_path,
+    parent_path,
 )
 
 log = logging.getLogger("memfs.client")

@@ -17,7 +17,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from ._exceptions import InvalidPath, InvalidResources, InvalidSecret
+from .._exceptions import InvalidPath, InvalidResources, InvalidSecret
 
 ANTHROPIC_VERSION = "2023-06-01"
 BETA = "agent-memory-2026-07-22"

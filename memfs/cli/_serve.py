@@ -11,14 +11,14 @@ import os
 import secrets
 import sys
 
-from ._api import MAX_MEMORIES
-from ._exceptions import ConfigError
+from .._exceptions import ConfigError
+from ..api import MAX_MEMORIES
 
 
 def setup(p: argparse.ArgumentParser) -> None:
-    from ._api import SERVE_DEFAULT_HOST as DEFAULT_HOST
-    from ._api import SERVE_DEFAULT_PORT as DEFAULT_PORT
-    from ._api import SERVE_TOKEN_ENV as TOKEN_ENV
+    from ..api import SERVE_DEFAULT_HOST as DEFAULT_HOST
+    from ..api import SERVE_DEFAULT_PORT as DEFAULT_PORT
+    from ..api import SERVE_TOKEN_ENV as TOKEN_ENV
 
     p.add_argument(
         "--db",
@@ -61,7 +61,7 @@ def setup(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ._server import TOKEN_ENV, default_db_path, parse_tokens, serve
+    from ..server import TOKEN_ENV, default_db_path, parse_tokens, serve
 
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"--port must be from 0 to 65535, not {args.port}")

@@ -1,73 +1,23 @@
-"""Where a store is mounted, and what its process is told: the part of the
-mount layer that needs neither FUSE nor HTTP, so that `memfs unmount`,
-`memfs sync` and `memfs status` start quickly.
+"""Where a store is mounted: the part of the mount layer that needs neither
+FUSE nor HTTP, so that `memfs unmount`, `memfs sync` and `memfs status`
+start quickly.
 
-- `StoreSpec`: everything one store process needs; the token travels only on
-  its stdin.
 - The mount folder's life: created like `mkdir -p`, refused when anything
   stands there (except a stale mount of the same store, or an empty folder an
   earlier mount of that store left), removed after unmounting.
-- `runtime_dir()`: where store processes leave state files and control sockets.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import logging
 import os
 import subprocess
-from dataclasses import asdict, dataclass, field
 
-from ._exceptions import MountError
+from .._exceptions import MountError
 
 log = logging.getLogger("memfs.mount")
-
-
-@dataclass
-class StoreSpec:
-    """Everything one store process needs. `token` travels only on stdin;
-    `auth` is the header it travels in to the API (`bearer` or `x-api-key`)."""
-
-    store_id: str
-    mount_path: str
-    api_url: str
-    token: str = field(repr=False)
-    cache_dir: str
-    runtime_dir: str
-    read_only: bool = False
-    uid: int | None = None
-    gid: int | None = None
-    allow_other: bool = False
-    sync_interval: float = 15.0
-    sync_deletions: str = "enabled"
-    final_sync_timeout: float = 30.0
-    prefetch_concurrency: int = 4
-    sync_concurrency: int = 16
-    follow_parent: bool = False
-    """Stop (final sync, unmount) when stdin reaches its end: the foreground
-    `memfs mount` holds the other end, so its death by any signal is seen at once."""
-    name: str = ""
-    auth: str = "bearer"
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self))
-
-    @classmethod
-    def from_json(cls, text: str) -> StoreSpec:
-        return cls(**json.loads(text))
-
-
-def runtime_dir() -> str:
-    """Where store processes leave their control sockets and state files."""
-    env = os.environ.get("MEMFS_RUNTIME_DIR")
-    if env:
-        return env
-    if os.geteuid() == 0:
-        return "/run/memfs"
-    xdg = os.environ.get("XDG_RUNTIME_DIR")
-    return os.path.join(xdg, "memfs") if xdg else f"/tmp/memfs-{os.getuid()}"
 
 
 def _mounts() -> list[tuple[str, str, str]]:
@@ -95,6 +45,11 @@ def mounted_source(path: str) -> str | None:
         if point == path:
             return source
     return None
+
+
+def memfs_mounts() -> list[tuple[str, str, str]]:
+    """(source, mount point, fstype) of every memfs mount of this machine."""
+    return [m for m in _mounts() if m[0].startswith("memfs:")]
 
 
 def is_stale_mount(path: str) -> bool:

@@ -26,8 +26,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ._api import MAX_CONTENT_BYTES, MAX_MEMORIES, content_sha256, is_ancestor, normalize_path
-from ._exceptions import (
+from .._exceptions import (
     Conflict,
     InvalidPath,
     InvalidRequest,
@@ -37,6 +36,7 @@ from ._exceptions import (
     PreconditionFailed,
     RequestTooLarge,
 )
+from ..api import MAX_CONTENT_BYTES, MAX_MEMORIES, content_sha256, is_ancestor, normalize_path
 
 MAX_STORE_NAME_CHARS = 255
 MAX_DESCRIPTION_CHARS = 1024

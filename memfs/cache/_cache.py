@@ -39,17 +39,7 @@ from dataclasses import dataclass, field
 import cachetools
 import trio
 
-from ._api import (
-    MARKER_NAME,
-    MAX_CONTENT_BYTES,
-    MAX_MEMORIES,
-    MAX_NAME_BYTES,
-    MAX_PATH_BYTES,
-    check_name,
-    content_sha256,
-    join_path,
-)
-from ._exceptions import (
+from .._exceptions import (
     CacheCorrupt,
     CacheInUse,
     ContentUnavailable,
@@ -64,7 +54,17 @@ from ._exceptions import (
     NotADirectory,
     StoreFull,
 )
-from ._private import ensure_private_dir, open_private_dir
+from .._private import ensure_private_dir, open_private_dir
+from ..api import (
+    MARKER_NAME,
+    MAX_CONTENT_BYTES,
+    MAX_MEMORIES,
+    MAX_NAME_BYTES,
+    MAX_PATH_BYTES,
+    check_name,
+    content_sha256,
+    join_path,
+)
 
 log = logging.getLogger("memfs.cache")
 

@@ -1,7 +1,7 @@
 """The composition root for one store: client, cache, filesystem and sync
 loop, wired together, and the mount's whole life in one process.
 
-`python -m memfs._mount` is the store process the supervisor starts (one per
+`python -m memfs.mount` is the store process the supervisor starts (one per
 store: pyfuse3 holds one session per process). It reads its `StoreSpec` as
 JSON on stdin, so the token never shows in `ps`, and reports on stdout one
 line: `READY` once the store is mounted, or `ERROR <sentence>`.
@@ -25,7 +25,6 @@ The life of a mount:
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import logging
 import os
@@ -38,17 +37,14 @@ from typing import Any
 import pyfuse3
 import trio
 
-from ._cache import StoreCache
-from ._client import StoreClient
-from ._exceptions import CacheInUse, MemfsError, MountError, SyncError
-from ._fs import KernelCache, MemoryStoreFS, mount_options
-from ._mountpoint import (
-    StoreSpec,
-    prepare_mount_path,
-    remove_mount_folder,
-)
-from ._private import ensure_private_dir
-from ._sync import FINAL_CONCURRENCY, NoKernel, SyncEngine, backoff_delay
+from .._exceptions import CacheInUse, MemfsError, MountError, SyncError
+from .._private import ensure_private_dir
+from ..cache import StoreCache
+from ..client import StoreClient
+from ..control import StoreSpec
+from ..fs import KernelCache, MemoryStoreFS, mount_options
+from ..sync import FINAL_CONCURRENCY, NoKernel, SyncEngine, backoff_delay
+from ._folder import prepare_mount_path, remove_mount_folder
 
 log = logging.getLogger("memfs.mount")
 
@@ -421,9 +417,3 @@ def main() -> int:
         sys.stdout.write(f"ERROR the store process got no usable spec: {e}\n")
         return 2
     return trio.run(_store_main, spec)
-
-
-if __name__ == "__main__":
-    with contextlib.suppress(KeyboardInterrupt):
-        sys.exit(main())
-    sys.exit(errno.EINTR)

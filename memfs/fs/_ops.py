@@ -32,9 +32,9 @@ from typing import Any, TypeVar
 import pyfuse3
 import trio
 
-from . import _exceptions as exc
-from ._api import MARKER_NAME, marker_content
-from ._cache import ROOT_ID, Node, StoreCache
+from .. import _exceptions as exc
+from ..api import MARKER_NAME, marker_content
+from ..cache import ROOT_ID, Node, StoreCache
 
 log = logging.getLogger("memfs.fs")
 

@@ -9,9 +9,9 @@ import os
 import sys
 import time
 
-from . import _supervisor as sup
-from ._cli import SecretOnCommandLine
-from ._exceptions import ConfigError
+from .._exceptions import ConfigError
+from ..supervisor import _supervisor as sup
+from ._main import SecretOnCommandLine
 
 log = logging.getLogger("memfs")
 

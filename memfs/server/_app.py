@@ -38,7 +38,16 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ._api import (
+from .._exceptions import (
+    AuthenticationFailed,
+    ConfigError,
+    InvalidPath,
+    InvalidRequest,
+    PermissionDenied,
+    RequestTooLarge,
+    StatusError,
+)
+from ..api import (
     ANTHROPIC_VERSION,
     BETA,
     MAX_CONTENT_BYTES,
@@ -49,16 +58,7 @@ from ._api import (
     SERVE_TOKEN_ENV,
     normalize_prefix,
 )
-from ._exceptions import (
-    AuthenticationFailed,
-    ConfigError,
-    InvalidPath,
-    InvalidRequest,
-    PermissionDenied,
-    RequestTooLarge,
-    StatusError,
-)
-from ._server_db import LONE_SURROGATE, Database, actor_for, check_store_access
+from ._db import LONE_SURROGATE, Database, actor_for, check_store_access
 
 log = logging.getLogger("memfs.serve")
 

@@ -46,10 +46,7 @@ from typing import Protocol, TypeVar
 
 import trio
 
-from ._api import MARKER_PATH, MAX_CONTENT_BYTES, Memory, MemoryVersion, content_sha256
-from ._cache import Change, Node, StoreCache, Upload
-from ._client import StoreClient
-from ._exceptions import (
+from .._exceptions import (
     AuthenticationFailed,
     BillingError,
     CacheError,
@@ -64,6 +61,9 @@ from ._exceptions import (
     StoreError,
     SyncError,
 )
+from ..api import MARKER_PATH, MAX_CONTENT_BYTES, Memory, MemoryVersion, content_sha256
+from ..cache import Change, Node, StoreCache, Upload
+from ..client import StoreClient
 
 log = logging.getLogger("memfs.sync")
 

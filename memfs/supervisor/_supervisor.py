@@ -4,7 +4,7 @@ session per process).
 The supervisor turns what the operator asked for (`--store`, `--resources`,
 credentials) into one `StoreSpec` per store, refusing bad requests before
 anything is mounted; starts a store process for each (`python -m
-memfs._mount`, the spec with the token on its stdin); waits until every one
+memfs.mount`, the spec with the token on its stdin); waits until every one
 says READY, or stops the others and fails naming the store and the cause; and
 then either returns (`--daemon`) or waits for SIGTERM/SIGINT and passes it
 on, exiting 0 only when every store uploaded everything.
@@ -30,7 +30,16 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ._api import (
+from .._exceptions import (
+    ConfigError,
+    MemfsError,
+    MountError,
+    StatusError,
+    StoreError,
+    SyncError,
+)
+from .._private import ensure_private_dir
+from ..api import (
     ACCESS_READ_ONLY,
     ACCESS_READ_WRITE,
     DEFAULT_API_URL,
@@ -41,23 +50,14 @@ from ._api import (
     parse_work_item_secret,
     slugify,
 )
-from ._exceptions import (
-    ConfigError,
-    MemfsError,
-    MountError,
-    StatusError,
-    StoreError,
-    SyncError,
-)
-from ._mountpoint import (
-    StoreSpec,
+from ..control import StoreSpec, runtime_dir
+from ..mount import (
     force_unmount,
     is_stale_mount,
+    memfs_mounts,
     mounted_source,
     remove_mount_folder,
-    runtime_dir,
 )
-from ._private import ensure_private_dir
 
 log = logging.getLogger("memfs.supervisor")
 
@@ -213,7 +213,7 @@ async def _store_names(
     creds: Credentials, store_ids: list[str]
 ) -> tuple[dict[str, str], dict[str, str]]:
     """The stores' names, and for each store the API refused to name, why."""
-    from ._client import StoreClient
+    from ..client import StoreClient
 
     names: dict[str, str] = {}
     refused: dict[str, str] = {}
@@ -354,7 +354,7 @@ class Supervisor:
         else:
             stderr = None
         proc = subprocess.Popen(
-            [sys.executable, "-m", "memfs._mount"],
+            [sys.executable, "-m", "memfs.mount"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=stderr,
@@ -542,7 +542,7 @@ def unmount(paths: list[str], *, all_: bool) -> int:
     stale: list[str] = []
     if all_:
         targets = stores
-        for _source, point, _fstype in _memfs_mounts():
+        for _source, point, _fstype in memfs_mounts():
             if is_stale_mount(point) and not any(
                 os.path.abspath(s.mount_path) == point for s in stores
             ):
@@ -576,12 +576,6 @@ def unmount(paths: list[str], *, all_: bool) -> int:
         remove_mount_folder(point)
         print(f"cleaned up a stale mount at {point}")
     return code
-
-
-def _memfs_mounts() -> list[tuple[str, str, str]]:
-    from ._mountpoint import _mounts
-
-    return [m for m in _mounts() if m[0].startswith("memfs:")]
 
 
 def _wait_gone(pid: int, timeout: float) -> None:
