@@ -9,6 +9,43 @@ import pytest
 
 from tests.support import ServerProcess
 
+# ---- tiers and markers (tests work) ----------------------------------------
+
+TIERS = ("unit", "contract", "inprocess", "mount", "system")
+"""The folders under tests/, cheapest first: the order they run in."""
+TIER_MARKS = {"contract": ("server",), "mount": ("server",), "system": ("server",)}
+"""Markers every test of a tier gets: there, each test starts `memfs serve` itself
+or through a fixture of its module."""
+SERVER_FIXTURES = {"memfs_server", "shared_memfs_server"}
+FUSE_FIXTURES = {"mounter"}
+
+
+def _tier(item: pytest.Item) -> str | None:
+    parts = item.path.relative_to(Path(__file__).parent).parts
+    return parts[0] if len(parts) > 1 and parts[0] in TIERS else None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test `server` when it starts a `memfs serve` and `fuse` when it
+    mounts (by its tier, or by the fixtures it uses, however deep), then run the
+    tiers cheapest first, whatever order the paths were given in."""
+    for item in items:
+        tier = _tier(item)
+        used = set(getattr(item, "fixturenames", ()))
+        marks = set(TIER_MARKS.get(tier or "", ()))
+        if used & SERVER_FIXTURES:
+            marks.add("server")
+        if used & FUSE_FIXTURES:
+            marks.add("fuse")
+        for name in sorted(marks):
+            if item.get_closest_marker(name) is None:
+                item.add_marker(getattr(pytest.mark, name))
+    rank = {tier: i for i, tier in enumerate(TIERS)}
+    items.sort(key=lambda item: rank.get(_tier(item) or "", len(TIERS)))
+
+
+# ---- end of tiers and markers ----------------------------------------------
+
 # ---- memfs serve (server work) ------------------------------------------
 
 

@@ -1,7 +1,7 @@
 """The sync decision table, row by row, in-process: a real `memfs serve`, a real
 StoreClient and a real StoreCache on disk, with local changes made through the
 cache's own API (the calls the filesystem makes) and a clock the test moves.
-Real mounts exercise the same engine in test_50_sync.py."""
+Real mounts exercise the same engine in tests/system/test_sync.py."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.test_40_fs_semantics import put, store_contents
+from tests.mount.test_fs_semantics import put, store_contents
 
 
 def run(*cmd: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> str:

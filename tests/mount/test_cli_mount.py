@@ -425,6 +425,7 @@ def _case_unmount_nothing(m: Mounter, stores, tmp: Path):
     return m.memfs("unmount", str(m.root / "nothing")), ["no memfs mount is running"]
 
 
+@pytest.mark.fuse  # one_of_two_fails mounts its first store before the second is refused
 @pytest.mark.parametrize(
     "case",
     [

@@ -29,7 +29,7 @@ from tests.support import (
 )
 from tests.support.mounts import CREDENTIAL_ENV, Mounter
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ENTRYPOINT = ROOT / "docker" / "entrypoint.sh"
 API_KEY = "sk-ant-api03-" + secrets.token_urlsafe(24)
 TOKEN = "entry-tok-" + secrets.token_hex(12)
