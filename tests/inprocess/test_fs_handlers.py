@@ -7,6 +7,7 @@ The cache underneath is a real StoreCache in a temporary folder.
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import stat
 from types import SimpleNamespace
@@ -236,7 +237,12 @@ async def test_the_marker_is_listed_readable_and_untouchable(fs, cache):
     assert [c.path for c in cache.changes()] == ["/other", "/dir/" + MARKER_NAME]
 
 
-async def test_an_unexpected_exception_becomes_eio_and_the_next_call_works(fs, cache, caplog):
+async def test_an_unexpected_exception_becomes_eio_and_the_next_call_works(
+    fs, cache, caplog, expect_log
+):
+    expect_log("memfs.fs", "unexpected error in a filesystem handler", level=logging.ERROR, count=1)
+    expect_log("memfs.fs", "/dir/stored.md has no content here and no store to fetch it from")
+
     def broken(*args, **kwargs):
         raise RuntimeError("a bug in the cache")
 

@@ -165,7 +165,10 @@ async def test_remote_new_memory_appears_without_fetching_content(side: Side):
     assert await side.read("/deep/new.md") == "fresh"
 
 
-async def test_both_changed_store_wins_and_local_is_kept_as_conflict_copy(side: Side, caplog):
+async def test_both_changed_store_wins_and_local_is_kept_as_conflict_copy(
+    side: Side, caplog, expect_log
+):
+    expect_log("memfs.sync", "conflict on /c.md", level=logging.WARNING, count=1)
     await side.write("/c.md", "base")
     await side.sync()
     await side.put_remote("/c.md", "theirs")
@@ -193,7 +196,8 @@ async def test_remote_delete_of_clean_file_removes_it(side: Side):
     assert side.cache.find("/gone") is None  # a folder only the store implied goes with it
 
 
-async def test_remote_delete_of_edited_file_recreates_it(side: Side):
+async def test_remote_delete_of_edited_file_recreates_it(side: Side, expect_log):
+    expect_log("memfs.sync", "/e.md was deleted in the store but changed here", count=1)
     await side.write("/e.md", "v1")
     await side.sync()
     m = await side.remote_memory("/e.md")
@@ -228,18 +232,19 @@ async def test_final_sync_waives_the_window(side: Side):
 
 
 @pytest.mark.parametrize("mode", ["log_only", "disabled"])
-async def test_deletion_modes_keep_the_memory(side: Side, mode: str, caplog):
+async def test_deletion_modes_keep_the_memory(side: Side, mode: str, expect_log):
+    """log_only says so once, across two passes; disabled says nothing."""
+    if mode == "log_only":
+        expect_log("memfs.sync", "/keep.md was deleted here; not deleted in the store", count=1)
+        expect_log("memfs.sync", "(deletions: log_only)", count=1)
     side.engine.deletions = mode
     await side.write("/keep.md", "kept")
     await side.sync()
     side.unlink("/keep.md")
     side.clock.now += 60
-    with caplog.at_level(logging.WARNING, logger="memfs.sync"):
-        await side.sync(final=True)
-        await side.sync(final=True)
+    await side.sync(final=True)
+    await side.sync(final=True)
     assert await side.remote() == {"/keep.md": "kept"}
-    logged = [r for r in caplog.records if "/keep.md" in r.message and "log_only" in r.message]
-    assert len(logged) == (1 if mode == "log_only" else 0)
 
 
 async def test_deletes_per_pass_are_capped(side: Side):
@@ -259,7 +264,8 @@ async def test_deletes_per_pass_are_capped(side: Side):
     assert len(await side.remote()) == 31 - delete_cap(31)  # n is what the store still holds
 
 
-async def test_local_delete_of_remotely_changed_memory_restores_it(side: Side):
+async def test_local_delete_of_remotely_changed_memory_restores_it(side: Side, expect_log):
+    expect_log("memfs.sync", "/r.md was deleted here but changed in the store", count=1)
     await side.write("/r.md", "v1")
     await side.sync()
     side.unlink("/r.md")
@@ -270,9 +276,10 @@ async def test_local_delete_of_remotely_changed_memory_restores_it(side: Side):
     assert await side.read("/r.md") == "v2 remote"
 
 
-async def test_delete_rechecks_the_store_just_before_sending(side: Side):
+async def test_delete_rechecks_the_store_just_before_sending(side: Side, expect_log):
     """A change that lands after the feed was read makes the DELETE fail its
     expected sha: the memory is restored, not lost."""
+    expect_log("memfs.sync", "/late.md was deleted here but changed in the store", count=1)
     await side.write("/late.md", "v1")
     await side.sync()
     side.unlink("/late.md")
@@ -316,17 +323,21 @@ async def test_editor_save_is_one_update_of_the_target(side: Side):
     assert {v.memory_id for v in versions} == {target.id}
 
 
-async def test_refused_content_is_reported_once_and_retried_after_a_change(side: Side, caplog):
+async def test_refused_content_is_reported_once_and_retried_after_a_change(side: Side, expect_log):
+    expect_log(
+        "memfs.sync",
+        "/bin.md is not uploaded: its content is not UTF-8",
+        level=logging.ERROR,
+        count=1,
+    )
     node = side.cache.create(ROOT_ID, "bin.md", 0o644)
     node = await side.cache.open(node.id)
     side.cache.write(node, 0, b"\xff\xfe not utf-8")
     side.cache.release(node.id)
     await side.write("/ok.md", "fine")
-    with caplog.at_level(logging.ERROR, logger="memfs.sync"):
-        first = await side.sync()
-        second = await side.sync()
+    first = await side.sync()
+    second = await side.sync()
     assert (first.refused, second.refused) == (1, 0)
-    assert sum("/bin.md" in r.message and "UTF-8" in r.message for r in caplog.records) == 1
     assert await side.remote() == {"/ok.md": "fine"}
     await side.write("/bin.md", "now text")
     await side.sync()
@@ -343,17 +354,17 @@ async def test_remote_moves_are_followed(side: Side):
     assert await side.read("/b/x.md") == "x"
 
 
-async def test_marker_path_in_the_store_is_skipped(side: Side, caplog):
+async def test_marker_path_in_the_store_is_skipped(side: Side, expect_log):
+    expect_log("memfs.sync", "a memory at /.anthropic-memory-store, the marker's path", count=1)
     await side.client.create_memory(side.store_id, "/.anthropic-memory-store", "not a marker")
-    with caplog.at_level(logging.WARNING, logger="memfs.sync"):
-        await side.sync()
+    await side.sync()
     assert side.cache.find("/.anthropic-memory-store") is None
-    assert any("marker" in r.message for r in caplog.records)
 
 
 async def test_unreachable_store_keeps_local_changes_and_catches_up(
-    side: Side, shared_memfs_server
+    side: Side, shared_memfs_server, expect_log
 ):
+    expect_log("memfs.sync", "the store could not be reached", level=logging.ERROR, count=1)
     await side.write("/w.md", "written offline")
     real_url = side.client._http.base_url
     side.client._http.base_url = "http://127.0.0.1:9"
@@ -365,7 +376,10 @@ async def test_unreachable_store_keeps_local_changes_and_catches_up(
     assert await side.remote() == {"/w.md": "written offline"}
 
 
-async def test_a_file_created_here_and_in_the_store_keeps_the_local_one_as_a_copy(side: Side):
+async def test_a_file_created_here_and_in_the_store_keeps_the_local_one_as_a_copy(
+    side: Side, expect_log
+):
+    expect_log("memfs.sync", "conflict on /both.md", count=1)
     await side.put_remote("/both.md", "theirs")
     await side.write("/both.md", "mine")
     report = await side.sync()
@@ -375,7 +389,10 @@ async def test_a_file_created_here_and_in_the_store_keeps_the_local_one_as_a_cop
     assert await side.remote() == {"/both.md": "theirs"}
 
 
-async def test_a_local_edit_survives_the_store_replacing_the_memory_at_its_path(side: Side):
+async def test_a_local_edit_survives_the_store_replacing_the_memory_at_its_path(
+    side: Side, expect_log
+):
+    expect_log("memfs.sync", "conflict on /p.md", count=1)
     await side.write("/p.md", "v1")
     await side.sync()
     first = await side.remote_memory("/p.md")
