@@ -6,6 +6,8 @@ Real mounts exercise the same engine in tests/system/test_sync.py."""
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from memfs.cache import ROOT_ID, StoreCache
 from memfs.client import StoreClient
 from memfs.sync import SyncEngine, delete_cap
 from tests.support import conflict_files
+from tests.support.faults import FaultProxy
 
 
 class Clock:
@@ -98,14 +101,10 @@ class Side:
         return await self.engine.run_pass(**kw)
 
 
-@pytest.fixture
-async def side(shared_memfs_server, tmp_path: Path):
+@asynccontextmanager
+async def _side(url: str, token: str, tmp_path: Path) -> AsyncIterator[Side]:
     async with StoreClient(
-        shared_memfs_server.url,
-        shared_memfs_server.token,
-        backoff_base=0.01,
-        backoff_max=0.05,
-        max_retries=2,
+        url, token, backoff_base=0.01, backoff_max=0.05, max_retries=2
     ) as client:
         store = await client.create_store("sync engine")
         cache = StoreCache(str(tmp_path / "cache"), store.id)
@@ -119,7 +118,40 @@ async def side(shared_memfs_server, tmp_path: Path):
             cache.close()
 
 
-async def test_local_change_is_pushed_with_the_base_as_precondition(side: Side):
+@pytest.fixture
+async def side(shared_memfs_server, tmp_path: Path):
+    async with _side(shared_memfs_server.url, shared_memfs_server.token, tmp_path) as s:
+        yield s
+
+
+@pytest.fixture
+async def proxy(shared_memfs_server) -> AsyncIterator[FaultProxy]:
+    async with FaultProxy(shared_memfs_server.url) as p:
+        yield p
+
+
+@pytest.fixture
+async def proxied_side(shared_memfs_server, proxy: FaultProxy, tmp_path: Path):
+    """A Side whose client (the engine's) talks to the store through `proxy`."""
+    async with _side(proxy.url, shared_memfs_server.token, tmp_path) as s:
+        yield s
+
+
+@pytest.fixture
+async def direct(shared_memfs_server) -> AsyncIterator[StoreClient]:
+    """Another writer of the store, past the proxy."""
+    async with StoreClient(shared_memfs_server.url, shared_memfs_server.token) as c:
+        yield c
+
+
+async def test_local_change_is_pushed_with_the_base_as_precondition(
+    proxied_side: Side, proxy: FaultProxy, direct: StoreClient, expect_log
+):
+    """The store's version is never overwritten by an edit made on an older base:
+    here a remote edit lands after the pass read the feed, just before the
+    push reaches the store; the update's precondition (the base) refuses it,
+    and the next pass keeps the local edit as a conflict copy."""
+    side = proxied_side
     await side.write("/a.md", "one")
     report = await side.sync()
     assert report.pushed == 1
@@ -130,6 +162,33 @@ async def test_local_change_is_pushed_with_the_base_as_precondition(side: Side):
     second = await side.remote_memory("/a.md")
     assert second.id == first.id
     assert second.content_sha256 == content_sha256(b"two")
+    assert side.cache.changes() == []
+
+    update = rf"/memories/{first.id}(\?|$)"
+    landed = []
+
+    async def theirs_lands_first(method: str, target: str) -> None:
+        landed.append(await direct.update_memory(side.store_id, first.id, content="theirs"))
+        proxy.before_forward = None
+
+    await side.write("/a.md", "three, on base two")
+    proxy.reset()
+    proxy.set(match_method="POST", match_path=update)
+    proxy.before_forward = theirs_lands_first
+    report = await side.sync()
+    assert len(landed) == 1, "the remote edit did not land between the feed and the push"
+    assert proxy.counters.statuses("POST", update) == [409]
+    assert report.pushed == 0
+    assert await side.remote() == {"/a.md": "theirs"}
+    proxy.reset()
+
+    expect_log("memfs.sync", "conflict on /a.md", count=1)
+    await side.sync()
+    assert await side.read("/a.md") == "theirs"
+    assert [c.read_text() for c in conflict_files(side.cache.conflicts_dir)] == [
+        "three, on base two"
+    ]
+    assert await side.remote() == {"/a.md": "theirs"}
     assert side.cache.changes() == []
 
 
@@ -276,26 +335,33 @@ async def test_local_delete_of_remotely_changed_memory_restores_it(side: Side, e
     assert await side.read("/r.md") == "v2 remote"
 
 
-async def test_delete_rechecks_the_store_just_before_sending(side: Side, expect_log):
-    """A change that lands after the feed was read makes the DELETE fail its
-    expected sha: the memory is restored, not lost."""
+async def test_delete_rechecks_the_store_just_before_sending(
+    proxied_side: Side, proxy: FaultProxy, direct: StoreClient, expect_log
+):
+    """A change that lands after the feed was read, just before the DELETE
+    reaches the store, makes the DELETE fail its expected sha: the memory is
+    restored, not lost."""
+    side = proxied_side
     expect_log("memfs.sync", "/late.md was deleted here but changed in the store", count=1)
     await side.write("/late.md", "v1")
     await side.sync()
+    memory = await side.remote_memory("/late.md")
     side.unlink("/late.md")
     await side.sync()
     side.clock.now += 31
-    real = side.engine._feed
+    landed = []
 
-    async def feed_then_remote_write():
-        result = await real()
-        await side.put_remote("/late.md", "written meanwhile")
-        return result
+    async def theirs_lands_first(method: str, target: str) -> None:
+        landed.append(await direct.update_memory(side.store_id, memory.id, content="meanwhile"))
+        proxy.before_forward = None
 
-    side.engine._feed = feed_then_remote_write
+    proxy.set(match_method="DELETE")
+    proxy.before_forward = theirs_lands_first
     await side.sync()
-    assert await side.remote() == {"/late.md": "written meanwhile"}
-    assert await side.read("/late.md") == "written meanwhile"
+    assert len(landed) == 1, "no DELETE was sent"
+    assert proxy.counters.statuses("DELETE", f"/memories/{memory.id}") == [409]
+    assert await side.remote() == {"/late.md": "meanwhile"}
+    assert await side.read("/late.md") == "meanwhile"
 
 
 async def test_rename_is_a_move_of_the_same_memory(side: Side):

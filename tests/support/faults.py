@@ -12,8 +12,12 @@ share (`lose_answer_rate`) or the next `lose_answer_next` requests; or
 refuse everything (`down`: a store outage). Faults apply only to
 requests whose method is `match_method` (when set) and whose path matches the
 regex `match_path` (when set). `counters.targets` keeps the request targets
-(path and query) seen. Keep-alive connections are parsed request by
-request (Content-Length bodies; chunked responses are relayed).
+(path and query) seen, and `counters.exchanges` each request's method, target
+and the status its client got (0: no answer). In-process, `before_forward`
+(an async function of method and target) runs for each matching request just
+before it is forwarded: a test makes a change land at that instant, between
+what the client read and what it sends. Keep-alive connections are parsed
+request by request (Content-Length bodies; chunked responses are relayed).
 
 Two ways to use it:
 
@@ -45,6 +49,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any
@@ -121,6 +126,16 @@ class FaultCounters:
     requests_by_path: dict[str, int] = field(default_factory=dict)
     targets: list[str] = field(default_factory=list)
     """The request targets (path and query) seen, oldest first, the last MAX_TARGETS."""
+    exchanges: list[tuple[str, str, int]] = field(default_factory=list)
+    """(method, target, status the client got: 0 for none), oldest first, the last MAX_TARGETS."""
+
+    def statuses(self, method: str, pattern: str) -> list[int]:
+        """The statuses answered to `method` requests whose target matches the regex `pattern`."""
+        return [
+            status
+            for m, target, status in self.exchanges
+            if m == method.upper() and re.search(pattern, target)
+        ]
 
 
 MAX_TARGETS = 1000
@@ -225,6 +240,8 @@ class FaultProxy:
         self.settings = FaultSettings()
         self.counters = FaultCounters()
         self.random = random.Random(seed)
+        self.before_forward: Callable[[str, str], Awaitable[None]] | None = None
+        """In-process only: awaited with (method, target) before a matching request is forwarded."""
         self._cancel: trio.CancelScope | None = None
         self._nursery_manager: Any = None
 
@@ -306,6 +323,7 @@ class FaultProxy:
                 s = self.settings
                 if s.down:
                     self.counters.refused_connections += 1
+                    self._exchanged(method, path, 0)
                     return
                 applies = self._applies(method, path)
                 if applies and s.delay > 0:
@@ -313,12 +331,16 @@ class FaultProxy:
                 if applies and (s.drop_next > 0 or self.random.random() < s.drop_rate):
                     s.drop_next = max(0, s.drop_next - 1)
                     self.counters.drops_injected += 1
+                    self._exchanged(method, path, 0)
                     return
                 if applies and (s.status_next > 0 or self.random.random() < s.status_rate):
                     s.status_next = max(0, s.status_next - 1)
                     self.counters.statuses_injected += 1
                     await client.send_all(self._fault_response(s.status, s.retry_after, s.headers))
+                    self._exchanged(method, path, s.status)
                     continue
+                if applies and self.before_forward is not None:
+                    await self.before_forward(method.upper(), path)
                 if upstream is None:
                     try:
                         upstream = await trio.open_tcp_stream(self.target_host, self.target_port)
@@ -334,8 +356,10 @@ class FaultProxy:
                 ):
                     s.lose_answer_next = max(0, s.lose_answer_next - 1)
                     self.counters.answers_lost += 1
+                    self._exchanged(method, path, 0)
                     return
                 await client.send_all(answer)
+                self._exchanged(method, path, int(answer.split(b" ", 2)[1]))
                 if close or fields.get("connection", "").lower() == "close":
                     return
         except (trio.BrokenResourceError, trio.ClosedResourceError, ValueError, OSError):
@@ -344,6 +368,10 @@ class FaultProxy:
             if upstream is not None:
                 await upstream.aclose()
             await client.aclose()
+
+    def _exchanged(self, method: str, target: str, status: int) -> None:
+        exchanges = self.counters.exchanges[-MAX_TARGETS + 1 :]
+        self.counters.exchanges = [*exchanges, (method.upper(), target, status)]
 
     async def _relay_response(self, reader: _Reader, method: str) -> tuple[bytes, bool]:
         head = await reader.head()
