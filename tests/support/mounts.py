@@ -113,8 +113,8 @@ class Mounter:
     def sync(self, *paths: Path, check: bool = True):
         return self.memfs("sync", *map(str, paths), check=check)
 
-    def unmount(self, *paths: Path, check: bool = True):
-        return self.memfs("unmount", *map(str, paths), check=check)
+    def unmount(self, *paths: Path, check: bool = True, timeout: float = 120):
+        return self.memfs("unmount", *map(str, paths), check=check, timeout=timeout)
 
     def status(self) -> list[dict]:
         import json

@@ -191,20 +191,27 @@ def test_parallel_stores_one_failing_spares_the_other(mounter, memfs_server):
 def test_final_sync_is_bounded_and_what_is_left_is_uploaded_by_the_next_mount(
     mounter, memfs_server
 ):
+    """The store hangs (it takes requests and never answers): only the bound of
+    3 s ends the final sync, well before the client's own 30 s timeout."""
     store_id = memfs_server.create_store("bounded")["id"]
     with FaultProxyProcess(memfs_server.url) as proxy:
         path = mounter.mount_one(
             store_id, extra=("--api-url", proxy.url, "--final-sync-timeout", "3")
         )
         (path / "late.md").write_text("must not be lost")
-        proxy.set(down=True)
+        before = proxy.set(delay=600)["counters"]
         started = time.monotonic()
-        r = mounter.unmount(path, check=False)
-        assert time.monotonic() - started < 25
+        r = mounter.unmount(path, check=False, timeout=30)
+        stopped_in = time.monotonic() - started
+        assert 3 <= stopped_in < 25, f"the stop took {stopped_in:.1f} s with a 3 s bound"
         assert r.returncode == 1
         assert "/late.md" in r.stderr
         assert not path.exists()
+        after = proxy.state()["counters"]
+        assert after["requests_seen"] > before["requests_seen"], "the final sync asked nothing"
+        assert after["forwarded"] == before["forwarded"], "a request got through the hang"
     log = (mounter.cache_dir / store_id / "memfs.log").read_text()
+    assert f"final sync of {store_id} did not finish within 3 s" in log
     assert "not uploaded" in log and "/late.md" in log
     assert remote_files(memfs_server, store_id) == {}
     path = mounter.mount_one(store_id)
