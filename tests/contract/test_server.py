@@ -1246,7 +1246,7 @@ def test_port_in_use_is_one_sentence(memfs_server, tmp_path):
         text=True,
         timeout=20,
     )
-    assert r.returncode != 0
+    assert r.returncode == 2, r.stderr
     assert r.stderr.startswith("memfs: cannot listen on 127.0.0.1")
     assert "Traceback" not in r.stderr
 

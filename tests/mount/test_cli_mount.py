@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import selectors
 import signal
 import subprocess
@@ -425,38 +426,47 @@ def _case_unmount_nothing(m: Mounter, stores, tmp: Path):
     return m.memfs("unmount", str(m.root / "nothing")), ["no memfs mount is running"]
 
 
+LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} memfs[.\w]* WARNING ")
+USAGE, FAILED = 2, 1
+"""The documented exit statuses: 2 for what the command was given, 1 for work that failed."""
+
+
 @pytest.mark.fuse  # one_of_two_fails mounts its first store before the second is refused
 @pytest.mark.parametrize(
-    "case",
+    ("case", "status"),
     [
-        _case_nine_stores,
-        _case_no_token,
-        _case_token_as_argument,
-        _case_wrong_token,
-        _case_unknown_store,
-        _case_unknown_store_without_path,
-        _case_path_taken,
-        _case_path_not_creatable,
-        _case_relative_path,
-        _case_one_of_two_fails,
-        _case_bad_resources,
-        _case_short_interval,
-        _case_too_many_at_once,
-        _case_unmount_nothing,
+        pytest.param(case, status, id=case.__name__.removeprefix("_case_"))
+        for case, status in [
+            (_case_nine_stores, USAGE),
+            (_case_no_token, USAGE),
+            (_case_token_as_argument, USAGE),
+            (_case_wrong_token, FAILED),
+            (_case_unknown_store, FAILED),
+            (_case_unknown_store_without_path, FAILED),
+            (_case_path_taken, FAILED),
+            (_case_path_not_creatable, FAILED),
+            (_case_relative_path, USAGE),
+            (_case_one_of_two_fails, FAILED),
+            (_case_bad_resources, USAGE),
+            (_case_short_interval, USAGE),
+            (_case_too_many_at_once, USAGE),
+            (_case_unmount_nothing, FAILED),
+        ]
     ],
-    ids=lambda f: f.__name__.removeprefix("_case_"),
 )
 def test_refusals_are_one_sentence_and_leave_nothing_behind(
-    case, shared_memfs_server, refusal_stores, tmp_path
+    case, status, shared_memfs_server, refusal_stores, tmp_path
 ):
     m = Mounter(shared_memfs_server, tmp_path)
     try:
         before = sorted(os.listdir(m.root))
         r, words = case(m, refusal_stores, tmp_path)
-        assert r.returncode != 0, r.stdout
+        assert r.returncode == status, (r.stdout, r.stderr)
         lines = r.stderr.strip().splitlines()
         assert "Traceback" not in r.stderr
         assert lines and lines[-1].startswith(("memfs: ", "memfs mount: ")), r.stderr
+        # Before the sentence, only the log's warnings (a name the store would not give).
+        assert all(LOG_LINE.match(line) for line in lines[:-1]), r.stderr
         for word in words:
             assert word in lines[-1], r.stderr
         assert "test-token" not in r.stderr
