@@ -7,7 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 extras="${1:-test}"
-system_packages=(fuse3 libfuse3-dev pkg-config)
+# vim: tests/mount/test_readonly.py saves with it into a read-only store.
+system_packages=(fuse3 libfuse3-dev pkg-config vim)
 python="${PYTHON:-python3}"
 
 missing=()

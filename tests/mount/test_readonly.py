@@ -6,6 +6,7 @@ reaches the store, and changes made in the store still arrive after
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -83,14 +84,22 @@ def test_every_change_to_a_read_only_store_fails_with_erofs(mounter, memfs_serve
         "write to the marker": "echo x > .anthropic-memory-store",
         "rm the marker": "rm -f .anthropic-memory-store",
     }
+    # vim, forcing the save (`wq!` writes a file whose mode says read-only, as
+    # root would), edits a copy outside fine and fails inside; its own message
+    # for a refused save does not carry the errno text.
+    vim = shutil.which("vim")
+    assert vim, "vim is not installed (scripts/install.sh installs it)"
+    save = f"{vim} -Nu NONE -n -es -c 'normal! Aedited' -c 'wq!' a.md"
+    (tmp_path / "a.md").write_text("alpha")
+    assert sh(save, tmp_path).returncode == 0
+    assert (tmp_path / "a.md").read_text() == "alphaedited\n"
+    r = sh(save, mnt)
+    assert r.returncode == 1, f"vim's save into a read-only store: {r.returncode} {r.stderr!r}"
+
     for route, command in routes.items():
         r = sh(command, mnt)
         assert r.returncode != 0, f"{route}: {command!r} succeeded on a read-only store"
         assert EROFS_TEXT in r.stderr, f"{route}: {command!r} said {r.stderr!r}"
-
-    # vim's own message for a refused save does not carry the errno text.
-    r = sh("vim -Nu NONE -n -es -c 'normal! Aedited' -c 'wq' a.md", mnt)
-    assert r.returncode != 0
 
     assert sorted(os.listdir(mnt)) == [".anthropic-memory-store", "a.md", "docs"]
     assert os.listdir(mnt / "docs") == ["b.md"]
