@@ -4,6 +4,7 @@ the mount stops."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
@@ -329,3 +330,31 @@ def test_unsynced_writes_survive_a_killed_store_process(mounter, memfs_server):
         "/base.md": "base+appended",
         "/new.md": "written, never synced",
     }
+
+
+def test_what_fsync_returned_for_survives_a_kill_before_close(mounted, mounter, memfs_server):
+    """SIGKILL right after fsync() returns, the file still open: no close, no
+    batch save, no checkpoint. The next mount shows the content, size and
+    mtime the file had when fsync returned."""
+    store_id, mnt = mounted
+    fd = os.open(mnt / "synced.md", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, b"first")
+        time.sleep(0.01)
+        os.pwrite(fd, b", then more", 5)
+        os.fsync(fd)
+        st = os.fstat(fd)
+        for pid in mounter.store_pids():
+            os.kill(pid, signal.SIGKILL)
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    deadline = time.monotonic() + 10
+    while mounter.store_pids() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    mnt = mounter.mount_one(store_id)
+    back = (mnt / "synced.md").stat()
+    assert (mnt / "synced.md").read_bytes() == b"first, then more"
+    assert (back.st_size, back.st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+    mounter.unmount(mnt)
+    assert store_contents(memfs_server, store_id) == {"/synced.md": "first, then more"}

@@ -7,6 +7,7 @@ No FUSE and no server: contents the store "has" are placed with
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -269,14 +270,50 @@ async def test_mark_pushed_cleans_only_what_was_not_written_meanwhile(tmp_path):
     cache.close()
 
 
-def test_fsync_leaves_the_journal_consistent_on_disk(tmp_path):
-    cache = StoreCache(str(tmp_path), STORE)
-    remote(cache, "mem_1", "/a.md", b"a")
-    cache.fsync(None)
-    killed(cache)
-    again = StoreCache(str(tmp_path), STORE)
-    assert again.find("/a.md").memory_id == "mem_1"
+def left_by_a_kill(cache: StoreCache, where: Path) -> StoreCache:
+    """The cache a SIGKILL would leave now, opened from a copy of its folder: the
+    files as they stand, without the checkpoint that closing the journal runs."""
+    image = where / cache.store_id
+    shutil.copytree(cache.dir, image, ignore=shutil.ignore_patterns("*-shm"))
+    return StoreCache(str(where), cache.store_id)
+
+
+async def test_fsync_makes_the_content_and_the_journal_durable_before_it_returns(
+    tmp_path, monkeypatch
+):
+    cache = StoreCache(str(tmp_path / "live"), STORE)
+    node = remote(cache, "mem_1", "/a.md", b"a")
+    await cache.open(node.id)
+    cache.write(node, 1, b" and more")  # the flip to dirty is committed at once
+    cache.write(node, 0, b"A")  # size and times wait for a batch, a close or fsync
+    synced: list[str] = []
+
+    def spy(real):
+        def call(fd: int) -> None:
+            synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+            real(fd)
+
+        return call
+
+    monkeypatch.setattr(os, "fsync", spy(os.fsync))
+    monkeypatch.setattr(os, "fdatasync", spy(os.fdatasync))
+    cache.fsync(node)
+    monkeypatch.undo()
+    content_file = os.path.join(cache.contents_dir, str(node.id))
+    assert content_file in synced, "the content file was not flushed"
+    assert any(p.startswith(os.path.join(cache.dir, "journal.sqlite3")) for p in synced), (
+        f"the journal was not flushed: {synced}"
+    )
+
+    again = left_by_a_kill(cache, tmp_path / "image")
+    back = again.find("/a.md")
+    assert (back.size, back.mtime_ns) == (node.size, node.mtime_ns)
+    assert again.read_content(back) == b"A and more"
+    [change] = again.changes()
+    assert (change.path, change.memory_id, change.dirty) == ("/a.md", "mem_1", True)
     again.close()
+    cache.release(node.id)
+    cache.close()
 
 
 async def test_reads_never_write_the_journal_and_writes_save_once_at_close(tmp_path):
