@@ -161,73 +161,58 @@ async def test_client_errors_are_never_retried(via_proxy: StoreClient, proxy: Fa
     assert proxy.counters.requests_seen == proxy.counters.forwarded == 5
 
 
-async def _when_injected(proxy: FaultProxy, then) -> None:
-    with trio.fail_after(5):
-        while proxy.counters.statuses_injected == 0:
-            await trio.sleep(0.01)
-    await then()
+def before_the_retry(proxy: FaultProxy, method: str, change) -> list:
+    """The next `method` request is answered 429 (retry at once), and `change`
+    (another writer's call) lands just before the retry reaches the store, as if
+    the first attempt had been applied and its answer lost. Returns the list
+    that receives what `change` returned."""
+    landed: list = []
+
+    async def hook(_method: str, _target: str) -> None:
+        proxy.before_forward = None
+        landed.append(await change())
+
+    proxy.set(status=429, status_next=1, retry_after=0, match_method=method)
+    proxy.before_forward = hook
+    return landed
 
 
 async def test_retried_create_that_meets_its_own_memory_succeeds(
     via_proxy: StoreClient, proxy: FaultProxy, direct: StoreClient, sid: str
 ):
-    """The first attempt's answer is lost (here: a 429 with a wait), and the
-    memory appears meanwhile with the same path and content, as if that
-    attempt had been applied: the retry's 409 is recognised as our own."""
-    proxy.set(status=429, status_next=1, retry_after=0.4, match_method="POST")
-    result = {}
-
-    async def ours() -> None:
-        result["memory"] = await via_proxy.create_memory(sid, "/once.md", "same content")
-
-    async def theirs() -> None:
-        result["theirs"] = await direct.create_memory(sid, "/once.md", "same content")
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(ours)
-        nursery.start_soon(_when_injected, proxy, theirs)
-    assert result["memory"].id == result["theirs"].id
-    assert result["memory"].content_sha256 == content_sha256(b"same content")
-    assert result["memory"].content is None, "the basic view, as an answer without a retry"
+    """The first attempt's answer is lost (here: a 429), and the memory appears
+    meanwhile with the same path and content, as if that attempt had been
+    applied: the retry's 409 is recognised as our own."""
+    theirs = before_the_retry(
+        proxy, "POST", lambda: direct.create_memory(sid, "/once.md", "same content")
+    )
+    memory = await via_proxy.create_memory(sid, "/once.md", "same content")
+    assert proxy.counters.statuses("POST", "/memories") == [429, 409]
+    assert memory.id == theirs[0].id
+    assert memory.content_sha256 == content_sha256(b"same content")
+    assert memory.content is None, "the basic view, as an answer without a retry"
     assert via_proxy.stats.by_status[409] == 1
 
 
 async def test_retried_create_that_meets_other_content_conflicts(
     via_proxy: StoreClient, proxy: FaultProxy, direct: StoreClient, sid: str
 ):
-    proxy.set(status=429, status_next=1, retry_after=0.4, match_method="POST")
-
-    async def theirs() -> None:
-        await direct.create_memory(sid, "/contested.md", "their content")
-
-    outcome = {}
-
-    async def ours() -> None:
-        try:
-            await via_proxy.create_memory(sid, "/contested.md", "our content")
-        except PathConflict as e:
-            outcome["error"] = e
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(_when_injected, proxy, theirs)
-        nursery.start_soon(ours)
-    caught = outcome["error"]
-    assert isinstance(caught, PathConflict)
-    assert caught.conflicting_path == "/contested.md"
+    before_the_retry(
+        proxy, "POST", lambda: direct.create_memory(sid, "/contested.md", "their content")
+    )
+    with pytest.raises(PathConflict) as caught:
+        await via_proxy.create_memory(sid, "/contested.md", "our content")
+    assert proxy.counters.statuses("POST", "/memories") == [429, 409]
+    assert caught.value.conflicting_path == "/contested.md"
 
 
 async def test_retried_delete_that_finds_nothing_is_done(
     via_proxy: StoreClient, proxy: FaultProxy, direct: StoreClient, sid: str
 ):
     memory = await direct.create_memory(sid, "/gone.md", "bye")
-    proxy.set(status=429, status_next=1, retry_after=0.4, match_method="DELETE")
-
-    async def theirs() -> None:
-        await direct.delete_memory(sid, memory.id)
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(_when_injected, proxy, theirs)
-        await via_proxy.delete_memory(sid, memory.id)
+    before_the_retry(proxy, "DELETE", lambda: direct.delete_memory(sid, memory.id))
+    await via_proxy.delete_memory(sid, memory.id)
+    assert proxy.counters.statuses("DELETE", f"/memories/{memory.id}") == [429, 404]
     assert via_proxy.stats.by_status[404] == 1
     with pytest.raises(NotFound):
         await direct.get_memory(sid, memory.id)
@@ -236,18 +221,41 @@ async def test_retried_delete_that_finds_nothing_is_done(
 async def test_retried_update_that_was_already_applied_succeeds(
     via_proxy: StoreClient, proxy: FaultProxy, direct: StoreClient, sid: str
 ):
+    """The first attempt is applied and its answer lost; the retry's
+    precondition (the old content) no longer holds and the store answers 409
+    (memfs serve would call the repeat a no-op and answer 200, so the proxy
+    answers as a store that checks the precondition first). The store holds
+    exactly what was sent: the update is done."""
     memory = await direct.create_memory(sid, "/edit.md", "old")
-    proxy.set(status=429, status_next=1, retry_after=0.4, match_method="POST")
+    route = rf"/memories/{memory.id}(\?|$)"
 
-    async def theirs() -> None:
-        await direct.update_memory(sid, memory.id, content="new")
+    async def then_refuse_the_retry(_method: str, _target: str) -> None:
+        proxy.before_forward = None
+        proxy.set(status=409, error_type="memory_precondition_failed_error", status_next=1)
 
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(_when_injected, proxy, theirs)
-        updated = await via_proxy.update_memory(
-            sid, memory.id, content="new", precondition_sha256=content_sha256(b"old")
-        )
+    proxy.set(lose_answer_next=1, match_method="POST", match_path=route)
+    proxy.before_forward = then_refuse_the_retry
+    updated = await via_proxy.update_memory(
+        sid, memory.id, content="new", precondition_sha256=content_sha256(b"old")
+    )
+    assert proxy.counters.statuses("POST", route) == [0, 409]
+    assert (proxy.counters.answers_lost, proxy.counters.statuses_injected) == (1, 1)
+    assert via_proxy.stats.by_status[409] == 1
     assert (updated.content, updated.content_sha256) == (None, content_sha256(b"new"))
+    assert (await direct.get_memory(sid, memory.id)).content == "new"
+
+
+async def test_retried_update_that_meets_other_content_is_refused(
+    via_proxy: StoreClient, proxy: FaultProxy, direct: StoreClient, sid: str
+):
+    memory = await direct.create_memory(sid, "/edit.md", "old")
+    before_the_retry(proxy, "POST", lambda: direct.update_memory(sid, memory.id, content="theirs"))
+    with pytest.raises(PreconditionFailed):
+        await via_proxy.update_memory(
+            sid, memory.id, content="ours", precondition_sha256=content_sha256(b"old")
+        )
+    assert proxy.counters.statuses("POST", f"/memories/{memory.id}") == [429, 409]
+    assert (await direct.get_memory(sid, memory.id)).content == "theirs"
 
 
 async def test_listing_through_flaky_network_loses_nothing(
