@@ -19,7 +19,7 @@ from memfs._exceptions import (
     PermissionDenied,
     PreconditionFailed,
     RequestTooLarge,
-    StatusError,
+    TransportError,
 )
 from memfs.api import MAX_CONTENT_BYTES, Memory, MemoryPrefix, content_sha256
 from memfs.client import StoreClient
@@ -459,13 +459,14 @@ async def test_token_never_in_repr_errors_or_logs(
         client = StoreClient(shared_memfs_server.url, secret, auth=auth)  # type: ignore[arg-type]
         async with client:
             assert secret not in repr(client)
-            with pytest.raises(StatusError) as caught:
+            with pytest.raises(AuthenticationFailed) as caught:
                 await client.list_stores_page()
             assert secret not in str(caught.value)
             assert secret not in repr(caught.value)
     async with StoreClient("http://127.0.0.1:9", secret, max_retries=1, backoff_base=0) as dead:
-        with pytest.raises(Exception) as unreachable:
+        with pytest.raises(TransportError) as unreachable:
             await dead.get_store("memstore_x")
         assert secret not in str(unreachable.value)
+        assert secret not in repr(unreachable.value)
     assert caplog.records, "the client logs its requests at debug level"
     assert secret not in caplog.text
