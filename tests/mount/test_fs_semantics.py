@@ -310,25 +310,42 @@ def test_a_read_only_store_refuses_every_change(mounter, memfs_server):
 
 
 def test_unsynced_writes_survive_a_killed_store_process(mounter, memfs_server):
+    """What a write() returned for survives a SIGKILL, closed or still open; a
+    file opened with O_TRUNC and killed before any write is there, empty."""
     store_id = memfs_server.create_store("killed")["id"]
-    put(memfs_server, store_id, "/base.md", "base")
+    for path in ("/base.md", "/open.md", "/truncated.md"):
+        put(memfs_server, store_id, path, "base")
     mnt = mounter.mount_one(store_id)
     (mnt / "new.md").write_text("written, never synced")
     with open(mnt / "base.md", "a") as f:
         f.write("+appended")
-    for pid in mounter.store_pids():
-        os.kill(pid, signal.SIGKILL)
+    held = []
+    try:
+        held.append(os.open(mnt / "open.md", os.O_WRONLY | os.O_TRUNC))
+        assert os.write(held[-1], b"rewritten, still open") == 21
+        held.append(os.open(mnt / "truncated.md", os.O_WRONLY | os.O_TRUNC))
+        for pid in mounter.store_pids():
+            os.kill(pid, signal.SIGKILL)
+    finally:
+        for fd in held:
+            with contextlib.suppress(OSError):
+                os.close(fd)
     deadline = time.monotonic() + 10
     while mounter.store_pids() and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert store_contents(memfs_server, store_id) == {"/base.md": "base"}
+    base = {"/base.md": "base", "/open.md": "base", "/truncated.md": "base"}
+    assert store_contents(memfs_server, store_id) == base
     mnt = mounter.mount_one(store_id)
     assert (mnt / "new.md").read_text() == "written, never synced"
     assert (mnt / "base.md").read_text() == "base+appended"
+    assert (mnt / "open.md").read_text() == "rewritten, still open"
+    assert (mnt / "truncated.md").read_text() == ""
     mounter.unmount(mnt)
     assert store_contents(memfs_server, store_id) == {
         "/base.md": "base+appended",
         "/new.md": "written, never synced",
+        "/open.md": "rewritten, still open",
+        "/truncated.md": "",
     }
 
 

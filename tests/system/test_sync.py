@@ -3,6 +3,7 @@ with `memfs sync`, and faults from a proxy process between memfs and the store."
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -219,46 +220,77 @@ def test_final_sync_is_bounded_and_what_is_left_is_uploaded_by_the_next_mount(
     assert remote_files(memfs_server, store_id) == {"/late.md": "must not be lost"}
 
 
-def _writer(
-    root: Path,
-    stop: threading.Event,
-    closed: dict[str, str],
-    inflight: dict,
-    cut_short: dict,
-    round_no: int,
-) -> None:
-    """Rewrites 25 files over and over; `closed` holds what each last close returned for,
-    `inflight` the write the kill may cut short."""
+class Writes:
+    """What the writer thread knows: `returned[name]` is the content whose one
+    write() returned (the file must hold it after any kill); `inflight` the
+    write the kill may cut short: (name, content, whether open returned)."""
+
+    def __init__(self) -> None:
+        self.returned: dict[str, str] = {}
+        self.inflight: tuple[str, str, bool] | None = None
+
+    def allowed(self, name: str) -> set[str | None]:
+        """What `name` may hold now (None: no file)."""
+        if self.inflight is None or self.inflight[0] != name:
+            return {self.returned.get(name)}
+        _, content, opened = self.inflight
+        cut = {content[:i] for i in range(len(content) + 1)}  # O_TRUNC done, write() cut short
+        return cut if opened else cut | {self.returned.get(name)}
+
+
+def _writer(root: Path, stop: threading.Event, writes: Writes, round_no: int) -> None:
+    """Rewrites 25 files over and over, each with one open(O_TRUNC) and one write()."""
     i = 0
     while not stop.is_set():
         name = f"f{i % 25:02}.md"
         content = f"round {round_no} write {i}\n" * (1 + i % 7)
-        inflight.clear()
-        inflight.update(name=name, content=content)
+        writes.inflight = (name, content, False)
         try:
-            with open(root / name, "w") as f:
-                f.write(content)
+            fd = os.open(root / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         except OSError:
             return
-        closed[name] = content
-        cut_short.pop(name, None)
-        inflight.clear()
+        writes.inflight = (name, content, True)
+        try:
+            written = os.write(fd, content.encode())
+        except OSError:
+            return
+        finally:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        assert written == len(content.encode())
+        writes.returned[name] = content
+        writes.inflight = None
         i += 1
 
 
+def _check_recovered(path: Path, writes: Writes) -> None:
+    """Every file holds what its last returned write() left, the one the kill
+    cut short one of the contents it may hold, and there is nothing else."""
+    names = {n for n in os.listdir(path) if n.endswith(".md")}
+    expected = set(writes.returned) | ({writes.inflight[0]} if writes.inflight else set())
+    assert names <= expected, f"files nobody wrote: {names - expected}"
+    for name in expected:
+        now = (path / name).read_text() if name in names else None
+        assert now in writes.allowed(name), f"{name} holds {now!r}"
+        if now is not None:
+            writes.returned[name] = now  # what the cache recovered is kept from now on
+        else:
+            writes.returned.pop(name, None)
+    writes.inflight = None
+
+
 def test_sigkill_loses_nothing_a_closed_write_returned_for(mounter, memfs_server):
+    """SIGKILL of the store process while a writer rewrites files: each next
+    mount recovers every file whose write() had returned, exactly, and the store
+    ends up with what the mount shows."""
     store_id = memfs_server.create_store("crashy")["id"]
-    closed: dict[str, str] = {}
-    cut_short: dict[str, list[str]] = {}
-    """name -> contents it may hold a prefix of (the kill cut its last write short)."""
+    writes = Writes()
     rng = random.Random(7)
     for round_no in range(4):
-        path = mounter.mount_one(store_id)
+        path = mounter.mount_one(store_id)  # cleans the stale mount, recovers, reconciles
+        _check_recovered(path, writes)
         stop = threading.Event()
-        inflight: dict = {}
-        t = threading.Thread(
-            target=_writer, args=(path, stop, closed, inflight, cut_short, round_no)
-        )
+        t = threading.Thread(target=_writer, args=(path, stop, writes, round_no))
         t.start()
         time.sleep(rng.uniform(0.2, 0.6))
         for pid in mounter.store_pids():
@@ -266,19 +298,11 @@ def test_sigkill_loses_nothing_a_closed_write_returned_for(mounter, memfs_server
         stop.set()
         t.join(10)
         assert not t.is_alive()
-        if inflight:
-            # The kill may come before open(O_TRUNC), after it, or within the write:
-            # the file then holds its last closed content or a prefix of the new one.
-            name = inflight["name"]
-            earlier = cut_short.get(name, [])
-            cut_short[name] = [*earlier, closed.pop(name, ""), inflight["content"]]
-    path = mounter.mount_one(store_id)  # cleans the stale mount, recovers, reconciles
+        assert writes.returned, "the writer wrote nothing before the kill"
+    path = mounter.mount_one(store_id)
+    _check_recovered(path, writes)
     local = {n: (path / n).read_text() for n in os.listdir(path) if n.endswith(".md")}
-    for name, content in closed.items():
-        assert local[name] == content, name
-    for name, candidates in cut_short.items():
-        now = local.get(name, "")
-        assert any(c.startswith(now) for c in candidates), name
+    assert local == writes.returned
     mounter.unmount(path)
     assert remote_files(memfs_server, store_id) == {"/" + n: c for n, c in local.items()}
 
