@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import itertools
 import json
 import signal
 import sqlite3
@@ -15,6 +16,7 @@ import stat
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
@@ -1114,6 +1116,43 @@ def test_data_survives_restart(memfs_server):
             f"/v1/memory_stores/{sid}/memories/{mem['id']}", json={"content": "new"}
         ).json()
     assert later["updated_at"] > mem["updated_at"]
+
+
+def test_timestamps_strictly_increase_across_restarts(memfs_server):
+    """Even when the clock steps back while the server is down (here: the last
+    version written stands an hour ahead of it), every version, memory and
+    store written after the restart is stamped later than anything before."""
+    sid = memfs_server.create_store("stamps")["id"]
+    written = []  # version ids, in the order of the writes
+    with memfs_server.http() as http:
+        mem = created(http, sid, "/t.md", "0")
+        written.append(mem["memory_version_id"])
+        for i in range(1, 4):
+            r = http.post(f"/v1/memory_stores/{sid}/memories/{mem['id']}", json={"content": str(i)})
+            assert r.status_code == 200, r.text
+            written.append(r.json()["memory_version_id"])
+    memfs_server.stop()
+    ahead = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    conn = sqlite3.connect(memfs_server.db_path)
+    with conn:
+        conn.execute("UPDATE versions SET created_at = ? WHERE id = ?", (ahead, written[-1]))
+    conn.close()
+    memfs_server.start()
+    other = memfs_server.create_store("after the restart")
+    assert other["created_at"] > ahead and other["updated_at"] > ahead
+    with memfs_server.http() as http:
+        r = http.post(f"/v1/memory_stores/{sid}/memories/{mem['id']}", json={"content": "later"})
+        assert r.status_code == 200, r.text
+        assert r.json()["updated_at"] > ahead
+        written.append(r.json()["memory_version_id"])
+        for i in range(3):
+            new = created(http, sid, f"/new{i}.md", "after")
+            assert new["created_at"] > ahead
+            written.append(new["memory_version_id"])
+        stamp = {v["id"]: v["created_at"] for v in versions(http, sid)}
+    stamps = [stamp[version_id] for version_id in written]
+    assert stamps[3] == ahead
+    assert all(a < b for a, b in itertools.pairwise(stamps)), stamps
 
 
 def test_a_killed_server_keeps_what_it_answered(memfs_server):
