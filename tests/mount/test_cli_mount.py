@@ -174,6 +174,29 @@ def test_a_new_mount_waits_for_the_previous_process_of_the_store_to_finish(mount
     assert _memories(memfs_server, store_id) == {f"/n{i}.md": f"note {i}" for i in range(3)}
 
 
+def test_a_second_mount_of_the_same_store_and_cache_is_refused(mounted, mounter, memfs_server):
+    """One process per store and cache: a second `memfs mount` of the store,
+    elsewhere, fails with one sentence, leaves nothing behind and the first
+    mount as it was."""
+    store_id, first = mounted
+    (first / "kept.md").write_text("by the first mount")
+    second = mounter.root / "second"
+    pids = mounter.store_pids()
+    r = mounter.mount(f"{store_id}={second}", check=False)
+    assert (r.returncode, r.stdout, r.stderr) == (
+        1,
+        "",
+        f"memfs: store {store_id} could not be mounted at {second}: the cache at "
+        f"{mounter.cache_dir / store_id} is in use by another memfs process of store {store_id}\n",
+    )
+    assert not second.exists()
+    assert list(_mount_options(mounter.root)) == [str(first)]
+    assert mounter.store_pids() == pids
+    assert (first / "kept.md").read_text() == "by the first mount"
+    mounter.unmount(first)
+    assert _memories(memfs_server, store_id) == {"/kept.md": "by the first mount"}
+
+
 def test_several_stores_from_resources_with_a_work_item_secret(mounter, memfs_server, tmp_path):
     notes = memfs_server.create_store("Team Notes!")["id"]
     prefs = memfs_server.create_store("User Preferences")["id"]

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from memfs._exceptions import (
+    CacheInUse,
     ContentUnavailable,
     DirectoryNotEmpty,
     EntryExists,
@@ -314,6 +315,19 @@ async def test_fsync_makes_the_content_and_the_journal_durable_before_it_returns
     again.close()
     cache.release(node.id)
     cache.close()
+
+
+def test_a_second_opener_of_the_same_cache_is_refused_until_the_first_closes(tmp_path):
+    """The journal is locked exclusively: one process per store and cache.
+    (Another process meets the same lock; tests/mount/test_cli_mount.py mounts twice.)"""
+    cache = StoreCache(str(tmp_path), STORE)
+    with pytest.raises(CacheInUse) as caught:
+        StoreCache(str(tmp_path), STORE)
+    assert str(caught.value) == (
+        f"the cache at {tmp_path / STORE} is in use by another memfs process of store {STORE}"
+    )
+    cache.close()
+    StoreCache(str(tmp_path), STORE).close()
 
 
 async def test_reads_never_write_the_journal_and_writes_save_once_at_close(tmp_path):
