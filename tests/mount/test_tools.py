@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 
 from tests.mount.test_fs_semantics import put, store_contents
+from tests.support.faults import FaultProxyProcess
 
 
 def run(*cmd: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
@@ -141,6 +142,37 @@ def test_grep_r_over_a_thousand_files(mounter, memfs_server):
     assert sorted(os.listdir(mnt)) == [".anthropic-memory-store", "remote"]
     mounter.unmount(mnt)
     assert store_contents(memfs_server, store_id) == seeded
+
+
+def test_grep_r_over_a_cached_mount_costs_no_request(mounter, memfs_server):
+    """Once the prefetch has brought every content, reading the whole tree is
+    served by the cache: no request reaches the store (counted at the proxy and
+    by the store process's client), however often it is read."""
+    store_id = memfs_server.create_store("cached grep")["id"]
+    for i in range(60):
+        put(
+            memfs_server,
+            store_id,
+            f"/d{i % 6}/f{i:02}.md",
+            f"{'NEEDLE' if i % 20 == 3 else 'hay'}\n",
+        )
+    with FaultProxyProcess(memfs_server.url) as proxy:
+        # No pass runs while the tree is read (an idle pass costs one request).
+        extra = ("--api-url", proxy.url, "--sync-interval", "3600")
+        mnt = mounter.mount_one(store_id, extra=extra)
+        deadline = time.monotonic() + 30
+        while not mounter.status()[0]["prefetched"]:
+            assert time.monotonic() < deadline, "the prefetch did not finish"
+            time.sleep(0.1)
+        at_proxy = proxy.state()["counters"]["requests_seen"]
+        by_client = mounter.status()[0]["requests"]
+        for _ in range(2):
+            found = run("grep", "-rl", "NEEDLE", ".", cwd=mnt).split()
+            assert sorted(found) == ["./d1/f43.md", "./d3/f03.md", "./d5/f23.md"]
+            assert run("grep", "-rc", "hay", ".", cwd=mnt).count(":1\n") == 57
+        assert proxy.state()["counters"]["requests_seen"] == at_proxy
+        assert mounter.status()[0]["requests"] == by_client
+        mounter.unmount(mnt)
 
 
 def test_cp_r_and_tar_round_trips(mounted, mounter, memfs_server, tmp_path):
