@@ -124,6 +124,8 @@ class FaultCounters:
     answers_lost: int = 0
     refused_connections: int = 0
     requests_by_path: dict[str, int] = field(default_factory=dict)
+    requests_by_method_path: dict[str, int] = field(default_factory=dict)
+    """As requests_by_path, keyed "METHOD /path", counted when the request arrives."""
     targets: list[str] = field(default_factory=list)
     """The request targets (path and query) seen, oldest first, the last MAX_TARGETS."""
     exchanges: list[tuple[str, str, int]] = field(default_factory=list)
@@ -319,6 +321,10 @@ class FaultProxy:
                 route = path.split("?")[0]
                 self.counters.requests_by_path[route] = (
                     self.counters.requests_by_path.get(route, 0) + 1
+                )
+                key = f"{method.upper()} {route}"
+                self.counters.requests_by_method_path[key] = (
+                    self.counters.requests_by_method_path.get(key, 0) + 1
                 )
                 s = self.settings
                 if s.down:

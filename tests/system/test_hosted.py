@@ -122,15 +122,26 @@ def test_a_memory_deleted_in_the_store_is_created_again_in_the_same_pass(
     gone_id = memory_ids(memfs_server, store_id)["/gone.md"]
     # The update waits in the proxy while the memory is deleted in the store:
     # the feed saw nothing, the update meets a real 404.
-    proxy.set(delay=2.0, match_method="POST", match_path=f"/memories/{gone_id}")
+    update = f"/v1/memory_stores/{store_id}/memories/{gone_id}"
+    proxy.set(delay=3.0, match_method="POST", match_path=f"/memories/{gone_id}")
     (path / "gone.md").write_text("v2, written here")
     sync = subprocess.Popen(
         [sys.executable, "-m", "memfs", "sync", str(path)], env=mounter.env, text=True
     )
-    time.sleep(1.0)
+    deadline = time.monotonic() + 30
+    while proxy.state()["counters"]["requests_by_method_path"].get(f"POST {update}", 0) == 0:
+        assert time.monotonic() < deadline, "the pass sent no update"
+        time.sleep(0.05)
     with memfs_server.http() as http:
-        assert http.delete(f"/v1/memory_stores/{store_id}/memories/{gone_id}").status_code == 200
+        assert http.delete(update).status_code == 200
     assert sync.wait(60) == 0
+    exchanges = proxy.state()["counters"]["exchanges"]
+    updates = [
+        status
+        for method, target, status in exchanges
+        if method == "POST" and target.split("?")[0] == update
+    ]
+    assert updates == [404], "the update did not meet the delete in the proxy"
     assert remote_files(memfs_server, store_id) == {
         "/gone.md": "v2, written here",
         "/other.md": "other",
