@@ -159,12 +159,19 @@ def test_a_new_mount_waits_for_the_previous_process_of_the_store_to_finish(mount
             assert _read_lines(proc, 1, 60) == [f"mounted {store_id} at {path} (read-write)"]
             for i in range(3):
                 (path / f"n{i}.md").write_text(f"note {i}")
-            proxy.set(delay=1.0)  # the old process's final sync takes a few seconds
+            # The old process's final sync takes longer than SQLite's own 5 s wait
+            # for the journal's lock: the new one must wait for it as memfs does.
+            proxy.set(delay=3.0)
             proc.kill()
             proc.wait()
             r = mounter.mount(f"{store_id}={path}", check=False)
             assert r.returncode == 0, r.stderr
             assert sorted(os.listdir(path)) == [MARKER, "n0.md", "n1.md", "n2.md"]
+            log = (mounter.cache_dir / store_id / "memfs.log").read_text()
+            waited = (
+                f"waiting for the previous memfs process of {store_id} to finish its final sync"
+            )
+            assert waited in log, "the new mount did not meet the old process"
         finally:
             if proc.poll() is None:
                 proc.kill()
