@@ -182,7 +182,6 @@ ACTORS = {
 }
 
 
-@pytest.mark.skipif(not os.path.exists("/dev/fuse"), reason="needs /dev/fuse")
 @pytest.mark.parametrize("case", list(ACTORS))
 def test_no_long_lived_process_holds_a_credential(case, entrypoint, server, mounter):
     credentials = _credentials(server, case)

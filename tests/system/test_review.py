@@ -169,8 +169,7 @@ def test_pool_entries_swapped_for_symlinks_never_write_through(mounter, memfs_se
 
 
 def test_a_kernel_mount_that_fails_leaves_no_folder_behind(mounter, memfs_server):
-    if shutil.which("unshare") is None:
-        pytest.skip("unshare (util-linux) is not installed")
+    assert shutil.which("unshare"), "unshare (util-linux, part of every Debian) is missing"
     store_id = memfs_server.create_store("no fuse")["id"]
     path = mounter.root / "nested" / "s"
     cmd = [sys.executable, "-m", "memfs", "mount", "--daemon", "--store", f"{store_id}={path}"]
