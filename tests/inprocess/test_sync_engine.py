@@ -428,18 +428,20 @@ async def test_marker_path_in_the_store_is_skipped(side: Side, expect_log):
 
 
 async def test_unreachable_store_keeps_local_changes_and_catches_up(
-    side: Side, shared_memfs_server, expect_log
+    proxied_side: Side, proxy: FaultProxy, expect_log
 ):
+    side = proxied_side
     expect_log("memfs.sync", "the store could not be reached", level=logging.ERROR, count=1)
     await side.write("/w.md", "written offline")
-    real_url = side.client._http.base_url
-    side.client._http.base_url = "http://127.0.0.1:9"
+    proxy.set(down=True)
     with pytest.raises(SyncError):
         await side.sync()
+    assert proxy.counters.refused_connections > 0
     assert [c.path for c in side.cache.changes()] == ["/w.md"]
-    side.client._http.base_url = real_url
+    proxy.set(down=False)
     await side.sync()
     assert await side.remote() == {"/w.md": "written offline"}
+    assert side.cache.changes() == []
 
 
 async def test_a_file_created_here_and_in_the_store_keeps_the_local_one_as_a_copy(
