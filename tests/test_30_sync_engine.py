@@ -111,6 +111,7 @@ async def side(shared_memfs_server, tmp_path: Path):
         cache = StoreCache(str(tmp_path / "cache"), store.id)
         clock = Clock()
         engine = SyncEngine(client, cache, clock=clock)
+        cache.source = engine.fetch_content  # the composition root's wiring
         s = Side(client, store.id, cache, engine, clock)
         await s.sync()
         try:
@@ -278,14 +279,14 @@ async def test_delete_rechecks_the_store_just_before_sending(side: Side):
     side.unlink("/late.md")
     await side.sync()
     side.clock.now += 31
-    real = side.engine._feed
+    real = side.engine.remote._feed
 
     async def feed_then_remote_write():
         result = await real()
         await side.put_remote("/late.md", "written meanwhile")
         return result
 
-    side.engine._feed = feed_then_remote_write
+    side.engine.remote._feed = feed_then_remote_write
     await side.sync()
     assert await side.remote() == {"/late.md": "written meanwhile"}
     assert await side.read("/late.md") == "written meanwhile"

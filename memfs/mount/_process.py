@@ -73,6 +73,7 @@ class StoreProcess:
             concurrency=spec.sync_concurrency,
             final_concurrency=final_concurrency,
         )
+        self.cache.source = self.engine.fetch_content
         self.fs = MemoryStoreFS(self.cache, read_only=spec.read_only, uid=spec.uid, gid=spec.gid)
         self.mounted = False
         self.stopping = trio.Event()
