@@ -7,6 +7,7 @@ filesystem may do) and `SyncFace` (what the sync may do).
 from __future__ import annotations
 
 from ._cache import StoreCache
+from ._check import invariant_problems
 from ._core import DEFAULT_BUDGET_BYTES, ContentSource
 from ._faces import FilesystemFace, SyncFace
 from ._node import (
@@ -36,4 +37,5 @@ __all__ = [
     "SyncFace",
     "Tombstone",
     "Upload",
+    "invariant_problems",
 ]
