@@ -15,14 +15,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from .._exceptions import Conflict, NotFound, PreconditionFailed, StoreError
-from ..cache import SyncFace, Tombstone
+from ..cache import Tombstone
 from ._ledger import (
     Deletions,
     Hold,
-    Ledger,
+    Part,
     PassReport,
     RemoteMemory,
-    StoreAPI,
+    Shared,
     delete_cap,
     each,
     log,
@@ -31,28 +31,16 @@ from ._ledger import (
 from ._pull import Puller
 
 
-class DeletePacer:
+class DeletePacer(Part):
     """Sends local deletes to the store, paced, capped and corroborated."""
 
     def __init__(
-        self,
-        client: StoreAPI,
-        cache: SyncFace,
-        ledger: Ledger,
-        puller: Puller,
-        *,
-        deletions: Deletions,
-        delete_window: float,
-        clock: Callable[[], float],
+        self, shared: Shared, puller: Puller, *, deletions: Deletions, delete_window: float
     ) -> None:
-        self.client = client
-        self.cache = cache
-        self.store_id = cache.store_id
-        self.ledger = ledger
+        super().__init__(shared)
         self.puller = puller
         self.deletions = deletions
         self.delete_window = delete_window
-        self.clock = clock
         self._first_missing: dict[str, tuple[float, float]] = {}
         """memory id -> (its pending delete's time, the first pass that saw that delete)."""
         self._logged_only: set[str] = set()

@@ -51,6 +51,7 @@ from ._ledger import (
     KernelNotifier,
     Ledger,
     PassReport,
+    Shared,
     StoreAPI,
     SyncStatus,
     each,
@@ -90,20 +91,11 @@ class SyncEngine:
         self.ledger = Ledger()
         self._lock = trio.Lock()
         mode = Deletions(deletions)
-        self.remote = RemoteChanges(
-            client, cache, self.ledger, self.status, full_listing_every=full_listing_every
-        )
-        self.puller = Puller(client, cache, self.ledger, read_only=read_only)
-        self.pusher = Pusher(client, cache, self.ledger, deletions=mode, clock=clock)
-        self.pacer = DeletePacer(
-            client,
-            cache,
-            self.ledger,
-            self.puller,
-            deletions=mode,
-            delete_window=delete_window,
-            clock=clock,
-        )
+        shared = Shared(client, cache, self.ledger, self.status, clock)
+        self.remote = RemoteChanges(shared, full_listing_every=full_listing_every)
+        self.puller = Puller(shared, read_only=read_only)
+        self.pusher = Pusher(shared, deletions=mode)
+        self.pacer = DeletePacer(shared, self.puller, deletions=mode, delete_window=delete_window)
         if kernel is not None:
             self.kernel = kernel
 

@@ -16,6 +16,7 @@ import trio
 
 from .._exceptions import StatusError, StoreError
 from ..api import Memory, MemoryPrefix, MemoryVersion, Page
+from ..cache import SyncFace
 
 log = logging.getLogger("memfs.sync")
 
@@ -190,6 +191,29 @@ class Ledger:
         if self.logged.get(key) != message:
             self.logged[key] = message
             log.log(level, "%s", message)
+
+
+@dataclass
+class Shared:
+    """What every part of a pass works with."""
+
+    client: StoreAPI
+    cache: SyncFace
+    ledger: Ledger
+    status: SyncStatus
+    clock: Callable[[], float]
+
+
+class Part:
+    """One job of the sync pass (remote changes, pulls, pushes, deletes)."""
+
+    def __init__(self, shared: Shared) -> None:
+        self.client = shared.client
+        self.cache = shared.cache
+        self.store_id = shared.cache.store_id
+        self.ledger = shared.ledger
+        self.status = shared.status
+        self.clock = shared.clock
 
 
 async def each(items: Iterable[T], fn: Callable[[T], Awaitable[None]], limit: int) -> None:

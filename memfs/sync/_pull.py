@@ -11,31 +11,26 @@ from __future__ import annotations
 
 from .._exceptions import CacheError, NotFound, StoreError
 from ..api import MARKER_PATH, content_sha256
-from ..cache import Node, SyncFace, Tombstone, Upload
+from ..cache import Node, Tombstone, Upload
 from ._decide import Action, Local, Remote, decide, remote_state
 from ._ledger import (
     KernelNotifier,
-    Ledger,
     NoKernel,
+    Part,
     PassReport,
     RemoteMemory,
-    StoreAPI,
+    Shared,
     each,
     log,
     whole_store,
 )
 
 
-class Puller:
+class Puller(Part):
     """Shows the store's state in the cache (and tells the kernel)."""
 
-    def __init__(
-        self, client: StoreAPI, cache: SyncFace, ledger: Ledger, *, read_only: bool
-    ) -> None:
-        self.client = client
-        self.cache = cache
-        self.store_id = cache.store_id
-        self.ledger = ledger
+    def __init__(self, shared: Shared, *, read_only: bool) -> None:
+        super().__init__(shared)
         self.read_only = read_only
         self.kernel: KernelNotifier = NoKernel()
         self._fetched: dict[str, tuple[bytes, str]] = {}

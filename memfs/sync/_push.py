@@ -23,28 +23,16 @@ from .._exceptions import (
     StoreError,
 )
 from ..api import MAX_CONTENT_BYTES, Memory, content_sha256
-from ..cache import Change, Node, SyncFace, Upload
-from ._ledger import Deletions, Hold, Ledger, PassReport, StoreAPI, log, whole_store
+from ..cache import Change, Node, Upload
+from ._ledger import Deletions, Hold, Part, PassReport, Shared, log, whole_store
 
 
-class Pusher:
+class Pusher(Part):
     """Sends what changed here to the store, file by file."""
 
-    def __init__(
-        self,
-        client: StoreAPI,
-        cache: SyncFace,
-        ledger: Ledger,
-        *,
-        deletions: Deletions,
-        clock: Callable[[], float],
-    ) -> None:
-        self.client = client
-        self.cache = cache
-        self.store_id = cache.store_id
-        self.ledger = ledger
+    def __init__(self, shared: Shared, *, deletions: Deletions) -> None:
+        super().__init__(shared)
         self.deletions = deletions
-        self.clock = clock
 
     async def push(self, change: Change, report: PassReport, *, final: bool) -> None:
         cache = self.cache

@@ -21,8 +21,7 @@ from .._exceptions import (
     StatusError,
 )
 from ..api import Memory, MemoryVersion
-from ..cache import SyncFace
-from ._ledger import FollowMode, Ledger, RemoteMemory, StoreAPI, SyncStatus, log
+from ._ledger import FollowMode, Part, RemoteMemory, Shared, log
 
 FEED_START = "1970-01-01T00:00:00Z"
 """The feed position of a store that has no versions yet: every later version is new."""
@@ -33,23 +32,11 @@ FeedHead = tuple[str | None, list[str]]
 """The newest version's time and the ids seen at that instant (None: unknown)."""
 
 
-class RemoteChanges:
+class RemoteChanges(Part):
     """Reads what changed in the store, by feed or by listing."""
 
-    def __init__(
-        self,
-        client: StoreAPI,
-        cache: SyncFace,
-        ledger: Ledger,
-        status: SyncStatus,
-        *,
-        full_listing_every: int = 40,
-    ) -> None:
-        self.client = client
-        self.cache = cache
-        self.store_id = cache.store_id
-        self.ledger = ledger
-        self.status = status
+    def __init__(self, shared: Shared, *, full_listing_every: int = 40) -> None:
+        super().__init__(shared)
         self.full_listing_every = full_listing_every
         self._passes_since_listing = 0
 
