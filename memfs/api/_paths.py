@@ -60,15 +60,15 @@ def normalize_path(path: Any) -> str:
     for ch in path:
         if _forbidden_char(ch):
             raise InvalidPath(f"path may not contain the character U+{ord(ch):04X}")
-    path = unicodedata.normalize("NFC", path)
-    if len(path.encode("utf-8")) > MAX_PATH_BYTES:
+    nfc = unicodedata.normalize("NFC", path)
+    if len(nfc.encode("utf-8")) > MAX_PATH_BYTES:
         raise InvalidPath(f"path is longer than {MAX_PATH_BYTES} bytes")
-    for segment in path[1:].split("/"):
+    for segment in nfc[1:].split("/"):
         if segment == "":
             raise InvalidPath("path may not have an empty segment")
         if segment in (".", ".."):
             raise InvalidPath(f"path may not have a {segment!r} segment")
-    return path
+    return nfc
 
 
 def normalize_prefix(prefix: Any) -> str:
