@@ -12,6 +12,7 @@ Fields of `error` other than `type` and `message` (a path conflict's
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from .._exceptions import (
@@ -31,39 +32,30 @@ from .._exceptions import (
     StatusError,
 )
 
+_STATUS_ERRORS: tuple[type[StatusError], ...] = (
+    InvalidRequest,
+    AuthenticationFailed,
+    BillingError,
+    PermissionDenied,
+    NotFound,
+    PreconditionFailed,
+    PathConflict,
+    Conflict,
+    RequestTooLarge,
+    RateLimited,
+    ServerError,
+    GatewayTimeout,
+    Overloaded,
+)
+
 STATUS_ERRORS_BY_TYPE: dict[str, type[StatusError]] = {
-    cls.error_type: cls
-    for cls in (
-        InvalidRequest,
-        AuthenticationFailed,
-        BillingError,
-        PermissionDenied,
-        NotFound,
-        PreconditionFailed,
-        PathConflict,
-        Conflict,
-        RequestTooLarge,
-        RateLimited,
-        ServerError,
-        GatewayTimeout,
-        Overloaded,
-    )
+    cls.error_type: cls for cls in _STATUS_ERRORS
 }
 
+# A status alone names a class when exactly one class has it.
+_STATUS_COUNTS = Counter(cls.status for cls in _STATUS_ERRORS)
 STATUS_ERRORS_BY_STATUS: dict[int, type[StatusError]] = {
-    cls.status: cls
-    for cls in (
-        InvalidRequest,
-        AuthenticationFailed,
-        BillingError,
-        PermissionDenied,
-        NotFound,
-        RequestTooLarge,
-        RateLimited,
-        ServerError,
-        GatewayTimeout,
-        Overloaded,
-    )
+    cls.status: cls for cls in _STATUS_ERRORS if _STATUS_COUNTS[cls.status] == 1
 }
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from .._exceptions import InvalidRequest, NotFound, PathConflict, PreconditionFailed
+from .._exceptions import InvalidRequest, PathConflict, PreconditionFailed
 from ..api import VersionOperation, content_sha256, is_ancestor
 from ._fields import check_content, check_path
 from ._pages import check_limit, decode_cursor, encode_cursor
@@ -68,12 +68,11 @@ class Memories:
         self.max_memories = max_memories
 
     def _row(self, store_id: str, memory_id: str) -> sqlite3.Row:
-        row = self.db.one(
-            "SELECT * FROM memories WHERE id = ? AND store_id = ?", (memory_id, store_id)
+        return self.db.row(
+            "SELECT * FROM memories WHERE id = ? AND store_id = ?",
+            (memory_id, store_id),
+            f"no memory with id {memory_id!r} in memory store {store_id}",
         )
-        if row is None:
-            raise NotFound(f"no memory with id {memory_id!r} in memory store {store_id}")
-        return row
 
     def _check_conflict(self, store_id: str, path: str, moving_id: str | None = None) -> None:
         """409 when `path` is taken, or is an ancestor or descendant of a memory's path."""

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._exceptions import InvalidRequest
-from ._fields import LONE_SURROGATE
+from ._fields import LONE_SURROGATE, parse_timestamp
 from ._sqlite import SQLiteFile
 
 MAX_PAGE_LIMIT = 100
@@ -78,6 +78,19 @@ def decode_cursor(cursor: str, shape: tuple[type, ...]) -> list[Any]:
     ):
         raise refusal
     return key
+
+
+def created_between(gte: str | None, lte: str | None, params: list[Any]) -> str:
+    """The SQL conditions keeping rows created from `gte` to `lte` (RFC 3339,
+    both ends included, either may be None), their values appended to `params`."""
+    sql = ""
+    if gte is not None:
+        sql += " AND created_at >= ?"
+        params.append(parse_timestamp(gte, "created_at[gte]"))
+    if lte is not None:
+        sql += " AND created_at <= ?"
+        params.append(parse_timestamp(lte, "created_at[lte]"))
+    return sql
 
 
 def time_ordered_page(

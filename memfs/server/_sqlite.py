@@ -18,7 +18,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from .._exceptions import Conflict
+from .._exceptions import Conflict, NotFound
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS stores (
@@ -150,6 +150,13 @@ class SQLiteFile:
     def one(self, sql: str, params: Any = ()) -> sqlite3.Row | None:
         """The first row `sql` finds, or None."""
         row: sqlite3.Row | None = self.conn.execute(sql, params).fetchone()
+        return row
+
+    def row(self, sql: str, params: Any, missing: str) -> sqlite3.Row:
+        """The first row `sql` finds; 404 saying `missing` when there is none."""
+        row = self.one(sql, params)
+        if row is None:
+            raise NotFound(missing)
         return row
 
     def all(self, sql: str, params: Any = ()) -> list[sqlite3.Row]:

@@ -9,9 +9,9 @@ import json
 import sqlite3
 from typing import Any
 
-from .._exceptions import InvalidRequest, NotFound
-from ._fields import apply_metadata, check_description, check_store_name, parse_timestamp
-from ._pages import check_limit, decode_cursor, time_ordered_page
+from .._exceptions import InvalidRequest
+from ._fields import apply_metadata, check_description, check_store_name
+from ._pages import check_limit, created_between, decode_cursor, time_ordered_page
 from ._sqlite import SQLiteFile, new_id
 
 
@@ -37,10 +37,11 @@ class Stores:
 
     def row(self, store_id: str) -> sqlite3.Row:
         """The store's row; 404 when there is none."""
-        row = self.db.one("SELECT * FROM stores WHERE id = ?", (store_id,))
-        if row is None:
-            raise NotFound(f"no memory store with id {store_id!r}")
-        return row
+        return self.db.row(
+            "SELECT * FROM stores WHERE id = ?",
+            (store_id,),
+            f"no memory store with id {store_id!r}",
+        )
 
     def writable(self, store_id: str) -> sqlite3.Row:
         """The store's row; 404 when there is none, 400 when it is archived."""
@@ -86,12 +87,7 @@ class Stores:
         params: list[Any] = []
         if not include_archived:
             sql += " AND archived_at IS NULL"
-        if created_gte is not None:
-            sql += " AND created_at >= ?"
-            params.append(parse_timestamp(created_gte, "created_at[gte]"))
-        if created_lte is not None:
-            sql += " AND created_at <= ?"
-            params.append(parse_timestamp(created_lte, "created_at[lte]"))
+        sql += created_between(created_gte, created_lte, params)
         if page:
             created_at, seq = decode_cursor(page, (str, int))
             sql += " AND (created_at, seq) > (?, ?)"

@@ -13,10 +13,9 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
-from .._exceptions import InvalidRequest, NotFound
+from .._exceptions import InvalidRequest
 from ..api import VersionOperation
-from ._fields import parse_timestamp
-from ._pages import check_limit, decode_cursor, time_ordered_page
+from ._pages import check_limit, created_between, decode_cursor, time_ordered_page
 from ._sqlite import SQLiteFile, new_id
 from ._stores import Stores
 
@@ -80,12 +79,11 @@ class Versions:
         return version_id
 
     def _row(self, store_id: str, version_id: str) -> sqlite3.Row:
-        row = self.db.one(
-            "SELECT * FROM versions WHERE id = ? AND store_id = ?", (version_id, store_id)
+        return self.db.row(
+            "SELECT * FROM versions WHERE id = ? AND store_id = ?",
+            (version_id, store_id),
+            f"no memory version with id {version_id!r} in memory store {store_id}",
         )
-        if row is None:
-            raise NotFound(f"no memory version with id {version_id!r} in memory store {store_id}")
-        return row
 
     def list(
         self,
@@ -116,12 +114,7 @@ class Versions:
                 raise InvalidRequest(f"operation must be one of {', '.join(VersionOperation)}")
             sql += " AND operation = ?"
             params.append(operation)
-        if created_gte is not None:
-            sql += " AND created_at >= ?"
-            params.append(parse_timestamp(created_gte, "created_at[gte]"))
-        if created_lte is not None:
-            sql += " AND created_at <= ?"
-            params.append(parse_timestamp(created_lte, "created_at[lte]"))
+        sql += created_between(created_gte, created_lte, params)
         for field, value in zip(_ACTOR_ID_FIELDS, (session_id, api_key_id), strict=True):
             if value is not None:
                 sql += f" AND json_extract(created_by, '$.{field}') = ?"
