@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 # The packages mypy checks so far; the others follow as they are rewritten,
 # until this is just `memfs`. Imports outside these paths are read for their
 # types, their own errors not reported (--follow-imports=silent).
-MYPY_PATHS := memfs/api memfs/server memfs/_exceptions.py memfs/_private.py
+MYPY_PATHS := memfs/api memfs/server memfs/_exceptions.py memfs/_private.py memfs/cache memfs/sync memfs/fs
 
 .PHONY: install demo test bench lint format clean
 

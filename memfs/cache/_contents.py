@@ -116,14 +116,14 @@ class ContentFiles:
         return out
 
 
-class EvictingLRU(cachetools.LRUCache):
+class EvictingLRU(cachetools.LRUCache[int, int]):
     """node id -> size in bytes; evicting calls back so the content file is removed."""
 
     def __init__(self, maxsize: int, on_evict: Callable[[int], None]) -> None:
         super().__init__(maxsize=maxsize, getsizeof=lambda size: max(1, size))
         self._on_evict = on_evict
 
-    def popitem(self):
+    def popitem(self) -> tuple[int, int]:
         key, value = super().popitem()
         self._on_evict(key)
         return key, value

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Iterator
 
@@ -81,7 +82,8 @@ class CacheCore:
         return self.tree.children
 
     @property
-    def db(self):  # noqa: ANN201 - sqlite3.Connection, for tests and the journal's counters
+    def db(self) -> sqlite3.Connection:
+        """The journal's connection (for tests and counters)."""
         return self.journal.db
 
     @property
@@ -94,6 +96,10 @@ class CacheCore:
 
     def node(self, node_id: int) -> Node:
         return self.tree.node(node_id)
+
+    def get(self, node_id: int) -> Node | None:
+        """The node with this id, or None."""
+        return self.tree.nodes.get(node_id)
 
     def lookup(self, parent_id: int, name: str) -> Node:
         return self.tree.lookup(parent_id, name)

@@ -232,7 +232,7 @@ class MemoryStoreFS(pyfuse3.Operations):
             if inode == MARKER_INODE:
                 attrs = self._marker_attrs()
             else:
-                node = self.cache.nodes.get(inode)
+                node = self.cache.get(inode)
                 if node is None or node.orphan:
                     continue
                 attrs = self._attrs(node)

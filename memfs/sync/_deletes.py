@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from .._exceptions import Conflict, NotFound, PreconditionFailed, StoreError
+from .._exceptions import Conflict, NotFound, PreconditionFailed, StatusError, StoreError
 from ..cache import Tombstone
 from ._ledger import (
     Deletions,
@@ -123,7 +123,9 @@ class DeletePacer(Part):
         except StoreError as e:
             if whole_store(e):
                 raise
-            if isinstance(e, (PreconditionFailed, Conflict)) or e.status in (409, 412):
+            if isinstance(e, (PreconditionFailed, Conflict)) or (
+                isinstance(e, StatusError) and e.status in (409, 412)
+            ):
                 await self._restore(stone, report)
                 return
             self.ledger.delete_holds[stone.memory_id] = Hold.after(
