@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
+from .._exceptions import MountError
 from ._protocol import ErrorReply, Reply, Request, UnknownCommand, encode_reply
 
 Handler = Callable[[Request], Awaitable[Reply]]
@@ -37,14 +38,17 @@ class ControlServer:
 
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Bind the socket, report started, and answer until cancelled; the
-        socket file goes with it."""
+        socket file goes with it. MountError when the socket cannot be made."""
         with contextlib.suppress(OSError):
             os.unlink(self.path)  # left by a killed process of this store
         sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
         try:
-            await sock.bind(self.path)
-            os.chmod(self.path, 0o600)
-            sock.listen(BACKLOG)
+            try:
+                await sock.bind(self.path)
+                os.chmod(self.path, 0o600)
+                sock.listen(BACKLOG)
+            except OSError as e:
+                raise MountError(f"cannot open the control socket {self.path}: {e.strerror or e}")
             task_status.started()
             await trio.serve_listeners(self._answer, [trio.SocketListener(sock)])
         finally:
