@@ -183,9 +183,10 @@ async def test_a_create_that_meets_someone_elses_memory_is_a_conflict(
 async def test_an_update_whose_answer_was_lost_returns_the_memory_it_changed(
     client: StoreClient, store_app: InProcessStore, sid: str
 ):
-    """`memfs serve` answers an update that changes nothing with the memory,
-    whatever its precondition; the hosted API may check the precondition
-    first. The retry is answered so here, to reach the client's 409 path."""
+    """By the contract, an update whose result equals the stored state answers
+    200 whatever its precondition, so `memfs serve` never sends the retry a
+    409; the client still recognises one (a store that checks the
+    precondition first). The retry is answered 409 here to reach that path."""
     made = await client.create_memory(sid, "/u.md", "before")
     refused = Answer(409, error_type="memory_precondition_failed_error")
     store_app.transport.script(LoseAnswer(), refused)

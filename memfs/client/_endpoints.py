@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 from urllib.parse import quote
 
 from .._exceptions import NotFound, PathConflict, PreconditionFailed
@@ -27,6 +27,9 @@ from ._errors import error_from
 from ._sending import Sender
 
 log = logging.getLogger("memfs.client")
+
+View = Literal["basic", "full"]
+"""How much of a memory an answer carries: `basic` (no content) or `full`."""
 
 
 def _q(segment: str) -> str:
@@ -172,7 +175,7 @@ class MemoryEndpoints(_Endpoints):
         return url if memory_id is None else f"{url}/{_q(memory_id)}"
 
     async def create_memory(
-        self, store_id: str, path: str, content: str, *, view: str | None = None
+        self, store_id: str, path: str, content: str, *, view: View | None = None
     ) -> Memory:
         """Create a memory; the store never overwrites (PathConflict).
 
@@ -207,7 +210,7 @@ class MemoryEndpoints(_Endpoints):
             raise error
         return Memory.from_json(self._send.decode(answer))
 
-    async def get_memory(self, store_id: str, memory_id: str, *, view: str = "full") -> Memory:
+    async def get_memory(self, store_id: str, memory_id: str, *, view: View = "full") -> Memory:
         data = await self._send.call(
             "get_memory",
             "GET",
@@ -224,7 +227,7 @@ class MemoryEndpoints(_Endpoints):
         content: str | None = None,
         path: str | None = None,
         precondition_sha256: str | None = None,
-        view: str | None = None,
+        view: View | None = None,
     ) -> Memory:
         """Change a memory's content and/or path (a move keeps the id).
 
@@ -285,7 +288,7 @@ class MemoryEndpoints(_Endpoints):
         *,
         path_prefix: str | None = None,
         depth: int | None = None,
-        view: str | None = None,
+        view: View | None = None,
         limit: int | None = None,
         page: str | None = None,
     ) -> Page[Memory | MemoryPrefix]:
@@ -303,7 +306,7 @@ class MemoryEndpoints(_Endpoints):
         *,
         path_prefix: str | None = None,
         depth: int | None = None,
-        view: str = "basic",
+        view: View = "basic",
         limit: int = 100,
     ) -> AsyncIterator[Memory | MemoryPrefix]:
         """Every item of a listing, page after page (`full` view caps pages at 20)."""
@@ -349,7 +352,7 @@ class VersionEndpoints(_Endpoints):
         created_at_lte: str | None = None,
         session_id: str | None = None,
         api_key_id: str | None = None,
-        view: str | None = None,
+        view: View | None = None,
         limit: int | None = None,
         page: str | None = None,
     ) -> Page[MemoryVersion]:
@@ -385,7 +388,7 @@ class VersionEndpoints(_Endpoints):
         created_at_lte: str | None = None,
         session_id: str | None = None,
         api_key_id: str | None = None,
-        view: str | None = None,
+        view: View | None = None,
         limit: int = 100,
     ) -> AsyncIterator[MemoryVersion]:
         """Every version matching the filters, newest first, page after page."""
@@ -406,7 +409,7 @@ class VersionEndpoints(_Endpoints):
             yield version
 
     async def get_version(
-        self, store_id: str, version_id: str, *, view: str | None = None
+        self, store_id: str, version_id: str, *, view: View | None = None
     ) -> MemoryVersion:
         data = await self._send.call(
             "get_version",

@@ -20,7 +20,7 @@ import random
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import trio
@@ -29,6 +29,9 @@ from .._exceptions import StoreError
 from ._errors import error_from, retry_after_seconds, transport_reason
 
 log = logging.getLogger("memfs.client")
+
+HttpMethod = Literal["GET", "POST", "DELETE"]
+"""The methods the Memory Store API uses."""
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504, 529})
 
@@ -114,7 +117,7 @@ class Sender:
     async def call(
         self,
         operation: str,
-        method: str,
+        method: HttpMethod,
         url: str,
         *,
         params: dict[str, str] | None = None,
@@ -126,7 +129,7 @@ class Sender:
     async def exchange(
         self,
         operation: str,
-        method: str,
+        method: HttpMethod,
         url: str,
         *,
         params: dict[str, str] | None = None,
@@ -160,7 +163,7 @@ class Sender:
 
     async def _attempt(
         self,
-        method: str,
+        method: HttpMethod,
         url: str,
         params: dict[str, str] | None,
         json: Any,
