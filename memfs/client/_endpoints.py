@@ -7,7 +7,7 @@ wire types of `memfs.api`. `StoreClient` is the three over one `Sender`.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from typing import Any, Literal, TypeVar
 from urllib.parse import quote
@@ -56,7 +56,9 @@ def _memory_item(d: dict[str, Any]) -> Memory | MemoryPrefix:
 T = TypeVar("T")
 
 
-async def _every_item(fetch_page: Callable[[str | None], Awaitable[Page[T]]]) -> AsyncIterator[T]:
+async def _every_item(
+    fetch_page: Callable[[str | None], Awaitable[Page[T]]],
+) -> AsyncGenerator[T, None]:
     """Every item of a paginated listing, following `next_page` to the end."""
     page: str | None = None
     while True:
@@ -154,7 +156,7 @@ class StoreEndpoints(_Endpoints):
         created_at_gte: str | None = None,
         created_at_lte: str | None = None,
         limit: int = 100,
-    ) -> AsyncIterator[MemoryStore]:
+    ) -> AsyncGenerator[MemoryStore, None]:
         async for store in _every_item(
             lambda page: self.list_stores_page(
                 include_archived=include_archived,
@@ -308,7 +310,7 @@ class MemoryEndpoints(_Endpoints):
         depth: int | None = None,
         view: View = "basic",
         limit: int = 100,
-    ) -> AsyncIterator[Memory | MemoryPrefix]:
+    ) -> AsyncGenerator[Memory | MemoryPrefix, None]:
         """Every item of a listing, page after page (`full` view caps pages at 20)."""
         if view == "full":
             limit = min(limit, 20)
@@ -390,7 +392,7 @@ class VersionEndpoints(_Endpoints):
         api_key_id: str | None = None,
         view: View | None = None,
         limit: int = 100,
-    ) -> AsyncIterator[MemoryVersion]:
+    ) -> AsyncGenerator[MemoryVersion, None]:
         """Every version matching the filters, newest first, page after page."""
         async for version in _every_item(
             lambda page: self.list_versions_page(

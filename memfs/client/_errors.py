@@ -50,7 +50,7 @@ def _causes(exc: BaseException) -> list[BaseException]:
     """The exception, its causes and contexts, and the members of any group
     among them (trio reports failed connection attempts as a group)."""
     seen: list[BaseException] = []
-    stack = [exc]
+    stack: list[BaseException | None] = [exc]
     while stack:
         current = stack.pop()
         if current is None or any(current is s for s in seen):

@@ -35,6 +35,9 @@ class Command(enum.StrEnum):
     """The final sync, then unmount; answered once the final sync is done."""
 
 
+_COMMANDS = frozenset(c.value for c in Command)
+
+
 class UnknownCommand(ValueError):
     """A request whose command this memfs does not know; it is answered."""
 
@@ -58,10 +61,9 @@ class Request:
         if not isinstance(message, dict):
             raise ValueError("a request is a JSON object")
         value = message.get("cmd")
-        try:
-            return cls(Command(value))
-        except ValueError:
-            raise UnknownCommand(value) from None
+        if not isinstance(value, str) or value not in _COMMANDS:
+            raise UnknownCommand(value)
+        return cls(Command(value))
 
 
 @dataclass(frozen=True)

@@ -105,15 +105,16 @@ class Supervisor:
             if remaining <= 0:
                 break
             for key, _ in sel.select(timeout=min(remaining, 1.0)):
-                child: _Child = key.data
-                line = key.fileobj.readline()  # type: ignore[union-attr]
+                answered: _Child = key.data
+                assert answered.proc.stdout is not None
+                line = answered.proc.stdout.readline()
                 sel.unregister(key.fileobj)
                 waiting -= 1
                 if line.startswith("READY"):
-                    child.ready = True
+                    answered.ready = True
                 else:
-                    child.error = line[6:].strip() if line.startswith("ERROR ") else None
-                    child.error = child.error or f"the store process exited ({child.proc.wait()})"
+                    error = line[6:].strip() if line.startswith("ERROR ") else None
+                    answered.error = error or f"the store process exited ({answered.proc.wait()})"
         sel.close()
         failed = [c for c in self.children if not c.ready]
         if failed:
