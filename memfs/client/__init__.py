@@ -9,12 +9,10 @@
 from __future__ import annotations
 
 from ._client import StoreClient
-from ._endpoints import View
 from ._sending import RETRY_STATUSES, ClientStats
 
 __all__ = [
     "ClientStats",
     "RETRY_STATUSES",
     "StoreClient",
-    "View",
 ]

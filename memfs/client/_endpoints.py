@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 from .._exceptions import NotFound, PathConflict, PreconditionFailed
@@ -27,9 +27,6 @@ from ._errors import error_from
 from ._sending import Sender
 
 log = logging.getLogger("memfs.client")
-
-View = Literal["basic", "full"]
-"""How much of a memory an answer carries: `basic` (no content) or `full`."""
 
 
 def _q(segment: str) -> str:
@@ -177,7 +174,7 @@ class MemoryEndpoints(_Endpoints):
         return url if memory_id is None else f"{url}/{_q(memory_id)}"
 
     async def create_memory(
-        self, store_id: str, path: str, content: str, *, view: View | None = None
+        self, store_id: str, path: str, content: str, *, view: str | None = None
     ) -> Memory:
         """Create a memory; the store never overwrites (PathConflict).
 
@@ -212,7 +209,7 @@ class MemoryEndpoints(_Endpoints):
             raise error
         return Memory.from_json(self._send.decode(answer))
 
-    async def get_memory(self, store_id: str, memory_id: str, *, view: View = "full") -> Memory:
+    async def get_memory(self, store_id: str, memory_id: str, *, view: str = "full") -> Memory:
         data = await self._send.call(
             "get_memory",
             "GET",
@@ -229,7 +226,7 @@ class MemoryEndpoints(_Endpoints):
         content: str | None = None,
         path: str | None = None,
         precondition_sha256: str | None = None,
-        view: View | None = None,
+        view: str | None = None,
     ) -> Memory:
         """Change a memory's content and/or path (a move keeps the id).
 
@@ -290,7 +287,7 @@ class MemoryEndpoints(_Endpoints):
         *,
         path_prefix: str | None = None,
         depth: int | None = None,
-        view: View | None = None,
+        view: str | None = None,
         limit: int | None = None,
         page: str | None = None,
     ) -> Page[Memory | MemoryPrefix]:
@@ -308,7 +305,7 @@ class MemoryEndpoints(_Endpoints):
         *,
         path_prefix: str | None = None,
         depth: int | None = None,
-        view: View = "basic",
+        view: str = "basic",
         limit: int = 100,
     ) -> AsyncGenerator[Memory | MemoryPrefix, None]:
         """Every item of a listing, page after page (`full` view caps pages at 20)."""
@@ -354,7 +351,7 @@ class VersionEndpoints(_Endpoints):
         created_at_lte: str | None = None,
         session_id: str | None = None,
         api_key_id: str | None = None,
-        view: View | None = None,
+        view: str | None = None,
         limit: int | None = None,
         page: str | None = None,
     ) -> Page[MemoryVersion]:
@@ -390,7 +387,7 @@ class VersionEndpoints(_Endpoints):
         created_at_lte: str | None = None,
         session_id: str | None = None,
         api_key_id: str | None = None,
-        view: View | None = None,
+        view: str | None = None,
         limit: int = 100,
     ) -> AsyncGenerator[MemoryVersion, None]:
         """Every version matching the filters, newest first, page after page."""
@@ -411,7 +408,7 @@ class VersionEndpoints(_Endpoints):
             yield version
 
     async def get_version(
-        self, store_id: str, version_id: str, *, view: View | None = None
+        self, store_id: str, version_id: str, *, view: str | None = None
     ) -> MemoryVersion:
         data = await self._send.call(
             "get_version",

@@ -82,7 +82,7 @@ def should_retry(response: httpx.Response) -> bool:
     `x-should-retry: true|false` decides, else its status is in RETRY_STATUSES."""
     if response.status_code < 400:
         return False
-    header = response.headers.get("x-should-retry", "").strip().lower()
+    header: str = response.headers.get("x-should-retry", "").strip().lower()
     if header in ("true", "false"):
         return header == "true"
     return response.status_code in RETRY_STATUSES

@@ -36,7 +36,7 @@ class ControlServer:
         self.path = path
         self.handler = handler
 
-    async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Bind the socket, report started, and answer until cancelled; the
         socket file goes with it. MountError when the socket cannot be made."""
         with contextlib.suppress(OSError):

@@ -33,6 +33,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import AsyncIterator
 from functools import partial
 
 import pyfuse3
@@ -81,7 +82,7 @@ class StoreProcess:
         self.state = StateFile(spec.runtime_dir, spec.store_id)
         self.socket_path = socket_path(spec.runtime_dir, spec.store_id)
 
-    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> int:
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> int:
         """Mount the store and serve it until asked to stop, then the final
         sync and the teardown; 0 when the store holds everything."""
         spec = self.spec
@@ -201,7 +202,7 @@ class StoreProcess:
         )
         self.stopping.set()
 
-    async def _signals(self, signals) -> None:
+    async def _signals(self, signals: AsyncIterator[int]) -> None:
         async for _ in signals:
             log.info("stopping %s: final sync", self.spec.store_id)
             self.stopping.set()
@@ -235,7 +236,7 @@ async def _store_main(spec: StoreSpec) -> int:
     ready_sent = False
     code = 1
 
-    async def runner(task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def runner(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         nonlocal code
         code = await StoreProcess(spec).run(task_status=task_status)
 

@@ -12,11 +12,11 @@ Importing this package loads neither trio, pyfuse3 nor httpx.
 
 from __future__ import annotations
 
+from ..control import running_stores
 from ._commands import (
     GONE_TIMEOUT,
     RunningStore,
     control,
-    running_stores,
     select_stores,
     status,
     sync,

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from types import FrameType
 
 from .._exceptions import MountError
 from .._private import ensure_private_dir
@@ -42,7 +43,7 @@ STOP_MARGIN = 30.0
 @dataclass
 class _Child:
     spec: StoreSpec
-    proc: subprocess.Popen
+    proc: subprocess.Popen[str]
     ready: bool = False
     error: str | None = None
     reported: bool = False
@@ -156,7 +157,7 @@ class Supervisor:
         """Foreground: run until SIGTERM/SIGINT (or every store has ended), then stop all."""
         stop = False
 
-        def on_signal(signum, frame):
+        def on_signal(signum: int, frame: FrameType | None) -> None:
             nonlocal stop
             stop = True
 
