@@ -3,7 +3,9 @@ become memfs's exception tree (`memfs._exceptions`).
 
 - An error answer becomes the `StatusError` subclass its `error.type` names,
   else the one its status names (any other 5xx: `ServerError`), with the
-  message, the request id, the envelope's other fields and `retry-after`.
+  message, the request id, the envelope's other fields and `retry-after`:
+  the envelope is read by `memfs.api.parse_error_envelope`, the same
+  module the server writes it with.
 - An httpx exception becomes a `TransportError` whose sentence names the URL
   and, in a few words, why no answer came.
 """
@@ -15,35 +17,8 @@ from typing import Any
 
 import httpx
 
-from .._exceptions import (
-    STATUS_ERRORS_BY_TYPE,
-    AuthenticationFailed,
-    BillingError,
-    GatewayTimeout,
-    InvalidRequest,
-    NotFound,
-    Overloaded,
-    PermissionDenied,
-    RateLimited,
-    RequestTooLarge,
-    ServerError,
-    StatusError,
-    StoreError,
-    TransportError,
-)
-
-_STATUS_ERRORS_BY_STATUS: dict[int, type[StatusError]] = {
-    400: InvalidRequest,
-    401: AuthenticationFailed,
-    402: BillingError,
-    403: PermissionDenied,
-    404: NotFound,
-    413: RequestTooLarge,
-    429: RateLimited,
-    500: ServerError,
-    504: GatewayTimeout,
-    529: Overloaded,
-}
+from .._exceptions import StoreError, TransportError
+from ..api import parse_error_envelope
 
 
 def _causes(exc: BaseException) -> list[BaseException]:
@@ -121,10 +96,9 @@ def error_from(
 ) -> StoreError:
     """The one place an httpx answer or exception becomes a memfs exception.
 
-    An error answer becomes the StatusError subclass named by its
-    `error.type`, or else by its status (any other 5xx: ServerError), carrying
-    the message, the request id (body, else `request-id` header), the extra
-    envelope fields and `retry-after`. An httpx exception becomes a
+    An error answer becomes the StatusError its envelope stands for, with the
+    request id of the body, else of the `request-id` header, and the wait
+    `retry-after-ms` or `retry-after` asks for. An httpx exception becomes a
     TransportError whose sentence names the URL and the reason.
     """
     if response is None:
@@ -132,35 +106,14 @@ def error_from(
         tries = f" (after {attempts} attempts)" if attempts > 1 else ""
         return TransportError(f"cannot reach {base_url}: {reason}{tries}")
 
-    status = response.status_code
-    body: Any = None
     try:
-        body = response.json()
+        body: Any = response.json()
     except (ValueError, UnicodeDecodeError):
         body = None
-    error: dict[str, Any] = {}
-    request_id = response.headers.get("request-id")
-    if isinstance(body, dict):
-        if isinstance(body.get("error"), dict):
-            error = body["error"]
-        if isinstance(body.get("request_id"), str):
-            request_id = body["request_id"]
-    error_type = error.get("type") if isinstance(error.get("type"), str) else None
-    cls = STATUS_ERRORS_BY_TYPE.get(error_type or "")
-    if cls is None:
-        cls = _STATUS_ERRORS_BY_STATUS.get(status)
-    if cls is None:
-        cls = ServerError if status >= 500 else StatusError
-    server_message = error.get("message") if isinstance(error.get("message"), str) else None
-    if not server_message:
-        server_message = f"the store answered HTTP {status} {response.reason_phrase}".rstrip()
-    message = server_message if not request_id else f"{server_message} [request {request_id}]"
-    extra = {k: v for k, v in error.items() if k not in ("type", "message")}
-    return cls(
-        message,
-        status=status,
-        error_type=error_type or cls.error_type or "unknown_error",
-        request_id=request_id,
-        extra=extra,
+    return parse_error_envelope(
+        response.status_code,
+        body,
+        request_id=response.headers.get("request-id"),
+        reason_phrase=response.reason_phrase,
         retry_after=retry_after_seconds(response),
     )
