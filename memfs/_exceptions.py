@@ -176,6 +176,8 @@ class Overloaded(StatusError):
     status, error_type = 529, "overloaded_error"
 
 
+# The wire's table is memfs.api.STATUS_ERRORS_BY_TYPE (with the error envelope);
+# this copy stays only until memfs.client reads answers through memfs.api.
 STATUS_ERRORS_BY_TYPE: dict[str, type[StatusError]] = {
     cls.error_type: cls
     for cls in (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -45,6 +46,42 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 # ---- end of tiers and markers ----------------------------------------------
+
+# ---- cache invariants (the lead) --------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def cache_invariants(request, monkeypatch):
+    """Every StoreCache a cache or filesystem test makes is checked for its
+    invariants (tree, journal, contents, index) when it is closed and at the
+    end of the test, in the manner of s3ql's fsck after each test."""
+    if not (_tier(request.node) == "inprocess" or request.node.path.name == "test_cache.py"):
+        yield
+        return
+    from memfs.cache import StoreCache, invariant_problems
+
+    caches: list[StoreCache] = []
+    original_init, original_close = StoreCache.__init__, StoreCache.close
+
+    def init(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        caches.append(self)
+
+    def close(self):
+        assert invariant_problems(self) == [], f"the cache of {self.store_id} is unsound"
+        caches.remove(self)
+        original_close(self)
+
+    monkeypatch.setattr(StoreCache, "__init__", init)
+    monkeypatch.setattr(StoreCache, "close", close)
+    yield
+    for cache in caches:
+        try:
+            cache.db.total_changes  # noqa: B018 - a test that simulated a kill closed it
+        except sqlite3.ProgrammingError:
+            continue
+        assert invariant_problems(cache) == [], f"the cache of {cache.store_id} is unsound"
+
 
 # ---- memfs serve (server work) ------------------------------------------
 

@@ -1,45 +1,64 @@
-"""The Memory Store API's rules as pure code, shared by the client and the server:
-path rules, slugs, the marker, wire types, sessions' resources and secrets.
-Nothing here does I/O.
+"""The Memory Store API's rules as pure code, shared by the client and the server,
+so the two cannot drift apart. Nothing here does I/O.
+
+- `_paths`: path rules, slugs, the marker;
+- `_wire`: headers and limits, the wire's words (views, operations, actor
+  types) and the objects answers hold;
+- `_envelope`: the error envelope, and which exception each refusal is;
+- `_session`: what a session hands `memfs mount` (resources, the secret).
 """
 
 from __future__ import annotations
 
-from ._api import (
-    ACCESS_READ_ONLY,
-    ACCESS_READ_WRITE,
-    ANTHROPIC_VERSION,
-    BETA,
-    DEFAULT_API_URL,
+from ._envelope import (
+    STATUS_ERRORS_BY_STATUS,
+    STATUS_ERRORS_BY_TYPE,
+    error_class,
+    error_envelope,
+    parse_error_envelope,
+)
+from ._paths import (
     MARKER_NAME,
     MARKER_PATH,
-    MAX_CONTENT_BYTES,
-    MAX_MEMORIES,
     MAX_NAME_BYTES,
     MAX_PATH_BYTES,
-    MAX_STORES_PER_SESSION,
-    OLD_BETA,
-    SERVE_DEFAULT_HOST,
-    SERVE_DEFAULT_PORT,
-    SERVE_TOKEN_ENV,
-    Memory,
-    MemoryPrefix,
-    MemoryStore,
-    MemoryVersion,
-    Page,
-    Resource,
-    WorkItemSecret,
     check_name,
-    content_sha256,
     is_ancestor,
     join_path,
     marker_content,
     normalize_path,
     normalize_prefix,
     parent_path,
+    slugify,
+)
+from ._session import (
+    ACCESS_READ_ONLY,
+    ACCESS_READ_WRITE,
+    MAX_STORES_PER_SESSION,
+    Resource,
+    WorkItemSecret,
     parse_resources,
     parse_work_item_secret,
-    slugify,
+)
+from ._wire import (
+    ANTHROPIC_VERSION,
+    BETA,
+    DEFAULT_API_URL,
+    MAX_CONTENT_BYTES,
+    MAX_MEMORIES,
+    OLD_BETA,
+    SERVE_DEFAULT_HOST,
+    SERVE_DEFAULT_PORT,
+    SERVE_TOKEN_ENV,
+    ActorType,
+    Memory,
+    MemoryPrefix,
+    MemoryStore,
+    MemoryVersion,
+    Page,
+    VersionOperation,
+    View,
+    content_sha256,
 )
 
 __all__ = [
@@ -55,25 +74,33 @@ __all__ = [
     "MAX_NAME_BYTES",
     "MAX_PATH_BYTES",
     "MAX_STORES_PER_SESSION",
+    "OLD_BETA",
+    "SERVE_DEFAULT_HOST",
+    "SERVE_DEFAULT_PORT",
+    "SERVE_TOKEN_ENV",
+    "STATUS_ERRORS_BY_STATUS",
+    "STATUS_ERRORS_BY_TYPE",
+    "ActorType",
     "Memory",
     "MemoryPrefix",
     "MemoryStore",
     "MemoryVersion",
-    "OLD_BETA",
     "Page",
     "Resource",
-    "SERVE_DEFAULT_HOST",
-    "SERVE_DEFAULT_PORT",
-    "SERVE_TOKEN_ENV",
+    "VersionOperation",
+    "View",
     "WorkItemSecret",
     "check_name",
     "content_sha256",
+    "error_class",
+    "error_envelope",
     "is_ancestor",
     "join_path",
     "marker_content",
     "normalize_path",
     "normalize_prefix",
     "parent_path",
+    "parse_error_envelope",
     "parse_resources",
     "parse_work_item_secret",
     "slugify",

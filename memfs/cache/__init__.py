@@ -1,40 +1,41 @@
 """The durable local state of one store: the tree, the contents and the
 journal of what is still to be agreed with the store. Knows nothing of FUSE
-or HTTP.
+or HTTP. `StoreCache` is one state with two faces: `FilesystemFace` (what the
+filesystem may do) and `SyncFace` (what the sync may do).
 """
 
 from __future__ import annotations
 
-from ._cache import (
-    DEFAULT_BUDGET_BYTES,
-    DIR,
-    FILE,
-    FIRST_NODE_ID,
+from ._cache import StoreCache
+from ._check import invariant_problems
+from ._core import DEFAULT_BUDGET_BYTES, ContentSource
+from ._faces import FilesystemFace, SyncFace
+from ._node import (
     ROOT_ID,
     Change,
-    ContentFiles,
-    ContentSource,
     Gone,
+    Live,
     Node,
+    NodeKind,
     Placement,
-    StoreCache,
     Tombstone,
     Upload,
 )
 
 __all__ = [
-    "Change",
-    "ContentFiles",
-    "ContentSource",
     "DEFAULT_BUDGET_BYTES",
-    "DIR",
-    "FILE",
-    "FIRST_NODE_ID",
-    "Gone",
-    "Node",
-    "Placement",
     "ROOT_ID",
+    "Change",
+    "ContentSource",
+    "FilesystemFace",
+    "Gone",
+    "Live",
+    "Node",
+    "NodeKind",
+    "Placement",
     "StoreCache",
+    "SyncFace",
     "Tombstone",
     "Upload",
+    "invariant_problems",
 ]

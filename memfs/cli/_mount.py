@@ -9,8 +9,9 @@ import os
 import sys
 import time
 
+from .. import supervisor as sup
 from .._exceptions import ConfigError
-from ..supervisor import _supervisor as sup
+from ..control import ErrorReply
 from ._main import SecretOnCommandLine
 
 log = logging.getLogger("memfs")
@@ -162,17 +163,17 @@ def run_sync(args: argparse.Namespace) -> int:
     code = 0
     out = []
     for store, reply in results:
-        if not reply.get("ok"):
+        if isinstance(reply, ErrorReply):
             code = 1
-            sys.stderr.write(f"memfs: sync of {store.mount_path} failed: {reply.get('error')}\n")
+            sys.stderr.write(f"memfs: sync of {store.mount_path} failed: {reply.error}\n")
         elif not args.json:
-            r = reply["report"]
+            r = reply.report
             print(
                 f"{store.mount_path}: pushed {r['pushed']}, pulled {r['pulled']}, "
                 f"deleted {r['deleted_remote']}, removed {r['removed_local']}, "
                 f"conflicts {r['conflicts']}, refused {r['refused']}"
             )
-        out.append({"mount_path": store.mount_path, "store_id": store.store_id, **reply})
+        out.append({"mount_path": store.mount_path, "store_id": store.store_id, **reply.to_json()})
     if args.json:
         print(json.dumps(out, indent=2))
     return code
@@ -187,7 +188,13 @@ def run_status(args: argparse.Namespace) -> int:
     if args.json:
         print(
             json.dumps(
-                [r.get("status", {"mount_path": s.mount_path, **r}) for s, r in results], indent=2
+                [
+                    {"mount_path": s.mount_path, **r.to_json()}
+                    if isinstance(r, ErrorReply)
+                    else r.status.to_json()
+                    for s, r in results
+                ],
+                indent=2,
             )
         )
         return 0
@@ -195,22 +202,22 @@ def run_status(args: argparse.Namespace) -> int:
         print("no memfs mounts are running")
         return 0
     for store, reply in results:
-        if not reply.get("ok"):
-            print(f"{store.mount_path}  {store.store_id}  unreachable: {reply.get('error')}")
+        if isinstance(reply, ErrorReply):
+            print(f"{store.mount_path}  {store.store_id}  unreachable: {reply.error}")
             continue
-        st = reply["status"]
-        access = "ro" if st["read_only"] else "rw"
-        last = st.get("last_pass") or {}
+        st = reply.status
+        access = "ro" if st.read_only else "rw"
+        last = st.last_pass
         when = time.strftime("%H:%M:%S", time.localtime(last["finished_at"])) if last else "never"
         print(
-            f"{st['mount_path']}  {st['store_id']}  {access}  files {st['files']} (cached {st['cached']})  "
-            f"pending {len(st['pending'])}  last sync {when}"
+            f"{st.mount_path}  {st.store_id}  {access}  files {st.files} (cached {st.cached})  "
+            f"pending {len(st.pending)}  last sync {when}"
         )
-        if st.get("last_error"):
-            print(f"  error: {st['last_error']}")
-        for path, reason in st.get("refused", {}).items():
+        if st.last_error:
+            print(f"  error: {st.last_error}")
+        for path, reason in st.refused.items():
             print(f"  refused: {path}: {reason}")
-        for path in st["pending"][:20]:
+        for path in st.pending[:20]:
             print(f"  pending: {path}")
     return 0
 

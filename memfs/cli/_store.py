@@ -9,7 +9,7 @@
     memfs store log STORE_ID [PATH]               time, operation, path, sha prefix
 
 The API URL and the token come from the same places as `memfs mount`'s
-(`_supervisor.resolve_credentials`): `--api-url`, `MEMFS_API_URL` or
+(`memfs.supervisor.resolve_credentials`): `--api-url`, `MEMFS_API_URL` or
 `ANTHROPIC_BASE_URL` (default the local `memfs serve`); `--token-file FILE`,
 `MEMFS_TOKEN`, `ANTHROPIC_API_KEY` (sent as x-api-key) or
 `ANTHROPIC_AUTH_TOKEN`, never a flag, so `ps` cannot show it. A token that

@@ -1,15 +1,70 @@
-"""Between the supervisor and its store processes: the store spec and the
-runtime folder where they meet.
+"""Between the CLI and the store processes: the control protocol (typed
+requests and replies, both ends), the store spec, the runtime folder and the
+state files in it.
+
+Importing this package loads neither trio nor httpx, so that `memfs
+unmount`, `memfs sync` and `memfs status` start fast; `ControlServer` (the
+store process's end, on trio) is loaded when first named.
 """
 
 from __future__ import annotations
 
-from ._spec import (
-    StoreSpec,
-    runtime_dir,
+from typing import TYPE_CHECKING, Any
+
+from ._client import ControlClient
+from ._protocol import (
+    Command,
+    ErrorReply,
+    Reply,
+    Request,
+    StatusReply,
+    StopReply,
+    StoreStatus,
+    SyncReply,
+    UnknownCommand,
 )
+from ._runtime import (
+    StateFile,
+    StoreState,
+    read_state,
+    running_stores,
+    runtime_dir,
+    socket_path,
+    state_path,
+)
+from ._spec import AuthHeader, StoreSpec
+
+if TYPE_CHECKING:
+    from ._server import ControlServer, Handler
 
 __all__ = [
+    "AuthHeader",
+    "Command",
+    "ControlClient",
+    "ControlServer",
+    "ErrorReply",
+    "Handler",
+    "Reply",
+    "Request",
+    "StateFile",
+    "StatusReply",
+    "StopReply",
     "StoreSpec",
+    "StoreState",
+    "StoreStatus",
+    "SyncReply",
+    "UnknownCommand",
+    "read_state",
+    "running_stores",
     "runtime_dir",
+    "socket_path",
+    "state_path",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("ControlServer", "Handler"):
+        from . import _server
+
+        return getattr(_server, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

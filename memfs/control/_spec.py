@@ -1,21 +1,24 @@
-"""What the supervisor tells a store process, and where they meet.
+"""What the supervisor tells a store process.
 
-- `StoreSpec`: everything one store process needs; the token travels only on
-  its stdin, never in argv or the environment.
-- `runtime_dir()`: where store processes leave state files and control sockets.
+`StoreSpec` is everything one store process needs. It travels as one line of
+JSON on the process's stdin, so the token never shows in argv or the
+environment (`ps`, `/proc/<pid>/environ`).
 """
 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+AuthHeader = Literal["bearer", "x-api-key"]
+"""The header a token travels in: `Authorization: Bearer` or `x-api-key`."""
 
 
 @dataclass
 class StoreSpec:
     """Everything one store process needs. `token` travels only on stdin;
-    `auth` is the header it travels in to the API (`bearer` or `x-api-key`)."""
+    `auth` is the header it travels in to the API."""
 
     store_id: str
     mount_path: str
@@ -36,7 +39,7 @@ class StoreSpec:
     """Stop (final sync, unmount) when stdin reaches its end: the foreground
     `memfs mount` holds the other end, so its death by any signal is seen at once."""
     name: str = ""
-    auth: str = "bearer"
+    auth: AuthHeader = "bearer"
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -44,14 +47,3 @@ class StoreSpec:
     @classmethod
     def from_json(cls, text: str) -> StoreSpec:
         return cls(**json.loads(text))
-
-
-def runtime_dir() -> str:
-    """Where store processes leave their control sockets and state files."""
-    env = os.environ.get("MEMFS_RUNTIME_DIR")
-    if env:
-        return env
-    if os.geteuid() == 0:
-        return "/run/memfs"
-    xdg = os.environ.get("XDG_RUNTIME_DIR")
-    return os.path.join(xdg, "memfs") if xdg else f"/tmp/memfs-{os.getuid()}"

@@ -3,7 +3,7 @@
 What is promised:
 
 - Every handler raises only `pyfuse3.FUSEError`; the one place that turns
-  memfs's exceptions (and stray OSErrors) into errno values is `_errno_for`.
+  memfs's exceptions (and stray OSErrors) into errno values is `errno_for` (memfs/fs/_errno.py).
   Anything unexpected is logged with its traceback and answered with EIO,
   so one bad request never ends the mount.
 - Handlers talk only to the cache. The only handler that may wait on the
@@ -22,7 +22,6 @@ from __future__ import annotations
 import collections
 import errno
 import functools
-import logging
 import os
 import stat as statmod
 from collections.abc import Awaitable, Callable
@@ -30,46 +29,14 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pyfuse3
-import trio
 
-from .. import _exceptions as exc
 from ..api import MARKER_NAME, marker_content
-from ..cache import ROOT_ID, Node, StoreCache
-
-log = logging.getLogger("memfs.fs")
+from ..cache import ROOT_ID, FilesystemFace, Node
+from ._errno import errno_for
 
 MARKER_INODE = 2
 CACHE_TIMEOUT = 300.0
 """Seconds the kernel may keep entries and attributes: pulls invalidate what they change."""
-
-_ERRNO_BY_CLASS: list[tuple[type[BaseException], int]] = [
-    (exc.NoSuchEntry, errno.ENOENT),
-    (exc.EntryExists, errno.EEXIST),
-    (exc.NotADirectory, errno.ENOTDIR),
-    (exc.IsADirectory, errno.EISDIR),
-    (exc.DirectoryNotEmpty, errno.ENOTEMPTY),
-    (exc.InvalidMove, errno.EINVAL),
-    (exc.FileTooLarge, errno.EFBIG),
-    (exc.NameTooLong, errno.ENAMETOOLONG),
-    (exc.StoreFull, errno.ENOSPC),
-    (exc.InvalidPath, errno.EINVAL),
-    (exc.ContentUnavailable, errno.EIO),
-    (exc.CacheCorrupt, errno.EIO),
-]
-
-
-def _errno_for(e: BaseException) -> int:
-    for cls, code in _ERRNO_BY_CLASS:
-        if isinstance(e, cls):
-            if code == errno.EIO:
-                log.error("%s", e)
-            return code
-    if isinstance(e, OSError) and e.errno:
-        log.error("local I/O error: %s", e)
-        return e.errno
-    log.error("unexpected error in a filesystem handler", exc_info=e)
-    return errno.EIO
-
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
@@ -87,7 +54,7 @@ def _handler(fn: F) -> F:
         except pyfuse3.FUSEError:
             raise
         except Exception as e:  # noqa: BLE001 - the mount must survive any bug
-            raise pyfuse3.FUSEError(_errno_for(e)) from None
+            raise pyfuse3.FUSEError(errno_for(e)) from None
 
     return wrapper  # type: ignore[return-value]
 
@@ -110,7 +77,7 @@ class MemoryStoreFS(pyfuse3.Operations):
 
     def __init__(
         self,
-        cache: StoreCache,
+        cache: FilesystemFace,
         *,
         read_only: bool = False,
         uid: int | None = None,
@@ -265,7 +232,7 @@ class MemoryStoreFS(pyfuse3.Operations):
             if inode == MARKER_INODE:
                 attrs = self._marker_attrs()
             else:
-                node = self.cache.nodes.get(inode)
+                node = self.cache.get(inode)
                 if node is None or node.orphan:
                     continue
                 attrs = self._attrs(node)
@@ -461,43 +428,3 @@ class MemoryStoreFS(pyfuse3.Operations):
         s.f_ffree = s.f_favail = max(0, self.max_files - files)
         s.f_namemax = 255
         return s
-
-
-class KernelCache:
-    """Tells the kernel to forget what a pull changed. Called by the sync engine,
-    never from inside a handler; the calls that may block run in a worker thread."""
-
-    async def forget_content(self, inode: int) -> None:
-        await trio.to_thread.run_sync(self._invalidate_inode, inode)
-
-    async def forget_entry(self, parent_inode: int, name: str) -> None:
-        await trio.to_thread.run_sync(self._invalidate_entry, parent_inode, name)
-
-    @staticmethod
-    def _invalidate_inode(inode: int) -> None:
-        try:
-            pyfuse3.invalidate_inode(inode, attr_only=False)
-        except OSError as e:
-            if e.errno not in (errno.ENOENT, errno.ENOSYS):
-                log.warning("could not invalidate inode %d: %s", inode, e)
-
-    @staticmethod
-    def _invalidate_entry(parent_inode: int, name: str) -> None:
-        try:
-            pyfuse3.invalidate_entry(parent_inode, os.fsencode(name))
-        except OSError as e:
-            if e.errno not in (errno.ENOENT, errno.ENOSYS):
-                log.warning("could not invalidate entry %r: %s", name, e)
-
-
-def mount_options(store_id: str, *, allow_other: bool = False, read_only: bool = False) -> set[str]:
-    """FUSE options: `memfs:<store_id>` in /proc/mounts; `default_permissions`
-    only when other users can reach the mount (it costs a GETATTR per change);
-    `ro` for a read-only store, so the kernel itself refuses writes and
-    `access(W_OK)` says no even to root (memfs writes through its cache)."""
-    opts = {f"fsname=memfs:{store_id}", "subtype=memfs", "noatime"}
-    if read_only:
-        opts.add("ro")
-    if allow_other:
-        opts |= {"allow_other", "default_permissions"}
-    return opts

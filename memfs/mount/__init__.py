@@ -1,7 +1,13 @@
 """One store's mount: the composition root that wires client, cache,
 filesystem and sync loop (`python -m memfs.mount`), and the mount folder's
-life. Importing this package loads neither pyfuse3 nor httpx; the store
-process itself lives in `memfs.mount._process`.
+life.
+
+- `_folder`: the mount folder and the mounts table, without FUSE or HTTP.
+- `_store`: one store's parts wired, and what they do while mounted.
+- `_process`: the store process, its life on one exit stack.
+
+Importing this package loads neither pyfuse3 nor httpx (only `_folder`);
+the store process is `python -m memfs.mount`.
 """
 
 from __future__ import annotations

@@ -73,18 +73,19 @@ def force_unmount(path: str) -> None:
             return
 
 
-def prepare_mount_path(path: str, store_id: str, *, left_by_us: bool = False) -> bool:
+def prepare_mount_path(path: str, store_id: str, *, left_by_us: bool = False) -> None:
     """Create the folder like `mkdir -p`; refuse anything already standing there,
     except a stale mount of this very store, which is cleaned up and reused, and
     an empty folder that an earlier, killed mount of this store created
-    (`left_by_us`, from the store's journal). Returns True when the folder is
-    memfs's own (and is removed at the end)."""
+    (`left_by_us`, from the store's journal). Whichever it was, the folder is
+    then memfs's own, made now or by an earlier run of this store, and is
+    removed at the end."""
     source = mounted_source(path)
     if source is not None:
         if source == f"memfs:{store_id}" and is_stale_mount(path):
             log.warning("cleaning up a stale memfs mount of %s at %s", store_id, path)
             force_unmount(path)
-            return False
+            return
         raise MountError(
             f"cannot mount {store_id} at {path}: something is already mounted there ({source})"
         )
@@ -92,7 +93,7 @@ def prepare_mount_path(path: str, store_id: str, *, left_by_us: bool = False) ->
         log.warning(
             "reusing the empty mount folder %s left by an earlier mount of %s", path, store_id
         )
-        return True
+        return
     if os.path.lexists(path):
         raise MountError(
             f"cannot mount {store_id} at {path}: the path already exists; remove it or choose another"
@@ -108,7 +109,6 @@ def prepare_mount_path(path: str, store_id: str, *, left_by_us: bool = False) ->
         raise MountError(
             f"cannot create the mount folder {path} ({e.strerror}); the host must make that path writable"
         )
-    return True
 
 
 def remove_mount_folder(path: str) -> None:

@@ -1,38 +1,40 @@
-"""The composition root for one store: client, cache, filesystem and sync
-loop, wired together, and the mount's whole life in one process.
+"""The store process: one store's whole life in one process.
 
 `python -m memfs.mount` is the store process the supervisor starts (one per
 store: pyfuse3 holds one session per process). It reads its `StoreSpec` as
 JSON on stdin, so the token never shows in `ps`, and reports on stdout one
 line: `READY` once the store is mounted, or `ERROR <sentence>`.
 
-The life of a mount:
+The life of a mount, each resource's teardown declared where it is made
+(`StoreProcess.run`, on one `AsyncExitStack`):
 
 1. Open the cache; a cache left by an earlier (even killed) run is reused,
-   with its changes still pending.
+   with its changes still pending. A cache still held by an earlier process
+   of this store that is finishing its final sync is waited for.
 2. One full pass against the store: the whole tree is listed (basic view),
    recovered local changes are reconciled and pushed.
 3. Prepare the mount path (`mkdir -p`, refuse anything standing there, clean
-   a stale mount of this very store), mount, answer READY.
+   a stale mount of this very store), mount, write the state file, answer READY.
 4. Serve: pyfuse3's loop, the periodic sync, the background prefetch and the
    control socket (`sync`, `status`, `stop`) run side by side.
 5. On SIGTERM, SIGINT or `stop`: a final two-way pass (and more while they
-   make progress) within `final_sync_timeout`, still mounted; then unmount and
-   remove the folder. The exit status is 0 only when the store holds
-   everything; what is left is named in the log and stays in the cache.
+   make progress) within `final_sync_timeout`, still mounted; `stop` is
+   answered. Then the teardown, in reverse: the control socket, the kernel
+   mount, the folder memfs made, the client, the cache, and last the state
+   file. The exit status is 0 only when the store holds everything; what is
+   left is named in the log and stays in the cache.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import signal
 import sys
 import time
+from collections.abc import AsyncIterator
 from functools import partial
-from typing import Any
 
 import pyfuse3
 import trio
@@ -40,182 +42,153 @@ import trio
 from .._exceptions import CacheInUse, MemfsError, MountError, SyncError
 from .._private import ensure_private_dir
 from ..cache import StoreCache
-from ..client import StoreClient
-from ..control import StoreSpec
-from ..fs import KernelCache, MemoryStoreFS, mount_options
-from ..sync import FINAL_CONCURRENCY, NoKernel, SyncEngine, backoff_delay
+from ..control import (
+    Command,
+    ControlServer,
+    ErrorReply,
+    Reply,
+    Request,
+    StateFile,
+    StatusReply,
+    StopReply,
+    StoreSpec,
+    StoreState,
+    SyncReply,
+    read_state,
+    socket_path,
+    state_path,
+)
+from ..fs import KernelCache, mount_options
+from ..sync import NoKernel
 from ._folder import prepare_mount_path, remove_mount_folder
+from ._store import MountedStore, store_client
 
 log = logging.getLogger("memfs.mount")
 
+CACHE_WAIT_MARGIN = 30.0
+"""How much longer than its final sync bound an earlier process of the store may hold the cache."""
+
 
 class StoreProcess:
-    """One store mounted in this process."""
+    """One store mounted in this process, from the opening of its cache to
+    the removal of its state file."""
 
-    def __init__(self, spec: StoreSpec, cache: StoreCache) -> None:
+    def __init__(self, spec: StoreSpec) -> None:
         self.spec = spec
-        # Few retries inside a pass: the sync loop has its own backoff between passes.
-        final_concurrency = min(FINAL_CONCURRENCY, 2 * spec.sync_concurrency)
-        self.client = StoreClient(
-            spec.api_url,
-            spec.token,
-            auth=spec.auth,
-            max_retries=3,
-            backoff_max=2.0,
-            max_connections=max(spec.sync_concurrency, final_concurrency),
-        )
-        self.cache = cache
-        self.engine = SyncEngine(
-            self.client,
-            self.cache,
-            read_only=spec.read_only,
-            deletions=spec.sync_deletions,
-            concurrency=spec.sync_concurrency,
-            final_concurrency=final_concurrency,
-        )
-        self.fs = MemoryStoreFS(self.cache, read_only=spec.read_only, uid=spec.uid, gid=spec.gid)
-        self.mounted = False
         self.stopping = trio.Event()
-        self.finished = trio.Event()
-        self.stopped = trio.Event()
-        self.result: dict[str, Any] = {}
-        self.started_at = time.time()
-        self.prefetched = False
-        self._fs_requests_seen = 0
-        ensure_private_dir(spec.runtime_dir, "runtime folder")
-        self.socket_path = os.path.join(spec.runtime_dir, f"{spec.store_id}.sock")
-        self.state_path = os.path.join(spec.runtime_dir, f"{spec.store_id}.json")
+        """Set by SIGTERM, SIGINT, `stop`, the lifeline or the end of pyfuse3's loop."""
+        self._final_sync_done = trio.Event()
+        self._not_uploaded: list[str] = []
+        self.state = StateFile(spec.runtime_dir, spec.store_id)
+        self.socket_path = socket_path(spec.runtime_dir, spec.store_id)
 
-    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> int:
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> int:
+        """Mount the store and serve it until asked to stop, then the final
+        sync and the teardown; 0 when the store holds everything."""
         spec = self.spec
-        created = False
+        async with contextlib.AsyncExitStack() as life:
+            cache = await open_cache(spec)
+            # Registered before the cache's close so that it runs after it: while
+            # the state file says "stopping", a new process of this store waits
+            # for the cache instead of failing.
+            life.callback(self.state.remove)
+            life.callback(cache.close)
+            ensure_private_dir(spec.runtime_dir, "runtime folder")
+            client = store_client(spec)
+            life.push_async_callback(client.aclose)
+            store = MountedStore(spec, cache, client)
+            await store.first_pass()
+            self._make_folder(life, store)
+            self._mount(life, store)
+            signals = life.enter_context(trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT))
+            serving = await life.enter_async_context(trio.open_nursery())
+            life.callback(serving.cancel_scope.cancel)
+            control = ControlServer(self.socket_path, partial(self._answer, store))
+            await serving.start(control.serve)
+            serving.start_soon(self._fuse_main)
+            serving.start_soon(partial(cache.housekeeping, busy=store.fs_busy))
+            async with trio.open_nursery() as syncing:
+                syncing.start_soon(self._signals, signals)
+                syncing.start_soon(store.periodic)
+                syncing.start_soon(store.prefetch)
+                if spec.follow_parent:
+                    syncing.start_soon(self._lifeline)
+                self.state.write(self._state(stopping=False))
+                task_status.started()
+                log.info("mounted %s at %s", spec.store_id, spec.mount_path)
+                await self.stopping.wait()
+                self.state.write(self._state(stopping=True))
+                syncing.cancel_scope.cancel()
+            # The final sync runs while the folder is still mounted.
+            self._not_uploaded = await store.final_sync()
+            self._final_sync_done.set()
+        log.info("unmounted %s from %s", spec.store_id, spec.mount_path)
+        return 0 if not self._not_uploaded else 1
+
+    def _make_folder(self, life: contextlib.AsyncExitStack, store: MountedStore) -> None:
+        """Prepare the mount path. The folder is memfs's from here: it goes at
+        the end, and the journal remembers it meanwhile (a killed run leaves
+        it empty, and the next run of this store may reuse it)."""
+        spec, cache = self.spec, store.cache
+        left_by_us = cache.get_meta("mount_folder") == spec.mount_path
+        prepare_mount_path(spec.mount_path, spec.store_id, left_by_us=left_by_us)
+
+        def remove_folder() -> None:
+            remove_mount_folder(spec.mount_path)
+            if not os.path.lexists(spec.mount_path):
+                cache.set_meta("mount_folder", None)
+
+        life.callback(remove_folder)
+        cache.set_meta("mount_folder", spec.mount_path)
+
+    def _mount(self, life: contextlib.AsyncExitStack, store: MountedStore) -> None:
+        spec = self.spec
+        options = mount_options(
+            spec.store_id, allow_other=spec.allow_other, read_only=spec.read_only
+        )
         try:
-            if spec.read_only:
-                self.engine.set_aside_local_changes()
-            try:
-                await self.engine.run_pass(full=True)
-            except SyncError as e:
-                if self.cache.get_meta("feed_ts") is None and not self.cache.file_count():
-                    raise MountError(f"cannot mount {spec.store_id}: {e}")
-                log.warning("mounting %s from the cache alone: %s", spec.store_id, e)
-            created = prepare_mount_path(
-                spec.mount_path,
-                spec.store_id,
-                left_by_us=self.cache.get_meta("mount_folder") == spec.mount_path,
-            )
-            if created:
-                self.cache.set_meta("mount_folder", spec.mount_path)
-            try:
-                pyfuse3.init(
-                    self.fs,
-                    spec.mount_path,
-                    mount_options(
-                        spec.store_id, allow_other=spec.allow_other, read_only=spec.read_only
-                    ),
-                )
-            except (RuntimeError, OSError) as e:
-                raise MountError(f"cannot mount {spec.store_id} at {spec.mount_path}: {e}")
-            self.mounted = True
-            self.engine.kernel = KernelCache()
-            with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                async with trio.open_nursery() as outer:
-                    await outer.start(self._control)
-                    async with trio.open_nursery() as serving:
-                        serving.start_soon(self._fuse_main)
-                        serving.start_soon(partial(self.cache.housekeeping, busy=self._fs_busy))
-                        async with trio.open_nursery() as syncing:
-                            syncing.start_soon(self._signals, signals)
-                            syncing.start_soon(self._periodic)
-                            syncing.start_soon(self._prefetch)
-                            if spec.follow_parent:
-                                syncing.start_soon(self._lifeline)
-                            self._write_state()
-                            task_status.started()
-                            log.info("mounted %s at %s", spec.store_id, spec.mount_path)
-                            await self.stopping.wait()
-                            self._write_state(stopping=True)
-                            syncing.cancel_scope.cancel()
-                        # The final sync runs while the folder is still mounted.
-                        code = await self._final_sync()
-                        serving.cancel_scope.cancel()
-                    self._unmount()
-                    if created or os.path.isdir(spec.mount_path):
-                        self._remove_folder()
-                        created = False
-                    log.info("unmounted %s from %s", spec.store_id, spec.mount_path)
-                    self.finished.set()
-                    # Let `stop` requests read the result before the socket goes.
-                    await trio.sleep(0.2)
-                    outer.cancel_scope.cancel()
-            return code
-        finally:
-            if self.mounted:
-                self._unmount()
-            if created:
-                # Whatever failed after the folder was made, the folder memfs made goes.
-                self._remove_folder()
-            with contextlib.suppress(OSError):
-                os.unlink(self.socket_path)
-            self.cache.close()
-            # Last: a new process of this store waits on the cache while this says "stopping".
-            with contextlib.suppress(OSError):
-                os.unlink(self.state_path)
+            pyfuse3.init(store.fs, spec.mount_path, options)
+        except (RuntimeError, OSError) as e:
+            raise MountError(f"cannot mount {spec.store_id} at {spec.mount_path}: {e}")
+
+        def unmount() -> None:
+            store.engine.kernel = NoKernel()
             with contextlib.suppress(Exception):
-                await self.client.aclose()
-            self.stopped.set()
+                pyfuse3.close(unmount=True)
 
-    def _remove_folder(self) -> None:
-        remove_mount_folder(self.spec.mount_path)
-        if not os.path.lexists(self.spec.mount_path):
-            self.cache.set_meta("mount_folder", None)
+        life.callback(unmount)
+        store.engine.kernel = KernelCache()
 
-    def _fs_busy(self) -> bool:
-        """Whether the filesystem answered requests since the last call."""
-        total = self.fs.requests.total()
-        busy, self._fs_requests_seen = total != self._fs_requests_seen, total
-        return busy
+    def _state(self, *, stopping: bool) -> StoreState:
+        return StoreState(
+            store_id=self.spec.store_id,
+            mount_path=self.spec.mount_path,
+            pid=os.getpid(),
+            socket=self.socket_path,
+            stopping=stopping,
+        )
+
+    async def _answer(self, store: MountedStore, request: Request) -> Reply:
+        """The control socket's handler."""
+        match request.command:
+            case Command.STATUS:
+                return StatusReply(store.status())
+            case Command.SYNC:
+                try:
+                    report = await store.engine.run_pass()
+                except SyncError as e:
+                    return ErrorReply(str(e))
+                return SyncReply(report.as_dict())
+            case Command.STOP:
+                self.stopping.set()
+                await self._final_sync_done.wait()
+                return StopReply(list(self._not_uploaded))
 
     async def _fuse_main(self) -> None:
         try:
             await pyfuse3.main()
         finally:
             self.stopping.set()
-
-    def _unmount(self) -> None:
-        if self.mounted:
-            self.mounted = False
-            self.engine.kernel = NoKernel()
-            with contextlib.suppress(Exception):
-                pyfuse3.close(unmount=True)
-
-    async def _final_sync(self) -> int:
-        """A full two-way pass within the timeout (deletes waive their window),
-        then more while they make progress; report what is left."""
-        spec = self.spec
-        with trio.move_on_after(spec.final_sync_timeout) as scope:
-            try:
-                # A full two-way pass, then more while they make progress (deletes
-                # are capped per pass) and something is still pending.
-                report = await self.engine.run_pass(final=True)
-                while self.engine.pending() and (report.pushed or report.deleted_remote):
-                    report = await self.engine.run_pass(final=True)
-            except SyncError as e:
-                log.error("final sync of %s failed: %s", spec.store_id, e)
-        if scope.cancelled_caught:
-            log.error(
-                "final sync of %s did not finish within %.0f s",
-                spec.store_id,
-                spec.final_sync_timeout,
-            )
-        pending = self.engine.pending()
-        for path in pending:
-            log.error(
-                "not uploaded to %s: %s (kept in the cache; the next mount uploads it)",
-                spec.store_id,
-                path,
-            )
-        self.result = {"ok": not pending, "not_uploaded": pending}
-        return 0 if not pending else 1
 
     async def _lifeline(self) -> None:
         """Stop when the foreground `memfs mount` that started this process is gone
@@ -229,109 +202,11 @@ class StoreProcess:
         )
         self.stopping.set()
 
-    async def _signals(self, signals) -> None:
+    async def _signals(self, signals: AsyncIterator[int]) -> None:
         async for _ in signals:
             log.info("stopping %s: final sync", self.spec.store_id)
             self.stopping.set()
             return
-
-    async def _periodic(self) -> None:
-        delay = self.spec.sync_interval
-        while True:
-            await trio.sleep(delay)
-            try:
-                await self.engine.run_pass()
-                delay = self.spec.sync_interval
-            except SyncError:
-                delay = backoff_delay(self.spec.sync_interval, self.engine.status.failures_in_a_row)
-
-    async def _prefetch(self) -> None:
-        try:
-            await self.engine.prefetch(self.spec.prefetch_concurrency)
-        except MemfsError as e:
-            log.warning("prefetch of %s stopped: %s", self.spec.store_id, e)
-        except Exception:  # noqa: BLE001 - contents are fetched on first read instead
-            log.exception("prefetch of %s stopped unexpectedly", self.spec.store_id)
-        self.prefetched = True
-
-    def status(self) -> dict[str, Any]:
-        st = self.engine.status
-        files = list(self.cache.files())
-        return {
-            "store_id": self.spec.store_id,
-            "name": self.spec.name,
-            "mount_path": self.spec.mount_path,
-            "read_only": self.spec.read_only,
-            "pid": os.getpid(),
-            "files": len(files),
-            "cached": sum(1 for f in files if f.cached),
-            "prefetched": self.prefetched,
-            "pending": self.engine.pending(),
-            "refused": self.engine.refused(),
-            "sync_mode": st.mode,
-            "store_full": self.cache.full,
-            "sync_mode_reason": st.mode_reason,
-            "passes": st.passes,
-            "last_pass": st.last.as_dict() if st.last else None,
-            "last_error": st.last_error,
-            "requests": self.client.stats.requests,
-            "fuse_requests": dict(self.fs.requests),
-        }
-
-    def _write_state(self, *, stopping: bool = False) -> None:
-        state = {
-            "store_id": self.spec.store_id,
-            "mount_path": self.spec.mount_path,
-            "pid": os.getpid(),
-            "socket": self.socket_path,
-            "stopping": stopping,
-        }
-        tmp = self.state_path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(state, f)
-        os.replace(tmp, self.state_path)
-
-    async def _control(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        with contextlib.suppress(OSError):
-            os.unlink(self.socket_path)
-        sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
-        await sock.bind(self.socket_path)
-        os.chmod(self.socket_path, 0o600)
-        sock.listen(16)
-        listener = trio.SocketListener(sock)
-        task_status.started()
-        await trio.serve_listeners(self._control_client, [listener])
-
-    async def _control_client(self, stream: trio.SocketStream) -> None:
-        async with stream:
-            try:
-                data = b""
-                while not data.endswith(b"\n"):
-                    chunk = await stream.receive_some(65536)
-                    if not chunk:
-                        break
-                    data += chunk
-                request = json.loads(data or b"{}")
-                reply = await self._command(request.get("cmd"))
-            except (ValueError, trio.BrokenResourceError):
-                return
-            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-                await stream.send_all(json.dumps(reply).encode() + b"\n")
-
-    async def _command(self, cmd: str | None) -> dict[str, Any]:
-        if cmd == "status":
-            return {"ok": True, "status": self.status()}
-        if cmd == "sync":
-            try:
-                report = await self.engine.run_pass()
-            except SyncError as e:
-                return {"ok": False, "error": str(e)}
-            return {"ok": True, "report": report.as_dict()}
-        if cmd == "stop":
-            self.stopping.set()
-            await self.finished.wait()
-            return dict(self.result)
-        return {"ok": False, "error": f"unknown command {cmd!r}"}
 
 
 async def open_cache(spec: StoreSpec) -> StoreCache:
@@ -339,13 +214,14 @@ async def open_cache(spec: StoreSpec) -> StoreCache:
     because it is finishing (its final sync), wait for it, at most the final
     sync's bound and a margin; a cache held by a process that is not stopping
     is refused at once."""
-    deadline = time.monotonic() + spec.final_sync_timeout + 30
+    deadline = time.monotonic() + spec.final_sync_timeout + CACHE_WAIT_MARGIN
     waited = False
     while True:
         try:
             return StoreCache(spec.cache_dir, spec.store_id)
         except CacheInUse:
-            if not _previous_is_stopping(spec) or time.monotonic() > deadline:
+            previous = read_state(state_path(spec.runtime_dir, spec.store_id))
+            if previous is None or not previous.stopping or time.monotonic() > deadline:
                 raise
             if not waited:
                 log.warning(
@@ -356,25 +232,14 @@ async def open_cache(spec: StoreSpec) -> StoreCache:
             await trio.sleep(0.2)
 
 
-def _previous_is_stopping(spec: StoreSpec) -> bool:
-    try:
-        with open(os.path.join(spec.runtime_dir, f"{spec.store_id}.json")) as f:
-            state = json.load(f)
-        os.kill(int(state["pid"]), 0)
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
-    return bool(state.get("stopping"))
-
-
 async def _store_main(spec: StoreSpec) -> int:
     ready_sent = False
-
-    async def runner(task_status=trio.TASK_STATUS_IGNORED) -> None:
-        nonlocal code
-        proc = StoreProcess(spec, await open_cache(spec))
-        code = await proc.run(task_status=task_status)
-
     code = 1
+
+    async def runner(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        nonlocal code
+        code = await StoreProcess(spec).run(task_status=task_status)
+
     try:
         async with trio.open_nursery() as nursery:
             await nursery.start(runner)

@@ -1,19 +1,24 @@
 """`memfs serve`: the Memory Store API on SQLite. Imports only `memfs.api`
 (and the exception tree) from memfs, so a client bug and a server bug cannot
 hide each other in the contract tests.
+
+- `_serve`: running the server (socket, Hypercorn, signals, the demo store);
+- `_app`: the routes, each one call to a table of the database;
+- `_http`: request headers, query values and bodies; JSON answers;
+- `_auth`: tokens, grants, and the actor a change is recorded as;
+- `_db`: the database, made of `_sqlite` (the file, schema, clock and
+  transactions), `_stores`, `_memories` and `_versions` (one table each),
+  `_pages` (limits and cursors) and `_fields` (rules for request values).
 """
 
 from __future__ import annotations
 
-from ._app import (
-    TOKEN_ENV,
-    MemoryStoreApp,
-    default_db_path,
-    parse_tokens,
-    serve,
-)
+from ._app import MemoryStoreApp
+from ._auth import Grant, parse_tokens
+from ._serve import TOKEN_ENV, default_db_path, serve
 
 __all__ = [
+    "Grant",
     "MemoryStoreApp",
     "TOKEN_ENV",
     "default_db_path",

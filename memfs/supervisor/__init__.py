@@ -1,47 +1,61 @@
-"""One store process per store: the specs, credentials, readiness, signal
-fan-out, and the `unmount`, `sync` and `status` commands over control sockets.
+"""One store process per store: the specs and credentials, the process
+supervisor (readiness, signal fan-out), and the `unmount`, `sync` and
+`status` commands that talk to running store processes.
+
+- `_credentials`: where the token comes from and which header it travels in.
+- `_specs`: from arguments to one `StoreSpec` per store, refusals first.
+- `_supervisor`: starting the store processes and seeing them to the end.
+- `_commands`: `memfs unmount`, `memfs sync`, `memfs status`.
+
+Importing this package loads neither trio, pyfuse3 nor httpx.
 """
 
 from __future__ import annotations
 
-from ._supervisor import (
-    API_KEY_PREFIX,
-    AUTH_API_KEY,
-    AUTH_BEARER,
-    MAX_SYNC_CONCURRENCY,
-    MIN_SYNC_INTERVAL,
-    NAME_REFUSALS,
-    READY_TIMEOUT,
-    SECRET_ENV,
-    URL_ENV,
-    Credentials,
+from ..control import running_stores
+from ._commands import (
+    GONE_TIMEOUT,
     RunningStore,
-    Supervisor,
-    build_specs,
-    check_mount_path,
     control,
-    default_cache_dir,
-    load_resources,
-    parse_store_arg,
-    resolve_credentials,
-    running_stores,
     select_stores,
     status,
     sync,
     unmount,
 )
+from ._credentials import (
+    API_KEY_PREFIX,
+    AUTH_API_KEY,
+    AUTH_BEARER,
+    SECRET_ENV,
+    URL_ENV,
+    Credentials,
+    resolve_credentials,
+)
+from ._specs import (
+    MAX_SYNC_CONCURRENCY,
+    MIN_SYNC_INTERVAL,
+    NAME_REFUSALS,
+    build_specs,
+    check_mount_path,
+    default_cache_dir,
+    load_resources,
+    parse_store_arg,
+)
+from ._supervisor import READY_TIMEOUT, STOP_MARGIN, Supervisor
 
 __all__ = [
     "API_KEY_PREFIX",
     "AUTH_API_KEY",
     "AUTH_BEARER",
     "Credentials",
+    "GONE_TIMEOUT",
     "MAX_SYNC_CONCURRENCY",
     "MIN_SYNC_INTERVAL",
     "NAME_REFUSALS",
     "READY_TIMEOUT",
     "RunningStore",
     "SECRET_ENV",
+    "STOP_MARGIN",
     "Supervisor",
     "URL_ENV",
     "build_specs",

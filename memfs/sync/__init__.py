@@ -1,48 +1,57 @@
 """The sync pass: change detection, the three-way decision table, conflicts,
-deletions, retries. Talks to the store through the client and to the local
-state through the cache; never touches FUSE.
+deletions, retries. Talks to the store through a small protocol the client
+satisfies (`StoreAPI`) and to the local state through the cache's sync face;
+never touches FUSE.
+
+Modules by job: `_decide` (the decision table, pure), `_remote` (feed or
+listing), `_pull` (applying the store's changes), `_push` (local changes),
+`_deletes` (delete pacing and wipes), `_prefetch`, `_ledger` (what they share),
+`_engine` (the pass that runs them).
 """
 
 from __future__ import annotations
 
-from ._engine import (
+from ._decide import TABLE, Action, Local, Remote, decide, remote_state
+from ._engine import SyncEngine
+from ._ledger import (
     DEFAULT_CONCURRENCY,
     DELETE_WINDOW,
-    DELETIONS_MODES,
-    FEED_REFUSALS,
-    FEED_START,
     FINAL_CONCURRENCY,
-    HOLD_FIRST,
-    HOLD_MAX,
-    PREFETCH_BY_LISTING,
     QUIET_SECONDS,
+    Deletions,
+    FollowMode,
     KernelNotifier,
     NoKernel,
     PassReport,
-    SyncEngine,
+    StoreAPI,
     SyncStatus,
     backoff_delay,
     delete_cap,
     whole_store,
 )
+from ._prefetch import prefetch
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
     "DELETE_WINDOW",
-    "DELETIONS_MODES",
-    "FEED_REFUSALS",
-    "FEED_START",
     "FINAL_CONCURRENCY",
-    "HOLD_FIRST",
-    "HOLD_MAX",
-    "KernelNotifier",
-    "NoKernel",
-    "PREFETCH_BY_LISTING",
-    "PassReport",
     "QUIET_SECONDS",
+    "TABLE",
+    "Action",
+    "Deletions",
+    "FollowMode",
+    "KernelNotifier",
+    "Local",
+    "NoKernel",
+    "PassReport",
+    "Remote",
+    "StoreAPI",
     "SyncEngine",
     "SyncStatus",
     "backoff_delay",
+    "decide",
     "delete_cap",
+    "prefetch",
+    "remote_state",
     "whole_store",
 ]

@@ -110,6 +110,7 @@ async def _side(url: str, token: str, tmp_path: Path) -> AsyncIterator[Side]:
         cache = StoreCache(str(tmp_path / "cache"), store.id)
         clock = Clock()
         engine = SyncEngine(client, cache, clock=clock)
+        cache.source = engine.fetch_content  # the composition root's wiring
         s = Side(client, store.id, cache, engine, clock)
         await s.sync()
         try:

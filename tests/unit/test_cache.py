@@ -56,8 +56,8 @@ def killed(cache: StoreCache) -> None:
     """What a SIGKILL leaves: the process's descriptors and journal connection
     close, and nothing else happens (no close(), no batch save, no fsync)."""
     for node in cache.nodes.values():
-        if node.fd is not None:
-            os.close(node.fd)
+        if node.live.fd is not None:
+            os.close(node.live.fd)
     cache.db.close()
 
 
@@ -74,7 +74,7 @@ async def test_create_write_is_on_disk_before_close_and_listed_as_a_change(tmp_p
     assert cache.read(node, 8, 100) == b"\0\0!"
     cache.release(node.id)
     [change] = cache.changes()
-    assert (change.path, change.memory_id, change.dirty) == ("/docs/a.md", None, True)
+    assert (change.path, change.memory_id, change.edited) == ("/docs/a.md", None, True)
     assert cache.find("/docs/a.md") is node
     assert [name for name, _ in cache.list_dir(docs.id)] == ["a.md"]
     cache.close()
@@ -123,7 +123,7 @@ async def test_rename_over_a_stored_file_is_one_update_of_its_memory(tmp_path):
     assert moved.id != target.id
     assert (moved.memory_id, moved.base_sha) == ("mem_target", content_sha256(b"old"))
     [change] = cache.changes()
-    assert (change.path, change.memory_id, change.dirty) == ("/notes.md", "mem_target", True)
+    assert (change.path, change.memory_id, change.edited) == ("/notes.md", "mem_target", True)
     assert cache.tombstones == {}
     assert [name for name, _ in cache.list_dir(ROOT_ID)] == ["notes.md"]
     cache.close()
@@ -173,7 +173,7 @@ async def test_unlink_leaves_a_tombstone_and_recreating_the_path_adopts_it(tmp_p
     assert cache.tombstones == {}
     assert (again.memory_id, again.base_sha) == ("mem_1", content_sha256(b"v1"))
     [change] = cache.changes()
-    assert (change.memory_id, change.dirty) == ("mem_1", True)
+    assert (change.memory_id, change.edited) == ("mem_1", True)
     cache.close()
 
 
@@ -246,7 +246,7 @@ async def test_journal_and_contents_survive_a_kill(tmp_path):
     assert set(changes) == {"/new.md", "/base.md"}
     assert changes["/base.md"].memory_id == "mem_base"
     assert changes["/base.md"].base_sha == content_sha256(b"base")
-    assert all(c.dirty for c in changes.values())
+    assert all(c.edited for c in changes.values())
     assert again.read_content(again.node(new_id)) == b"unsent"
     assert again.read_content(again.node(base_id)) == b"base+more"
     assert again.node(base_id).size == 9
@@ -263,10 +263,10 @@ async def test_mark_pushed_cleans_only_what_was_not_written_meanwhile(tmp_path):
     await cache.open(node.id)
     cache.write(node, 3, b" two")
     cache.mark_pushed(change, memory_id="mem_a", sha=content_sha256(b"one"), path="/a.md")
-    assert node.dirty and node.memory_id == "mem_a"
+    assert node.edited and node.memory_id == "mem_a"
     [change] = cache.changes()
     cache.mark_pushed(change, memory_id="mem_a", sha=content_sha256(b"one two"), path="/a.md")
-    assert not node.dirty and cache.changes() == []
+    assert not node.edited and cache.changes() == []
     cache.release(node.id)
     cache.close()
 
@@ -311,7 +311,7 @@ async def test_fsync_makes_the_content_and_the_journal_durable_before_it_returns
     assert (back.size, back.mtime_ns) == (node.size, node.mtime_ns)
     assert again.read_content(back) == b"A and more"
     [change] = again.changes()
-    assert (change.path, change.memory_id, change.dirty) == ("/a.md", "mem_1", True)
+    assert (change.path, change.memory_id, change.edited) == ("/a.md", "mem_1", True)
     again.close()
     cache.release(node.id)
     cache.close()

@@ -24,7 +24,9 @@ from memfs._exceptions import (
     StatusError,
     TransportError,
 )
-from memfs.client._client import StoreClient, _error_from, _should_retry
+from memfs.client import StoreClient
+from memfs.client._errors import error_from as _error_from
+from memfs.client._sending import should_retry as _should_retry
 
 TOKEN = "sk-unit-secret-0123456789"
 

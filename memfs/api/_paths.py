@@ -1,0 +1,106 @@
+"""Memory paths, store slugs and the marker file, exactly as `store-api.md` says.
+
+A path is the one name a memory has: both ends check it with these
+functions, so a path the client sends is one the server accepts, and the
+folders a mount shows are the prefixes the server lists.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Any
+
+from .._exceptions import InvalidPath
+
+MAX_PATH_BYTES = 1_024
+MAX_NAME_BYTES = 255
+
+MARKER_NAME = ".anthropic-memory-store"
+MARKER_PATH = "/" + MARKER_NAME
+
+
+def marker_content(store_id: str) -> bytes:
+    """The marker's exact content: `version 1\\n<store_id>`, no trailing newline."""
+    return f"version 1\n{store_id}".encode()
+
+
+def _forbidden_char(ch: str) -> bool:
+    # Cc: control characters; Cf: format characters (zero-width, bidi marks...);
+    # Cs: lone surrogates, which cannot be UTF-8 at all.
+    return unicodedata.category(ch) in ("Cc", "Cf", "Cs")
+
+
+def check_name(name: str) -> None:
+    """Raise InvalidPath unless `name` may be one segment of a memory path."""
+    if name in ("", ".", ".."):
+        raise InvalidPath(f"a path segment may not be {name!r}")
+    if "/" in name:
+        raise InvalidPath("a path segment may not contain '/'")
+    for ch in name:
+        if _forbidden_char(ch):
+            raise InvalidPath(f"a path may not contain the character U+{ord(ch):04X}")
+    if unicodedata.normalize("NFC", name) != name:
+        raise InvalidPath("a path must be NFC-normalised")
+
+
+def normalize_path(path: Any) -> str:
+    """Return the NFC form of a memory path, or raise InvalidPath with the rule it breaks.
+
+    Rules, in the order they are checked: a string; starts with `/`; at least
+    one segment; no control or format characters; at most 1,024 bytes of
+    UTF-8 (after NFC); no empty, `.` or `..` segment.
+    """
+    if not isinstance(path, str):
+        raise InvalidPath("path must be a string")
+    if not path.startswith("/"):
+        raise InvalidPath("path must start with '/'")
+    if path == "/":
+        raise InvalidPath("path must have at least one segment")
+    for ch in path:
+        if _forbidden_char(ch):
+            raise InvalidPath(f"path may not contain the character U+{ord(ch):04X}")
+    nfc = unicodedata.normalize("NFC", path)
+    if len(nfc.encode("utf-8")) > MAX_PATH_BYTES:
+        raise InvalidPath(f"path is longer than {MAX_PATH_BYTES} bytes")
+    for segment in nfc[1:].split("/"):
+        if segment == "":
+            raise InvalidPath("path may not have an empty segment")
+        if segment in (".", ".."):
+            raise InvalidPath(f"path may not have a {segment!r} segment")
+    return nfc
+
+
+def normalize_prefix(prefix: Any) -> str:
+    """A `path_prefix`: `/`, or whole segments ending in `/`."""
+    if not isinstance(prefix, str) or not prefix.startswith("/") or not prefix.endswith("/"):
+        raise InvalidPath("path_prefix must start and end with '/'")
+    if prefix == "/":
+        return prefix
+    return normalize_path(prefix[:-1]) + "/"
+
+
+def is_ancestor(ancestor: str, path: str) -> bool:
+    """True when `ancestor` is a proper ancestor folder of `path` (`/a` of `/a/b`)."""
+    return path.startswith(ancestor + "/")
+
+
+def parent_path(path: str) -> str:
+    """`/a/b` → `/a`; `/a` → `/`."""
+    head = path.rsplit("/", 1)[0]
+    return head or "/"
+
+
+def join_path(parent: str, name: str) -> str:
+    return ("" if parent == "/" else parent) + "/" + name
+
+
+_SLUG_RUN = re.compile(r"[^a-z0-9]+")
+
+
+def slugify(name: str) -> str:
+    """The store's name lowercased, every run of other characters than a-z0-9
+    made one `-`, leading and trailing `-` dropped: "User Preferences" →
+    "user-preferences". An empty result becomes "store"."""
+    slug = _SLUG_RUN.sub("-", name.lower()).strip("-")
+    return slug or "store"

@@ -1,0 +1,242 @@
+"""Agreement with the store: what the sync does to a store's cache.
+
+The sync reads what changed here (`changes`, the pending deletes), records
+uploads before it sends them, advances a file's base when the store took its
+change (`mark_pushed`), and shows the store's state (`place_remote`,
+`follow_remote_move`, `remove_remote`). The store wins conflicts: whatever
+stands where the store puts a memory goes, and a local file with changes the
+store has not seen is kept as a conflict copy first.
+"""
+
+from __future__ import annotations
+
+import time
+
+from .._exceptions import EntryExists
+from ..api import content_sha256, join_path
+from ._core import CacheCore, now_ns
+from ._node import ROOT_ID, Change, Gone, Node, NodeKind, Placement, Upload
+
+
+class Agreement(CacheCore):
+    """The sync's face of the cache (see `SyncFace`)."""
+
+    def changes(self, *, quiet_for: float = 0.0) -> list[Change]:
+        """The files changed locally since their base, as the filesystem recorded them.
+        With `quiet_for`, a file still open for writing is left out until no write
+        has touched it for that many seconds (a writer may be half way through)."""
+        out = []
+        settled = time.monotonic() - quiet_for
+        for nid in sorted(self.pending_ids):
+            n = self.nodes.get(nid)
+            if n is None or n.orphan or n.is_dir:
+                continue
+            if quiet_for and n.live.writers and n.live.last_write > settled:
+                continue
+            out.append(Change.of(n))
+        return out
+
+    # Uploads in flight: recorded durably before the request goes out.
+
+    def record_upload(self, upload: Upload) -> None:
+        self.journal.record_upload(upload)
+
+    def upload_answered(self, node_id: int) -> None:
+        self.journal.upload_answered(node_id)
+
+    def uploads(self) -> list[Upload]:
+        return self.journal.uploads()
+
+    def forget_uploads(self, node_ids: list[int]) -> None:
+        if not node_ids:
+            return
+        with self.transaction():
+            for node_id in node_ids:
+                self.journal.upload_answered(node_id)
+
+    def mark_pushed(self, change: Change, *, memory_id: str, sha: str, path: str) -> Node | None:
+        """The store now holds this file's content `sha` at `path`: advance its base.
+        The file stays changed if it was written again meanwhile."""
+        node = self.nodes.get(change.node_id)
+        if node is None or node.orphan:
+            return None
+        self._bind(node, memory_id, sha, path)
+        node.refused_sha = node.refused_reason = None
+        if node.live.edits == change.edits and node.path == path:
+            node.edited = node.pending = False
+            self.pending_ids.discard(node.id)
+            self._lru[node.id] = node.size
+        self._save(node)
+        # Its folders are now implied by the store: they go when the store empties them.
+        parent = self.nodes.get(node.parent)
+        while parent is not None and parent.id != ROOT_ID and parent.made_here:
+            parent.made_here = False
+            self._save(parent)
+            parent = self.nodes.get(parent.parent)
+        return node
+
+    def mark_refused(self, change: Change, sha: str, reason: str) -> None:
+        node = self.nodes.get(change.node_id)
+        if node is not None:
+            node.refused_sha, node.refused_reason = sha, reason
+            self._save(node)
+
+    def adopt_own_write(self, node: Node, memory_id: str, sha: str, path: str) -> None:
+        """The store holds what memfs sent for this file (the answer was lost): that
+        is the new base. The file stays changed; the next push sends what differs."""
+        self._bind(node, memory_id, sha, path)
+        node.pending = True
+        self.pending_ids.add(node.id)
+        self._save(node)
+
+    def retarget_tombstone(self, memory_id: str, path: str, sha: str) -> None:
+        """A pending delete whose memory now holds memfs's own lost write, or a memory
+        memfs created (answer lost) whose file was deleted here since."""
+        self._add_tombstone(memory_id, path, sha)
+
+    def forget_memory(self, node: Node) -> None:
+        """The store no longer has this file's memory, but it changed locally: it is new again."""
+        self._bind(node, None, None, None)
+        node.edited = node.pending = True
+        node.live.edits += 1
+        self.pending_ids.add(node.id)
+        self._save(node)
+
+    # ------------------------------------------------- the store's state
+
+    def place_remote(
+        self,
+        memory_id: str,
+        path: str,
+        sha: str,
+        size: int,
+        content: bytes | None,
+        mtime_ns: int | None = None,
+        *,
+        node: Node | None = None,
+    ) -> Placement:
+        """Show the store's memory at `path`: create the file (and its folders), or
+        move and update `node`, the clean file that has this memory id. Whatever
+        stands in the way goes (see `_set_aside`)."""
+        with self.transaction():
+            placed = Placement(self.nodes[ROOT_ID])
+            parent_path, _, name = path.rpartition("/")
+            parent = self._ensure_dirs(parent_path or "/", placed)
+            existing = self.tree.entry(parent.id, name)
+            if existing is not None and existing is not node:
+                self._set_aside(existing, placed)
+            if node is not None and node.path != path:
+                old_parent = node.parent
+                placed.gone.append((old_parent, node.name))
+                self.tree.move(node, parent.id, name)
+                self._prune_empty(old_parent, placed.gone)
+            elif node is None:
+                now = mtime_ns or now_ns()
+                node = self._insert(Node(
+                    id=0, kind=NodeKind.FILE, parent=parent.id, name=name, path=path,
+                    mode=0o644, mtime_ns=now, ctime_ns=now, size=size,
+                ))  # fmt: skip
+            placed.node = node
+            self._bind(node, memory_id, sha, path)
+            node.edited = node.pending = False
+            node.live.edits += 1
+            self.pending_ids.discard(node.id)
+            node.refused_sha = node.refused_reason = None
+            node.too_large = False
+            if content is not None:
+                self._write_content_file(node.id, content)
+                node.cached, node.size = True, len(content)
+                self._lru[node.id] = node.size
+            elif not (node.cached and node.size == size and self._cached_sha(node) == sha):
+                self._uncache(node)
+                node.size = size
+            if mtime_ns:
+                node.mtime_ns = mtime_ns
+            self._save(node)
+        return placed
+
+    def follow_remote_move(self, node: Node, path: str) -> Gone:
+        """The store moved this file's memory; it changed here too: move it, keep the
+        change. Returns the names the kernel must forget."""
+        with self.transaction():
+            existing = self.find(path)
+            if existing is not None and existing is not node:
+                raise EntryExists(f"{path} is taken here")
+            placed = Placement(node)
+            parent_path, _, name = path.rpartition("/")
+            parent = self._ensure_dirs(parent_path or "/", placed)
+            old_parent = node.parent
+            placed.gone.append((old_parent, node.name))
+            self.tree.move(node, parent.id, name)
+            node.base_path = path
+            self._save(node)
+            self._prune_empty(old_parent, placed.gone)
+        return placed.gone
+
+    def remove_remote(self, node: Node) -> Gone:
+        """The store deleted this clean file: take it out; an open file keeps its
+        content until closed. Returns the names the kernel must forget."""
+        gone: Gone = []
+        parent = node.parent
+        with self.transaction():
+            self._detach(node, gone=gone, tombstone=False)
+            self._prune_empty(parent, gone)
+        return gone
+
+    def set_aside_local_changes(self) -> list[tuple[str, str]]:
+        """For a read-only mount of a cache an earlier read-write mount left with
+        changes: keep each changed file as a conflict copy and take the changes
+        out (pending deletes, local folders too), so that the next listing shows
+        exactly the store's state. Returns (path, copy) of the copies."""
+        placed = Placement(self.nodes[ROOT_ID])
+        with self.transaction():
+            for node in [n for n in self.files() if n.pending]:
+                if node.edited or node.memory_id is None:
+                    placed.copies.append((node.path, self.keep_conflict_copy(node)))
+                self._detach(node, tombstone=False)
+            for memory_id in list(self.tombstones):
+                self.tombstone_done(memory_id)
+            folders = [n for n in self.nodes.values() if n.is_dir and n.made_here]
+            for folder in sorted(folders, key=lambda n: -n.path.count("/")):
+                if folder.id != ROOT_ID and folder.id in self.nodes:
+                    folder.made_here = False
+                    self._save(folder)
+                    self._prune_empty(folder.id)
+        return placed.copies
+
+    def _ensure_dirs(self, path: str, placed: Placement) -> Node:
+        """The folder at `path`, creating the folders a remote memory implies. A
+        file standing where the store has a folder goes (see `_set_aside`)."""
+        node = self.nodes[ROOT_ID]
+        if path == "/":
+            return node
+        for name in path.strip("/").split("/"):
+            child = self.tree.entry(node.id, name)
+            if child is not None and not child.is_dir:
+                self._set_aside(child, placed)
+                child = None
+            if child is None:
+                now = now_ns()
+                child = self._insert(Node(
+                    id=0, kind=NodeKind.DIR, parent=node.id, name=name,
+                    path=join_path(node.path, name), mode=0o755, mtime_ns=now, ctime_ns=now,
+                ))  # fmt: skip
+            node = child
+        return node
+
+    def _set_aside(self, node: Node, placed: Placement) -> None:
+        """Take a local file, or a folder and everything in it, out of the way of
+        the store's state: files with local changes (or no memory) are kept as
+        conflict copies first. Decided once: nothing is left to disagree."""
+        files = [node] if not node.is_dir else list(self.tree.files_under(node))
+        for f in files:
+            if f.pending or f.memory_id is None:
+                placed.copies.append((f.path, self.keep_conflict_copy(f)))
+        for n in self.tree.subtree(node):
+            self._detach(n, gone=placed.gone, tombstone=False)
+
+    def _cached_sha(self, node: Node) -> str | None:
+        try:
+            return content_sha256(self.read_content(node))
+        except OSError:
+            return None

@@ -1,0 +1,92 @@
+"""The cache's invariants, checked the way s3ql's tests run fsck after each test.
+
+`invariant_problems(cache)` lists every way the cache's state disagrees with itself:
+the tree, the journal, the content files, the memory-id index and the
+pending sets. An empty list means the cache is sound. Tests call it after
+every cache and filesystem test; it reads the journal, so it is not for the
+filesystem's hot path.
+"""
+
+from __future__ import annotations
+
+from ..api import join_path
+from ._core import CacheCore
+from ._node import ROOT_ID, NodeKind
+
+
+def invariant_problems(cache: CacheCore) -> list[str]:
+    out: list[str] = []
+    tree = cache.tree
+    # Every node is reachable from the root, at the path the tree derives.
+    reached: set[int] = set()
+    stack = [(ROOT_ID, "/")]
+    while stack:
+        nid, path = stack.pop()
+        if nid in reached:
+            out.append(f"node {nid} is reached twice")
+            continue
+        reached.add(nid)
+        node = tree.nodes.get(nid)
+        if node is None:
+            out.append(f"node {nid} is listed in a folder but unknown")
+            continue
+        if node.path != path:
+            out.append(f"node {nid} says its path is {node.path!r}, the tree says {path!r}")
+        for name, cid in tree.children.get(nid, {}).items():
+            child = tree.nodes.get(cid)
+            if child is not None and (child.name != name or child.parent != nid):
+                out.append(f"node {cid} is listed as {name!r} in {nid} but names itself otherwise")
+            stack.append((cid, join_path(path, name)))
+    for nid, node in tree.nodes.items():
+        if nid not in reached and not node.orphan:
+            out.append(f"node {nid} ({node.path}) is not reachable from the root")
+    # The journal holds exactly the nodes of the tree, field for field.
+    stored = {n.id: n for n in cache.journal.nodes()}
+    live = {nid: n for nid, n in tree.nodes.items() if not n.orphan}
+    for nid in stored.keys() - live.keys():
+        out.append(f"the journal holds node {nid} that the tree does not")
+    for nid in live.keys() - stored.keys():
+        out.append(f"the tree holds node {nid} ({live[nid].path}) that the journal does not")
+    for nid in stored.keys() & live.keys():
+        a, b = stored[nid], live[nid]
+        for name in ("parent", "name", "kind", "memory_id", "base_sha", "base_path", "edited"):
+            if getattr(a, name) != getattr(b, name):
+                out.append(f"node {nid} ({b.path}): the journal's {name} differs from memory's")
+    # Contents: every edited file has its content file; files count right.
+    files = [n for n in live.values() if n.kind is NodeKind.FILE]
+    if len(files) != tree.file_total:
+        out.append(f"the tree counts {tree.file_total} files but holds {len(files)}")
+    for node in files:
+        if node.edited and not node.cached:
+            out.append(f"{node.path} is edited but its content is not cached")
+        if node.cached:
+            try:
+                cache.contents.size(str(node.id))
+            except OSError:
+                out.append(f"{node.path} is cached but has no content file")
+        if node.pending != (node.id in cache.pending_ids):
+            out.append(f"{node.path}: pending is {node.pending} but the pending set disagrees")
+    # Paths and memory ids are unique; the index points at the right files.
+    seen_paths: set[str] = set()
+    for node in live.values():
+        if node.path in seen_paths:
+            out.append(f"two nodes at {node.path}")
+        seen_paths.add(node.path)
+    holders: dict[str, int] = {}
+    for node in files:
+        if node.memory_id is None:
+            continue
+        if node.memory_id in holders:
+            out.append(f"memory {node.memory_id} is held by two files")
+        holders[node.memory_id] = node.id
+        if cache.node_of_memory(node.memory_id) is not node:
+            out.append(f"the memory-id index does not point {node.memory_id} at {node.path}")
+        if node.memory_id in cache.tombstones:
+            out.append(f"{node.path} holds {node.memory_id}, which is also pending delete")
+    for memory_id, node in cache.by_memory_id().items():
+        if holders.get(memory_id) != node.id:
+            out.append(f"the memory-id index points {memory_id} at a file that does not hold it")
+    stones = {t.memory_id for t in cache.journal.tombstones()}
+    if stones != set(cache.tombstones):
+        out.append("the journal's pending deletes differ from memory's")
+    return out

@@ -1,0 +1,378 @@
+"""The parts of a store's cache that every job shares: the journal, the tree,
+the content files, the pending deletes, the memory-id index, and the few
+primitives that keep them in step (insert, save, detach, bind a memory).
+
+`StoreCache` (memfs/cache/_cache.py) adds the two faces on top: local changes
+(what the filesystem does) and agreement with the store (what the sync does).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sqlite3
+import time
+from collections.abc import Awaitable, Callable, Iterator
+
+import trio
+
+from .._private import ensure_private_dir
+from ..api import MAX_MEMORIES
+from ._conflicts import ConflictCopies
+from ._contents import ContentFiles, EvictingLRU
+from ._journal import Journal
+from ._node import ROOT_ID, Gone, Node, NodeKind, Tombstone
+from ._tree import Tree
+
+log = logging.getLogger("memfs.cache")
+
+DEFAULT_BUDGET_BYTES = 256 * 1024 * 1024
+
+ContentSource = Callable[[str], Awaitable[tuple[bytes, str]]]
+"""Fetches a memory's content by id: returns (content, content_sha256)."""
+
+
+def now_ns() -> int:
+    return time.time_ns()
+
+
+class CacheCore:
+    """The state of one store's cache, under `<cache_dir>/<store_id>/`."""
+
+    def __init__(
+        self,
+        root_dir: str,
+        store_id: str,
+        *,
+        budget_bytes: int = DEFAULT_BUDGET_BYTES,
+        source: ContentSource | None = None,
+        max_memories: int = MAX_MEMORIES,
+    ) -> None:
+        self.store_id = store_id
+        self.dir = os.path.join(root_dir, store_id)
+        self.source = source
+        """Where content that is not here yet comes from (the composition root sets it)."""
+        self.budget_bytes = budget_bytes
+        self.max_memories = max_memories
+        self.tree = Tree()
+        self.tombstones: dict[str, Tombstone] = {}
+        self.pending_ids: set[int] = set()
+        """Files with local changes the store has not agreed to."""
+        self._by_memory: dict[str, Node] = {}
+        self._trash: list[str] = []
+        self._rows_outdated: set[int] = set()
+        self._said_full = False
+        self._lru: EvictingLRU = EvictingLRU(budget_bytes, self._evict)
+        ensure_private_dir(root_dir, "cache folder", follow=True)
+        ensure_private_dir(self.dir, "cache folder")
+        self.conflicts = ConflictCopies(os.path.join(self.dir, "conflicts"))
+        self.contents = ContentFiles(self.dir)
+        self.journal = Journal(os.path.join(self.dir, "journal.sqlite3"), store_id=store_id)
+        self._load()
+
+    # ------------------------------------------------------------- views
+
+    @property
+    def nodes(self) -> dict[int, Node]:
+        return self.tree.nodes
+
+    @property
+    def children(self) -> dict[int, dict[str, int]]:
+        return self.tree.children
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        """The journal's connection (for tests and counters)."""
+        return self.journal.db
+
+    @property
+    def contents_dir(self) -> str:
+        return self.contents.dir
+
+    @property
+    def conflicts_dir(self) -> str:
+        return self.conflicts.dir
+
+    def node(self, node_id: int) -> Node:
+        return self.tree.node(node_id)
+
+    def get(self, node_id: int) -> Node | None:
+        """The node with this id, or None."""
+        return self.tree.nodes.get(node_id)
+
+    def lookup(self, parent_id: int, name: str) -> Node:
+        return self.tree.lookup(parent_id, name)
+
+    def find(self, path: str) -> Node | None:
+        return self.tree.find(path)
+
+    def list_dir(self, node_id: int) -> list[tuple[str, Node]]:
+        return self.tree.list_dir(node_id)
+
+    def subdir_count(self, node_id: int) -> int:
+        return self.tree.subdir_count(node_id)
+
+    def files(self) -> Iterator[Node]:
+        return self.tree.files()
+
+    def file_count(self) -> int:
+        return self.tree.file_total
+
+    def cached_bytes(self) -> int:
+        return sum(n.size for n in self.files() if n.cached)
+
+    @property
+    def full(self) -> bool:
+        """The store will hold as many memories as it may once pending changes land."""
+        return self.tree.file_total + len(self.tombstones) >= self.max_memories
+
+    def node_of_memory(self, memory_id: str) -> Node | None:
+        """The file that holds this memory here, if any (the memory-id index)."""
+        return self._by_memory.get(memory_id)
+
+    def by_memory_id(self) -> dict[str, Node]:
+        return dict(self._by_memory)
+
+    def get_meta(self, key: str) -> str | None:
+        return self.journal.get_meta(key)
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        self.journal.set_meta(key, value)
+
+    def transaction(self) -> contextlib.AbstractContextManager[None]:
+        """Group several changes in one journal transaction (one commit)."""
+        return self.journal.transaction()
+
+    # ------------------------------------------------------------ loading
+
+    def _load(self) -> None:
+        nodes = list(self.journal.nodes())
+        self.tree.load(nodes)
+        # Content files are the truth for sizes; a file whose content vanished is not cached.
+        for node in nodes:
+            if node.kind is not NodeKind.FILE:
+                continue
+            if node.cached or node.edited:
+                try:
+                    node.size = self.contents.size(str(node.id))
+                    node.cached = True
+                except FileNotFoundError:
+                    if node.edited:
+                        log.error("content of changed file %s is missing from the cache", node.path)
+                        node.edited = False
+                    node.cached = False
+            if node.pending:
+                self.pending_ids.add(node.id)
+            if node.memory_id is not None:
+                self._by_memory[node.memory_id] = node
+            if node.cached and not node.edited:
+                self._lru[node.id] = node.size
+        self.tombstones = {t.memory_id: t for t in self.journal.tombstones()}
+        self._remove_strays()
+
+    def _remove_strays(self) -> None:
+        """Delete content files that no node owns (left by a kill during an unlink)."""
+        for name in self.contents.names():
+            base = name.split(".", 1)[0]
+            if not base.isdigit() or int(base) not in self.nodes or "." in name:
+                with contextlib.suppress(OSError):
+                    self.contents.unlink(name)
+
+    # -------------------------------------------------------- background
+
+    async def housekeeping(
+        self, every: float = 0.2, busy: Callable[[], bool] = lambda: False
+    ) -> None:
+        """Runs while mounted: saves sizes and times of closed files, deletes
+        dropped contents, and refills the file pool, the last two in a worker
+        thread. The pool is refilled only while the filesystem is idle (`busy`
+        says whether requests came since the last call), a batch at a time, so
+        that making files never competes with the requests that need them."""
+        while True:
+            try:
+                if self._rows_outdated:
+                    self.save_pending()
+                if self._trash:
+                    trash, self._trash = self._trash, []
+                    await trio.to_thread.run_sync(self.contents.unlink_all, trash)
+                if len(self.contents.free) < self.contents.high and not busy():
+                    batch = min(64, self.contents.high - len(self.contents.free))
+                    self.contents.free += await trio.to_thread.run_sync(self.contents.make, batch)
+            except OSError as e:
+                log.warning("housekeeping of %s: %s", self.store_id, e)
+            await trio.sleep(every)
+
+    def save_pending(self) -> None:
+        """Save the sizes and times of closed files in one journal transaction."""
+        ids, self._rows_outdated = self._rows_outdated, set()
+        with self.transaction():
+            for node_id in ids:
+                node = self.nodes.get(node_id)
+                if node is not None and node.live.row_outdated and not node.orphan:
+                    self._save(node)
+
+    def empty_trash(self) -> None:
+        """Delete the content files of dropped files now."""
+        trash, self._trash = self._trash, []
+        self.contents.unlink_all(trash)
+
+    def close(self) -> None:
+        self.save_pending()
+        self.empty_trash()
+        for node in self.nodes.values():
+            if node.live.fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(node.live.fd)
+                node.live.fd = None
+        self.journal.close()
+        self.contents.close()
+
+    # --------------------------------------------------------- primitives
+
+    def _insert(self, node: Node) -> Node:
+        node.id = self.journal.insert(node)
+        self.tree.attach(node)
+        if node.memory_id is not None:
+            self._by_memory[node.memory_id] = node
+        self.nodes[node.parent].mtime_ns = node.ctime_ns
+        return node
+
+    def _save(self, node: Node) -> None:
+        self.journal.save(node)
+        node.live.row_outdated = False
+
+    def _bind(self, node: Node, memory_id: str | None, sha: str | None, path: str | None) -> None:
+        """Set the base a file agrees on with the store, and index it by memory id."""
+        if node.memory_id is not None and self._by_memory.get(node.memory_id) is node:
+            del self._by_memory[node.memory_id]
+        node.memory_id, node.base_sha, node.base_path = memory_id, sha, path
+        if memory_id is not None:
+            self._by_memory[memory_id] = node
+
+    def _mark_pending(self, node: Node, *, content: bool) -> None:
+        """Record a local change durably before the caller touches the content."""
+        node.live.edits += 1
+        was = (node.edited, node.pending)
+        if content:
+            node.edited = True
+        node.pending = True
+        self.pending_ids.add(node.id)
+        self._lru.pop(node.id, None)
+        if (node.edited, node.pending) != was:
+            self._save(node)
+
+    def _detach(self, node: Node, *, gone: Gone | None = None, tombstone: bool = True) -> None:
+        """Take a node out of the tree; a file still open lives on as an orphan until
+        released. A file with a memory becomes a pending delete (`tombstone`),
+        unless the store itself took it away. `gone` collects the names taken
+        out, for the kernel to forget."""
+        if gone is not None:
+            gone.append((node.parent, node.name))
+        self.tree.detach(node)
+        self.nodes[node.parent].mtime_ns = now_ns()
+        self.journal.delete(node.id)
+        if node.is_dir:
+            return
+        if node.memory_id is not None and tombstone:
+            self._add_tombstone(node.memory_id, node.base_path or node.path, node.base_sha or "")
+        self.pending_ids.discard(node.id)
+        self._lru.pop(node.id, None)
+        self._bind(node, None, node.base_sha, node.base_path)
+        node.pending = node.edited = False
+        if node.live.open_count > 0:
+            node.live.orphan = True
+        else:
+            self._drop(node)
+
+    def _drop(self, node: Node) -> None:
+        self.tree.forget(node)
+        if node.live.fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(node.live.fd)
+            node.live.fd = None
+        # Ids are never reused, so the file can go later, off the request's path
+        # (deleting a freshly written file costs this disk ~0.3 ms).
+        self._trash.append(str(node.id))
+
+    def _prune_empty(self, dir_id: int, gone: Gone | None = None) -> None:
+        """Folders the store implied go once nothing is left in them."""
+        while dir_id != ROOT_ID:
+            d = self.nodes.get(dir_id)
+            if d is None or d.made_here or self.children.get(dir_id):
+                return
+            parent = d.parent
+            self._detach(d, gone=gone)
+            dir_id = parent
+
+    def _add_tombstone(self, memory_id: str, path: str, base_sha: str) -> None:
+        stone = Tombstone(memory_id, path, base_sha, time.time())
+        self.tombstones[memory_id] = stone
+        self.journal.add_tombstone(stone)
+
+    def tombstone_done(self, memory_id: str) -> None:
+        self.tombstones.pop(memory_id, None)
+        self.journal.drop_tombstone(memory_id)
+
+    def _adopt_tombstone(self, path: str) -> Tombstone | None:
+        """A file deleted and written again at the same path before the store saw the
+        delete is one update of the same memory: take its pending delete back."""
+        for stone in self.tombstones.values():
+            if stone.path == path:
+                self.tombstone_done(stone.memory_id)
+                return stone
+        return None
+
+    # ------------------------------------------------------------ contents
+
+    def _content_path(self, node_id: int) -> str:
+        """Where a content file is (for people and tests; memfs reaches it through `contents`)."""
+        return self.contents.path(str(node_id))
+
+    def _write_content_file(self, node_id: int, content: bytes, *, fresh: bool = False) -> None:
+        """Replace a content file atomically; an open descriptor follows the new content.
+        `fresh`: the journal does not call this file cached yet, so a torn write
+        cannot be mistaken for content and the file is written in place."""
+        files = self.contents
+        name = str(node_id)
+        if fresh:
+            files.take(name)
+            if content:
+                files.write_in_place(name, content)
+            return
+        tmp = name + ".new"
+        files.take(tmp)
+        files.write_in_place(tmp, content)
+        files.replace(tmp, name)
+        node = self.nodes.get(node_id)
+        if node is not None and node.live.fd is not None:
+            new_fd = files.open(name)
+            os.dup2(new_fd, node.live.fd)
+            os.close(new_fd)
+
+    def read_content(self, node: Node) -> bytes:
+        """The whole local content of a cached file."""
+        return self.contents.read(str(node.id))
+
+    def keep_conflict_copy(self, node: Node) -> str:
+        """Copy the local content of a file outside the mount before the store's
+        wins; returns the copy's path (see `ConflictCopies`)."""
+        return self.conflicts.keep(node.path, self.read_content(node) if node.cached else b"")
+
+    def _touch(self, node: Node) -> None:
+        if node.id in self._lru:
+            self._lru[node.id] = self._lru[node.id]
+
+    def _evict(self, node_id: int) -> None:
+        node = self.nodes.get(node_id)
+        if node is None or node.edited or node.live.open_count > 0 or not node.cached:
+            return
+        node.cached = False
+        self.contents.unlink(str(node.id))
+        self._save(node)
+
+    def _uncache(self, node: Node) -> None:
+        if node.cached and node.live.open_count == 0:
+            self.contents.unlink(str(node.id))
+            node.cached = False
+            self._lru.pop(node.id, None)

@@ -1,0 +1,247 @@
+"""The journal of one store: an SQLite file (WAL) under the store's cache folder.
+
+It keeps every node's row, the pending deletes, the uploads in flight and a
+little metadata (the feed position, the mount folder memfs made). The schema
+is versioned with `PRAGMA user_version`; each migration runs once, in its own
+transaction. A node's columns are listed once (`NODE_FIELDS`): rows, inserts
+and updates are all made from that list.
+
+One process owns a store's journal (exclusive locking: no file locks per
+transaction); a second one is refused with `CacheInUse`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from .._exceptions import CacheCorrupt, CacheInUse
+from ._node import FIRST_NODE_ID, ROOT_ID, Node, NodeKind, Tombstone, Upload
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS nodes (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    parent INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    mode INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    ctime_ns INTEGER NOT NULL,
+    size INTEGER NOT NULL DEFAULT 0,
+    memory_id TEXT,
+    base_sha TEXT,
+    base_path TEXT,
+    dirty INTEGER NOT NULL DEFAULT 0,
+    changed INTEGER NOT NULL DEFAULT 0,
+    cached INTEGER NOT NULL DEFAULT 0,
+    local_dir INTEGER NOT NULL DEFAULT 0,
+    refused_sha TEXT,
+    refused_reason TEXT,
+    UNIQUE (parent, name)
+);
+DROP INDEX IF EXISTS nodes_changed;
+CREATE TABLE IF NOT EXISTS tombstones (
+    memory_id TEXT PRIMARY KEY,
+    path TEXT NOT NULL,
+    base_sha TEXT NOT NULL,
+    deleted_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta (
+    key TEXT PRIMARY KEY,
+    value TEXT
+);
+"""
+"""The schema of user_version 0, as the first journals were made."""
+
+MIGRATIONS: list[str] = [
+    # 1: a refused EFBIG write is remembered; uploads in flight are recorded.
+    """
+    ALTER TABLE nodes ADD COLUMN too_large INTEGER NOT NULL DEFAULT 0;
+    CREATE TABLE uploads (
+        node_id INTEGER PRIMARY KEY,
+        memory_id TEXT,
+        path TEXT NOT NULL,
+        sha TEXT NOT NULL
+    );
+    """,
+]
+"""Journal migrations: `PRAGMA user_version` counts those applied."""
+
+
+@dataclass(frozen=True)
+class Field:
+    """One persisted attribute of a `Node` and the column that keeps it."""
+
+    attribute: str
+    column: str
+    to_row: Callable[[Any], Any] = lambda v: v
+    from_row: Callable[[Any], Any] = lambda v: v
+
+
+NODE_FIELDS: tuple[Field, ...] = (
+    Field("parent", "parent"),
+    Field("name", "name"),
+    Field("kind", "kind", str, NodeKind),
+    Field("mode", "mode"),
+    Field("mtime_ns", "mtime_ns"),
+    Field("ctime_ns", "ctime_ns"),
+    Field("size", "size"),
+    Field("memory_id", "memory_id"),
+    Field("base_sha", "base_sha"),
+    Field("base_path", "base_path"),
+    Field("edited", "dirty", int, bool),
+    Field("pending", "changed", int, bool),
+    Field("cached", "cached", int, bool),
+    Field("made_here", "local_dir", int, bool),
+    Field("refused_sha", "refused_sha"),
+    Field("refused_reason", "refused_reason"),
+    Field("too_large", "too_large", int, bool),
+)
+"""Every persisted field of a node but its id, in column order."""
+
+_COLUMNS = ", ".join(f.column for f in NODE_FIELDS)
+_SELECT = f"SELECT id, {_COLUMNS} FROM nodes ORDER BY id"
+_INSERT = f"INSERT INTO nodes ({_COLUMNS}) VALUES ({', '.join('?' for _ in NODE_FIELDS)})"
+_UPDATE = f"UPDATE nodes SET {', '.join(f.column + '=?' for f in NODE_FIELDS)} WHERE id=?"
+
+
+def _values(node: Node) -> list[Any]:
+    return [f.to_row(getattr(node, f.attribute)) for f in NODE_FIELDS]
+
+
+class Journal:
+    """The SQLite journal of one store, at `path`."""
+
+    def __init__(self, path: str, *, store_id: str) -> None:
+        self.path = path
+        self._durable_changes = -1
+        try:
+            self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            self.db.execute("PRAGMA locking_mode=EXCLUSIVE")
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.executescript(SCHEMA)
+            self._migrate()
+            self._ensure_root()
+        except sqlite3.OperationalError as e:
+            if "locked" in str(e):
+                raise CacheInUse(
+                    f"the cache at {os.path.dirname(path)} is in use by another memfs "
+                    f"process of store {store_id}"
+                ) from e
+            raise CacheCorrupt(f"cannot open the cache at {os.path.dirname(path)}: {e}") from e
+        except (OSError, sqlite3.Error) as e:
+            raise CacheCorrupt(f"cannot open the cache at {os.path.dirname(path)}: {e}") from e
+
+    def _migrate(self) -> None:
+        version = self.db.execute("PRAGMA user_version").fetchone()[0]
+        for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
+            self.db.executescript(f"BEGIN; {script}; PRAGMA user_version = {number}; COMMIT;")
+
+    def _ensure_root(self) -> None:
+        if self.db.execute("SELECT 1 FROM nodes WHERE id = ?", (ROOT_ID,)).fetchone() is None:
+            self.db.execute(
+                "INSERT INTO nodes (id, parent, name, kind, mode, mtime_ns, ctime_ns, local_dir) "
+                "VALUES (?, 0, '', 'dir', ?, ?, ?, 1)",
+                (ROOT_ID, 0o755, time.time_ns(), time.time_ns()),
+            )
+            self.db.execute(
+                "UPDATE sqlite_sequence SET seq = ? WHERE name = 'nodes'", (FIRST_NODE_ID - 1,)
+            )
+
+    def close(self) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self.db.close()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One commit for everything inside; nested uses join the outer one."""
+        if self.db.in_transaction:
+            yield
+            return
+        self.db.execute("BEGIN")
+        try:
+            yield
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        else:
+            self.db.execute("COMMIT")
+
+    def make_durable(self) -> None:
+        """Commits reach the WAL file at once (synchronous=NORMAL); one fsync of it
+        makes them durable, and none is needed when nothing was committed since."""
+        if self.db.total_changes == self._durable_changes:
+            return
+        with contextlib.suppress(OSError):
+            fd = os.open(self.path + "-wal", os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        self._durable_changes = self.db.total_changes
+
+    # --------------------------------------------------------------- nodes
+
+    def nodes(self) -> Iterator[Node]:
+        for row in self.db.execute(_SELECT).fetchall():
+            values = {f.attribute: f.from_row(v) for f, v in zip(NODE_FIELDS, row[1:], strict=True)}
+            yield Node(id=row[0], **values)
+
+    def insert(self, node: Node) -> int:
+        """Insert a new node's row; returns its id."""
+        cur = self.db.execute(_INSERT, _values(node))
+        assert cur.lastrowid is not None
+        return cur.lastrowid
+
+    def save(self, node: Node) -> None:
+        self.db.execute(_UPDATE, [*_values(node), node.id])
+
+    def delete(self, node_id: int) -> None:
+        self.db.execute("DELETE FROM nodes WHERE id = ?", (node_id,))
+
+    # ---------------------------------------------------------- tombstones
+
+    def tombstones(self) -> Iterator[Tombstone]:
+        for row in self.db.execute("SELECT memory_id, path, base_sha, deleted_at FROM tombstones"):
+            yield Tombstone(*row)
+
+    def add_tombstone(self, stone: Tombstone) -> None:
+        self.db.execute(
+            "INSERT OR REPLACE INTO tombstones (memory_id, path, base_sha, deleted_at) "
+            "VALUES (?, ?, ?, ?)",
+            (stone.memory_id, stone.path, stone.base_sha, stone.deleted_at),
+        )
+
+    def drop_tombstone(self, memory_id: str) -> None:
+        self.db.execute("DELETE FROM tombstones WHERE memory_id = ?", (memory_id,))
+
+    # ------------------------------------------------------------- uploads
+
+    def record_upload(self, upload: Upload) -> None:
+        self.db.execute(
+            "INSERT OR REPLACE INTO uploads (node_id, memory_id, path, sha) VALUES (?, ?, ?, ?)",
+            (upload.node_id, upload.memory_id, upload.path, upload.sha),
+        )
+
+    def upload_answered(self, node_id: int) -> None:
+        self.db.execute("DELETE FROM uploads WHERE node_id = ?", (node_id,))
+
+    def uploads(self) -> list[Upload]:
+        rows = self.db.execute("SELECT node_id, memory_id, path, sha FROM uploads")
+        return [Upload(*row) for row in rows]
+
+    # ---------------------------------------------------------------- meta
+
+    def get_meta(self, key: str) -> str | None:
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        self.db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))

@@ -1,0 +1,354 @@
+"""Local changes: what the filesystem does to a store's cache.
+
+Every change is recorded in the journal before the caller touches the
+content (`_mark_pending`), so a killed process never leaves changed content
+that the journal calls clean; `write()` puts its bytes in the content file
+before it returns; `fsync()` makes the content file and the journal durable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+
+import trio
+
+from .._exceptions import (
+    CacheCorrupt,
+    ContentUnavailable,
+    DirectoryNotEmpty,
+    EntryExists,
+    FileTooLarge,
+    IsADirectory,
+    MemfsError,
+    NotADirectory,
+    StoreFull,
+)
+from ..api import MAX_CONTENT_BYTES, join_path
+from ._core import CacheCore, log, now_ns
+from ._node import Node, NodeKind
+
+
+class LocalChanges(CacheCore):
+    """The filesystem's face of the cache (see `FilesystemFace`)."""
+
+    # ------------------------------------------------------------ names
+
+    def mkdir(self, parent_id: int, name: str, mode: int) -> Node:
+        parent = self.node(parent_id)
+        path = self.tree.check_new_name(parent, name)
+        now = now_ns()
+        node = Node(
+            id=0, kind=NodeKind.DIR, parent=parent_id, name=name, path=path,
+            mode=mode & 0o7777, mtime_ns=now, ctime_ns=now, made_here=True,
+        )  # fmt: skip
+        return self._insert(node)
+
+    def create(self, parent_id: int, name: str, mode: int) -> Node:
+        """A new empty file, changed locally, content cached (and empty)."""
+        parent = self.node(parent_id)
+        path = self.tree.check_new_name(parent, name)
+        now = now_ns()
+        node = Node(
+            id=0, kind=NodeKind.FILE, parent=parent_id, name=name, path=path,
+            mode=mode & 0o7777, mtime_ns=now, ctime_ns=now, edited=True, pending=True,
+            cached=True,
+        )  # fmt: skip
+        stone = next((s for s in self.tombstones.values() if s.path == path), None)
+        if stone is None and self.full:
+            if not self._said_full:
+                log.warning(
+                    "store %s will hold %d memories, its limit: new files are refused (ENOSPC) "
+                    "until some are deleted",
+                    self.store_id,
+                    self.max_memories,
+                )
+                self._said_full = True
+            raise StoreFull(
+                f"{path}: the store holds at most {self.max_memories} memories; delete some first"
+            )
+        self._said_full = False
+        # One autocommitted INSERT is the common case; adopting a pending delete
+        # changes two tables, in one transaction.
+        with self.transaction() if stone is not None else contextlib.nullcontext():
+            adopted = self._adopt_tombstone(path)
+            if adopted is not None:
+                node.memory_id, node.base_sha = adopted.memory_id, adopted.base_sha
+                node.base_path = adopted.path
+            self._insert(node)
+            self._write_content_file(node.id, b"", fresh=True)
+        self.pending_ids.add(node.id)
+        node.live.edits = 1
+        return node
+
+    def unlink(self, parent_id: int, name: str) -> Node:
+        node = self.lookup(parent_id, name)
+        if node.is_dir:
+            raise IsADirectory(f"{node.path} is a folder")
+        with self.transaction():
+            self._detach(node)
+        return node
+
+    def rmdir(self, parent_id: int, name: str) -> None:
+        node = self.lookup(parent_id, name)
+        if not node.is_dir:
+            raise NotADirectory(f"{node.path} is not a folder")
+        if self.children[node.id]:
+            raise DirectoryNotEmpty(f"{node.path} is not empty")
+        with self.transaction():
+            self._detach(node)
+
+    def rename(
+        self,
+        old_parent: int,
+        old_name: str,
+        new_parent: int,
+        new_name: str,
+        *,
+        noreplace: bool = False,
+    ) -> Node:
+        """Move a file or folder; over an existing file, the moved file takes the
+        target's place in the store (an editor's save is one update of the target)."""
+        node = self.lookup(old_parent, old_name)
+        dest = self.node(new_parent)
+        if not dest.is_dir:
+            raise NotADirectory(f"{dest.path} is not a folder")
+        self.tree.check_move(node, dest, new_name)
+        target = self.tree.entry(new_parent, new_name)
+        if target is node:
+            return node
+        if target is None:
+            self.tree.check_new_name(dest, new_name)
+        else:
+            if noreplace:
+                raise EntryExists(f"{join_path(dest.path, new_name)} already exists")
+            if target.is_dir and not node.is_dir:
+                raise IsADirectory(f"{target.path} is a folder")
+            if node.is_dir and not target.is_dir:
+                raise NotADirectory(f"{target.path} is not a folder")
+            if target.is_dir and self.children[target.id]:
+                raise DirectoryNotEmpty(f"{target.path} is not empty")
+        with self.transaction():
+            inherit = None
+            if target is not None:
+                if not target.is_dir and target.memory_id is not None:
+                    # The moved file takes the target's memory over (an editor's save is one
+                    # update of the target); the memory it had itself is deleted instead.
+                    inherit = (target.memory_id, target.base_sha, target.base_path)
+                    self._bind(target, None, None, None)
+                    if node.memory_id is not None:
+                        self._add_tombstone(
+                            node.memory_id, node.base_path or node.path, node.base_sha or ""
+                        )
+                self._detach(target)
+            elif not node.is_dir and node.memory_id is None:
+                stone = self._adopt_tombstone(join_path(dest.path, new_name))
+                if stone is not None:
+                    inherit = (stone.memory_id, stone.base_sha, stone.path)
+            self.tree.move(node, new_parent, new_name)
+            now = now_ns()
+            node.ctime_ns = now
+            self.nodes[old_parent].mtime_ns = self.nodes[new_parent].mtime_ns = now
+            if inherit is not None:
+                self._bind(node, *inherit)
+                node.edited = True
+            if node.is_dir:
+                node.made_here = True
+                self._save(node)
+                for f in self.tree.files_under(node):
+                    if f.memory_id is not None:
+                        self._mark_pending(f, content=False)
+            else:
+                node.live.edits += 1
+                node.pending = True
+                self.pending_ids.add(node.id)
+                self._save(node)
+        return node
+
+    def chmod(self, node_id: int, mode: int) -> None:
+        node = self.node(node_id)
+        node.mode = mode & 0o7777
+        node.ctime_ns = now_ns()
+        if not node.orphan:
+            self._save(node)
+
+    def set_times(self, node_id: int, mtime_ns: int | None) -> None:
+        node = self.node(node_id)
+        if mtime_ns is not None:
+            node.mtime_ns = mtime_ns
+        node.ctime_ns = now_ns()
+        if not node.orphan:
+            self._save(node)
+
+    # ----------------------------------------------------------- content
+
+    async def open(self, node_id: int, *, truncate: bool = False, writable: bool = False) -> Node:
+        """Make a file's content available locally (fetching it if need be) and hold it open.
+        A `writable` open counts as a writer until its `release(writable=True)`: a file
+        with writers is pushed only once no write touched it for a while."""
+        node = self.node(node_id)
+        if node.is_dir:
+            raise IsADirectory(f"{node.path} is a folder")
+        if truncate:
+            self.truncate_content(node, 0)
+        elif not node.cached:
+            await self._fetch(node)
+        live = node.live
+        if live.fd is None:
+            try:
+                live.fd = self.contents.open(str(node.id))
+            except OSError as e:
+                raise CacheCorrupt(f"content of {node.path} is missing from the cache: {e}")
+        live.open_count += 1
+        if writable:
+            live.writers += 1
+        self._touch(node)
+        return node
+
+    async def _fetch(self, node: Node) -> None:
+        """Wait for the content of a file (one fetch at a time per file)."""
+        live = node.live
+        if live.fetching is not None:
+            await live.fetching.wait()
+            if node.cached:
+                return
+        if node.memory_id is None or self.source is None:
+            raise ContentUnavailable(
+                f"{node.path} has no content here and no store to fetch it from"
+            )
+        live.fetching = trio.Event()
+        try:
+            memory_id = node.memory_id
+            try:
+                content, sha = await self.source(memory_id)
+            except MemfsError as e:
+                raise ContentUnavailable(f"cannot fetch {node.path}: {e}")
+            if node.cached or node.memory_id != memory_id or node.orphan:
+                return
+            self.install_content(node, content, sha)
+        finally:
+            live.fetching.set()
+            live.fetching = None
+
+    def install_content(self, node: Node, content: bytes, sha: str) -> None:
+        """Cache the store's content of a clean file. Content newer than the base
+        is shown, but the base stays: the next pass pulls it properly and makes
+        the kernel forget the size it was told."""
+        if node.cached or node.edited or node.orphan:
+            return
+        self._write_content_file(node.id, content, fresh=node.live.fd is None)
+        node.cached = True
+        node.size = len(content)
+        self._save(node)
+        self._lru[node.id] = node.size
+
+    async def ensure_cached(self, node_id: int) -> bool:
+        """Fetch a file's content if it is not here yet; True when it was fetched."""
+        node = self.nodes.get(node_id)
+        if node is None or node.is_dir or node.cached or node.orphan:
+            return False
+        await self._fetch(node)
+        return True
+
+    def release(self, node_id: int, *, writable: bool = False) -> None:
+        node = self.nodes.get(node_id)
+        if node is None:
+            return
+        live = node.live
+        live.open_count = max(0, live.open_count - 1)
+        if writable:
+            live.writers = max(0, live.writers - 1)
+        if live.open_count:
+            return
+        if live.fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(live.fd)
+            live.fd = None
+        if live.orphan:
+            self._drop(node)
+            return
+        if live.row_outdated:
+            # Sizes and times are saved in batches by housekeeping (and at
+            # close): the content file holds the size, a kill loses an mtime at most.
+            self._rows_outdated.add(node.id)
+        if not node.edited and node.cached:
+            self._lru[node.id] = node.size
+
+    def read(self, node: Node, offset: int, size: int) -> bytes:
+        if node.live.fd is None:
+            raise CacheCorrupt(f"{node.path} is not open")
+        return os.pread(node.live.fd, size, offset)
+
+    def write(self, node: Node, offset: int, data: bytes) -> int:
+        end = offset + len(data)
+        self.check_size(node, end)
+        fd = node.live.fd
+        if fd is None:
+            raise CacheCorrupt(f"{node.path} is not open")
+        if not node.orphan:
+            self._mark_pending(node, content=True)
+        n = os.pwrite(fd, data, offset)
+        if end > node.size:
+            node.size = end
+        self._written(node)
+        return n
+
+    def check_size(self, node: Node, size: int) -> None:
+        """Refuse a content past the limit (FileTooLarge); the file is then
+        remembered as `too_large` and not pushed until a write within the limit."""
+        if size <= MAX_CONTENT_BYTES:
+            return
+        if not node.too_large and not node.orphan:
+            node.too_large = True
+            self._save(node)
+        raise FileTooLarge(
+            f"{node.path} would be {size} bytes; a memory holds at most {MAX_CONTENT_BYTES}"
+        )
+
+    def _written(self, node: Node) -> None:
+        node.mtime_ns = node.ctime_ns = now_ns()
+        node.live.last_write = time.monotonic()
+        node.live.row_outdated = True
+        if node.too_large:
+            node.too_large = False
+            if not node.orphan:
+                self._save(node)
+
+    def truncate(self, node_id: int, size: int) -> None:
+        node = self.node(node_id)
+        if node.is_dir:
+            raise IsADirectory(f"{node.path} is a folder")
+        self.truncate_content(node, size)
+        if node.live.row_outdated and node.live.open_count == 0:
+            self._save(node)
+
+    def truncate_content(self, node: Node, size: int) -> None:
+        self.check_size(node, size)
+        if size == node.size and node.cached:
+            if node.too_large:
+                self._written(node)
+            return
+        if not node.orphan:
+            self._mark_pending(node, content=True)
+        if node.live.fd is not None:
+            os.ftruncate(node.live.fd, size)
+        elif node.cached:
+            self.contents.truncate(str(node.id), size)
+        elif size == 0:
+            self._write_content_file(node.id, b"", fresh=True)
+        else:
+            raise ContentUnavailable(f"{node.path} has no content here to truncate")
+        if not node.cached:
+            node.cached = True
+            self._save(node)
+        node.size = size
+        self._written(node)
+
+    def fsync(self, node: Node | None) -> None:
+        """Make the file's content and the journal durable."""
+        if node is not None and node.live.fd is not None:
+            if not node.orphan and node.live.row_outdated:
+                self._save(node)
+            os.fsync(node.live.fd)
+        self.journal.make_durable()

@@ -1,0 +1,209 @@
+"""Sending one call of the client: the attempts, the waits between them and
+what they cost.
+
+A call is a pipeline of small steps: `call` → `exchange` (the attempts and
+the waits) → one `httpx` request → `decode` (an error answer or a body that
+is no JSON becomes an exception, `_errors`). What it promises:
+
+- 408, 429, 500, 502, 503, 504, 529 and transport errors are retried with
+  exponential backoff and full jitter, honouring `retry-after-ms` (preferred)
+  or `retry-after`, up to `max_retries` times; 400, 401, 403, 404, 409 and
+  413 never are. An answer's `x-should-retry: true|false` overrides that
+  rule, as the SDKs let it. A URL httpx cannot send to is never retried.
+- Every attempt is counted in `ClientStats`.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import httpx
+import trio
+
+from .._exceptions import StoreError
+from ._errors import error_from, retry_after_seconds, transport_reason
+
+log = logging.getLogger("memfs.client")
+
+HttpMethod = Literal["GET", "POST", "DELETE"]
+"""The methods the Memory Store API uses."""
+
+RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504, 529})
+
+_NEVER_RETRIED = (httpx.UnsupportedProtocol, httpx.InvalidURL)
+"""Errors no later attempt can mend: the URL itself is unusable."""
+
+
+@dataclass
+class ClientStats:
+    """What the client sent: `requests` counts HTTP attempts (retries
+    included), `retries` the attempts after the first, `by_method` attempts per
+    HTTP method, `by_operation` calls per client method, `by_status` answers
+    per status code (0 for no answer)."""
+
+    requests: int = 0
+    retries: int = 0
+    by_method: Counter[str] = field(default_factory=Counter)
+    by_operation: Counter[str] = field(default_factory=Counter)
+    by_status: Counter[int] = field(default_factory=Counter)
+
+    def reset(self) -> None:
+        self.requests = 0
+        self.retries = 0
+        self.by_method.clear()
+        self.by_operation.clear()
+        self.by_status.clear()
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often a call is retried and how long the waits between attempts are."""
+
+    max_retries: int = 6
+    backoff_base: float = 0.2
+    backoff_max: float = 10.0
+
+    def delay(self, attempt: int, retry_after: float | None) -> float:
+        """The wait before attempt `attempt + 1`: what the answer asked for
+        (at most three times `backoff_max`), else full jitter up to
+        `backoff_base * 2**attempt`, capped at `backoff_max`."""
+        if retry_after is not None:
+            return min(retry_after, self.backoff_max * 3)
+        return random.uniform(0, min(self.backoff_max, self.backoff_base * 2**attempt))
+
+
+def should_retry(response: httpx.Response) -> bool:
+    """Whether an answer is worth another attempt: an error answer's
+    `x-should-retry: true|false` decides, else its status is in RETRY_STATUSES."""
+    if response.status_code < 400:
+        return False
+    header: str = response.headers.get("x-should-retry", "").strip().lower()
+    if header in ("true", "false"):
+        return header == "true"
+    return response.status_code in RETRY_STATUSES
+
+
+@dataclass
+class Answer:
+    """The last HTTP answer of one call, and how many attempts it took."""
+
+    response: httpx.Response
+    attempts: int
+
+
+class Sender:
+    """Sends the client's calls through one httpx client (one connection pool)."""
+
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        *,
+        base_url: str,
+        timeout: float,
+        policy: RetryPolicy,
+        stats: ClientStats,
+    ) -> None:
+        self.http = http
+        self.base_url = base_url
+        self.timeout = timeout
+        self.policy = policy
+        self.stats = stats
+
+    async def call(
+        self,
+        operation: str,
+        method: HttpMethod,
+        url: str,
+        *,
+        params: dict[str, str] | None = None,
+        json: Any = None,
+    ) -> Any:
+        """The decoded body of a successful answer; a StoreError otherwise."""
+        return self.decode(await self.exchange(operation, method, url, params=params, json=json))
+
+    async def exchange(
+        self,
+        operation: str,
+        method: HttpMethod,
+        url: str,
+        *,
+        params: dict[str, str] | None = None,
+        json: Any = None,
+    ) -> Answer:
+        """Send one call, retrying what may be retried.
+
+        Returns the final answer (a success, an answer that is not retried, or
+        the last retryable one once retries ran out); raises TransportError
+        when the last attempt got no answer at all.
+        """
+        self.stats.by_operation[operation] += 1
+        attempt = 0
+        while True:
+            try:
+                response = await self._attempt(method, url, params, json, retry=attempt > 0)
+            except (httpx.HTTPError, httpx.InvalidURL) as e:
+                if attempt >= self.policy.max_retries or isinstance(e, _NEVER_RETRIED):
+                    raise error_from(
+                        exc=e, base_url=self.base_url, timeout=self.timeout, attempts=attempt + 1
+                    )
+                reason = transport_reason(e, self.timeout)
+                await self._wait(attempt, None, f"{method} {url}: {reason}")
+            else:
+                if attempt >= self.policy.max_retries or not should_retry(response):
+                    return Answer(response, attempt + 1)
+                status = response.status_code
+                retry_after = retry_after_seconds(response)
+                await self._wait(attempt, retry_after, f"{method} {url} answered {status}")
+            attempt += 1
+
+    async def _attempt(
+        self,
+        method: HttpMethod,
+        url: str,
+        params: dict[str, str] | None,
+        json: Any,
+        *,
+        retry: bool,
+    ) -> httpx.Response:
+        """One HTTP request, counted."""
+        if retry:
+            self.stats.retries += 1
+        self.stats.requests += 1
+        self.stats.by_method[method] += 1
+        started = time.monotonic()
+        try:
+            response = await self.http.request(method, url, params=params, json=json)
+        except (httpx.HTTPError, httpx.InvalidURL):
+            self.stats.by_status[0] += 1
+            raise
+        self.stats.by_status[response.status_code] += 1
+        log.debug(
+            "%s %s -> %d in %.1f ms",
+            method,
+            url,
+            response.status_code,
+            (time.monotonic() - started) * 1000,
+        )
+        return response
+
+    async def _wait(self, attempt: int, retry_after: float | None, what: str) -> None:
+        delay = self.policy.delay(attempt, retry_after)
+        log.info("%s; retrying in %.2f s", what, delay)
+        await trio.sleep(delay)
+
+    def decode(self, answer: Answer) -> Any:
+        """The JSON body of a success; the error answer as its exception."""
+        response = answer.response
+        if response.status_code >= 400 or response.status_code < 200:
+            raise error_from(response=response, attempts=answer.attempts)
+        try:
+            return response.json()
+        except (ValueError, UnicodeDecodeError):
+            raise StoreError(
+                f"the store at {self.base_url} answered {response.status_code} with a body that is not JSON"
+            )

@@ -1,0 +1,192 @@
+"""The control protocol: what the CLI asks a store process and what it answers.
+
+One request and one reply per connection, each one line of JSON::
+
+    -> {"cmd": "status"}
+    <- {"ok": true, "status": {...StoreStatus...}}
+    -> {"cmd": "sync"}
+    <- {"ok": true, "report": {...the pass report...}}
+    -> {"cmd": "stop"}
+    <- {"ok": <nothing left to upload>, "not_uploaded": [paths]}
+
+and `{"ok": false, "error": "<sentence>"}` when a command could not be
+carried out (a sync pass that failed, a command this process does not know).
+`memfs status --json` prints `StoreStatus` as it came; `memfs sync --json`
+prints each reply with the store's mount path and id before it. Those JSON
+shapes are promised: fields are only ever added.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import asdict, dataclass, fields
+from typing import Any, TypeVar
+
+
+class Command(enum.StrEnum):
+    """What the CLI may ask a store process."""
+
+    STATUS = "status"
+    """What the store holds, what is pending, how its passes went."""
+    SYNC = "sync"
+    """Run a sync pass now; answered when it is done."""
+    STOP = "stop"
+    """The final sync, then unmount; answered once the final sync is done."""
+
+
+_COMMANDS = frozenset(c.value for c in Command)
+
+
+class UnknownCommand(ValueError):
+    """A request whose command this memfs does not know; it is answered."""
+
+    def __init__(self, value: object) -> None:
+        super().__init__(f"unknown command {value!r}")
+
+
+@dataclass(frozen=True)
+class Request:
+    command: Command
+
+    def encode(self) -> bytes:
+        return _line({"cmd": self.command.value})
+
+    @classmethod
+    def decode(cls, data: bytes) -> Request:
+        """The request in `data` (empty data asks for nothing). Raises
+        UnknownCommand for a command this memfs does not know, and ValueError
+        for bytes that are no request at all."""
+        message = json.loads(data or b"{}")
+        if not isinstance(message, dict):
+            raise ValueError("a request is a JSON object")
+        value = message.get("cmd")
+        if not isinstance(value, str) or value not in _COMMANDS:
+            raise UnknownCommand(value)
+        return cls(Command(value))
+
+
+@dataclass(frozen=True)
+class StoreStatus:
+    """One store process's answer to `status`, field for field what
+    `memfs status --json` prints."""
+
+    store_id: str
+    name: str
+    mount_path: str
+    read_only: bool
+    pid: int
+    files: int
+    """Files in the tree."""
+    cached: int
+    """Files whose content is on local disk."""
+    prefetched: bool
+    """The background prefetch has finished."""
+    pending: list[str]
+    """Paths whose local state the store does not hold yet."""
+    refused: dict[str, str]
+    """Files the store refused or memfs holds back: path -> reason."""
+    sync_mode: str
+    """How remote changes are followed: `feed` or `listing`."""
+    store_full: bool
+    sync_mode_reason: str | None
+    passes: int
+    last_pass: dict[str, Any] | None
+    """The last pass's report, as `sync` answers it."""
+    last_error: str | None
+    requests: int
+    """HTTP requests sent to the store since the mount."""
+    fuse_requests: dict[str, int]
+    """Kernel requests answered, by operation."""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: object) -> StoreStatus:
+        if not isinstance(data, dict):
+            raise ValueError("a status is a JSON object")
+        return cls(**{f.name: data[f.name] for f in fields(cls)})
+
+
+@dataclass(frozen=True)
+class StatusReply:
+    status: StoreStatus
+    ok = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": True, "status": self.status.to_json()}
+
+    @classmethod
+    def from_json(cls, message: dict[str, Any]) -> StatusReply:
+        return cls(StoreStatus.from_json(message["status"]))
+
+
+@dataclass(frozen=True)
+class SyncReply:
+    report: dict[str, Any]
+    """The pass's report (the sync layer's `PassReport.as_dict()`)."""
+    ok = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": True, "report": self.report}
+
+    @classmethod
+    def from_json(cls, message: dict[str, Any]) -> SyncReply:
+        return cls(dict(message["report"]))
+
+
+@dataclass(frozen=True)
+class StopReply:
+    not_uploaded: list[str]
+    """What the final sync could not upload: kept in the cache for the next mount."""
+
+    @property
+    def ok(self) -> bool:
+        return not self.not_uploaded
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "not_uploaded": self.not_uploaded}
+
+    @classmethod
+    def from_json(cls, message: dict[str, Any]) -> StopReply:
+        return cls([str(path) for path in message["not_uploaded"]])
+
+
+@dataclass(frozen=True)
+class ErrorReply:
+    """A command that could not be carried out; also what the CLI reports for
+    a process it could not reach (`memfs status`, `memfs sync`)."""
+
+    error: str
+    ok = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": False, "error": self.error}
+
+
+Reply = StatusReply | SyncReply | StopReply | ErrorReply
+
+ReplyKind = TypeVar("ReplyKind", StatusReply, SyncReply, StopReply)
+"""The reply a command gets when it is carried out."""
+
+
+def encode_reply(reply: Reply) -> bytes:
+    return _line(reply.to_json())
+
+
+def decode_reply(data: bytes, kind: type[ReplyKind]) -> ReplyKind | ErrorReply:
+    """The reply in `data`: `kind`, or an ErrorReply; ValueError when it is neither."""
+    message = json.loads(data)
+    if not isinstance(message, dict):
+        raise ValueError("a reply is a JSON object")
+    try:
+        if not message["ok"] and "error" in message:
+            return ErrorReply(str(message["error"]))
+        return kind.from_json(message)
+    except (KeyError, TypeError) as e:
+        raise ValueError(f"not a {kind.__name__}: {e}") from None
+
+
+def _line(message: dict[str, Any]) -> bytes:
+    return json.dumps(message).encode() + b"\n"

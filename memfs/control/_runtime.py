@@ -1,0 +1,127 @@
+"""The runtime folder, where store processes and the CLI meet.
+
+Each running store process leaves two things there, named after its store:
+
+- `<store_id>.json`, its state file: `{"store_id", "mount_path", "pid",
+  "socket", "stopping"}`. It is written once the store is mounted, rewritten
+  with `"stopping": true` when the final sync begins, and removed last, after
+  the cache is closed: a new process of the same store that finds the cache
+  held waits while this file says `stopping` (`read_state`).
+- `<store_id>.sock`, its control socket (mode 0600; see `_server`).
+
+A state file whose process is gone (a killed memfs) counts for nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from dataclasses import asdict, dataclass
+
+STATE_SUFFIX = ".json"
+SOCKET_SUFFIX = ".sock"
+
+
+def runtime_dir() -> str:
+    """Where store processes leave their control sockets and state files:
+    `$MEMFS_RUNTIME_DIR`, else `/run/memfs` for root, else
+    `$XDG_RUNTIME_DIR/memfs`, else `/tmp/memfs-<uid>`."""
+    env = os.environ.get("MEMFS_RUNTIME_DIR")
+    if env:
+        return env
+    if os.geteuid() == 0:
+        return "/run/memfs"
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    return os.path.join(xdg, "memfs") if xdg else f"/tmp/memfs-{os.getuid()}"
+
+
+def state_path(folder: str, store_id: str) -> str:
+    return os.path.join(folder, store_id + STATE_SUFFIX)
+
+
+def socket_path(folder: str, store_id: str) -> str:
+    return os.path.join(folder, store_id + SOCKET_SUFFIX)
+
+
+@dataclass(frozen=True)
+class StoreState:
+    """What a store process's state file says: which store, where it is
+    mounted, which process serves it, its control socket, and whether its
+    final sync has begun."""
+
+    store_id: str
+    mount_path: str
+    pid: int
+    socket: str
+    stopping: bool = False
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> StoreState:
+        """Raises ValueError when the text is not a state file's."""
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError("a state file holds a JSON object")
+        try:
+            return cls(
+                store_id=str(data["store_id"]),
+                mount_path=str(data["mount_path"]),
+                pid=int(data["pid"]),
+                socket=str(data["socket"]),
+                stopping=bool(data.get("stopping", False)),
+            )
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"not a state file: {e}") from None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True
+
+
+def read_state(path: str) -> StoreState | None:
+    """The state in `path` when its process is alive; None when the file is
+    missing, unreadable, not a state file, or left by a process that is gone."""
+    try:
+        with open(path, "rb") as f:
+            state = StoreState.from_json(f.read())
+    except (OSError, ValueError):
+        return None
+    return state if _alive(state.pid) else None
+
+
+def running_stores(folder: str | None = None) -> list[StoreState]:
+    """The live store processes of this machine, by their state files in
+    `folder` (default `runtime_dir()`), in the order of their store ids."""
+    folder = runtime_dir() if folder is None else folder
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    states = (read_state(os.path.join(folder, n)) for n in names if n.endswith(STATE_SUFFIX))
+    return [s for s in states if s is not None]
+
+
+class StateFile:
+    """The store process's own state file: written whole (a temporary file
+    renamed over it), so a reader never sees half of one."""
+
+    def __init__(self, folder: str, store_id: str) -> None:
+        self.path = state_path(folder, store_id)
+
+    def write(self, state: StoreState) -> None:
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(state.to_json())
+        os.replace(tmp, self.path)
+
+    def remove(self) -> None:
+        """Remove the file, if it can be."""
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)

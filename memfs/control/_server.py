@@ -1,0 +1,81 @@
+"""The store process's end of its control socket (trio).
+
+`ControlServer` owns the socket file: it binds it (mode 0600: only the user
+who mounted may ask), answers each connection with the handler the store
+process gives it, and removes the file when it stops serving. The protocol
+is `_protocol`'s; the server answers a command it does not know itself, and
+drops a connection that sends no request at all.
+
+A reply, once made, is sent even while the server is being cancelled (for
+at most `SEND_TIMEOUT`): a `stop` is answered when the final sync is done,
+which is the moment the store process begins to tear down, this server
+included.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Awaitable, Callable
+
+import trio
+
+from .._exceptions import MountError
+from ._protocol import ErrorReply, Reply, Request, UnknownCommand, encode_reply
+
+Handler = Callable[[Request], Awaitable[Reply]]
+
+SEND_TIMEOUT = 5.0
+BACKLOG = 16
+
+
+class ControlServer:
+    """Answers requests on the socket at `path` with `handler`."""
+
+    def __init__(self, path: str, handler: Handler) -> None:
+        self.path = path
+        self.handler = handler
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Bind the socket, report started, and answer until cancelled; the
+        socket file goes with it. MountError when the socket cannot be made."""
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)  # left by a killed process of this store
+        sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
+        try:
+            try:
+                await sock.bind(self.path)
+                os.chmod(self.path, 0o600)
+                sock.listen(BACKLOG)
+            except OSError as e:
+                raise MountError(f"cannot open the control socket {self.path}: {e.strerror or e}")
+            task_status.started()
+            await trio.serve_listeners(self._answer, [trio.SocketListener(sock)])
+        finally:
+            sock.close()
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+
+    async def _answer(self, stream: trio.SocketStream) -> None:
+        async with stream:
+            try:
+                request = Request.decode(await _receive_line(stream))
+            except UnknownCommand as e:
+                reply: Reply = ErrorReply(str(e))
+            except (ValueError, trio.BrokenResourceError):
+                return
+            else:
+                reply = await self.handler(request)
+            with trio.move_on_after(SEND_TIMEOUT, shield=True):
+                with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                    await stream.send_all(encode_reply(reply))
+
+
+async def _receive_line(stream: trio.SocketStream) -> bytes:
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = await stream.receive_some(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data

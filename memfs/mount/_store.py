@@ -1,0 +1,152 @@
+"""One store's parts, wired: the sync engine over the client and the cache,
+the filesystem over the cache, and what they do while the store is mounted
+(the periodic pass, the background prefetch, the final sync, the status).
+
+The parts do not know each other beyond what is passed here; the store
+process (`_process`) decides when each of them starts and stops.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import trio
+
+from .._exceptions import MemfsError, MountError, SyncError
+from ..cache import StoreCache
+from ..client import StoreClient
+from ..control import StoreSpec, StoreStatus
+from ..fs import MemoryStoreFS
+from ..sync import FINAL_CONCURRENCY, SyncEngine, backoff_delay
+
+log = logging.getLogger("memfs.mount")
+
+
+def store_client(spec: StoreSpec) -> StoreClient:
+    """The client of one store process. Few retries inside a pass: the sync
+    loop has its own backoff between passes. The pool holds what the final
+    sync sends at once."""
+    return StoreClient(
+        spec.api_url,
+        spec.token,
+        auth=spec.auth,
+        max_retries=3,
+        backoff_max=2.0,
+        max_connections=max(spec.sync_concurrency, _final_concurrency(spec)),
+    )
+
+
+def _final_concurrency(spec: StoreSpec) -> int:
+    return min(FINAL_CONCURRENCY, 2 * spec.sync_concurrency)
+
+
+class MountedStore:
+    """One store's cache, client, sync engine and filesystem."""
+
+    def __init__(self, spec: StoreSpec, cache: StoreCache, client: StoreClient) -> None:
+        self.spec = spec
+        self.cache = cache
+        self.client = client
+        self.engine = SyncEngine(
+            client,
+            cache,
+            read_only=spec.read_only,
+            deletions=spec.sync_deletions,
+            concurrency=spec.sync_concurrency,
+            final_concurrency=_final_concurrency(spec),
+        )
+        cache.source = self.engine.fetch_content
+        self.fs = MemoryStoreFS(cache, read_only=spec.read_only, uid=spec.uid, gid=spec.gid)
+        self.prefetched = False
+        self._fs_requests_seen = 0
+
+    async def first_pass(self) -> None:
+        """One full pass before mounting: the whole tree listed, recovered
+        local changes reconciled and pushed. A store that cannot be reached
+        mounts from its cache, if there is one."""
+        if self.spec.read_only:
+            self.engine.set_aside_local_changes()
+        try:
+            await self.engine.run_pass(full=True)
+        except SyncError as e:
+            if self.cache.get_meta("feed_ts") is None and not self.cache.file_count():
+                raise MountError(f"cannot mount {self.spec.store_id}: {e}")
+            log.warning("mounting %s from the cache alone: %s", self.spec.store_id, e)
+
+    def fs_busy(self) -> bool:
+        """Whether the filesystem answered requests since the last call."""
+        total = self.fs.requests.total()
+        busy, self._fs_requests_seen = total != self._fs_requests_seen, total
+        return busy
+
+    async def periodic(self) -> None:
+        """A pass every sync interval, backing off while the store fails."""
+        delay = self.spec.sync_interval
+        while True:
+            await trio.sleep(delay)
+            try:
+                await self.engine.run_pass()
+                delay = self.spec.sync_interval
+            except SyncError:
+                delay = backoff_delay(self.spec.sync_interval, self.engine.status.failures_in_a_row)
+
+    async def prefetch(self) -> None:
+        try:
+            await self.engine.prefetch(self.spec.prefetch_concurrency)
+        except MemfsError as e:
+            log.warning("prefetch of %s stopped: %s", self.spec.store_id, e)
+        except Exception:  # noqa: BLE001 - contents are fetched on first read instead
+            log.exception("prefetch of %s stopped unexpectedly", self.spec.store_id)
+        self.prefetched = True
+
+    async def final_sync(self) -> list[str]:
+        """A full two-way pass within the timeout (deletes waive their window),
+        then more while they make progress (deletes are capped per pass) and
+        something is still pending. Returns what is left, each path logged."""
+        spec = self.spec
+        with trio.move_on_after(spec.final_sync_timeout) as scope:
+            try:
+                report = await self.engine.run_pass(final=True)
+                while self.engine.pending() and (report.pushed or report.deleted_remote):
+                    report = await self.engine.run_pass(final=True)
+            except SyncError as e:
+                log.error("final sync of %s failed: %s", spec.store_id, e)
+        if scope.cancelled_caught:
+            log.error(
+                "final sync of %s did not finish within %.0f s",
+                spec.store_id,
+                spec.final_sync_timeout,
+            )
+        pending = self.engine.pending()
+        for path in pending:
+            log.error(
+                "not uploaded to %s: %s (kept in the cache; the next mount uploads it)",
+                spec.store_id,
+                path,
+            )
+        return pending
+
+    def status(self) -> StoreStatus:
+        st = self.engine.status
+        files = list(self.cache.files())
+        return StoreStatus(
+            store_id=self.spec.store_id,
+            name=self.spec.name,
+            mount_path=self.spec.mount_path,
+            read_only=self.spec.read_only,
+            pid=os.getpid(),
+            files=len(files),
+            cached=sum(1 for f in files if f.cached),
+            prefetched=self.prefetched,
+            pending=self.engine.pending(),
+            refused=self.engine.refused(),
+            sync_mode=st.mode,
+            store_full=self.cache.full,
+            sync_mode_reason=st.mode_reason,
+            passes=st.passes,
+            last_pass=st.last.as_dict() if st.last else None,
+            last_error=st.last_error,
+            requests=self.client.stats.requests,
+            fuse_requests=dict(self.fs.requests),
+        )

@@ -1,0 +1,140 @@
+"""Who may call `memfs serve`, on which stores, and who their changes are
+recorded as.
+
+Tokens: each accepted token may be restricted to some stores, written
+`TOKEN@STORE_ID[,STORE_ID...]`; a restricted token gets 403 on any other store
+and cannot create stores. A token written `user:NAME:TOKEN` (restricted or
+not) acts as a person: its changes are recorded as `user_actor` `user_NAME`
+whichever header carries it. No id recorded anywhere holds a token.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from .._exceptions import AuthenticationFailed, ConfigError, PermissionDenied
+from ..api import ActorType
+
+USER_PREFIX = "user:"
+_USER_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
+
+# The header a token came in: `Authorization: Bearer` or `x-api-key`.
+Scheme = Literal["bearer", "api_key"]
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What one accepted token may do: `stores` it is limited to (None: every
+    store) and the `user` it acts as (None: a session or an API key, by the
+    header it comes in)."""
+
+    stores: frozenset[str] | None = None
+    user: str | None = None
+
+
+def _split_user(token: str) -> tuple[str, str | None]:
+    """`user:NAME:TOKEN` → (TOKEN, NAME); any other token → (token, None)."""
+    if not token.startswith(USER_PREFIX):
+        return token, None
+    name, colon, secret = token[len(USER_PREFIX) :].partition(":")
+    if not colon or not secret or not _USER_NAME.fullmatch(name):
+        raise ConfigError(
+            "a user token is written user:NAME:TOKEN, NAME being 1 to 64 of A-Z a-z 0-9 . _ -"
+        )
+    return secret, name
+
+
+def parse_tokens(entries: Iterable[str]) -> dict[str, Grant]:
+    """Token table from `--token` values and `MEMFS_SERVE_TOKEN` pieces.
+
+    Each entry is `TOKEN` (every store) or `TOKEN@STORE_ID[,STORE_ID...]`,
+    where TOKEN may be `user:NAME:TOKEN` to act as that user. Entries may be
+    comma-separated; a piece starting with `memstore_` that follows a
+    restricted token adds to that token's stores."""
+    table: dict[str, Grant] = {}
+    last_restricted: str | None = None
+    for entry in entries:
+        for piece in entry.split(","):
+            piece = piece.strip()
+            if not piece:
+                continue
+            if piece.startswith("memstore_") and last_restricted is not None:
+                grant = table[last_restricted]
+                stores = (grant.stores or frozenset()) | {piece}
+                table[last_restricted] = Grant(stores, grant.user)
+                continue
+            token, at, listed = piece.partition("@")
+            if not token:
+                raise ConfigError("a token may not be empty")
+            token, user = _split_user(token)
+            if at:
+                allowed = frozenset(s for s in (x.strip() for x in listed.split(",")) if s)
+                table[token] = Grant(allowed, user)
+                last_restricted = token
+            else:
+                table[token] = Grant(None, user)
+                last_restricted = None
+    return table
+
+
+def actor_for(token: str, scheme: Scheme, user: str | None = None) -> dict[str, str]:
+    """Who made a change, as versions record it, derived from the token so it
+    is stable across restarts and never reveals the token: a token configured
+    for a user is a `user_actor` with `user_id` `user_<name>`, whatever the
+    scheme; otherwise an x-api-key is an `api_actor` with `api_key_id`
+    `apikey_<hash>` and a bearer token a `session_actor` with `session_id`
+    `sesn_<hash>`."""
+    if user is not None:
+        return {"type": ActorType.USER.value, "user_id": "user_" + user}
+    digest = hashlib.sha256(b"memfs-serve-actor\0" + token.encode()).hexdigest()[:24]
+    if scheme == "bearer":
+        return {"type": ActorType.SESSION.value, "session_id": "sesn_" + digest}
+    return {"type": ActorType.API.value, "api_key_id": "apikey_" + digest}
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is asking: the actor recorded on versions and the stores they may touch."""
+
+    actor: dict[str, str]
+    allowed: frozenset[str] | None
+
+    def check_store(self, store_id: str) -> None:
+        """403 when a token restricted to some stores reaches for another."""
+        if self.allowed is not None and store_id not in self.allowed:
+            raise PermissionDenied(f"these credentials may not use memory store {store_id}")
+
+
+def grants(tokens: Mapping[str, Grant | frozenset[str] | None]) -> dict[str, Grant]:
+    """Each accepted token's `Grant`; a bare store set or None stands for
+    `Grant(stores)`, as before grants had users."""
+    return {
+        token: grant if isinstance(grant, Grant) else Grant(grant)
+        for token, grant in tokens.items()
+    }
+
+
+def authenticate(headers: Mapping[str, str], table: Mapping[str, Grant]) -> Caller:
+    """The caller a request's `Authorization: Bearer` or `x-api-key` header
+    names; 401 when it names none, or a token the table does not hold."""
+    token: str | None = None
+    scheme: Scheme = "api_key"
+    authorization = headers.get("authorization")
+    if authorization:
+        kind, _, value = authorization.partition(" ")
+        if kind.lower() == "bearer" and value.strip():
+            token, scheme = value.strip(), "bearer"
+    if token is None:
+        token = headers.get("x-api-key")
+    if not token:
+        raise AuthenticationFailed(
+            "no credentials: send Authorization: Bearer <token> or x-api-key: <token>"
+        )
+    grant = table.get(token)
+    if grant is None:
+        raise AuthenticationFailed("invalid credentials: this token is not accepted")
+    return Caller(actor_for(token, scheme, grant.user), grant.stores)

@@ -1,0 +1,142 @@
+"""The HTTP side of one request: its headers, query values and JSON body
+checked as the contract says, and the JSON answers, success or error, each
+with its `request-id` header.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from .._exceptions import InvalidRequest, RequestTooLarge, StatusError
+from ..api import ANTHROPIC_VERSION, BETA, MAX_CONTENT_BYTES, OLD_BETA, View, error_envelope
+from ._fields import LONE_SURROGATE
+
+# A JSON body holding the largest content, escaped at worst (\uXXXX per byte), with room to spare.
+MAX_BODY_BYTES = 6 * MAX_CONTENT_BYTES + 64 * 1024
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def new_request_id() -> str:
+    return "req_" + secrets.token_hex(12)
+
+
+def json_response(
+    status: int, body: dict[str, Any], request_id: str, headers: dict[str, str] | None = None
+) -> Response:
+    payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return Response(
+        payload,
+        status_code=status,
+        media_type="application/json",
+        headers={"request-id": request_id, **(headers or {})},
+    )
+
+
+def error_response(
+    error: StatusError, request_id: str, headers: dict[str, str] | None = None
+) -> Response:
+    """The answer refusing a request with `error`, in the contract's envelope."""
+    return json_response(error.status, error_envelope(error, request_id), request_id, headers)
+
+
+def query_choice(request: Request, name: str, choices: tuple[str, ...], default: str) -> str:
+    """A query value that must be one of `choices`; absent or empty is `default`."""
+    value = request.query_params.get(name)
+    if value is None or value == "":
+        return default
+    if value not in choices:
+        raise InvalidRequest(f"{name} must be one of {', '.join(choices)}, not {value!r}")
+    return value
+
+
+def query_bool(request: Request, name: str) -> bool:
+    value = request.query_params.get(name)
+    if value is None or value == "":
+        return False
+    if value.lower() in ("true", "1"):
+        return True
+    if value.lower() in ("false", "0"):
+        return False
+    raise InvalidRequest(f"{name} must be true or false, not {value!r}")
+
+
+def full_view(request: Request, default: View) -> bool:
+    """Whether the request's `view` (else `default`) is the full view."""
+    return query_choice(request, "view", tuple(View), default) == View.FULL
+
+
+def check_headers(request: Request) -> None:
+    """`anthropic-version` must be 2023-06-01 when sent (a missing one is
+    tolerated); `anthropic-beta` must name exactly one of the two betas."""
+    headers = request.headers
+    version = headers.get("anthropic-version")
+    if version is not None and version.strip() != ANTHROPIC_VERSION:
+        raise InvalidRequest(f"anthropic-version must be {ANTHROPIC_VERSION}, not {version!r}")
+    betas = {
+        item.strip()
+        for value in headers.getlist("anthropic-beta")
+        for item in value.split(",")
+        if item.strip()
+    }
+    if BETA in betas and OLD_BETA in betas:
+        raise InvalidRequest(f"send one anthropic-beta of {BETA} or {OLD_BETA}, not both")
+    if BETA not in betas and OLD_BETA not in betas:
+        raise InvalidRequest(f"the Memory Store API needs the header anthropic-beta: {BETA}")
+
+
+async def json_body(request: Request) -> dict[str, Any]:
+    """The request's JSON object; `{}` for an empty body; 400 or 413 otherwise."""
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise RequestTooLarge(f"the request body is larger than {MAX_BODY_BYTES} bytes")
+    raw = await request.body()
+    if len(raw) > MAX_BODY_BYTES:
+        raise RequestTooLarge(f"the request body is larger than {MAX_BODY_BYTES} bytes")
+    if not raw.strip():
+        return {}
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidRequest("the request body is not valid UTF-8")
+    try:
+        body = json.loads(text)
+    except RecursionError:
+        raise InvalidRequest("the request body is nested too deeply to be a request")
+    except ValueError as e:
+        raise InvalidRequest(f"the request body is not valid JSON: {e}")
+    if not isinstance(body, dict):
+        raise InvalidRequest("the request body must be a JSON object")
+    # The text is strict UTF-8, so only a \uD800-\uDFFF escape can make a lone surrogate.
+    if _SURROGATE_ESCAPE.search(text):
+        field = _field_with_lone_surrogate(body)
+        if field is not None:
+            raise InvalidRequest(f"{field} must be valid UTF-8 (it holds a lone surrogate)")
+    return body
+
+
+def _field_with_lone_surrogate(body: dict[str, Any]) -> str | None:
+    """The top-level field whose value (or a key or string within it) holds a
+    lone surrogate, which UTF-8 cannot encode; None when there is none. Walks
+    without recursion: the body may be nested as deep as the parser allows."""
+    for field, value in body.items():
+        if LONE_SURROGATE.search(field):
+            return "a field name"
+        stack = [value]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, str):
+                if LONE_SURROGATE.search(item):
+                    return field
+            elif isinstance(item, dict):
+                stack.extend(item.keys())
+                stack.extend(item.values())
+            elif isinstance(item, list):
+                stack.extend(item)
+    return None

@@ -1,0 +1,199 @@
+"""The SQLite file behind `memfs serve`: its schema, how it is opened, its
+clock and its write transactions.
+
+One connection, synchronous on purpose: each request is a few fast
+statements, and the server runs every request on one trio thread, so writes
+are serialised without locks. `BEGIN IMMEDIATE` keeps a second process on the
+same file from interleaving. WAL with `synchronous=NORMAL`: a committed
+change survives the server being killed (only a power loss may take the last
+ones back), and readers never wait on the writer.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sqlite3
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+from .._exceptions import Conflict, NotFound
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS stores (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    name TEXT NOT NULL,
+    description TEXT NOT NULL,
+    metadata TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    archived_at TEXT
+);
+CREATE INDEX IF NOT EXISTS stores_by_created ON stores (created_at, seq);
+CREATE TABLE IF NOT EXISTS memories (
+    id TEXT PRIMARY KEY,
+    store_id TEXT NOT NULL,
+    path TEXT NOT NULL,
+    content TEXT NOT NULL,
+    content_sha256 TEXT NOT NULL,
+    content_size_bytes INTEGER NOT NULL,
+    version_id TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    UNIQUE (store_id, path)
+);
+CREATE TABLE IF NOT EXISTS versions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    store_id TEXT NOT NULL,
+    memory_id TEXT NOT NULL,
+    operation TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    path TEXT,
+    content TEXT,
+    content_sha256 TEXT,
+    content_size_bytes INTEGER,
+    created_by TEXT,
+    redacted_at TEXT,
+    redacted_by TEXT
+);
+CREATE INDEX IF NOT EXISTS versions_by_store ON versions (store_id, created_at, seq);
+CREATE INDEX IF NOT EXISTS versions_by_memory ON versions (memory_id, created_at, seq);
+"""
+
+_ID_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_STORED_TIMESTAMP = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+T = TypeVar("T")
+
+
+def new_id(prefix: str) -> str:
+    """`prefix_` plus 24 random base62 characters (about 143 bits)."""
+    number = int.from_bytes(secrets.token_bytes(18))
+    digits = []
+    for _ in range(24):
+        number, digit = divmod(number, 62)
+        digits.append(_ID_ALPHABET[digit])
+    return prefix + "_" + "".join(digits)
+
+
+def format_timestamp(moment: datetime) -> str:
+    """RFC 3339 UTC with microseconds: `2026-11-30T12:00:00.123456Z`.
+
+    The fixed width makes string order the same as time order, which the
+    queries rely on."""
+    return moment.astimezone(UTC).strftime(_STORED_TIMESTAMP)
+
+
+def _make_private_folders(folder: str) -> None:
+    """Create `folder` and its missing ancestors 0700, whatever the umask.
+    Folders that already exist (or that another process makes meanwhile) are
+    left as they are."""
+    missing = []
+    current = folder
+    while not os.path.isdir(current):
+        missing.append(current)
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    for made in reversed(missing):
+        try:
+            os.mkdir(made, 0o700)
+        except FileExistsError:
+            continue
+        os.chmod(made, 0o700)
+
+
+def _create_private_file(path: str) -> None:
+    """Create an empty `path` 0600, whatever the umask, unless it exists. SQLite
+    gives the -wal and -shm files it makes the mode of the database file."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+
+
+class SQLiteFile:
+    """The open database file: statements, the clock and write transactions.
+
+    A database file it creates is 0600 (so are its -wal and -shm files), and
+    the folders it creates for it are 0700, whatever the umask; an existing
+    file or folder keeps its mode."""
+
+    def __init__(self, path: str) -> None:
+        _make_private_folders(os.path.dirname(os.path.abspath(path)))
+        _create_private_file(path)
+        self.path = path
+        self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.conn.row_factory = sqlite3.Row
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+        self.conn.execute("PRAGMA busy_timeout=10000")
+        self.conn.execute("PRAGMA foreign_keys=OFF")
+        self.conn.executescript(SCHEMA)
+        row = self.conn.execute(
+            "SELECT max(t) FROM (SELECT max(created_at) AS t FROM versions"
+            " UNION ALL SELECT max(updated_at) FROM stores)"
+        ).fetchone()
+        self._last_time: str = row[0] or ""
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def one(self, sql: str, params: Any = ()) -> sqlite3.Row | None:
+        """The first row `sql` finds, or None."""
+        row: sqlite3.Row | None = self.conn.execute(sql, params).fetchone()
+        return row
+
+    def row(self, sql: str, params: Any, missing: str) -> sqlite3.Row:
+        """The first row `sql` finds; 404 saying `missing` when there is none."""
+        row = self.one(sql, params)
+        if row is None:
+            raise NotFound(missing)
+        return row
+
+    def all(self, sql: str, params: Any = ()) -> list[sqlite3.Row]:
+        rows: list[sqlite3.Row] = self.conn.execute(sql, params).fetchall()
+        return rows
+
+    def run(self, sql: str, params: Any = ()) -> None:
+        self.conn.execute(sql, params)
+
+    def now(self) -> str:
+        """A timestamp strictly later than any this database handed out before,
+        so the version feed orders by time with (almost) no ties."""
+        stamp = format_timestamp(datetime.now(UTC))
+        if stamp <= self._last_time:
+            last = datetime.strptime(self._last_time, _STORED_TIMESTAMP).replace(tzinfo=UTC)
+            stamp = format_timestamp(last + timedelta(microseconds=1))
+        self._last_time = stamp
+        return stamp
+
+    def write(self, fn: Callable[[], T], subject: str) -> T:
+        """Run `fn` in one write transaction: commit on return, roll back on any error.
+
+        SQLite refusing the change on a constraint (something else wrote to
+        the file meanwhile, or a trigger or constraint added to it from
+        outside) is a 409 `Conflict` naming `subject`: nothing was written,
+        and the same change may succeed once read again and retried."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = fn()
+        except sqlite3.IntegrityError:
+            self.conn.execute("ROLLBACK")
+            raise Conflict(
+                f"{subject} conflicts with another change to the database;"
+                " nothing was written, read it again and retry"
+            ) from None
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+        return result

@@ -1,0 +1,152 @@
+"""`memfs unmount`, `memfs sync` and `memfs status`: the commands that talk
+to running store processes, found by their state files in the runtime
+folder and asked over their control sockets (`memfs.control`).
+
+`unmount` also cleans up stale mounts, those whose store process is gone
+(killed): it unmounts them lazily and removes their folders.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from .._exceptions import ConfigError, MemfsError, MountError, SyncError
+from ..control import (
+    Command,
+    ControlClient,
+    ErrorReply,
+    Reply,
+    StatusReply,
+    StopReply,
+    StoreState,
+    SyncReply,
+    running_stores,
+)
+from ..mount import (
+    force_unmount,
+    is_stale_mount,
+    memfs_mounts,
+    mounted_source,
+    remove_mount_folder,
+)
+
+log = logging.getLogger("memfs.supervisor")
+
+GONE_TIMEOUT = 60.0
+"""How long `unmount` waits for a store process to exit after its final sync."""
+
+_R = TypeVar("_R", StatusReply, SyncReply)
+
+RunningStore = StoreState
+"""A store process of this machine, as its state file describes it."""
+
+
+def control(store: StoreState, command: Command | str, timeout: float = 300.0) -> Reply:
+    """Send one command to a store process and return its reply; SyncError when none came."""
+    return ControlClient(store).ask(Command(command), timeout=timeout)
+
+
+def _at(stores: list[StoreState], path: str) -> list[StoreState]:
+    return [s for s in stores if os.path.abspath(s.mount_path) == path]
+
+
+def select_stores(paths: list[str], *, all_if_empty: bool = True) -> list[StoreState]:
+    """The running stores mounted at `paths` (every one when `paths` is empty
+    and `all_if_empty`); MountError for a path where none runs."""
+    stores = running_stores()
+    if not paths:
+        return stores if all_if_empty else []
+    chosen = []
+    for p in paths:
+        real = os.path.abspath(p)
+        match = _at(stores, real)
+        if not match:
+            raise MountError(f"no memfs mount is running at {real}")
+        chosen += match
+    return chosen
+
+
+def unmount(paths: list[str], *, all_: bool) -> int:
+    """Stop the store processes of these mount paths with their final sync."""
+    if not paths and not all_:
+        raise ConfigError("name the mount paths to unmount, or give --all")
+    stores = running_stores()
+    targets: list[StoreState] = []
+    stale: list[str] = []
+    if all_:
+        targets = stores
+        for _source, point, _fstype in memfs_mounts():
+            if is_stale_mount(point) and not _at(stores, point):
+                stale.append(point)
+    else:
+        for p in paths:
+            real = os.path.abspath(p)
+            match = _at(stores, real)
+            if match:
+                targets += match
+            elif (mounted_source(real) or "").startswith("memfs:") and is_stale_mount(real):
+                stale.append(real)
+            else:
+                raise MountError(f"no memfs mount is running at {real}")
+    code = 0
+    for store in targets:
+        try:
+            reply = ControlClient(store).stop()
+        except SyncError as e:
+            log.error("%s", e)
+            code = 1
+            continue
+        if not reply.ok:
+            code = 1
+        if isinstance(reply, StopReply):
+            for path in reply.not_uploaded:
+                sys.stderr.write(f"memfs: not uploaded from {store.mount_path}: {path}\n")
+        _wait_gone(store.pid, GONE_TIMEOUT)
+        print(f"unmounted {store.mount_path}")
+    for point in stale:
+        force_unmount(point)
+        remove_mount_folder(point)
+        print(f"cleaned up a stale mount at {point}")
+    return code
+
+
+def _wait_gone(pid: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return
+        time.sleep(0.05)
+
+
+def sync(paths: list[str]) -> list[tuple[StoreState, SyncReply | ErrorReply]]:
+    """A pass now in each store mounted at `paths` (default: all), answered when done."""
+    stores = select_stores(paths)
+    if not stores:
+        raise MountError("no memfs mounts are running")
+    return _ask_each(stores, ControlClient.sync)
+
+
+def status() -> list[tuple[StoreState, StatusReply | ErrorReply]]:
+    """The status of every running store."""
+    return _ask_each(running_stores(), ControlClient.status)
+
+
+def _ask_each(
+    stores: list[StoreState], ask: Callable[[ControlClient], _R | ErrorReply]
+) -> list[tuple[StoreState, _R | ErrorReply]]:
+    """Each store's reply; one that cannot be asked gets an ErrorReply saying why."""
+    results: list[tuple[StoreState, _R | ErrorReply]] = []
+    for store in stores:
+        try:
+            reply = ask(ControlClient(store))
+        except MemfsError as e:
+            reply = ErrorReply(str(e))
+        results.append((store, reply))
+    return results

@@ -1,0 +1,117 @@
+"""Where `memfs mount` (and `memfs store`) find the token, which header it
+travels in, and the API's URL.
+
+Secrets never reach a store process by its environment or argv: the
+supervisor drops every variable of `SECRET_ENV` from the environment it
+starts them with and hands each one its token on stdin (`StoreSpec`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from .._exceptions import ConfigError
+from ..api import DEFAULT_API_URL, SERVE_TOKEN_ENV, parse_work_item_secret
+from ..control import AuthHeader
+
+AUTH_BEARER: AuthHeader = "bearer"
+AUTH_API_KEY: AuthHeader = "x-api-key"
+API_KEY_PREFIX = "sk-ant-api"
+"""A token that starts so is an API key, sent as `x-api-key`; any other as a bearer token."""
+
+_Found = Literal["token", "secret", "bearer", "x-api-key"]
+"""What a source holds: a token (an API key by its prefix, else bearer), a
+work item secret (whose sessions token is a bearer token), or a token that
+always travels in one header."""
+
+# Where credentials come from after the flags, in their order of precedence.
+_ENV_SOURCES: tuple[tuple[str, _Found], ...] = (
+    ("MEMFS_TOKEN", "token"),
+    ("MEMFS_WORK_ITEM_SECRET", "secret"),
+    ("ANTHROPIC_API_KEY", AUTH_API_KEY),
+    ("ANTHROPIC_AUTH_TOKEN", AUTH_BEARER),
+    ("ANTHROPIC_WORK_SECRET", "secret"),
+)
+URL_ENV = ("MEMFS_API_URL", "ANTHROPIC_BASE_URL")
+SECRET_ENV = (*(name for name, _ in _ENV_SOURCES), SERVE_TOKEN_ENV)
+"""Every variable that may hold a secret: none reaches a store process."""
+
+
+@dataclass(frozen=True)
+class Credentials:
+    api_url: str
+    token: str
+    auth: AuthHeader = AUTH_BEARER
+    source: str = field(default="", compare=False)
+    """Where the token came from: a flag or a variable's name (never the value)."""
+
+    def __repr__(self) -> str:
+        return (
+            f"Credentials(api_url={self.api_url!r}, token=<hidden>, auth={self.auth!r}, "
+            f"source={self.source!r})"
+        )
+
+
+def _token_auth(token: str) -> AuthHeader:
+    return AUTH_API_KEY if token.startswith(API_KEY_PREFIX) else AUTH_BEARER
+
+
+def _read_secret_file(path: str, what: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = f.read().strip()
+    except OSError as e:
+        raise ConfigError(f"cannot read the {what} file {path}: {e.strerror or e}")
+    except UnicodeDecodeError:
+        raise ConfigError(f"the {what} file {path} is not UTF-8 text")
+    if not value:
+        raise ConfigError(f"the {what} file {path} is empty")
+    return value
+
+
+def resolve_credentials(
+    *,
+    api_url: str | None,
+    token_file: str | None = None,
+    secret_file: str | None = None,
+    env: Mapping[str, str] | None = None,
+    default_url: str = DEFAULT_API_URL,
+) -> Credentials | None:
+    """The token, how it travels, and the URL; None when there is no token.
+
+    Token, first found: --token-file, --secret-file, MEMFS_TOKEN,
+    MEMFS_WORK_ITEM_SECRET, ANTHROPIC_API_KEY (x-api-key), ANTHROPIC_AUTH_TOKEN
+    (bearer), ANTHROPIC_WORK_SECRET. A token from --token-file or MEMFS_TOKEN
+    is an API key when it starts with `sk-ant-api`; a work item secret's
+    sessions token is a bearer token. URL, first found: `api_url`,
+    MEMFS_API_URL, ANTHROPIC_BASE_URL, the api_base_url of the secret in use,
+    `default_url`. A variable set to blanks counts as unset."""
+    env = os.environ if env is None else env
+    found: tuple[str, _Found, str] | None = None  # (source, what it holds, text)
+    if token_file:
+        found = ("--token-file", "token", _read_secret_file(token_file, "token"))
+    elif secret_file:
+        found = ("--secret-file", "secret", _read_secret_file(secret_file, "work item secret"))
+    else:
+        for name, kind in _ENV_SOURCES:
+            if env.get(name, "").strip():
+                found = (name, kind, env[name].strip())
+                break
+    if found is None:
+        return None
+    source, kind, text = found
+    secret_url = None
+    auth: AuthHeader
+    if kind == "secret":
+        secret = parse_work_item_secret(text)
+        token, auth, secret_url = secret.sessions_token, AUTH_BEARER, secret.api_base_url
+    elif kind == "token":
+        token, auth = text, _token_auth(text)
+    else:
+        token, auth = text, kind
+    url = api_url or next((env[n].strip() for n in URL_ENV if env.get(n, "").strip()), None)
+    url = url or secret_url or default_url
+    return Credentials(url.rstrip("/"), token, auth, source)

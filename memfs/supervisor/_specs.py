@@ -1,0 +1,204 @@
+"""From what the operator asked for (`--store`, `--resources`, credentials,
+flags) to one `StoreSpec` per store, every refusal made before anything is
+mounted: too many stores, a store given twice, two stores at one path, a
+relative mount path, an interval or a concurrency out of bounds, no token,
+cache or runtime folders other users could write into.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+from .._exceptions import ConfigError, MountError, StatusError, StoreError
+from .._private import ensure_private_dir
+from ..api import (
+    ACCESS_READ_ONLY,
+    ACCESS_READ_WRITE,
+    MAX_STORES_PER_SESSION,
+    Resource,
+    parse_resources,
+    slugify,
+)
+from ..control import StoreSpec, runtime_dir
+from ._credentials import Credentials
+
+log = logging.getLogger("memfs.supervisor")
+
+MIN_SYNC_INTERVAL = 5.0
+MAX_SYNC_CONCURRENCY = 32
+
+NAME_REFUSALS = frozenset({400, 401, 403, 404})
+"""Answers to `GET /v1/memory_stores/{id}` after which a store mounts under its
+id: the hosted API may refuse a sessions token there while the memory
+endpoints serve it. A store that does not exist fails at its first listing."""
+
+
+def parse_store_arg(text: str) -> Resource:
+    """`ID[:read_only|:read_write][=MOUNT_PATH]`."""
+    head, sep, mount_path = text.partition("=")
+    store_id, _, access = head.partition(":")
+    access = access or ACCESS_READ_WRITE
+    if not store_id:
+        raise ConfigError(f"--store {text!r} names no store id")
+    if access not in (ACCESS_READ_WRITE, ACCESS_READ_ONLY):
+        raise ConfigError(
+            f"--store {text!r}: the access must be read_only or read_write, not {access!r}"
+        )
+    if sep and not mount_path:
+        raise ConfigError(f"--store {text!r} has an empty mount path after '='")
+    return Resource(memory_store_id=store_id, access=access, mount_path=mount_path or None)
+
+
+def load_resources(path: str) -> list[Resource]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError as e:
+        raise ConfigError(f"cannot read the resources file {path}: {e.strerror}")
+    except ValueError as e:
+        raise ConfigError(f"the resources file {path} is not JSON: {e}")
+    return parse_resources(data)
+
+
+def default_cache_dir() -> str:
+    if os.geteuid() == 0:
+        return "/var/cache/memfs"
+    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return os.path.join(xdg, "memfs")
+
+
+def check_mount_path(path: str, store_id: str) -> str:
+    if not os.path.isabs(path):
+        raise ConfigError(f"the mount path {path!r} of {store_id} must be absolute")
+    if ".." in path.split("/"):
+        raise ConfigError(f"the mount path {path!r} of {store_id} may not contain '..'")
+    return path
+
+
+async def _store_names(
+    creds: Credentials, store_ids: list[str]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The stores' names, and for each store the API refused to name, why."""
+    from ..client import StoreClient
+
+    names: dict[str, str] = {}
+    refused: dict[str, str] = {}
+    async with StoreClient(creds.api_url, creds.token, auth=creds.auth, max_retries=3) as client:
+        for sid in store_ids:
+            try:
+                names[sid] = (await client.get_store(sid)).name
+            except StatusError as e:
+                if e.status not in NAME_REFUSALS:
+                    raise MountError(f"cannot look up store {sid}: {e}")
+                refused[sid] = f"the API answered {e.status} {e.type}"
+            except StoreError as e:
+                raise MountError(f"cannot look up store {sid}: {e}")
+    return names, refused
+
+
+def _check_settings(
+    resources: list[Resource],
+    *,
+    sync_interval: float,
+    final_sync_timeout: float,
+    sync_concurrency: int,
+) -> None:
+    if len(resources) > MAX_STORES_PER_SESSION:
+        raise ConfigError(
+            f"{len(resources)} stores were given; at most {MAX_STORES_PER_SESSION} can be mounted at once"
+        )
+    if sync_interval < MIN_SYNC_INTERVAL:
+        raise ConfigError(
+            f"the sync interval must be at least {MIN_SYNC_INTERVAL:.0f} seconds, not {sync_interval:g}"
+        )
+    if final_sync_timeout <= 0:
+        raise ConfigError("the final sync timeout must be a positive number of seconds")
+    if not 1 <= sync_concurrency <= MAX_SYNC_CONCURRENCY:
+        raise ConfigError(
+            f"the sync concurrency must be between 1 and {MAX_SYNC_CONCURRENCY}, not {sync_concurrency}"
+        )
+    seen = set()
+    for r in resources:
+        if r.memory_store_id in seen:
+            raise ConfigError(f"store {r.memory_store_id} is given twice")
+        seen.add(r.memory_store_id)
+
+
+def build_specs(
+    resources: list[Resource],
+    creds: Credentials | None,
+    *,
+    root: str,
+    cache_dir: str,
+    uid: int | None,
+    gid: int | None,
+    allow_other: bool,
+    sync_interval: float,
+    sync_deletions: str,
+    final_sync_timeout: float,
+    sync_concurrency: int = 16,
+) -> list[StoreSpec]:
+    """One spec per store, every refusal made before anything is mounted."""
+    _check_settings(
+        resources,
+        sync_interval=sync_interval,
+        final_sync_timeout=final_sync_timeout,
+        sync_concurrency=sync_concurrency,
+    )
+    if not resources:
+        return []
+    if creds is None:
+        raise ConfigError(
+            "the session's memories cannot be mounted without a token: give --token-file or MEMFS_TOKEN, "
+            "or the work item secret with --secret-file or MEMFS_WORK_ITEM_SECRET "
+            "(or the SDKs' ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN or ANTHROPIC_WORK_SECRET)"
+        )
+    # Folders other users could write into are refused before anything mounts.
+    ensure_private_dir(cache_dir, "cache folder", follow=True)
+    ensure_private_dir(runtime_dir(), "runtime folder")
+    need_names = [r.memory_store_id for r in resources if not r.mount_path and not r.name]
+    names: dict[str, str] = {}
+    refused: dict[str, str] = {}
+    if need_names:
+        import trio
+
+        names, refused = trio.run(_store_names, creds, need_names)
+    specs = []
+    paths: dict[str, str] = {}
+    for r in resources:
+        sid = r.memory_store_id
+        name = r.name or names.get(sid) or ""
+        path = r.mount_path or os.path.join(root, slugify(name or sid))
+        if not r.mount_path and not name:
+            why = refused.get(sid, "it has no name")
+            log.warning("cannot read the name of store %s (%s); mounting it at %s", sid, why, path)
+        check_mount_path(path, r.memory_store_id)
+        path = os.path.normpath(path)
+        if path in paths:
+            raise ConfigError(
+                f"stores {paths[path]} and {r.memory_store_id} would both mount at {path}"
+            )
+        paths[path] = r.memory_store_id
+        specs.append(
+            StoreSpec(
+                store_id=r.memory_store_id,
+                mount_path=path,
+                api_url=creds.api_url,
+                token=creds.token,
+                auth=creds.auth,
+                cache_dir=cache_dir,
+                runtime_dir=runtime_dir(),
+                read_only=r.read_only,
+                uid=uid,
+                gid=gid,
+                allow_other=allow_other,
+                sync_interval=sync_interval,
+                sync_deletions=sync_deletions,
+                final_sync_timeout=final_sync_timeout,
+                sync_concurrency=sync_concurrency,
+                name=name,
+            )
+        )
+    return specs

@@ -1,0 +1,67 @@
+"""Prefetch: every content not cached yet, in the background after a mount.
+
+Many missing contents come through full-view listing pages (20 a request,
+one journal transaction a page, and the filesystem gets its turn between
+pages); the rest one by one, a few at a time.
+"""
+
+from __future__ import annotations
+
+import trio
+
+from .._exceptions import CacheError
+from ..api import Memory, content_sha256
+from ..cache import Node, SyncFace
+from ._ledger import StoreAPI, log
+
+PREFETCH_BY_LISTING = 20
+"""Above this many missing contents, prefetch reads full-view listing pages."""
+
+
+async def prefetch(client: StoreAPI, cache: SyncFace, concurrency: int = 4) -> int:
+    """Fetch every content not cached yet; returns how many were fetched."""
+    missing = {n.memory_id: n for n in cache.files() if not n.cached and n.memory_id is not None}
+    fetched = 0
+    if len(missing) > PREFETCH_BY_LISTING:
+        page: list[Memory] = []
+        async for item in client.iter_memories(cache.store_id, view="full", limit=20):
+            if isinstance(item, Memory) and item.id in missing:
+                page.append(item)
+            if len(page) >= 20:
+                fetched += _install_page(cache, page, missing)
+                page = []
+                await trio.sleep(0)  # let waiting filesystem requests in between pages
+        fetched += _install_page(cache, page, missing)
+    limiter = trio.CapacityLimiter(concurrency)
+
+    async def one(node_id: int) -> None:
+        nonlocal fetched
+        async with limiter:
+            try:
+                if await cache.ensure_cached(node_id):
+                    fetched += 1
+            except CacheError as e:
+                log.info("prefetch skipped: %s", e)
+
+    async with trio.open_nursery() as nursery:
+        for node in missing.values():
+            if not node.cached and node.memory_id is not None:
+                nursery.start_soon(one, node.id)
+    return fetched
+
+
+def _install_page(cache: SyncFace, page: list[Memory], missing: dict[str, Node]) -> int:
+    """Cache the contents of one listing page, in one journal transaction."""
+    installed = 0
+    with cache.transaction():
+        for item in page:
+            node = missing.pop(item.id)
+            if node.cached or node.live.fetching is not None or node.memory_id != item.id:
+                continue
+            content = (item.content or "").encode("utf-8")
+            if content_sha256(content) == node.base_sha:
+                cache.install_content(node, content, node.base_sha)
+                installed += 1
+            else:
+                missing[item.id] = node
+    return installed

@@ -1,0 +1,262 @@
+"""Applying the store's changes here: the decision table, memory by memory.
+
+Contents that will be pulled are fetched ahead, in parallel; then each
+memory's local and remote states are computed against its base, `decide`
+says what to do, and this module does it: shows, moves or removes files,
+keeps conflict copies, agrees on memfs's own uploads whose answers were
+lost, and tells the kernel to forget exactly what changed.
+"""
+
+from __future__ import annotations
+
+from .._exceptions import CacheError, NotFound, StoreError
+from ..api import MARKER_PATH, content_sha256
+from ..cache import Node, Tombstone, Upload
+from ._decide import Action, Local, Remote, decide, remote_state
+from ._ledger import (
+    KernelNotifier,
+    NoKernel,
+    Part,
+    PassReport,
+    RemoteMemory,
+    Shared,
+    each,
+    log,
+    whole_store,
+)
+
+
+class Puller(Part):
+    """Shows the store's state in the cache (and tells the kernel)."""
+
+    def __init__(self, shared: Shared, *, read_only: bool) -> None:
+        super().__init__(shared)
+        self.read_only = read_only
+        self.kernel: KernelNotifier = NoKernel()
+        self._fetched: dict[str, tuple[bytes, str]] = {}
+        self._sent_by_memory: dict[str, Upload] = {}
+        self._sent_creates: dict[tuple[str, str], Upload] = {}
+
+    async def fetch_content(self, memory_id: str) -> tuple[bytes, str]:
+        memory = await self.client.get_memory(self.store_id, memory_id, view="full")
+        content = (memory.content or "").encode("utf-8")
+        return content, content_sha256(content)
+
+    def expect_own_writes(self, sent: list[Upload]) -> None:
+        """The uploads in flight at the start of the pass, to recognise in the store."""
+        self._sent_by_memory = {u.memory_id: u for u in sent if u.memory_id is not None}
+        self._sent_creates = {(u.path, u.sha): u for u in sent if u.memory_id is None}
+
+    def done(self) -> None:
+        self._fetched.clear()
+        self._sent_by_memory, self._sent_creates = {}, {}
+
+    async def apply_all(
+        self, remote: dict[str, RemoteMemory], report: PassReport, *, limit: int
+    ) -> None:
+        """Fetch what must be pulled in parallel, then decide memory by memory."""
+        wanted = [r for r in remote.values() if self._wants_content(r)]
+        await each(wanted, self._fetch_ahead, limit)
+        for r in remote.values():
+            try:
+                await self.apply(r, report)
+            except StoreError as e:
+                if whole_store(e):
+                    raise
+                self.ledger.log_once(
+                    r.memory_id, f"cannot pull {r.path or r.memory_id} from the store: {e}"
+                )
+                self.ledger.need_listing = True
+            except (CacheError, OSError) as e:
+                log.warning("cannot show %s from the store here: %s", r.path or r.memory_id, e)
+                self.ledger.need_listing = True
+
+    def _wants_content(self, r: RemoteMemory) -> bool:
+        """Whether applying `r` will likely pull its content (fetched ahead, in parallel)."""
+        if r.deleted or r.path == MARKER_PATH:
+            return False
+        sent = self._sent_by_memory.get(r.memory_id)
+        if sent is not None and sent.sha == r.sha:
+            return False
+        stone = self.cache.tombstones.get(r.memory_id)
+        if stone is not None:
+            return r.sha != stone.base_sha
+        node = self.cache.node_of_memory(r.memory_id)
+        return (
+            node is not None
+            and r.sha != node.base_sha
+            and (node.cached or node.live.open_count > 0)
+        )
+
+    async def _fetch_ahead(self, r: RemoteMemory) -> None:
+        try:
+            self._fetched[r.memory_id] = await self.fetch_content(r.memory_id)
+        except StoreError as e:
+            if whole_store(e):
+                raise
+            # Applying `r` fetches again and decides what the failure means.
+
+    # ----------------------------------------------------------- one memory
+
+    def _states(
+        self, r: RemoteMemory, node: Node | None, stone: Tombstone | None
+    ) -> tuple[Local, Remote]:
+        if node is not None:
+            local = (
+                Local.EDITED if node.edited else Local.MOVED if node.pending else Local.UNCHANGED
+            )
+            return local, remote_state(node.base_sha, node.base_path, r.sha, r.path)
+        if stone is not None:
+            return Local.DELETED, remote_state(stone.base_sha, stone.path, r.sha, r.path)
+        return Local.ABSENT, Remote.DELETED if r.deleted else Remote.CHANGED
+
+    def _own_write(self, r: RemoteMemory, node: Node | None, stone: Tombstone | None) -> bool:
+        if r.deleted:
+            return False
+        sent = self._sent_by_memory.get(r.memory_id)
+        if sent is not None and (node is not None or stone is not None):
+            return sent.sha == r.sha and sent.path == r.path
+        return node is None and stone is None and (r.path, r.sha) in self._sent_creates
+
+    async def apply(self, r: RemoteMemory, report: PassReport) -> None:
+        """The decision table, for one memory the store reports changed."""
+        if r.path == MARKER_PATH:
+            log.warning(
+                "the store holds a memory at %s, the marker's path; it is not shown", MARKER_PATH
+            )
+            return
+        cache = self.cache
+        node = cache.node_of_memory(r.memory_id)
+        stone = cache.tombstones.get(r.memory_id)
+        local, remote = self._states(r, node, stone)
+        action = decide(
+            local, remote, read_only=self.read_only, own_write=self._own_write(r, node, stone)
+        )
+        if action in (Action.NOTHING, Action.PUSH, Action.DELETE_REMOTE):
+            return
+        if action is Action.AGREE:
+            self._agree(r, node)
+        elif action is Action.FORGET_DELETE:
+            cache.tombstone_done(r.memory_id)
+        elif action is Action.REMOVE_LOCAL:
+            assert node is not None
+            await self.remove_local(node, report)
+        elif action in (Action.RECREATE, Action.KEEP_LOCAL):
+            assert node is not None
+            if action is Action.RECREATE:
+                log.warning(
+                    "%s was deleted in the store but changed here: it will be created again",
+                    node.path,
+                )
+            else:
+                log.warning("%s was deleted in the store; the local copy is kept", node.path)
+            cache.forget_memory(node)
+        elif action is Action.FOLLOW_MOVE:
+            assert node is not None and r.path is not None
+            await self._follow_move(node, r.path, report)
+        elif action is Action.RESTORE:
+            log.warning(
+                "%s was deleted here but changed in the store: the store's version is restored",
+                r.path,
+            )
+            cache.tombstone_done(r.memory_id)
+            await self.place(r, report, fetch=True)
+        elif action is Action.PULL_KEEP_LOCAL:
+            assert node is not None
+            copy = cache.keep_conflict_copy(node)
+            log.warning(
+                "conflict on %s: changed here and in the store; the store's version wins, "
+                "the local version is kept at %s",
+                node.path,
+                copy,
+            )
+            report.conflicts += 1
+            await self.place(r, report, fetch=node.cached or node.live.open_count > 0)
+        elif action is Action.PULL:
+            assert node is not None
+            await self.place(r, report, fetch=node.cached or node.live.open_count > 0)
+        else:
+            assert action is Action.SHOW
+            await self.place(r, report, fetch=False)
+
+    def _agree(self, r: RemoteMemory, node: Node | None) -> None:
+        """The store holds exactly what memfs sent (the answer was lost): agree on it."""
+        assert r.path is not None and r.sha is not None
+        cache = self.cache
+        if node is None and r.memory_id not in cache.tombstones:
+            sent = self._sent_creates[(r.path, r.sha)]
+            owner = cache.nodes.get(sent.node_id)
+            if owner is not None and not owner.orphan and not owner.is_dir and not owner.memory_id:
+                node = owner
+            else:
+                # Created by memfs (answer lost), and the file was deleted here since.
+                cache.retarget_tombstone(r.memory_id, r.path, r.sha)
+                log.info("%s: the store holds memfs's own create (its answer was lost)", r.path)
+                return
+        if node is not None:
+            cache.adopt_own_write(node, r.memory_id, r.sha, r.path)
+        else:
+            cache.retarget_tombstone(r.memory_id, r.path, r.sha)
+        log.info("%s: the store holds memfs's own upload (its answer was lost)", r.path)
+
+    async def _follow_move(self, node: Node, path: str, report: PassReport) -> None:
+        try:
+            gone = self.cache.follow_remote_move(node, path)
+        except CacheError as e:
+            log.warning("cannot follow the move of %s to %s: %s", node.path, path, e)
+            return
+        report.moved += 1
+        for parent, name in gone:
+            await self.kernel.forget_entry(parent, name)
+
+    async def _content_for(self, r: RemoteMemory) -> tuple[bytes, str]:
+        ahead = self._fetched.pop(r.memory_id, None)
+        if ahead is not None:
+            return ahead
+        return await self.fetch_content(r.memory_id)
+
+    async def place(self, r: RemoteMemory, report: PassReport, *, fetch: bool) -> None:
+        """Show the store's memory `r` here. Whatever stands where it goes is set
+        aside; a local file with changes the store has not seen is kept as a
+        conflict copy."""
+        content = None
+        if fetch:
+            try:
+                content, sha = await self._content_for(r)
+            except NotFound:
+                return
+            r.sha, r.size = sha, len(content)
+        assert r.path is not None and r.sha is not None
+        old = self.cache.node_of_memory(r.memory_id)
+        old_place = (old.parent, old.name) if old is not None else None
+        try:
+            placed = self.cache.place_remote(r.memory_id, r.path, r.sha, r.size, content, node=old)
+        except CacheError as e:
+            log.warning("cannot show %s from the store here: %s", r.path, e)
+            return
+        node = placed.node
+        report.pulled += 1
+        for local, copy in placed.copies:
+            log.warning(
+                "conflict on %s: changed here while the store put %s there; the store's "
+                "version wins, the local version is kept at %s",
+                local,
+                r.path,
+                copy,
+            )
+            report.conflicts += 1
+        for parent, name in placed.gone:
+            await self.kernel.forget_entry(parent, name)
+        if old_place is None:
+            return
+        if old_place != (node.parent, node.name):
+            report.moved += 1
+        await self.kernel.forget_content(node.id)
+
+    async def remove_local(self, node: Node, report: PassReport) -> None:
+        parent = node.parent
+        gone = self.cache.remove_remote(node)
+        report.removed_local += 1
+        for folder, name in gone:
+            await self.kernel.forget_entry(folder, name)
+        await self.kernel.forget_content(parent)

@@ -1,0 +1,212 @@
+"""Pushing local changes: creates, updates with the base as precondition, moves.
+
+Every upload is recorded in the journal before it is sent (see
+`Puller._agree` for what that buys). A refusal of one memory is that
+memory's alone: content refusals (400, 413, not UTF-8) wait for the file to
+change; other refusals (402, 403, 409 of any type, 412, unknown) are held
+and tried again later or when the file changes; a 404 on an update creates
+the memory again at once. Only whole-store failures escape.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from .._exceptions import (
+    Conflict,
+    InvalidRequest,
+    NotFound,
+    PathConflict,
+    PreconditionFailed,
+    RequestTooLarge,
+    StoreError,
+)
+from ..api import MAX_CONTENT_BYTES, Memory, content_sha256
+from ..cache import Change, Node, Upload
+from ._ledger import Deletions, Hold, Part, PassReport, Shared, log, whole_store
+
+
+class Pusher(Part):
+    """Sends what changed here to the store, file by file."""
+
+    def __init__(self, shared: Shared, *, deletions: Deletions) -> None:
+        super().__init__(shared)
+        self.deletions = deletions
+
+    async def push(self, change: Change, report: PassReport, *, final: bool) -> None:
+        cache = self.cache
+        node = cache.nodes.get(change.node_id)
+        if node is None or node.orphan or not node.pending:
+            return
+        if node.too_large:
+            self.ledger.log_once(
+                node.id,
+                f"{change.path} is not uploaded: a write past {MAX_CONTENT_BYTES:,} bytes was "
+                "refused (EFBIG); the store keeps its version until the file is written again "
+                "within the limit",
+            )
+            return
+        if self._held(node, final=final):
+            return
+        try:
+            raw = cache.read_content(node) if node.cached else None
+        except OSError as e:
+            log.error("cannot read %s from the cache: %s", change.path, e)
+            return
+        if raw is None:
+            if change.memory_id is None:
+                return
+            sha = change.base_sha or ""
+            text = None
+        else:
+            sha = content_sha256(raw)
+            if node.refused_sha == sha and node.refused_reason:
+                return
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                self._refuse(change, sha, "its content is not UTF-8 text", report)
+                return
+        try:
+            if change.memory_id is None:
+                memory = await self._create(change, text or "", sha)
+            else:
+                content = text if change.edited and sha != change.base_sha else None
+                path = change.path if change.path != change.base_path else None
+                if content is None and path is None:
+                    cache.mark_pushed(change, memory_id=change.memory_id, sha=sha, path=change.path)
+                    self._cleared(node.id, change.path)
+                    return
+                memory = await self._update(change, content, path, sha)
+        except StoreError as e:
+            if whole_store(e):
+                raise  # the upload may have landed: its record stays
+            cache.upload_answered(node.id)
+            await self._refused_by_store(change, node, sha, e, report, final=final)
+            return
+        with cache.transaction():
+            cache.upload_answered(node.id)
+            cache.mark_pushed(
+                change, memory_id=memory.id, sha=memory.content_sha256, path=memory.path
+            )
+        self._cleared(node.id, change.path)
+        report.pushed += 1
+
+    def _held(self, node: Node, *, final: bool) -> bool:
+        hold = self.ledger.holds.get(node.id)
+        if hold is None:
+            return False
+        if hold.edits != node.live.edits:
+            del self.ledger.holds[node.id]
+            return False
+        return self.clock() < hold.retry_at and not final
+
+    def _cleared(self, node_id: int, path: str) -> None:
+        self.ledger.holds.pop(node_id, None)
+        if self.ledger.logged.pop(node_id, None) is not None:
+            log.info("%s is uploaded", path)
+
+    async def _refused_by_store(
+        self,
+        change: Change,
+        node: Node,
+        sha: str,
+        e: StoreError,
+        report: PassReport,
+        *,
+        final: bool,
+    ) -> None:
+        """One memory refused: decide what it means for that memory alone."""
+        if isinstance(e, NotFound) and change.memory_id is not None:
+            log.warning("%s was deleted in the store; it is created again", change.path)
+            self.cache.forget_memory(node)
+            await self.push(Change.of(node), report, final=final)
+            return
+        if isinstance(e, PreconditionFailed):
+            log.info("%s changed in the store meanwhile; the next pass pulls it", change.path)
+            self.ledger.need_listing = True
+            return
+        if isinstance(e, RequestTooLarge):
+            self._refuse(change, sha, f"the store refused it as too large: {e.message}", report)
+            return
+        if isinstance(e, InvalidRequest):
+            self._refuse(change, sha, f"the store refused it: {e.message}", report)
+            return
+        if isinstance(e, (PathConflict, Conflict)):
+            self.ledger.need_listing = True
+        reason = (
+            f"the path conflicts with {e.conflicting_path or 'another memory'}"
+            if isinstance(e, PathConflict)
+            else f"the store refused it ({e})"
+        )
+        self.ledger.holds[node.id] = Hold.after(
+            self.ledger.holds.get(node.id), node.live.edits, self.clock(), reason
+        )
+        self.ledger.log_once(
+            node.id,
+            f"{change.path} is not uploaded: {reason}; it is tried again later or after it changes",
+        )
+        report.refused += 1
+
+    def _refuse(self, change: Change, sha: str, reason: str, report: PassReport) -> None:
+        """The store refused this content: retried only after it changes."""
+        self.ledger.log_once(
+            change.node_id,
+            f"{change.path} is not uploaded: {reason}; it is retried after it changes",
+            logging.ERROR,
+        )
+        self.cache.mark_refused(change, sha, reason)
+        report.refused += 1
+
+    async def _create(self, change: Change, text: str, sha: str) -> Memory:
+        self.cache.record_upload(Upload(change.node_id, None, change.path, sha))
+        return await self._past_pending_delete(
+            lambda: self.client.create_memory(self.store_id, change.path, text)
+        )
+
+    async def _update(
+        self, change: Change, content: str | None, path: str | None, sha: str
+    ) -> Memory:
+        memory_id = change.memory_id
+        assert memory_id is not None
+        sent_sha = sha if content is not None else (change.base_sha or sha)
+        self.cache.record_upload(Upload(change.node_id, memory_id, change.path, sent_sha))
+        return await self._past_pending_delete(
+            lambda: self.client.update_memory(
+                self.store_id,
+                memory_id,
+                content=content,
+                path=path,
+                precondition_sha256=change.base_sha or None,
+            )
+        )
+
+    async def _past_pending_delete(self, send: Callable[[], Awaitable[Memory]]) -> Memory:
+        """Send; when the path is taken by a memory deleted here, send that delete
+        first (the local tree corroborates it) and try once more."""
+        try:
+            return await send()
+        except PathConflict as e:
+            if not await self._clear_pending_delete(e):
+                raise
+            return await send()
+
+    async def _clear_pending_delete(self, conflict: PathConflict) -> bool:
+        """A path taken by a memory deleted here: the local tree corroborates the
+        delete, so it is sent now rather than after the window."""
+        stone = self.cache.tombstones.get(conflict.conflicting_memory_id or "")
+        if stone is None or self.deletions is not Deletions.ENABLED:
+            return False
+        try:
+            await self.client.delete_memory(
+                self.store_id, stone.memory_id, expected_content_sha256=stone.base_sha
+            )
+        except NotFound:
+            pass
+        except StoreError as e:
+            if whole_store(e):
+                raise
+            return False
+        self.cache.tombstone_done(stone.memory_id)
+        return True
