@@ -176,28 +176,6 @@ class Overloaded(StatusError):
     status, error_type = 529, "overloaded_error"
 
 
-# The wire's table is memfs.api.STATUS_ERRORS_BY_TYPE (with the error envelope);
-# this copy stays only until memfs.client reads answers through memfs.api.
-STATUS_ERRORS_BY_TYPE: dict[str, type[StatusError]] = {
-    cls.error_type: cls
-    for cls in (
-        InvalidRequest,
-        AuthenticationFailed,
-        BillingError,
-        PermissionDenied,
-        NotFound,
-        PreconditionFailed,
-        PathConflict,
-        Conflict,
-        RequestTooLarge,
-        RateLimited,
-        ServerError,
-        GatewayTimeout,
-        Overloaded,
-    )
-}
-
-
 class CacheError(MemfsError):
     """The local cache refused an operation."""
 

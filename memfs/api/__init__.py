@@ -51,6 +51,7 @@ from ._wire import (
     SERVE_DEFAULT_PORT,
     SERVE_TOKEN_ENV,
     ActorType,
+    AuthHeader,
     Memory,
     MemoryPrefix,
     MemoryStore,
@@ -62,6 +63,7 @@ from ._wire import (
 )
 
 __all__ = [
+    "AuthHeader",
     "ACCESS_READ_ONLY",
     "ACCESS_READ_WRITE",
     "ANTHROPIC_VERSION",

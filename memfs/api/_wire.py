@@ -11,7 +11,10 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
+
+AuthHeader = Literal["bearer", "x-api-key"]
+"""The header a token travels in: `Authorization: Bearer` or `x-api-key`."""
 
 ANTHROPIC_VERSION = "2023-06-01"
 BETA = "agent-memory-2026-07-22"

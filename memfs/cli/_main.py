@@ -16,7 +16,8 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from .. import __version__
 from .._exceptions import MemfsError, UsageError
@@ -61,15 +62,19 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports usage errors as one sentence and exit status 2,
     takes flags only by their full names, and echoes no value it refused."""
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs["allow_abbrev"] = False
         super().__init__(*args, **kwargs)
 
-    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
         self._arg_strings = list(sys.argv[1:] if args is None else args)
         return super().parse_known_args(args, namespace)
 
-    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
         namespace, extras = self.parse_known_args(args, namespace)
         if extras:
             self.error(_unrecognized(extras))
@@ -97,11 +102,19 @@ class SecretOnCommandLine(argparse.Action):
     to every user: refused, without echoing its value. `const` says what to
     give instead."""
 
-    def __init__(self, option_strings, dest, const: str = "", **kwargs) -> None:
+    def __init__(
+        self, option_strings: Sequence[str], dest: str, const: str = "", **kwargs: Any
+    ) -> None:
         super().__init__(option_strings, dest, nargs="?", help=argparse.SUPPRESS, **kwargs)
         self.instead = const
 
-    def __call__(self, parser, namespace, values, option_string=None):
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
         parser.error(
             f"{option_string} is not taken: a secret on the command line shows in ps; "
             f"{self.instead}"
@@ -127,7 +140,10 @@ def _setup_logging(level: int) -> None:
     )
 
 
-def _commands():
+Command = tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]
+
+
+def _commands() -> dict[str, Command]:
     """name -> (help, setup(parser), run(args) -> exit status)."""
     from . import _mount, _serve, _store
 

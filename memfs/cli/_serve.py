@@ -61,7 +61,7 @@ def setup(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..server import TOKEN_ENV, default_db_path, parse_tokens, serve
+    from ..server import TOKEN_ENV, Grant, default_db_path, parse_tokens, serve
 
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"--port must be from 0 to 65535, not {args.port}")
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     tokens = parse_tokens(entries)
     if not tokens:
         generated = secrets.token_urlsafe(24)
-        tokens = {generated: None}
+        tokens = {generated: Grant()}
         sys.stderr.write(
             f"memfs serve: no --token or {TOKEN_ENV} given; generated token: {generated}\n"
         )

@@ -129,10 +129,14 @@ def _client(args: argparse.Namespace) -> StoreClient:
     )
     if creds is None:
         raise ConfigError("no token: pass --token-file FILE or set MEMFS_TOKEN")
-    auth = args.auth or os.environ.get("MEMFS_AUTH") or creds.auth
-    if auth not in ("bearer", "x-api-key"):
-        raise ConfigError(f"MEMFS_AUTH is {auth!r}: use bearer or x-api-key")
-    return StoreClient(creds.api_url, creds.token, auth=auth, timeout=30.0, max_retries=3)
+    auth: str = args.auth or os.environ.get("MEMFS_AUTH") or creds.auth
+    if auth == "bearer":
+        return StoreClient(creds.api_url, creds.token, auth="bearer", timeout=30.0, max_retries=3)
+    if auth == "x-api-key":
+        return StoreClient(
+            creds.api_url, creds.token, auth="x-api-key", timeout=30.0, max_retries=3
+        )
+    raise ConfigError(f"MEMFS_AUTH is {auth!r}: use bearer or x-api-key")
 
 
 def _read_content(file: str) -> str:
@@ -162,7 +166,9 @@ def _out(line: str) -> None:
 
 def _out_json(obj: Any) -> None:
     def plain(x: Any) -> Any:
-        return dataclasses.asdict(x) if dataclasses.is_dataclass(x) else x
+        if dataclasses.is_dataclass(x) and not isinstance(x, type):
+            return dataclasses.asdict(x)
+        return x
 
     if isinstance(obj, list):
         obj = [plain(x) for x in obj]

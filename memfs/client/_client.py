@@ -21,13 +21,11 @@ anyio). What it promises:
 
 from __future__ import annotations
 
-from typing import Literal
-
 import httpx
 
 from .. import __version__
 from .._exceptions import ConfigError
-from ..api import ANTHROPIC_VERSION, BETA
+from ..api import ANTHROPIC_VERSION, BETA, AuthHeader
 from ._endpoints import MemoryEndpoints, StoreEndpoints, VersionEndpoints
 from ._sending import ClientStats, RetryPolicy, Sender
 
@@ -47,7 +45,7 @@ class StoreClient(StoreEndpoints, MemoryEndpoints, VersionEndpoints):
         base_url: str,
         token: str,
         *,
-        auth: Literal["bearer", "x-api-key"] = "bearer",
+        auth: AuthHeader = "bearer",
         timeout: float = 30.0,
         max_retries: int = 6,
         backoff_base: float = 0.2,

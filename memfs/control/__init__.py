@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..api import AuthHeader
 from ._client import ControlClient
 from ._protocol import (
     Command,
@@ -32,7 +33,7 @@ from ._runtime import (
     socket_path,
     state_path,
 )
-from ._spec import AuthHeader, StoreSpec
+from ._spec import StoreSpec
 
 if TYPE_CHECKING:
     from ._server import ControlServer, Handler

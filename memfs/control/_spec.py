@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Literal
 
-AuthHeader = Literal["bearer", "x-api-key"]
-"""The header a token travels in: `Authorization: Bearer` or `x-api-key`."""
+from ..api import AuthHeader
 
 
 @dataclass
