@@ -121,7 +121,10 @@ class Journal:
         self.path = path
         self._durable_changes = -1
         try:
-            self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            # timeout 0: a journal held by another process is refused at once (CacheInUse).
+            self.db = sqlite3.connect(
+                path, isolation_level=None, check_same_thread=False, timeout=0
+            )
             self.db.execute("PRAGMA locking_mode=EXCLUSIVE")
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
