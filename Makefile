@@ -18,7 +18,7 @@ demo: install
 	@bash scripts/demo.sh
 
 test: install
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n 3 --dist loadfile
 
 bench: install
 	@bash scripts/install.sh test,bench

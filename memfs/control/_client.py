@@ -22,7 +22,7 @@ from ._protocol import (
     SyncReply,
     decode_reply,
 )
-from ._runtime import StoreState
+from ._runtime import StoreState, socket_address
 
 STATUS_TIMEOUT = 10.0
 SYNC_TIMEOUT = 600.0
@@ -64,7 +64,8 @@ class ControlClient:
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
                 s.settimeout(timeout)
-                s.connect(self.store.socket)
+                with socket_address(self.store.socket) as address:
+                    s.connect(address)
                 s.sendall(Request(command).encode())
                 data = _receive_line(s)
         except OSError as e:

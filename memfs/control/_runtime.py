@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
 STATE_SUFFIX = ".json"
@@ -42,6 +43,26 @@ def state_path(folder: str, store_id: str) -> str:
 
 def socket_path(folder: str, store_id: str) -> str:
     return os.path.join(folder, store_id + SOCKET_SUFFIX)
+
+
+SUN_PATH_MAX = 107
+"""The longest path an AF_UNIX address holds (108 bytes with its NUL)."""
+
+
+@contextlib.contextmanager
+def socket_address(path: str) -> Iterator[str]:
+    """An address for the socket at `path` that fits AF_UNIX's 108 bytes: the
+    path itself, or, for a deep runtime folder, the socket's name reached
+    through a descriptor of its folder (`/proc/self/fd/N/<name>`)."""
+    if len(os.fsencode(path)) <= SUN_PATH_MAX:
+        yield path
+        return
+    folder, name = os.path.split(path)
+    fd = os.open(folder, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        yield f"/proc/self/fd/{fd}/{name}"
+    finally:
+        os.close(fd)
 
 
 @dataclass(frozen=True)

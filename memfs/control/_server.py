@@ -22,6 +22,7 @@ import trio
 
 from .._exceptions import MountError
 from ._protocol import ErrorReply, Reply, Request, UnknownCommand, encode_reply
+from ._runtime import socket_address
 
 Handler = Callable[[Request], Awaitable[Reply]]
 
@@ -44,7 +45,8 @@ class ControlServer:
         sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
         try:
             try:
-                await sock.bind(self.path)
+                with socket_address(self.path) as address:
+                    await sock.bind(address)
                 os.chmod(self.path, 0o600)
                 sock.listen(BACKLOG)
             except OSError as e:

@@ -505,3 +505,16 @@ def test_refusals_are_one_sentence_and_leave_nothing_behind(
         assert not m.store_pids()
     finally:
         m.cleanup()
+
+
+def test_a_runtime_folder_deeper_than_a_socket_address_still_works(mounter, memfs_server):
+    """AF_UNIX addresses hold 108 bytes; a deep runtime folder must not matter."""
+    store_id = memfs_server.create_store("Deep")["id"]
+    mounter.runtime_dir = mounter.tmp / ("r" * 60) / ("u" * 60) / "run"
+    assert len(str(mounter.runtime_dir / f"{store_id}.sock")) > 108
+    path = mounter.mount_one(store_id)
+    (path / "deep.md").write_text("through a long socket path")
+    mounter.sync(path)
+    assert _memories(memfs_server, store_id) == {"/deep.md": "through a long socket path"}
+    assert [s["store_id"] for s in mounter.status()] == [store_id]
+    assert mounter.unmount(path).returncode == 0

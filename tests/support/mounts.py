@@ -142,8 +142,11 @@ class Mounter:
         return pids
 
     def cleanup(self) -> None:
-        with contextlib.suppress(Exception):
-            self.memfs("unmount", "--all", timeout=90)
+        # Only this mounter's mounts: `--all` would also clean other tests' stale mounts.
+        mine = memfs_mounts_under(self.tmp)
+        if mine:
+            with contextlib.suppress(Exception):
+                self.memfs("unmount", *mine, timeout=90)
         for point in memfs_mounts_under(self.tmp):
             subprocess.run(["fusermount3", "-uz", point], capture_output=True)
         deadline = time.monotonic() + 5
