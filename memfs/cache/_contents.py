@@ -12,7 +12,7 @@ import errno
 import os
 import stat as statmod
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import cachetools
 
@@ -57,26 +57,25 @@ class ContentFiles:
         return st.st_size
 
     def read(self, name: str) -> bytes:
-        fd = self.open(name, os.O_RDONLY)
-        try:
+        with self._opened(name, os.O_RDONLY) as fd:
             chunks = []
             while chunk := os.read(fd, 1 << 17):
                 chunks.append(chunk)
             return b"".join(chunks)
-        finally:
-            os.close(fd)
 
     def write_in_place(self, name: str, content: bytes) -> None:
-        fd = self.open(name, os.O_WRONLY)
-        try:
+        with self._opened(name, os.O_WRONLY) as fd:
             os.write(fd, content)
-        finally:
-            os.close(fd)
 
     def truncate(self, name: str, size: int) -> None:
-        fd = self.open(name, os.O_WRONLY)
-        try:
+        with self._opened(name, os.O_WRONLY) as fd:
             os.ftruncate(fd, size)
+
+    @contextlib.contextmanager
+    def _opened(self, name: str, flags: int) -> Iterator[int]:
+        fd = self.open(name, flags)
+        try:
+            yield fd
         finally:
             os.close(fd)
 

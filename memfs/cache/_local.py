@@ -35,26 +35,25 @@ class LocalChanges(CacheCore):
 
     # ------------------------------------------------------------ names
 
-    def mkdir(self, parent_id: int, name: str, mode: int) -> Node:
-        parent = self.node(parent_id)
-        path = self.tree.check_new_name(parent, name)
+    def _new(self, kind: NodeKind, parent_id: int, name: str, mode: int) -> Node:
+        """A node for a new name made here (not inserted yet), or the rule it breaks."""
+        path = self.tree.check_new_name(self.node(parent_id), name)
         now = now_ns()
-        node = Node(
-            id=0, kind=NodeKind.DIR, parent=parent_id, name=name, path=path,
-            mode=mode & 0o7777, mtime_ns=now, ctime_ns=now, made_here=True,
+        return Node(
+            id=0, kind=kind, parent=parent_id, name=name, path=path, mode=mode & 0o7777,
+            mtime_ns=now, ctime_ns=now,
         )  # fmt: skip
+
+    def mkdir(self, parent_id: int, name: str, mode: int) -> Node:
+        node = self._new(NodeKind.DIR, parent_id, name, mode)
+        node.made_here = True
         return self._insert(node)
 
     def create(self, parent_id: int, name: str, mode: int) -> Node:
         """A new empty file, changed locally, content cached (and empty)."""
-        parent = self.node(parent_id)
-        path = self.tree.check_new_name(parent, name)
-        now = now_ns()
-        node = Node(
-            id=0, kind=NodeKind.FILE, parent=parent_id, name=name, path=path,
-            mode=mode & 0o7777, mtime_ns=now, ctime_ns=now, edited=True, pending=True,
-            cached=True,
-        )  # fmt: skip
+        node = self._new(NodeKind.FILE, parent_id, name, mode)
+        node.edited = node.pending = node.cached = True
+        path = node.path
         stone = next((s for s in self.tombstones.values() if s.path == path), None)
         if stone is None and self.full:
             if not self._said_full:
