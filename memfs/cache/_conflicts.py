@@ -30,6 +30,14 @@ class ConflictCopies:
         self.dir = folder
         ensure_private_dir(folder, "conflicts folder")
 
+    def paths(self) -> list[str]:
+        """Every copy kept so far (this mount's and earlier ones'), oldest first."""
+        out = []
+        for root, dirs, files in os.walk(self.dir):
+            dirs.sort()
+            out += [os.path.join(root, f) for f in sorted(files) if not f.endswith(".path")]
+        return out
+
     def keep(self, path: str, content: bytes) -> str:
         """Keep `content`, the local version of the file at `path`; returns the copy's path."""
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())

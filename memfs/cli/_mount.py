@@ -7,12 +7,12 @@ import json
 import logging
 import os
 import sys
-import time
 
 from .. import supervisor as sup
 from .._exceptions import ConfigError
 from ..control import ErrorReply
 from ._main import SecretOnCommandLine
+from ._status import print_table
 
 log = logging.getLogger("memfs")
 
@@ -102,6 +102,11 @@ def setup_mount(p: argparse.ArgumentParser) -> None:
         help="requests at once in a sync pass, 1-32 (default 16; the final sync uses "
         "twice as many, at most 32)",
     )
+    p.add_argument(
+        "--metrics-addr",
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics of every mounted store there (e.g. 127.0.0.1:9477)",
+    )
     p.add_argument("--daemon", action="store_true", help="return once every store is mounted")
 
 
@@ -132,7 +137,14 @@ def run_mount(args: argparse.Namespace) -> int:
         sync_concurrency=args.sync_concurrency,
     )
     # Store processes log each pass at INFO unless -v or MEMFS_LOG_LEVEL say otherwise.
-    supervisor = sup.Supervisor(specs, daemon=args.daemon, log_level=args.log_level or "INFO")
+    if args.metrics_addr:
+        sup.parse_metrics_addr(args.metrics_addr)
+    supervisor = sup.Supervisor(
+        specs,
+        daemon=args.daemon,
+        log_level=args.log_level or "INFO",
+        metrics_addr=args.metrics_addr,
+    )
     supervisor.start_all()
     for spec in specs:
         access = "read-only" if spec.read_only else "read-write"
@@ -201,24 +213,7 @@ def run_status(args: argparse.Namespace) -> int:
     if not results:
         print("no memfs mounts are running")
         return 0
-    for store, reply in results:
-        if isinstance(reply, ErrorReply):
-            print(f"{store.mount_path}  {store.store_id}  unreachable: {reply.error}")
-            continue
-        st = reply.status
-        access = "ro" if st.read_only else "rw"
-        last = st.last_pass
-        when = time.strftime("%H:%M:%S", time.localtime(last["finished_at"])) if last else "never"
-        print(
-            f"{st.mount_path}  {st.store_id}  {access}  files {st.files} (cached {st.cached})  "
-            f"pending {len(st.pending)}  last sync {when}"
-        )
-        if st.last_error:
-            print(f"  error: {st.last_error}")
-        for path, reason in st.refused.items():
-            print(f"  refused: {path}: {reason}")
-        for path in st.pending[:20]:
-            print(f"  pending: {path}")
+    print_table(results)
     return 0
 
 

@@ -44,20 +44,23 @@ class ClientStats:
     """What the client sent: `requests` counts HTTP attempts (retries
     included), `retries` the attempts after the first, `by_method` attempts per
     HTTP method, `by_operation` calls per client method, `by_status` answers
-    per status code (0 for no answer)."""
+    per status code (0 for no answer), `by_outcome` attempts per (client
+    method, status code or "transport_error"), and `bytes_up` / `bytes_down`
+    the request and answer bodies."""
 
     requests: int = 0
     retries: int = 0
     by_method: Counter[str] = field(default_factory=Counter)
     by_operation: Counter[str] = field(default_factory=Counter)
     by_status: Counter[int] = field(default_factory=Counter)
+    by_outcome: Counter[tuple[str, str]] = field(default_factory=Counter)
+    bytes_up: int = 0
+    bytes_down: int = 0
 
     def reset(self) -> None:
-        self.requests = 0
-        self.retries = 0
-        self.by_method.clear()
-        self.by_operation.clear()
-        self.by_status.clear()
+        self.requests = self.retries = self.bytes_up = self.bytes_down = 0
+        for counter in (self.by_method, self.by_operation, self.by_status, self.by_outcome):
+            counter.clear()
 
 
 @dataclass(frozen=True)
@@ -145,7 +148,9 @@ class Sender:
         attempt = 0
         while True:
             try:
-                response = await self._attempt(method, url, params, json, retry=attempt > 0)
+                response = await self._attempt(
+                    operation, method, url, params, json, retry=attempt > 0
+                )
             except (httpx.HTTPError, httpx.InvalidURL) as e:
                 if attempt >= self.policy.max_retries or isinstance(e, _NEVER_RETRIED):
                     raise error_from(
@@ -163,6 +168,7 @@ class Sender:
 
     async def _attempt(
         self,
+        operation: str,
         method: HttpMethod,
         url: str,
         params: dict[str, str] | None,
@@ -180,8 +186,12 @@ class Sender:
             response = await self.http.request(method, url, params=params, json=json)
         except (httpx.HTTPError, httpx.InvalidURL):
             self.stats.by_status[0] += 1
+            self.stats.by_outcome[(operation, "transport_error")] += 1
             raise
         self.stats.by_status[response.status_code] += 1
+        self.stats.by_outcome[(operation, str(response.status_code))] += 1
+        self.stats.bytes_up += len(response.request.content)
+        self.stats.bytes_down += len(response.content)
         log.debug(
             "%s %s -> %d in %.1f ms",
             method,

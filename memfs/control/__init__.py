@@ -16,6 +16,7 @@ from ._client import ControlClient
 from ._protocol import (
     Command,
     ErrorReply,
+    MetricsReply,
     Reply,
     Request,
     StatusReply,
@@ -49,6 +50,7 @@ __all__ = [
     "Request",
     "StateFile",
     "StatusReply",
+    "MetricsReply",
     "StopReply",
     "StoreSpec",
     "StoreState",

@@ -14,6 +14,7 @@ from .._exceptions import SyncError
 from ._protocol import (
     Command,
     ErrorReply,
+    MetricsReply,
     Reply,
     ReplyKind,
     Request,
@@ -47,6 +48,9 @@ class ControlClient:
         unmounts and exits (wait for its pid to see it gone)."""
         return self._exchange(Command.STOP, StopReply, timeout)
 
+    def metrics(self, *, timeout: float = STATUS_TIMEOUT) -> MetricsReply | ErrorReply:
+        return self._exchange(Command.METRICS, MetricsReply, timeout)
+
     def ask(self, command: Command, *, timeout: float) -> Reply:
         """Any command, for callers that hold one as a value."""
         match command:
@@ -56,6 +60,8 @@ class ControlClient:
                 return self.sync(timeout=timeout)
             case Command.STOP:
                 return self.stop(timeout=timeout)
+            case Command.METRICS:
+                return self.metrics(timeout=timeout)
 
     def _exchange(
         self, command: Command, kind: type[ReplyKind], timeout: float

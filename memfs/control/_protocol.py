@@ -8,6 +8,8 @@ One request and one reply per connection, each one line of JSON::
     <- {"ok": true, "report": {...the pass report...}}
     -> {"cmd": "stop"}
     <- {"ok": <nothing left to upload>, "not_uploaded": [paths]}
+    -> {"cmd": "metrics"}
+    <- {"ok": true, "metrics": {...raw counters and histograms...}}
 
 and `{"ok": false, "error": "<sentence>"}` when a command could not be
 carried out (a sync pass that failed, a command this process does not know).
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import enum
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, TypeVar
 
 
@@ -33,6 +35,8 @@ class Command(enum.StrEnum):
     """Run a sync pass now; answered when it is done."""
     STOP = "stop"
     """The final sync, then unmount; answered once the final sync is done."""
+    METRICS = "metrics"
+    """Raw counters and histograms, for the metrics endpoint (see `supervisor._metrics`)."""
 
 
 _COMMANDS = frozenset(c.value for c in Command)
@@ -98,6 +102,21 @@ class StoreStatus:
     """HTTP requests sent to the store since the mount."""
     fuse_requests: dict[str, int]
     """Kernel requests answered, by operation."""
+    access: str = "read_write"
+    """`read_write` or `read_only`, as the session attached the store."""
+    memories: int = 0
+    """Files that hold a memory of the store (new local files not yet uploaded aside)."""
+    cached_bytes: int = 0
+    dirty: int = 0
+    """Files with changes not yet in the store."""
+    pending_deletes: int = 0
+    conflict_copies: list[str] = field(default_factory=list)
+    """Every conflict copy kept in this store's cache folder."""
+    next_pass_at: float | None = None
+    """When the next periodic pass runs (Unix time)."""
+    bytes_up: int = 0
+    bytes_down: int = 0
+    """Request and answer bodies exchanged with the store since the mount."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -106,7 +125,7 @@ class StoreStatus:
     def from_json(cls, data: object) -> StoreStatus:
         if not isinstance(data, dict):
             raise ValueError("a status is a JSON object")
-        return cls(**{f.name: data[f.name] for f in fields(cls)})
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
 
 @dataclass(frozen=True)
@@ -154,6 +173,20 @@ class StopReply:
 
 
 @dataclass(frozen=True)
+class MetricsReply:
+    metrics: dict[str, Any]
+    """What `MountedStore.metrics` gathers: counters, gauges and raw histograms."""
+    ok = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": True, "metrics": self.metrics}
+
+    @classmethod
+    def from_json(cls, message: dict[str, Any]) -> MetricsReply:
+        return cls(dict(message["metrics"]))
+
+
+@dataclass(frozen=True)
 class ErrorReply:
     """A command that could not be carried out; also what the CLI reports for
     a process it could not reach (`memfs status`, `memfs sync`)."""
@@ -165,9 +198,9 @@ class ErrorReply:
         return {"ok": False, "error": self.error}
 
 
-Reply = StatusReply | SyncReply | StopReply | ErrorReply
+Reply = StatusReply | SyncReply | StopReply | MetricsReply | ErrorReply
 
-ReplyKind = TypeVar("ReplyKind", StatusReply, SyncReply, StopReply)
+ReplyKind = TypeVar("ReplyKind", StatusReply, SyncReply, StopReply, MetricsReply)
 """The reply a command gets when it is carried out."""
 
 

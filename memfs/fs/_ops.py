@@ -24,12 +24,14 @@ import errno
 import functools
 import os
 import stat as statmod
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pyfuse3
 
+from .._histogram import FUSE_BUCKETS, Histogram
 from ..api import MARKER_NAME, marker_content
 from ..cache import ROOT_ID, FilesystemFace, Node
 from ._errno import errno_for
@@ -49,12 +51,18 @@ def _handler(fn: F) -> F:
     @functools.wraps(fn)
     async def wrapper(self: MemoryStoreFS, *args: Any, **kwargs: Any) -> Any:
         self.requests[name] += 1
+        started = time.perf_counter()
         try:
             return await fn(self, *args, **kwargs)
         except pyfuse3.FUSEError:
             raise
         except Exception as e:  # noqa: BLE001 - the mount must survive any bug
             raise pyfuse3.FUSEError(errno_for(e)) from None
+        finally:
+            latency = self.latency.get(name)
+            if latency is None:
+                latency = self.latency[name] = Histogram(FUSE_BUCKETS)
+            latency.observe(time.perf_counter() - started)
 
     return wrapper  # type: ignore[return-value]
 
@@ -93,6 +101,8 @@ class MemoryStoreFS(pyfuse3.Operations):
         self.marker = marker_content(cache.store_id)
         self._handles: dict[int, _Handle] = {}
         self.requests: collections.Counter[str] = collections.Counter()
+        self.latency: dict[str, Histogram] = {}
+        """Seconds each kind of request took to answer, by operation."""
         """FUSE requests answered, by operation: what the kernel did not cache."""
         self._next_fh = 1
         self._dir_listings: dict[int, list[tuple[bytes, int]]] = {}

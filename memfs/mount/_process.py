@@ -46,6 +46,7 @@ from ..control import (
     Command,
     ControlServer,
     ErrorReply,
+    MetricsReply,
     Reply,
     Request,
     StateFile,
@@ -183,6 +184,8 @@ class StoreProcess:
                 self.stopping.set()
                 await self._final_sync_done.wait()
                 return StopReply(list(self._not_uploaded))
+            case Command.METRICS:
+                return MetricsReply(store.metrics())
 
     async def _fuse_main(self) -> None:
         try:

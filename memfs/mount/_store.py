@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import os
+import time
+from typing import Any
 
 import trio
 
@@ -59,6 +61,7 @@ class MountedStore:
         cache.source = self.engine.fetch_content
         self.fs = MemoryStoreFS(cache, read_only=spec.read_only, uid=spec.uid, gid=spec.gid)
         self.prefetched = False
+        self.next_pass_at: float | None = None
         self._fs_requests_seen = 0
 
     async def first_pass(self) -> None:
@@ -84,7 +87,9 @@ class MountedStore:
         """A pass every sync interval, backing off while the store fails."""
         delay = self.spec.sync_interval
         while True:
+            self.next_pass_at = time.time() + delay
             await trio.sleep(delay)
+            self.next_pass_at = None
             try:
                 await self.engine.run_pass()
                 delay = self.spec.sync_interval
@@ -130,7 +135,17 @@ class MountedStore:
     def status(self) -> StoreStatus:
         st = self.engine.status
         files = list(self.cache.files())
+        stats = self.client.stats
         return StoreStatus(
+            access="read_only" if self.spec.read_only else "read_write",
+            memories=sum(1 for f in files if f.memory_id is not None),
+            cached_bytes=sum(f.size for f in files if f.cached),
+            dirty=sum(1 for f in files if f.pending),
+            pending_deletes=len(self.cache.tombstones),
+            conflict_copies=self.cache.conflicts.paths(),
+            next_pass_at=self.next_pass_at,
+            bytes_up=stats.bytes_up,
+            bytes_down=stats.bytes_down,
             store_id=self.spec.store_id,
             name=self.spec.name,
             mount_path=self.spec.mount_path,
@@ -150,3 +165,28 @@ class MountedStore:
             requests=self.client.stats.requests,
             fuse_requests=dict(self.fs.requests),
         )
+
+    def metrics(self) -> dict[str, Any]:
+        """Raw counters, gauges and histograms for the metrics endpoint, which
+        names them (`memfs_...`) and labels them with the store's id."""
+        st = self.engine.status
+        stats = self.client.stats
+        files = list(self.cache.files())
+        return {
+            "passes": dict(st.results),
+            "pass_seconds": st.durations.to_json(),
+            "requests": [
+                {"endpoint": endpoint, "outcome": outcome, "count": n}
+                for (endpoint, outcome), n in sorted(stats.by_outcome.items())
+            ],
+            "bytes_up": stats.bytes_up,
+            "bytes_down": stats.bytes_down,
+            "dirty": sum(1 for f in files if f.pending),
+            "pending_deletes": len(self.cache.tombstones),
+            "conflicts": st.conflicts,
+            "refused": len(self.engine.refused()),
+            "memories": sum(1 for f in files if f.memory_id is not None),
+            "cache_bytes": sum(f.size for f in files if f.cached),
+            "fuse_requests": dict(self.fs.requests),
+            "fuse_seconds": {op: h.to_json() for op, h in self.fs.latency.items()},
+        }

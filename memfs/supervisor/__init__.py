@@ -39,11 +39,13 @@ from ._specs import (
     check_mount_path,
     default_cache_dir,
     load_resources,
+    parse_metrics_addr,
     parse_store_arg,
 )
 from ._supervisor import READY_TIMEOUT, STOP_MARGIN, Supervisor
 
 __all__ = [
+    "parse_metrics_addr",
     "API_KEY_PREFIX",
     "AUTH_API_KEY",
     "AUTH_BEARER",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
 import os
 import selectors
@@ -26,6 +27,7 @@ import sys
 import time
 from dataclasses import dataclass
 from types import FrameType
+from typing import TextIO
 
 from .._exceptions import MountError
 from .._private import ensure_private_dir
@@ -54,12 +56,19 @@ class Supervisor:
     """Starts one store process per spec and sees them through to the end."""
 
     def __init__(
-        self, specs: list[StoreSpec], *, daemon: bool = False, log_level: str = "INFO"
+        self,
+        specs: list[StoreSpec],
+        *,
+        daemon: bool = False,
+        log_level: str = "INFO",
+        metrics_addr: str | None = None,
     ) -> None:
         self.specs = specs
         self.daemon = daemon
         self.log_level = log_level
+        self.metrics_addr = metrics_addr
         self.children: list[_Child] = []
+        self.metrics: subprocess.Popen[str] | None = None
 
     def _start(self, spec: StoreSpec) -> _Child:
         spec = dataclasses.replace(spec, follow_parent=not self.daemon)
@@ -67,11 +76,9 @@ class Supervisor:
         env["MEMFS_LOG_LEVEL"] = self.log_level
         env["MEMFS_RUNTIME_DIR"] = spec.runtime_dir
         if self.daemon:
-            store_dir = os.path.join(spec.cache_dir, spec.store_id)
             ensure_private_dir(spec.cache_dir, "cache folder", follow=True)
-            ensure_private_dir(store_dir, "cache folder")
-            flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
-            stderr = os.fdopen(os.open(os.path.join(store_dir, "memfs.log"), flags, 0o600), "a")
+            store_dir = os.path.join(spec.cache_dir, spec.store_id)
+            stderr = self._daemon_log(store_dir, "memfs.log")
         else:
             stderr = None
         proc = subprocess.Popen(
@@ -91,6 +98,13 @@ class Supervisor:
         if self.daemon:
             proc.stdin.close()
         return _Child(spec, proc)
+
+    @staticmethod
+    def _daemon_log(folder: str, name: str) -> TextIO:
+        """A daemon's log file (its stderr), 0600 in a private folder."""
+        ensure_private_dir(folder, "cache folder", follow=True)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+        return os.fdopen(os.open(os.path.join(folder, name), flags, 0o600), "a")
 
     def start_all(self) -> None:
         """Start every store and wait for READY; on any failure stop the rest and raise."""
@@ -130,9 +144,43 @@ class Supervisor:
         for child in self.children:
             if child.proc.stdout is not None:
                 child.proc.stdout.close()
+        if self.metrics_addr:
+            self._start_metrics(self.metrics_addr)
+
+    def _start_metrics(self, addr: str) -> None:
+        """The metrics endpoint of these stores, a process of its own (it outlives a
+        `--daemon` supervisor and ends with the stores); a failure stops the stores."""
+        settings = {
+            "addr": addr,
+            "runtime_dir": self.specs[0].runtime_dir,
+            "store_ids": [s.store_id for s in self.specs],
+        }
+        env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
+        stderr = self._daemon_log(self.specs[0].cache_dir, "metrics.log") if self.daemon else None
+        self.metrics = subprocess.Popen(
+            [sys.executable, "-m", "memfs.supervisor._metrics"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            env=env,
+            start_new_session=True,
+            text=True,
+        )
+        if stderr is not None:
+            stderr.close()
+        assert self.metrics.stdin is not None and self.metrics.stdout is not None
+        self.metrics.stdin.write(json.dumps(settings) + "\n")
+        self.metrics.stdin.close()
+        line = self.metrics.stdout.readline()
+        self.metrics.stdout.close()
+        if not line.startswith("READY"):
+            self.stop_all()
+            cause = line[6:].strip() if line.startswith("ERROR ") else "its process exited"
+            raise MountError(f"cannot serve the metrics endpoint: {cause}")
 
     def stop_all(self) -> int:
-        """SIGTERM every store process and wait; 0 when all of them exited 0."""
+        """SIGTERM every store process and wait; 0 when all of them exited 0.
+        The metrics endpoint ends with them."""
         for child in self.children:
             if child.proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
@@ -151,6 +199,9 @@ class Supervisor:
                 force_unmount(child.spec.mount_path)
             if rc != 0:
                 code = 1
+        if self.metrics is not None and self.metrics.poll() is None:
+            self.metrics.terminate()
+            self.metrics.wait()
         return code
 
     def wait(self) -> int:

@@ -141,6 +141,7 @@ class SyncEngine:
         async with self._lock:
             report = PassReport()
             before = self.client.stats.requests
+            started = time.monotonic()
             try:
                 await self._pass(report, final=final, full=full)
             except AuthenticationFailed as e:
@@ -164,7 +165,12 @@ class SyncEngine:
             finally:
                 report.requests = self.client.stats.requests - before
                 report.finished_at = self.clock()
+                report.duration_s = time.monotonic() - started
+                report.result = "failed" if report.error else "ok"
                 self.status.passes += 1
+                self.status.results[report.result] += 1
+                self.status.durations.observe(report.duration_s)
+                self.status.conflicts += report.conflicts
                 self.status.last = report
                 self.puller.done()
             if report.error:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import enum
 import logging
 import math
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -15,6 +16,7 @@ from typing import Any, Protocol, TypeVar
 import trio
 
 from .._exceptions import StatusError, StoreError
+from .._histogram import PASS_BUCKETS, Histogram
 from ..api import Memory, MemoryPrefix, MemoryVersion, Page
 from ..cache import SyncFace
 
@@ -143,6 +145,9 @@ class PassReport:
     full_listing: bool = False
     error: str | None = None
     finished_at: float = 0.0
+    duration_s: float = 0.0
+    result: str = "ok"
+    """`ok`, or `failed` (then `error` says why)."""
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -156,6 +161,11 @@ class SyncStatus:
     last_error: str | None = None
     mode: FollowMode = FollowMode.FEED
     mode_reason: str | None = None
+    results: Counter[str] = field(default_factory=Counter)
+    """Passes by result (`ok`, `failed`) since the mount."""
+    durations: Histogram = field(default_factory=lambda: Histogram(PASS_BUCKETS))
+    conflicts: int = 0
+    """Conflict copies kept since the mount."""
 
 
 @dataclass

@@ -1,0 +1,163 @@
+"""The metrics endpoint of one `memfs mount` (or `memfs run`): Prometheus text
+for all of its stores, at `--metrics-addr HOST:PORT`.
+
+Store processes keep plain counters and histograms (`memfs._histogram`) and
+answer them over their control sockets (`metrics`); this endpoint asks each
+of them on every scrape and names the families, every one prefixed
+`memfs_` and labelled with `store_id`. It runs as a process of its own
+(`python -m memfs.supervisor._metrics`), started by the supervisor once the
+stores are mounted, so that it serves a `--daemon` mount too; it ends once
+none of its stores is running any more.
+
+Only this module imports prometheus-client.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from prometheus_client import start_http_server
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from .._exceptions import MemfsError
+from ..control import ControlClient, MetricsReply, StoreState, read_state, state_path
+from ._specs import parse_metrics_addr
+
+log = logging.getLogger("memfs.metrics")
+
+POLL_SECONDS = 2.0
+
+
+def _histogram(
+    family: HistogramMetricFamily, labels: list[str], raw: dict[str, Any]
+) -> HistogramMetricFamily:
+    family.add_metric(labels, [(b, float(n)) for b, n in raw["buckets"]], raw["sum"])
+    return family
+
+
+class StoresCollector(Collector):
+    """Asks every store of the mount for its numbers, at each scrape."""
+
+    def __init__(self, runtime_dir: str, store_ids: list[str]) -> None:
+        self.runtime_dir = runtime_dir
+        self.store_ids = store_ids
+
+    def running(self) -> list[StoreState]:
+        states = [read_state(state_path(self.runtime_dir, sid)) for sid in self.store_ids]
+        return [s for s in states if s is not None]
+
+    def collect(self) -> Iterator[Metric]:
+        samples: list[tuple[str, dict[str, Any]]] = []
+        for state in self.running():
+            try:
+                reply = ControlClient(state).metrics()
+            except MemfsError:
+                continue
+            if isinstance(reply, MetricsReply):
+                samples.append((state.store_id, reply.metrics))
+        yield from families(samples)
+
+
+def families(samples: Iterable[tuple[str, dict[str, Any]]]) -> Iterator[Metric]:
+    """The Prometheus families of the stores' raw numbers."""
+    store = ["store_id"]
+    passes = CounterMetricFamily(
+        "memfs_sync_passes", "Sync passes since the mount, by result", labels=[*store, "result"]
+    )
+    pass_seconds = HistogramMetricFamily(
+        "memfs_sync_pass_duration_seconds", "How long sync passes took", labels=store
+    )
+    requests = CounterMetricFamily(
+        "memfs_store_requests",
+        "HTTP requests to the store (attempts), by client call and outcome (status code)",
+        labels=[*store, "endpoint", "outcome"],
+    )
+    sent = CounterMetricFamily("memfs_store_sent_bytes", "Request bodies sent", labels=store)
+    received = CounterMetricFamily(
+        "memfs_store_received_bytes", "Answer bodies received", labels=store
+    )
+    gauges = {
+        key: GaugeMetricFamily(f"memfs_{key}", text, labels=store)
+        for key, text in (
+            ("dirty_files", "Files with changes not yet in the store"),
+            ("pending_deletes", "Files deleted here, not yet in the store"),
+            ("refused_files", "Files the store refused or memfs holds back"),
+            ("memories", "Files that hold a memory of the store"),
+            ("cache_bytes", "Bytes of content in the local cache"),
+        )
+    }
+    conflicts = CounterMetricFamily(
+        "memfs_conflicts", "Conflict copies kept since the mount", labels=store
+    )
+    fuse = CounterMetricFamily(
+        "memfs_fuse_requests",
+        "Kernel requests answered, by operation",
+        labels=[*store, "operation"],
+    )
+    fuse_seconds = HistogramMetricFamily(
+        "memfs_fuse_request_duration_seconds",
+        "How long kernel requests took to answer, by operation",
+        labels=[*store, "operation"],
+    )
+    for store_id, m in samples:
+        for result, n in m["passes"].items():
+            passes.add_metric([store_id, result], n)
+        _histogram(pass_seconds, [store_id], m["pass_seconds"])
+        for r in m["requests"]:
+            requests.add_metric([store_id, r["endpoint"], r["outcome"]], r["count"])
+        sent.add_metric([store_id], m["bytes_up"])
+        received.add_metric([store_id], m["bytes_down"])
+        gauges["dirty_files"].add_metric([store_id], m["dirty"])
+        gauges["pending_deletes"].add_metric([store_id], m["pending_deletes"])
+        gauges["refused_files"].add_metric([store_id], m["refused"])
+        gauges["memories"].add_metric([store_id], m["memories"])
+        gauges["cache_bytes"].add_metric([store_id], m["cache_bytes"])
+        conflicts.add_metric([store_id], m["conflicts"])
+        for op, n in m["fuse_requests"].items():
+            fuse.add_metric([store_id, op], n)
+        for op, raw in m["fuse_seconds"].items():
+            _histogram(fuse_seconds, [store_id, op], raw)
+    yield from (passes, pass_seconds, requests, sent, received, *gauges.values(), conflicts)
+    yield from (fuse, fuse_seconds)
+
+
+def main() -> int:
+    """Serve the endpoint until none of the stores runs any more; its
+    settings (`addr`, `runtime_dir`, `store_ids`) come as JSON on stdin."""
+    logging.basicConfig(level=os.environ.get("MEMFS_LOG_LEVEL", "WARNING").upper())
+    settings = json.loads(sys.stdin.readline())
+    host, port = parse_metrics_addr(settings["addr"])
+    collector = StoresCollector(settings["runtime_dir"], list(settings["store_ids"]))
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    try:
+        start_http_server(port, addr=host, registry=registry)
+    except OSError as e:
+        sys.stdout.write(f"ERROR cannot serve metrics at {settings['addr']}: {e.strerror or e}\n")
+        sys.stdout.flush()
+        return 1
+    sys.stdout.write("READY\n")
+    sys.stdout.flush()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    # The stores write their state files as they mount; give them a moment.
+    time.sleep(POLL_SECONDS)
+    while collector.running():
+        time.sleep(POLL_SECONDS)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,212 @@
+"""What an operator reads of live mounts: `memfs status` in both forms, and the
+Prometheus endpoint of `--metrics-addr` after real traffic."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.support.faults import FaultProxyProcess
+from tests.support.mounts import memfs_mounts_under
+
+
+def put_remote(server, store_id: str, path: str, content: str) -> None:
+    with server.http() as http:
+        r = http.post(
+            f"/v1/memory_stores/{store_id}/memories", json={"path": path, "content": content}
+        )
+        if r.status_code == 409:
+            mid = r.json()["error"]["conflicting_memory_id"]
+            r = http.post(f"/v1/memory_stores/{store_id}/memories/{mid}", json={"content": content})
+    assert r.status_code == 200, r.text
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def scrape(port: int) -> dict[str, list]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    return {f.name: f.samples for f in text_string_to_metric_families(text)}
+
+
+@pytest.fixture
+def busy_store(mounter, memfs_server):
+    """A mounted store with something of everything: synced files, local edits,
+    a pending delete, a conflict copy and a refused (too large) file."""
+    store_id = memfs_server.create_store("Busy Notes")["id"]
+    for name in ("a", "b", "c", "d"):
+        put_remote(memfs_server, store_id, f"/{name}.md", f"{name} stored")
+    path = mounter.mount_one(store_id, "busy", extra=("--sync-interval", "3600"))
+    (path / "c.md").write_text("c here")
+    mounter.sync(path)
+    put_remote(memfs_server, store_id, "/c.md", "c in the store")
+    (path / "c.md").write_text("c here, again")
+    mounter.sync(path)  # the store wins: a conflict copy
+    (path / "new.md").write_text("new here")
+    (path / "a.md").write_text("a edited")
+    (path / "b.md").unlink()
+    with pytest.raises(OSError), open(path / "d.md", "w") as f:
+        f.write("x" * 150_000)
+    return store_id, path
+
+
+def test_status_in_both_forms_says_what_is_pending(mounter, busy_store):
+    store_id, path = busy_store
+    [st] = mounter.status()
+    assert st["store_id"] == store_id and st["mount_path"] == str(path)
+    assert st["access"] == "read_write"
+    assert st["dirty"] == 3  # new.md, a.md, d.md (held back: too large)
+    assert st["pending_deletes"] == 1
+    assert st["memories"] == 3  # a, c, d (b is deleted here, new is not in the store)
+    assert st["cached_bytes"] == sum(
+        os.path.getsize(path / n) for n in ("a.md", "c.md", "d.md", "new.md")
+    )
+    [copy] = st["conflict_copies"]
+    with open(copy) as f:
+        assert f.read() == "c here, again"
+    assert "too large" in st["refused"]["/d.md"]
+    assert st["sync_mode"] == "feed"
+    assert st["last_pass"]["result"] == "ok" and st["last_pass"]["duration_s"] > 0
+    assert st["next_pass_at"] > time.time() + 3000
+    assert st["bytes_up"] > 0 and st["bytes_down"] > 0
+
+    r = mounter.memfs("status", check=True)
+    lines = r.stdout.splitlines()
+    rows = [line for line in lines if not line.startswith("  ")]  # details name whole paths
+    assert len(rows) == 2 and all(len(row) <= 100 for row in rows), rows
+    header = lines[0]
+    names = header.split()
+    assert names == [
+        "MOUNT", "ACCESS", "MEMORIES", "CACHED", "DIRTY", "DELETES", "CONFL", "REFUSED",
+        "MODE", "LAST", "NEXT",
+    ]  # fmt: skip
+    starts = [header.index(n) for n in names] + [None]
+    cells = dict(
+        zip(
+            names,
+            (lines[1][a:b].strip() for a, b in zip(starts, starts[1:], strict=False)),
+            strict=True,
+        )
+    )
+    assert cells["MOUNT"].endswith("busy") and cells["ACCESS"] == "rw"
+    assert (cells["MEMORIES"], cells["DIRTY"], cells["DELETES"]) == ("3", "3", "1")
+    assert (cells["CONFL"], cells["REFUSED"], cells["MODE"]) == ("1", "1", "feed")
+    assert cells["LAST"].startswith("ok ") and cells["NEXT"].startswith("in ")
+    assert cells["CACHED"].endswith(" B")
+    assert any(line.strip() == f"conflict copy: {copy}" for line in lines)
+    assert any("refused: /d.md: too large" in line for line in lines)
+    assert any(line.startswith(f"  store {store_id}") for line in lines)
+
+
+def test_the_metrics_endpoint_after_real_traffic(mounter, memfs_server):
+    store_id = memfs_server.create_store("Metrics")["id"]
+    port = free_port()
+    path = mounter.mount_one(store_id, extra=("--metrics-addr", f"127.0.0.1:{port}"))
+    for i in range(5):
+        (path / f"n{i}.md").write_text(f"note {i}")
+    (path / "n0.md").unlink()
+    mounter.sync(path)
+    assert (path / "n1.md").read_text() == "note 1"
+    metrics = scrape(port)
+    assert metrics and all(name.startswith("memfs_") for name in metrics)
+
+    def value(family: str, sample: str | None = None, **labels: str) -> float:
+        matching = [
+            s.value
+            for s in metrics[family]
+            if (sample is None or s.name == sample)
+            and s.labels.get("store_id") == store_id
+            and all(s.labels.get(k) == v for k, v in labels.items())
+        ]
+        assert matching, (family, labels)
+        return sum(matching)
+
+    assert value("memfs_sync_passes", result="ok") >= 2  # the first pass and ours
+    assert value("memfs_sync_pass_duration_seconds", "memfs_sync_pass_duration_seconds_count") >= 2
+    assert value("memfs_store_requests", endpoint="create_memory", outcome="200") == 4
+    assert value("memfs_store_sent_bytes") > 0 and value("memfs_store_received_bytes") > 0
+    assert value("memfs_fuse_requests", operation="write") >= 5
+    assert (
+        value(
+            "memfs_fuse_request_duration_seconds",
+            "memfs_fuse_request_duration_seconds_count",
+            operation="write",
+        )
+        >= 5
+    )
+    assert value("memfs_dirty_files") == 0
+    assert value("memfs_pending_deletes") == 0  # a new file deleted before its first push
+    assert value("memfs_memories") == 4
+    assert value("memfs_cache_bytes") == sum(len(f"note {i}") for i in range(1, 5))
+    assert value("memfs_conflicts") == 0 and value("memfs_refused_files") == 0
+    mounter.unmount(path)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            scrape(port)
+        except OSError:
+            break
+        time.sleep(0.2)
+    else:
+        raise AssertionError("the metrics endpoint outlived its stores")
+
+
+def test_one_endpoint_for_every_store_of_a_mount(mounter, memfs_server):
+    first = memfs_server.create_store("One")["id"]
+    second = memfs_server.create_store("Two")["id"]
+    port = free_port()
+    mounter.mount(
+        f"{first}={mounter.root / 'one'}",
+        f"{second}={mounter.root / 'two'}",
+        extra=("--metrics-addr", f"127.0.0.1:{port}"),
+    )
+    passes = scrape(port)["memfs_sync_passes"]
+    assert {s.labels["store_id"] for s in passes} == {first, second}
+
+
+def test_a_metrics_address_in_use_is_refused_and_nothing_stays_mounted(mounter, memfs_server):
+    store_id = memfs_server.create_store("Busy port")["id"]
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        r = mounter.mount(
+            f"{store_id}={mounter.root / 's'}",
+            extra=("--metrics-addr", f"127.0.0.1:{port}"),
+            check=False,
+        )
+    assert r.returncode == 1, r.stderr
+    assert "cannot serve the metrics endpoint" in r.stderr and "Traceback" not in r.stderr
+    assert memfs_mounts_under(mounter.root) == [] and not (mounter.root / "s").exists()
+
+
+@pytest.mark.parametrize("addr", ["9477", "localhost:", "host:99999", ":80"])
+def test_a_bad_metrics_address_is_refused_before_anything_mounts(mounter, memfs_server, addr):
+    store_id = memfs_server.create_store("Bad addr")["id"]
+    r = mounter.mount(
+        f"{store_id}={mounter.root / 's'}", extra=("--metrics-addr", addr), check=False
+    )
+    assert r.returncode == 2 and "is not HOST:PORT" in r.stderr
+    assert not (mounter.root / "s").exists()
+
+
+def test_status_counts_requests_through_a_proxy(mounter, memfs_server):
+    """`requests` and the bytes in status are what actually crossed the wire."""
+    store_id = memfs_server.create_store("Counted")["id"]
+    with FaultProxyProcess(memfs_server.url) as proxy:
+        path = mounter.mount_one(store_id, extra=("--api-url", proxy.url))
+        before = proxy.state()["counters"]["requests_seen"]
+        [st0] = mounter.status()
+        mounter.sync(path)
+        [st1] = mounter.status()
+        crossed = proxy.state()["counters"]["requests_seen"] - before
+        assert st1["requests"] - st0["requests"] == crossed >= 1
