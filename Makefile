@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 # types, their own errors not reported (--follow-imports=silent).
 MYPY_PATHS := memfs
 
-.PHONY: install demo test bench lint format clean
+.PHONY: install demo test soak bench lint format clean
 
 install:
 	@bash scripts/install.sh test
@@ -19,6 +19,12 @@ demo: install
 
 test: install
 	$(VENV)/bin/pytest -q -n 3 --dist loadfile
+
+# The model-based test, the fault and kill soaks and the in-process sync soak, long.
+soak: install
+	HYPOTHESIS_PROFILE=soak MEMFS_SOAK_SECONDS=300 MEMFS_SOAK_KILLS=50 MEMFS_SOAK_SEEDS=1000 \
+		$(VENV)/bin/pytest -q -n 3 --dist loadfile tests/mount/test_model.py \
+		tests/system/test_soak.py tests/system/test_sync_soak_inprocess.py
 
 bench: install
 	@bash scripts/install.sh test,bench

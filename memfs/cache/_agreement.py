@@ -56,9 +56,25 @@ class Agreement(CacheCore):
 
     def mark_pushed(self, change: Change, *, memory_id: str, sha: str, path: str) -> Node | None:
         """The store now holds this file's content `sha` at `path`: advance its base.
-        The file stays changed if it was written again meanwhile."""
+        The file stays changed if it was written again meanwhile.
+
+        The filesystem may have moved on while the push was on the wire: the
+        file deleted, or given another memory (a rename over a file, a create
+        where a delete was pending). Then the memory the store now holds
+        belongs to whichever file holds it now, whose base becomes what the
+        store holds (so memfs's own push is not mistaken for another writer's
+        change); and when no file holds it, it becomes a pending delete with
+        the sha the store holds (so that the delete is not refused as stale)."""
         node = self.nodes.get(change.node_id)
-        if node is None or node.orphan:
+        if node is None or node.orphan or node.memory_id != change.memory_id:
+            holder = self.node_of_memory(memory_id)
+            if holder is not None:
+                self._bind(holder, memory_id, sha, path)
+                holder.pending = True
+                self.pending_ids.add(holder.id)
+                self._save(holder)
+            else:
+                self._add_tombstone(memory_id, path, sha)
             return None
         self._bind(node, memory_id, sha, path)
         node.refused_sha = node.refused_reason = None
@@ -93,6 +109,15 @@ class Agreement(CacheCore):
         """A pending delete whose memory now holds memfs's own lost write, or a memory
         memfs created (answer lost) whose file was deleted here since."""
         self._add_tombstone(memory_id, path, sha)
+
+    def deleted_in_store(self, memory_id: str) -> None:
+        """memfs deleted this memory in the store. A file that took it back while
+        the delete was on the wire (a create where the delete was pending) is
+        new again, so that its content is created rather than lost to a 404."""
+        self.tombstone_done(memory_id)
+        holder = self.node_of_memory(memory_id)
+        if holder is not None:
+            self.forget_memory(holder)
 
     def forget_memory(self, node: Node) -> None:
         """The store no longer has this file's memory, but it changed locally: it is new again."""

@@ -137,7 +137,7 @@ class DeletePacer(Part):
             )
             report.refused += 1
             return
-        cache.tombstone_done(stone.memory_id)
+        cache.deleted_in_store(stone.memory_id)
         self.ledger.delete_holds.pop(stone.memory_id, None)
         self.ledger.logged.pop(stone.memory_id, None)
         report.deleted_remote += 1

@@ -35,10 +35,13 @@ class Pusher(Part):
         self.deletions = deletions
 
     async def push(self, change: Change, report: PassReport, *, final: bool) -> None:
+        """Push one changed file. `change` names the file; what is sent is the
+        file's state now (the filesystem may have moved on since the pass began)."""
         cache = self.cache
         node = cache.nodes.get(change.node_id)
         if node is None or node.orphan or not node.pending:
             return
+        change = Change.of(node)
         if node.too_large:
             self.ledger.log_once(
                 node.id,
@@ -119,6 +122,8 @@ class Pusher(Part):
     ) -> None:
         """One memory refused: decide what it means for that memory alone."""
         if isinstance(e, NotFound) and change.memory_id is not None:
+            if node.memory_id != change.memory_id:
+                return  # the file took another memory while this one went: it is pushed next
             log.warning("%s was deleted in the store; it is created again", change.path)
             self.cache.forget_memory(node)
             await self.push(Change.of(node), report, final=final)
@@ -208,5 +213,5 @@ class Pusher(Part):
             if whole_store(e):
                 raise
             return False
-        self.cache.tombstone_done(stone.memory_id)
+        self.cache.deleted_in_store(stone.memory_id)
         return True
