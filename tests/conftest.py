@@ -47,6 +47,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 # ---- end of tiers and markers ----------------------------------------------
 
+# ---- memfs.testing (ops testing) ---------------------------------------------
+
+collect_ignore = ["system/sample_project"]
+"""The sample project is another project, with its own configuration and the
+`memfs.testing` plugin it opts in to: tests/system/test_testing_plugin.py runs
+it as its own pytest session; this suite, which does not opt in, never collects it."""
+
+# ---- end of memfs.testing ------------------------------------------------------
+
 # ---- cache invariants (the lead) --------------------------------------------
 
 

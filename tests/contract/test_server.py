@@ -1371,6 +1371,16 @@ def test_fault_proxy_as_a_process(shared_memfs_server, store):
         assert state["counters"]["statuses_injected"] == 2
 
 
+def test_fault_proxy_process_refuses_a_bad_setting_in_one_sentence(shared_memfs_server):
+    with FaultProxyProcess(shared_memfs_server.url) as proxy:
+        with pytest.raises(TypeError, match="no fault setting 'stauts'"):
+            proxy.set(stauts=529)
+        with pytest.raises(ValueError, match="status_rate must be a share from 0 to 1, not 1.5"):
+            proxy.set(status=529, status_rate=1.5)
+        assert proxy.state()["settings"]["status"] == 500, "nothing changed"
+        assert proxy.counters().requests_seen == 0
+
+
 async def test_fault_proxy_can_lose_the_answer_of_an_applied_change(shared_memfs_server, store):
     async with (
         FaultProxy(shared_memfs_server.url) as proxy,

@@ -1,7 +1,8 @@
 """Helpers the tests share: a real `memfs serve` subprocess and the API's headers.
 
 Nothing here mocks the store: tests talk HTTP to a real server on loopback,
-backed by a real SQLite file.
+backed by a real SQLite file. The server and the fault proxy are the public
+ones of `memfs.testing` (docs/testing.md), with this suite's fixed token.
 """
 
 from __future__ import annotations
@@ -9,19 +10,14 @@ from __future__ import annotations
 import base64
 import json
 import os
-import selectors
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
+from typing import Any
 
-import httpx
-
-from memfs.api import ANTHROPIC_VERSION, BETA
+from memfs.api import BETA
+from memfs.testing import ServerProcess as _ServerProcess
+from memfs.testing import api_headers as _api_headers
 
 TEST_TOKEN = "test-token"
-START_TIMEOUT = 15.0
 
 
 def standard_base64_secret(obj: dict) -> str:
@@ -37,135 +33,15 @@ def standard_base64_secret(obj: dict) -> str:
 
 def api_headers(token: str = TEST_TOKEN, *, beta: str | None = BETA) -> dict[str, str]:
     """The headers every request of the contract carries, with an x-api-key."""
-    headers = {"x-api-key": token, "anthropic-version": ANTHROPIC_VERSION}
-    if beta is not None:
-        headers["anthropic-beta"] = beta
-    return headers
+    return _api_headers(token, beta=beta)
 
 
-class ServerProcess:
-    """`python -m memfs serve` on 127.0.0.1 with its own SQLite file.
+class ServerProcess(_ServerProcess):
+    """`memfs.testing.ServerProcess` with memfs's own tests' default: the
+    token `TEST_TOKEN` (which `api_headers()` sends) instead of a random one."""
 
-    `.url` is read from the first stdout line. `restart()` keeps the database
-    and the port, so clients holding the URL keep working; `stop()` sends
-    SIGTERM (then SIGKILL after a timeout) and returns the exit status."""
-
-    def __init__(
-        self,
-        db_path: Path,
-        *,
-        token: str = TEST_TOKEN,
-        extra_args: list[str] | None = None,
-        env: dict[str, str] | None = None,
-    ) -> None:
-        self.db_path = Path(db_path)
-        self.token = token
-        self.extra_args = list(extra_args or [])
-        self.env = env
-        self.port = 0
-        self.url = ""
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.stderr_path = self.db_path.with_suffix(".stderr.log")
-
-    @property
-    def stderr(self) -> str:
-        try:
-            return self.stderr_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
-
-    def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "memfs", "serve", "--host", "127.0.0.1"]
-        cmd += ["--port", str(self.port), "--db", str(self.db_path)]
-        if self.token:
-            cmd += ["--token", self.token]
-        return cmd + self.extra_args
-
-    def start(self) -> ServerProcess:
-        env = dict(os.environ)
-        env.pop("MEMFS_SERVE_TOKEN", None)
-        env.update(self.env or {})
-        stderr = open(self.stderr_path, "ab")  # noqa: SIM115 (the child owns it)
-        try:
-            self.proc = subprocess.Popen(
-                self.command(), stdout=subprocess.PIPE, stderr=stderr, env=env
-            )
-        finally:
-            stderr.close()
-        line = self._first_line()
-        if not line.startswith("http://"):
-            self.kill()
-            raise RuntimeError(
-                f"memfs serve did not print its URL (got {line!r}); stderr:\n{self.stderr}"
-            )
-        self.url = line
-        self.port = int(line.rsplit(":", 1)[1])
-        return self
-
-    def _first_line(self) -> str:
-        assert self.proc is not None and self.proc.stdout is not None
-        selector = selectors.DefaultSelector()
-        selector.register(self.proc.stdout, selectors.EVENT_READ)
-        data = b""
-        deadline = time.monotonic() + START_TIMEOUT
-        try:
-            while b"\n" not in data:
-                left = deadline - time.monotonic()
-                if left <= 0 or not selector.select(left):
-                    break
-                chunk = os.read(self.proc.stdout.fileno(), 4096)
-                if not chunk:
-                    break
-                data += chunk
-        finally:
-            selector.close()
-        return data.decode(errors="replace").split("\n", 1)[0].strip()
-
-    def stop(self, timeout: float = 10.0) -> int | None:
-        """SIGTERM, wait, SIGKILL if needed; the exit status (None if never started)."""
-        if self.proc is None:
-            return None
-        proc, self.proc = self.proc, None
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        if proc.stdout:
-            proc.stdout.close()
-        return proc.returncode
-
-    def kill(self) -> None:
-        """SIGKILL: a crash, with no chance to clean up."""
-        if self.proc is None:
-            return
-        proc, self.proc = self.proc, None
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        if proc.stdout:
-            proc.stdout.close()
-
-    def restart(self) -> ServerProcess:
-        """Stop and start again on the same database and port."""
-        self.stop()
-        return self.start()
-
-    def headers(self, **kw) -> dict[str, str]:
-        return api_headers(self.token, **kw)
-
-    def http(self) -> httpx.Client:
-        """A synchronous httpx client with this server's URL and headers."""
-        return httpx.Client(base_url=self.url, headers=self.headers(), timeout=10.0)
-
-    def create_store(self, name: str = "test store", **fields) -> dict:
-        """Create a store over HTTP and return its JSON."""
-        with self.http() as client:
-            r = client.post("/v1/memory_stores", json={"name": name, **fields})
-        r.raise_for_status()
-        return r.json()
+    def __init__(self, db_path: Path, *, token: str = TEST_TOKEN, **kwargs: Any) -> None:
+        super().__init__(db_path, token=token, **kwargs)
 
 
 def conflict_files(folder) -> list[Path]:

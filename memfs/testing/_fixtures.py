@@ -1,0 +1,75 @@
+"""The fixtures of the `memfs.testing` pytest plugin (docs/testing.md).
+
+Every fixture is synchronous and lasts one test: a plain pytest test uses
+them as they are, and a trio (or other async) test can too, since they are
+set up before its event loop starts and torn down after it ends; their
+helpers block, which is fine for a test's own set-up and checks. Each test
+gets its own server process and database, so tests cannot see each
+other's stores, and `pytest -n` workers cannot meet. Teardown stops every
+process a fixture started, whatever the test did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+from ._processes import FaultProxyProcess, ServerProcess
+from ._store import FakeStore
+
+FAULT_SEED = 0
+"""The fault proxy's dice start the same in every test, so a `*_rate`
+fault hits the same requests on every run of the same test."""
+
+MakeMemoryStore = Callable[..., FakeStore]
+
+
+@pytest.fixture
+def memfs_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """A `memfs serve` on 127.0.0.1 and a free port, with a fresh SQLite
+    database and a random token: a `ServerProcess` (`.url`, `.token`,
+    `.headers()`, `.http()`, `.create_store(name)`, `.restart()`, `.stop()`,
+    `.kill()`, `.stderr`). Stopped at teardown."""
+    folder: Path = tmp_path_factory.mktemp("memfs-serve")
+    server = ServerProcess(folder / "store.sqlite3").start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def make_memory_store(memfs_server: ServerProcess) -> MakeMemoryStore:
+    """`make_memory_store(name="test store", memories=None)`: a new store on
+    `memfs_server`, seeded with `memories` (`{path: content}`), as a `FakeStore`."""
+
+    def make(name: str = "test store", memories: Mapping[str, str] | None = None) -> FakeStore:
+        store = FakeStore(memfs_server, memfs_server.create_store(name)["id"])
+        if memories:
+            store.seed(memories)
+        return store
+
+    return make
+
+
+@pytest.fixture
+def memory_store(make_memory_store: MakeMemoryStore) -> FakeStore:
+    """A fresh, empty store on `memfs_server`: a `FakeStore` (`.url`,
+    `.token`, `.store_id`, `.seed({path: content})`, `.put`, `.delete`,
+    `.memories()`, `.versions()`), whose helpers bypass any fault proxy."""
+    return make_memory_store()
+
+
+@pytest.fixture
+def fault_proxy(memfs_server: ServerProcess) -> Iterator[FaultProxyProcess]:
+    """A fault proxy in front of `memfs_server`, passing everything on until
+    told otherwise: a `FaultProxyProcess` (`.url` for the program under test,
+    `.set(**settings)`, `.reset()`, `.counters()`, `.state()`). Stopped at
+    teardown."""
+    proxy = FaultProxyProcess(memfs_server.url, seed=FAULT_SEED).start()
+    try:
+        yield proxy
+    finally:
+        proxy.stop()

@@ -1,0 +1,260 @@
+"""The child processes of a fake store: `memfs serve` (`ServerProcess`) and
+the fault proxy in front of it (`FaultProxyProcess`), for tests of any kind.
+
+Both are plain blocking objects (no event loop), so they work in a sync
+pytest test, in a trio test's fixtures, and for programs under test that
+run in processes of their own. Each prints its URL as the first line of its
+stdout; `start()` waits for that line (the server is listening then) and
+fails with the process's stderr when it does not come. `stop()` sends
+SIGTERM and, after a timeout, SIGKILL; neither leaves a process behind.
+
+The server's token reaches it in its environment (`MEMFS_SERVE_TOKEN`), not
+on its command line, where `ps` would show it to every user.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+
+from ..api import ANTHROPIC_VERSION, BETA, SERVE_TOKEN_ENV
+from ._proxy import CONTROL_PATH, FaultCounters
+
+START_TIMEOUT = 15.0
+"""Seconds a child process has to print its URL."""
+
+
+def api_headers(token: str, *, beta: str | None = BETA) -> dict[str, str]:
+    """The headers every request of the API carries, with `token` as x-api-key."""
+    headers = {"x-api-key": token, "anthropic-version": ANTHROPIC_VERSION}
+    if beta is not None:
+        headers["anthropic-beta"] = beta
+    return headers
+
+
+def _first_line(stream: IO[bytes], timeout: float) -> str:
+    """The first line `stream` gives within `timeout` seconds ("" if none)."""
+    selector = selectors.DefaultSelector()
+    selector.register(stream, selectors.EVENT_READ)
+    data = b""
+    deadline = time.monotonic() + timeout
+    try:
+        while b"\n" not in data:
+            left = deadline - time.monotonic()
+            if left <= 0 or not selector.select(left):
+                break
+            chunk = os.read(stream.fileno(), 4096)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        selector.close()
+    return data.decode(errors="replace").split("\n", 1)[0].strip()
+
+
+def _end(proc: subprocess.Popen[bytes], timeout: float, *, kill: bool = False) -> int:
+    """Stop `proc` (SIGTERM, or SIGKILL when `kill`), wait, SIGKILL after
+    `timeout`; its exit status."""
+    if proc.poll() is None:
+        if kill:
+            proc.kill()
+        else:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    if proc.stdout:
+        proc.stdout.close()
+    return proc.returncode
+
+
+class ServerProcess:
+    """`python -m memfs serve` on 127.0.0.1 (a free port) with its own SQLite file.
+
+    `token` is the one token it accepts (a random one when None; "" for none
+    given, so that the server generates one and prints it on stderr);
+    `extra_args` are more `memfs serve` flags, `env` more variables. `.url`
+    is read from the first stdout line. `restart()` keeps the database and
+    the port, so clients holding the URL keep working; `stop()` sends SIGTERM
+    (then SIGKILL after a timeout) and returns the exit status; `kill()` is a
+    crash. The server's stderr goes to `stderr_path` (beside the database),
+    readable as `.stderr`."""
+
+    def __init__(
+        self,
+        db_path: Path | str,
+        *,
+        token: str | None = None,
+        extra_args: list[str] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.db_path = Path(db_path)
+        self.token = "memfs-test-" + secrets.token_urlsafe(12) if token is None else token
+        self.extra_args = list(extra_args or [])
+        self.env = env
+        self.port = 0
+        self.url = ""
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.stderr_path = self.db_path.with_suffix(".stderr.log")
+
+    @property
+    def stderr(self) -> str:
+        """What the server wrote on stderr so far (every start appends)."""
+        try:
+            return self.stderr_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def command(self) -> list[str]:
+        """The command line (no secret in it); a subclass may wrap it."""
+        cmd = [sys.executable, "-m", "memfs", "serve", "--host", "127.0.0.1"]
+        cmd += ["--port", str(self.port), "--db", str(self.db_path)]
+        return cmd + self.extra_args
+
+    def environment(self) -> dict[str, str]:
+        """This process's environment, `env` on top, and the token in
+        MEMFS_SERVE_TOKEN (beside any tokens `env` gives there)."""
+        env = dict(os.environ)
+        env.pop(SERVE_TOKEN_ENV, None)
+        env.update(self.env or {})
+        tokens = [t for t in (self.token, env.get(SERVE_TOKEN_ENV, "")) if t]
+        if tokens:
+            env[SERVE_TOKEN_ENV] = ",".join(tokens)
+        return env
+
+    def start(self, timeout: float = START_TIMEOUT) -> ServerProcess:
+        """Start the server and wait until it listens; RuntimeError with its
+        stderr when it does not within `timeout` seconds."""
+        stderr = open(self.stderr_path, "ab")  # noqa: SIM115 (the child owns it)
+        try:
+            self.proc = subprocess.Popen(
+                self.command(), stdout=subprocess.PIPE, stderr=stderr, env=self.environment()
+            )
+        finally:
+            stderr.close()
+        assert self.proc.stdout is not None
+        line = _first_line(self.proc.stdout, timeout)
+        if not line.startswith("http://"):
+            self.kill()
+            raise RuntimeError(
+                f"memfs serve did not print its URL (got {line!r}); stderr:\n{self.stderr}"
+            )
+        self.url = line
+        self.port = int(line.rsplit(":", 1)[1])
+        return self
+
+    def stop(self, timeout: float = 10.0) -> int | None:
+        """SIGTERM, wait, SIGKILL if needed; the exit status (None if not running)."""
+        if self.proc is None:
+            return None
+        proc, self.proc = self.proc, None
+        return _end(proc, timeout)
+
+    def kill(self) -> None:
+        """SIGKILL: a crash, with no chance to clean up."""
+        if self.proc is not None:
+            proc, self.proc = self.proc, None
+            _end(proc, 10.0, kill=True)
+
+    def restart(self) -> ServerProcess:
+        """Stop and start again on the same database and port."""
+        self.stop()
+        return self.start()
+
+    def headers(self, *, beta: str | None = BETA) -> dict[str, str]:
+        """The API's headers with this server's token."""
+        return api_headers(self.token, beta=beta)
+
+    def http(self) -> httpx.Client:
+        """A synchronous httpx client with this server's URL and headers."""
+        return httpx.Client(base_url=self.url, headers=self.headers(), timeout=10.0)
+
+    def create_store(self, name: str = "test store", **fields: Any) -> dict[str, Any]:
+        """Create a store over HTTP and return its JSON (`["id"]` is its id)."""
+        with self.http() as client:
+            r = client.post("/v1/memory_stores", json={"name": name, **fields})
+        r.raise_for_status()
+        store: dict[str, Any] = r.json()
+        return store
+
+    def __enter__(self) -> ServerProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class FaultProxyProcess:
+    """The fault proxy (`python -m memfs.testing.faults`) in a child process,
+    in front of `target`, driven over HTTP: for sync tests and for programs
+    under test that run in processes of their own. `set(**settings)` takes
+    the names of `FaultSettings`; `counters()` reads `FaultCounters`."""
+
+    def __init__(self, target: str, *, seed: int | None = None) -> None:
+        self.target = target
+        self.seed = seed
+        self.url = ""
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = START_TIMEOUT) -> FaultProxyProcess:
+        """Start the proxy and wait until it listens."""
+        cmd = [sys.executable, "-m", "memfs.testing.faults", "--target", self.target]
+        if self.seed is not None:
+            cmd += ["--seed", str(self.seed)]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE)
+        assert self.proc.stdout is not None
+        self.url = _first_line(self.proc.stdout, timeout)
+        if not self.url.startswith("http://"):
+            self.stop()
+            raise RuntimeError(f"the fault proxy did not print its URL (got {self.url!r})")
+        return self
+
+    def set(self, **changes: Any) -> dict[str, Any]:
+        """Change settings (see `FaultSettings`) and return the new state. An
+        unknown name is a TypeError, a bad value a ValueError; then nothing
+        changes."""
+        r = httpx.post(self.url + CONTROL_PATH, json=changes, timeout=5.0)
+        if r.status_code == 400:
+            message = r.json().get("error", r.text)
+            raise (TypeError if message.startswith("no fault setting") else ValueError)(message)
+        r.raise_for_status()
+        state: dict[str, Any] = r.json()
+        return state
+
+    def reset(self) -> dict[str, Any]:
+        """No faults, counters at zero."""
+        return self.set(reset=True)
+
+    def state(self) -> dict[str, Any]:
+        """`{"settings": ..., "counters": ...}` as JSON values."""
+        r = httpx.get(self.url + CONTROL_PATH, timeout=5.0)
+        r.raise_for_status()
+        state: dict[str, Any] = r.json()
+        return state
+
+    def counters(self) -> FaultCounters:
+        """What the proxy saw and did since it started or was reset."""
+        return FaultCounters.from_json(self.state()["counters"])
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL after 5 seconds."""
+        if self.proc is not None:
+            proc, self.proc = self.proc, None
+            _end(proc, 5.0)
+
+    def __enter__(self) -> FaultProxyProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

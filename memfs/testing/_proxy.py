@@ -1,0 +1,482 @@
+"""`FaultProxy`: a small HTTP/1.1 proxy that makes a store misbehave on purpose.
+
+It listens on 127.0.0.1 and forwards each request to the target server
+unless its settings (`FaultSettings`) say otherwise: wait `delay` seconds
+first; answer a share (`status_rate`) or the next `status_next` requests
+with `status` (429, 500, 529...: the API's error envelope, `retry-after` for
+429, and any extra `headers`, such as `retry-after-ms` or `x-should-retry`);
+close the connection without an answer for a share (`drop_rate`) or the
+next `drop_next` requests; forward a request but close the connection
+instead of relaying the answer, so the change happens and the client never
+hears of it, for a share (`lose_answer_rate`) or the next
+`lose_answer_next` requests; or refuse everything (`down`: an outage).
+Faults apply only to requests whose method is `match_method` (when set) and
+whose target matches the regex `match_path` (when set). What it saw is in
+`FaultCounters`. Keep-alive connections are parsed request by request
+(Content-Length bodies; chunked answers are relayed).
+
+This module is the proxy itself, for trio code in the same process::
+
+    async with FaultProxy(server.url) as proxy:
+        proxy.set(status=529, status_next=2)
+        ... talk to proxy.url ...
+
+`before_forward` (an async function of method and target) is awaited for
+each matching request just before it is forwarded: a test makes a change
+land at that instant, between what its client read and what it sends.
+`GET /__faults__` answers the settings and counters as JSON and
+`POST /__faults__` with a JSON object changes the settings (`"reset": true`
+first clears them): that is how `FaultProxyProcess` drives the proxy in a
+child process (`python -m memfs.testing.faults`).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import secrets
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from dataclasses import asdict, dataclass, field
+from dataclasses import fields as dataclass_fields
+from functools import partial
+from typing import Any
+from urllib.parse import urlsplit
+
+import trio
+
+from ..api import STATUS_ERRORS_BY_STATUS
+
+CONTROL_PATH = "/__faults__"
+MAX_HEAD_BYTES = 64 * 1024
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    402: "Payment Required",
+    403: "Forbidden",
+    404: "Not Found",
+    408: "Request Timeout",
+    409: "Conflict",
+    412: "Precondition Failed",
+    413: "Content Too Large",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+    529: "Overloaded",
+}
+# The error types of the statuses the API's contract does not tie to one type.
+_OTHER_ERROR_TYPES = {408: "timeout_error", 409: "conflict_error"}
+
+
+def error_type_of(status: int) -> str:
+    """The `error.type` the API answers `status` with (`api_error` for any other)."""
+    cls = STATUS_ERRORS_BY_STATUS.get(status)
+    if cls is not None:
+        return cls.error_type
+    return _OTHER_ERROR_TYPES.get(status, "api_error")
+
+
+@dataclass
+class FaultSettings:
+    """What the proxy does to matching requests; change it any time with
+    `FaultProxy.set` (or `FaultProxyProcess.set`)."""
+
+    delay: float = 0.0
+    """Seconds to wait before doing anything else with a matching request."""
+    status: int = 500
+    """The status injected by `status_rate` and `status_next`."""
+    error_type: str | None = None
+    """The envelope's `error.type` for injected statuses (default: the status's usual one)."""
+    status_rate: float = 0.0
+    """The share (0 to 1) of matching requests answered `status` without being forwarded."""
+    status_next: int = 0
+    """Answer the next N matching requests `status` (counts down)."""
+    retry_after: float = 0.0
+    """The `retry-after` header of an injected 429, in seconds."""
+    headers: dict[str, str] = field(default_factory=dict)
+    """Extra headers of injected statuses (`retry-after-ms`, `x-should-retry`...)."""
+    drop_rate: float = 0.0
+    """The share of matching requests whose connection is closed before forwarding."""
+    drop_next: int = 0
+    """Close the connection of the next N matching requests before forwarding them."""
+    lose_answer_rate: float = 0.0
+    """The share of matching requests forwarded, applied, and their answer not relayed."""
+    lose_answer_next: int = 0
+    """Forward the next N matching requests and close the connection instead of answering."""
+    down: bool = False
+    """Close every connection without an answer (an outage), matching or not."""
+    match_method: str | None = None
+    """Only requests with this method are matching (any when None)."""
+    match_path: str | None = None
+    """Only requests whose target (path and query) matches this regex (any when None)."""
+
+    def change(self, **changes: Any) -> None:
+        """Apply `changes` after checking every one: an unknown name is a
+        TypeError, a value of the wrong type or out of range a ValueError,
+        each one sentence, and nothing is changed when one is refused."""
+        known = {f.name: f for f in dataclass_fields(self)}
+        for name, value in changes.items():
+            if name not in known:
+                raise TypeError(f"no fault setting {name!r}; known: {', '.join(known)}")
+            _check_setting(name, value, getattr(FaultSettings(), name))
+        for name, value in changes.items():
+            setattr(self, name, float(value) if isinstance(getattr(self, name), float) else value)
+
+
+def _check_setting(name: str, value: Any, default: Any) -> None:
+    """Refuse, in one sentence, a `value` setting `name` (whose default is `default`) cannot take."""
+    whole = isinstance(value, int) and not isinstance(value, bool)
+    number = whole or isinstance(value, float)
+    if name.endswith("_rate"):
+        ok, kind = number and 0 <= value <= 1, "a share from 0 to 1"
+    elif name == "status":
+        ok, kind = whole and 100 <= value <= 599, "an HTTP status from 100 to 599"
+    elif isinstance(default, bool):
+        ok, kind = isinstance(value, bool), "true or false"
+    elif isinstance(default, float):
+        ok, kind = number and value >= 0, "a number of seconds, 0 or more"
+    elif isinstance(default, int):
+        ok, kind = whole and value >= 0, "a count, 0 or more"
+    elif isinstance(default, dict):
+        ok = isinstance(value, dict) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        )
+        kind = "an object of strings"
+    else:
+        ok, kind = value is None or isinstance(value, str), "a string or None"
+    if not ok:
+        raise ValueError(f"fault setting {name} must be {kind}, not {value!r}")
+    if name == "match_path" and value is not None:
+        try:
+            re.compile(value)
+        except re.error as e:
+            raise ValueError(f"fault setting match_path is not a regex ({e}): {value!r}") from None
+
+
+@dataclass
+class FaultCounters:
+    """What the proxy saw and did since it started or was last reset."""
+
+    requests_seen: int = 0
+    """Requests received (the control path's aside)."""
+    forwarded: int = 0
+    """Requests passed on to the target and answered by it (lost answers included)."""
+    statuses_injected: int = 0
+    drops_injected: int = 0
+    answers_lost: int = 0
+    """Requests the target applied and answered whose answer the client never got."""
+    refused_connections: int = 0
+    """Requests closed without an answer because the proxy was `down`."""
+    requests_by_path: dict[str, int] = field(default_factory=dict)
+    """Requests received by path (the query left out)."""
+    requests_by_method_path: dict[str, int] = field(default_factory=dict)
+    """As requests_by_path, keyed "METHOD /path", counted when the request arrives."""
+    targets: list[str] = field(default_factory=list)
+    """The request targets (path and query) seen, oldest first, the last MAX_TARGETS."""
+    exchanges: list[tuple[str, str, int]] = field(default_factory=list)
+    """(method, target, status the client got: 0 for none), oldest first, the last MAX_TARGETS."""
+
+    def statuses(self, method: str, pattern: str) -> list[int]:
+        """The statuses answered to `method` requests whose target matches the regex `pattern`."""
+        return [
+            status
+            for m, target, status in self.exchanges
+            if m == method.upper() and re.search(pattern, target)
+        ]
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FaultCounters:
+        """The counters of `state()["counters"]` as read back over HTTP."""
+        counters = cls(**data)
+        counters.exchanges = [(m, t, int(s)) for m, t, s in data.get("exchanges", [])]
+        return counters
+
+
+MAX_TARGETS = 1000
+
+
+class _Reader:
+    """Buffered reads of HTTP/1.1 framing from a trio stream."""
+
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self.stream = stream
+        self.buffer = bytearray()
+
+    async def _fill(self) -> bool:
+        chunk = await self.stream.receive_some(65536)
+        if not chunk:
+            return False
+        self.buffer += chunk
+        return True
+
+    async def head(self) -> bytes | None:
+        """Bytes up to and including the blank line; None at a clean EOF."""
+        while True:
+            end = self.buffer.find(b"\r\n\r\n")
+            if end != -1:
+                head = bytes(self.buffer[: end + 4])
+                del self.buffer[: end + 4]
+                return head
+            if len(self.buffer) > MAX_HEAD_BYTES:
+                raise ValueError("header block too large")
+            if not await self._fill():
+                if self.buffer:
+                    raise ValueError("connection closed inside a header block")
+                return None
+
+    async def exactly(self, n: int) -> bytes:
+        while len(self.buffer) < n:
+            if not await self._fill():
+                raise ValueError("connection closed inside a body")
+        data = bytes(self.buffer[:n])
+        del self.buffer[:n]
+        return data
+
+    async def line(self) -> bytes:
+        while True:
+            end = self.buffer.find(b"\r\n")
+            if end != -1:
+                data = bytes(self.buffer[: end + 2])
+                del self.buffer[: end + 2]
+                return data
+            if not await self._fill():
+                raise ValueError("connection closed inside a chunked body")
+
+    async def chunked(self) -> bytes:
+        """A whole chunked body, framing included, to relay as is."""
+        out = bytearray()
+        while True:
+            size_line = await self.line()
+            out += size_line
+            size = int(size_line.split(b";")[0].strip(), 16)
+            if size == 0:
+                while True:
+                    trailer = await self.line()
+                    out += trailer
+                    if trailer == b"\r\n":
+                        return bytes(out)
+            out += await self.exactly(size + 2)
+
+
+def _headers(head: bytes) -> tuple[str, dict[str, str]]:
+    lines = head.decode("latin-1").split("\r\n")
+    fields: dict[str, str] = {}
+    for line in lines[1:]:
+        if ":" in line:
+            name, _, value = line.partition(":")
+            fields[name.strip().lower()] = value.strip()
+    return lines[0], fields
+
+
+def _response(status: int, body: bytes, extra: dict[str, str] | None = None) -> bytes:
+    lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}"]
+    headers = {
+        "content-type": "application/json",
+        "content-length": str(len(body)),
+        **(extra or {}),
+    }
+    lines += [f"{k}: {v}" for k, v in headers.items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+class FaultProxy:
+    """The proxy in the caller's trio run: an async context manager that
+    serves on `url` until its block ends (or `serve` in a nursery of the
+    caller's). `seed` makes the `*_rate` dice repeat from run to run."""
+
+    def __init__(
+        self, target: str, *, host: str = "127.0.0.1", port: int = 0, seed: int | None = None
+    ) -> None:
+        parts = urlsplit(target)
+        self.target_host = parts.hostname or "127.0.0.1"
+        self.target_port = parts.port or 80
+        self.host = host
+        self.port = port
+        self.url = ""
+        self.settings = FaultSettings()
+        self.counters = FaultCounters()
+        self.random = random.Random(seed)
+        self.before_forward: Callable[[str, str], Awaitable[None]] | None = None
+        """In-process only: awaited with (method, target) before a matching request is forwarded."""
+        self._cancel: trio.CancelScope | None = None
+        self._stack = AsyncExitStack()
+
+    # -- settings and counters ------------------------------------------------
+
+    def set(self, **changes: Any) -> None:
+        """Change settings (see `FaultSettings`); an unknown name raises
+        TypeError, a bad value ValueError, and then nothing changes."""
+        self.settings.change(**changes)
+
+    def reset(self) -> None:
+        """No faults, counters at zero."""
+        self.settings = FaultSettings()
+        self.counters = FaultCounters()
+
+    @property
+    def requests_seen(self) -> int:
+        return self.counters.requests_seen
+
+    def state(self) -> dict[str, Any]:
+        """The settings and counters as JSON values: what `GET /__faults__` answers."""
+        return {"settings": asdict(self.settings), "counters": asdict(self.counters)}
+
+    # -- lifecycle ------------------------------------------------------------
+
+    async def __aenter__(self) -> FaultProxy:
+        self._stack = AsyncExitStack()
+        nursery = await self._stack.enter_async_context(trio.open_nursery())
+        await nursery.start(self.serve)
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        if self._cancel is not None:
+            self._cancel.cancel()
+        return await self._stack.__aexit__(*exc)
+
+    async def serve(self, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
+        """Accept connections until cancelled; reports the URL once listening."""
+        with trio.CancelScope() as scope:
+            self._cancel = scope
+            listeners = await trio.open_tcp_listeners(self.port, host=self.host)
+            self.port = listeners[0].socket.getsockname()[1]
+            self.url = f"http://{self.host}:{self.port}"
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(partial(trio.serve_listeners, self._connection, listeners))
+                task_status.started(self.url)
+
+    # -- one client connection ------------------------------------------------
+
+    def _applies(self, method: str, path: str) -> bool:
+        s = self.settings
+        if s.match_method and method.upper() != s.match_method.upper():
+            return False
+        return not (s.match_path and not re.search(s.match_path, path))
+
+    async def _connection(self, client: trio.SocketStream) -> None:
+        upstream: trio.SocketStream | None = None
+        try:
+            reader = _Reader(client)
+            upstream_reader: _Reader | None = None
+            while True:
+                head = await reader.head()
+                if head is None:
+                    return
+                request_line, fields = _headers(head)
+                method, _, rest = request_line.partition(" ")
+                path = rest.rsplit(" ", 1)[0]
+                body = await reader.exactly(int(fields.get("content-length") or 0))
+                if path.split("?")[0] == CONTROL_PATH:
+                    await client.send_all(self._control(method, body))
+                    continue
+                self.counters.requests_seen += 1
+                self.counters.targets = [*self.counters.targets[-MAX_TARGETS + 1 :], path]
+                route = path.split("?")[0]
+                self.counters.requests_by_path[route] = (
+                    self.counters.requests_by_path.get(route, 0) + 1
+                )
+                key = f"{method.upper()} {route}"
+                self.counters.requests_by_method_path[key] = (
+                    self.counters.requests_by_method_path.get(key, 0) + 1
+                )
+                s = self.settings
+                if s.down:
+                    self.counters.refused_connections += 1
+                    self._exchanged(method, path, 0)
+                    return
+                applies = self._applies(method, path)
+                if applies and s.delay > 0:
+                    await trio.sleep(s.delay)
+                if applies and (s.drop_next > 0 or self.random.random() < s.drop_rate):
+                    s.drop_next = max(0, s.drop_next - 1)
+                    self.counters.drops_injected += 1
+                    self._exchanged(method, path, 0)
+                    return
+                if applies and (s.status_next > 0 or self.random.random() < s.status_rate):
+                    s.status_next = max(0, s.status_next - 1)
+                    self.counters.statuses_injected += 1
+                    await client.send_all(self._fault_response(s.status, s.retry_after, s.headers))
+                    self._exchanged(method, path, s.status)
+                    continue
+                if applies and self.before_forward is not None:
+                    await self.before_forward(method.upper(), path)
+                if upstream is None:
+                    try:
+                        upstream = await trio.open_tcp_stream(self.target_host, self.target_port)
+                    except OSError:
+                        return
+                    upstream_reader = _Reader(upstream)
+                assert upstream_reader is not None
+                await upstream.send_all(head + body)
+                answer, close = await self._relay_response(upstream_reader, method)
+                self.counters.forwarded += 1
+                if applies and (
+                    s.lose_answer_next > 0 or self.random.random() < s.lose_answer_rate
+                ):
+                    s.lose_answer_next = max(0, s.lose_answer_next - 1)
+                    self.counters.answers_lost += 1
+                    self._exchanged(method, path, 0)
+                    return
+                await client.send_all(answer)
+                self._exchanged(method, path, int(answer.split(b" ", 2)[1]))
+                if close or fields.get("connection", "").lower() == "close":
+                    return
+        except (trio.BrokenResourceError, trio.ClosedResourceError, ValueError, OSError):
+            return
+        finally:
+            if upstream is not None:
+                await upstream.aclose()
+            await client.aclose()
+
+    def _exchanged(self, method: str, target: str, status: int) -> None:
+        exchanges = self.counters.exchanges[-MAX_TARGETS + 1 :]
+        self.counters.exchanges = [*exchanges, (method.upper(), target, status)]
+
+    async def _relay_response(self, reader: _Reader, method: str) -> tuple[bytes, bool]:
+        head = await reader.head()
+        if head is None:
+            raise ValueError("upstream closed before answering")
+        status_line, fields = _headers(head)
+        status = int(status_line.split(" ")[1])
+        close = fields.get("connection", "").lower() == "close"
+        if method.upper() == "HEAD" or status in (204, 304) or 100 <= status < 200:
+            return head, close
+        if "chunked" in fields.get("transfer-encoding", "").lower():
+            return head + await reader.chunked(), close
+        if "content-length" in fields:
+            return head + await reader.exactly(int(fields["content-length"])), close
+        body = bytearray()
+        while await reader._fill():
+            pass
+        body += reader.buffer
+        return head + bytes(body), True
+
+    def _fault_response(self, status: int, retry_after: float, headers: dict[str, str]) -> bytes:
+        request_id = "req_fault_" + secrets.token_hex(8)
+        error_type = self.settings.error_type or error_type_of(status)
+        body = json.dumps(
+            {
+                "type": "error",
+                "error": {"type": error_type, "message": f"injected {status} by the fault proxy"},
+                "request_id": request_id,
+            }
+        ).encode()
+        extra = {"request-id": request_id}
+        if status == 429:
+            extra["retry-after"] = f"{retry_after:g}"
+        return _response(status, body, {**extra, **headers})
+
+    def _control(self, method: str, body: bytes) -> bytes:
+        if method.upper() == "POST":
+            try:
+                changes = json.loads(body or b"{}")
+                if changes.pop("reset", False):
+                    self.reset()
+                self.set(**changes)
+            except (ValueError, TypeError) as e:
+                return _response(400, json.dumps({"error": str(e)}).encode())
+        return _response(200, json.dumps(self.state()).encode())
