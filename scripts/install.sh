@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Sets up everything memfs needs on a Debian 12 machine, and does nothing that
 # is already done: system packages (as root, only when missing), the .venv
-# virtualenv, and an editable install with the given extras (default: test).
+# virtualenv, and an editable install with the given extras (default: test;
+# `none` for memfs alone, as docker/Dockerfile installs it).
 # Re-installs the package only when pyproject.toml changed since the last run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 extras="${1:-test}"
+# gcc and libc6-dev build pyfuse3 where no compiler is installed (a slim image).
 # vim: tests/mount/test_readonly.py saves with it into a read-only store.
-system_packages=(fuse3 libfuse3-dev pkg-config vim)
+system_packages=(fuse3 libfuse3-dev pkg-config gcc libc6-dev vim)
 python="${PYTHON:-python3}"
 
 missing=()
@@ -33,8 +35,10 @@ if [[ ! -x .venv/bin/python ]]; then
 fi
 
 stamp=".venv/.memfs-installed-${extras//,/-}"
+target=".[$extras]"
+[[ "$extras" != none ]] || target=.
 if [[ ! -f "$stamp" || pyproject.toml -nt "$stamp" ]]; then
-    echo "install: pip install -e '.[$extras]'"
-    .venv/bin/python -m pip install -q -e ".[$extras]"
+    echo "install: pip install -e '$target'"
+    .venv/bin/python -m pip install -q -e "$target"
     touch "$stamp"
 fi

@@ -145,7 +145,7 @@ Command = tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argpar
 
 def _commands() -> dict[str, Command]:
     """name -> (help, setup(parser), run(args) -> exit status)."""
-    from . import _mount, _serve, _store
+    from . import _mount, _run, _serve, _store
 
     return {
         "serve": ("run the Memory Store API locally on SQLite", _serve.setup, _serve.run),
@@ -155,6 +155,7 @@ def _commands() -> dict[str, Command]:
             _store.run,
         ),
         **_mount.COMMANDS,
+        **_run.COMMANDS,
     }
 
 

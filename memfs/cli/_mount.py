@@ -10,7 +10,7 @@ import sys
 
 from .. import supervisor as sup
 from .._exceptions import ConfigError
-from ..control import ErrorReply
+from ..control import ErrorReply, StoreSpec
 from ._main import SecretOnCommandLine
 from ._status import print_table
 
@@ -110,7 +110,10 @@ def setup_mount(p: argparse.ArgumentParser) -> None:
     p.add_argument("--daemon", action="store_true", help="return once every store is mounted")
 
 
-def run_mount(args: argparse.Namespace) -> int:
+def mount_specs(args: argparse.Namespace) -> list[StoreSpec]:
+    """One spec per store from the options `setup_mount` defines, every refusal
+    (a store, the resources file, the credentials, a value) raised before
+    anything mounts: `memfs mount` and `memfs run` share it."""
     resources = [sup.parse_store_arg(s) for s in args.store]
     if args.resources:
         resources += sup.load_resources(args.resources)
@@ -123,7 +126,7 @@ def run_mount(args: argparse.Namespace) -> int:
     )
     if creds is not None:
         log.info("the token comes from %s and travels as %s", creds.source, creds.auth)
-    specs = sup.build_specs(
+    return sup.build_specs(
         resources,
         creds,
         root=args.root,
@@ -136,6 +139,10 @@ def run_mount(args: argparse.Namespace) -> int:
         final_sync_timeout=args.final_sync_timeout,
         sync_concurrency=args.sync_concurrency,
     )
+
+
+def run_mount(args: argparse.Namespace) -> int:
+    specs = mount_specs(args)
     # Store processes log each pass at INFO unless -v or MEMFS_LOG_LEVEL say otherwise.
     if args.metrics_addr:
         sup.parse_metrics_addr(args.metrics_addr)

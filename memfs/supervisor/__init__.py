@@ -6,6 +6,8 @@ supervisor (readiness, signal fan-out), and the `unmount`, `sync` and
 - `_specs`: from arguments to one `StoreSpec` per store, refusals first.
 - `_supervisor`: starting the store processes and seeing them to the end.
 - `_commands`: `memfs unmount`, `memfs sync`, `memfs status`.
+- `_run`: `memfs run`: one command in the foreground between mount and final sync.
+- `_notify`: systemd's readiness messages (`Type=notify`), without a library.
 
 Importing this package loads neither trio, pyfuse3 nor httpx.
 """
@@ -31,6 +33,16 @@ from ._credentials import (
     Credentials,
     resolve_credentials,
 )
+from ._notify import NOTIFY_ENV, notify
+from ._run import (
+    EXIT_NOT_EXECUTABLE,
+    EXIT_NOT_FOUND,
+    FORWARDED,
+    RunResult,
+    command_env,
+    run,
+    shell_status,
+)
 from ._specs import (
     MAX_SYNC_CONCURRENCY,
     MIN_SYNC_INTERVAL,
@@ -42,7 +54,7 @@ from ._specs import (
     parse_metrics_addr,
     parse_store_arg,
 )
-from ._supervisor import READY_TIMEOUT, STOP_MARGIN, Supervisor
+from ._supervisor import READY_TIMEOUT, STOP_MARGIN, FinalSync, Supervisor
 
 __all__ = [
     "parse_metrics_addr",
@@ -50,11 +62,17 @@ __all__ = [
     "AUTH_API_KEY",
     "AUTH_BEARER",
     "Credentials",
+    "EXIT_NOT_EXECUTABLE",
+    "EXIT_NOT_FOUND",
+    "FORWARDED",
+    "FinalSync",
     "GONE_TIMEOUT",
     "MAX_SYNC_CONCURRENCY",
     "MIN_SYNC_INTERVAL",
     "NAME_REFUSALS",
+    "NOTIFY_ENV",
     "READY_TIMEOUT",
+    "RunResult",
     "RunningStore",
     "SECRET_ENV",
     "STOP_MARGIN",
@@ -62,13 +80,17 @@ __all__ = [
     "URL_ENV",
     "build_specs",
     "check_mount_path",
+    "command_env",
     "control",
     "default_cache_dir",
     "load_resources",
+    "notify",
     "parse_store_arg",
     "resolve_credentials",
+    "run",
     "running_stores",
     "select_stores",
+    "shell_status",
     "status",
     "sync",
     "unmount",

@@ -6,7 +6,9 @@ memfs.mount`, the spec with the token on its stdin, no secret in its
 environment); waits until every one says READY, or stops the others and
 fails naming the store and the cause; and then either returns (`--daemon`)
 or waits for SIGTERM/SIGINT and passes it on, exiting 0 only when every
-store uploaded everything.
+store uploaded everything. `memfs run` ends with `final_sync`, which asks
+every store at once over its control socket, as `memfs unmount` does, to
+learn what each could not upload.
 
 In the foreground, a store process's stdin stays open as a lifeline: when
 the supervisor dies, by any signal, the store process reads its end and
@@ -25,15 +27,17 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from types import FrameType
 from typing import TextIO
 
-from .._exceptions import MountError
+from .._exceptions import MountError, SyncError
 from .._private import ensure_private_dir
-from ..control import StoreSpec
+from ..control import ControlClient, ErrorReply, StoreSpec, StoreState, socket_path
 from ..mount import force_unmount
 from ._credentials import SECRET_ENV
+from ._notify import NOTIFY_ENV, notify
 
 log = logging.getLogger("memfs.supervisor")
 
@@ -50,6 +54,27 @@ class _Child:
     error: str | None = None
     reported: bool = False
     """Its failure was logged already (foreground only)."""
+
+    def state(self) -> StoreState:
+        """How `memfs unmount` would find it: its control socket and pid."""
+        socket = socket_path(self.spec.runtime_dir, self.spec.store_id)
+        return StoreState(self.spec.store_id, self.spec.mount_path, self.proc.pid, socket)
+
+
+@dataclass
+class FinalSync:
+    """What the final sync of one store left behind."""
+
+    spec: StoreSpec
+    not_uploaded: list[str] = field(default_factory=list)
+    """The files the store does not hold: they stay in the cache for its next mount."""
+    failure: str | None = None
+    """Why the final sync could not be confirmed (the store process was gone,
+    or did not answer); None when it answered."""
+
+    @property
+    def ok(self) -> bool:
+        return not self.not_uploaded and self.failure is None
 
 
 class Supervisor:
@@ -72,7 +97,7 @@ class Supervisor:
 
     def _start(self, spec: StoreSpec) -> _Child:
         spec = dataclasses.replace(spec, follow_parent=not self.daemon)
-        env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
+        env = {k: v for k, v in os.environ.items() if k not in (*SECRET_ENV, NOTIFY_ENV)}
         env["MEMFS_LOG_LEVEL"] = self.log_level
         env["MEMFS_RUNTIME_DIR"] = spec.runtime_dir
         if self.daemon:
@@ -146,6 +171,8 @@ class Supervisor:
                 child.proc.stdout.close()
         if self.metrics_addr:
             self._start_metrics(self.metrics_addr)
+        if not self.daemon:
+            notify("READY=1")
 
     def _start_metrics(self, addr: str) -> None:
         """The metrics endpoint of these stores, a process of its own (it outlives a
@@ -181,28 +208,82 @@ class Supervisor:
     def stop_all(self) -> int:
         """SIGTERM every store process and wait; 0 when all of them exited 0.
         The metrics endpoint ends with them."""
+        if not self.daemon:
+            notify("STOPPING=1")
         for child in self.children:
             if child.proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     child.proc.send_signal(signal.SIGTERM)
-        code = 0
-        for child in self.children:
-            limit = child.spec.final_sync_timeout + STOP_MARGIN
-            try:
-                rc = child.proc.wait(timeout=limit)
-            except subprocess.TimeoutExpired:
-                log.error(
-                    "store %s did not stop within %.0f s; killing it", child.spec.store_id, limit
-                )
-                child.proc.kill()
-                rc = child.proc.wait()
-                force_unmount(child.spec.mount_path)
-            if rc != 0:
-                code = 1
+        code = 0 if all([self._wait_stopped(child) == 0 for child in self.children]) else 1
+        self._stop_metrics()
+        return code
+
+    def _stop_metrics(self) -> None:
         if self.metrics is not None and self.metrics.poll() is None:
             self.metrics.terminate()
             self.metrics.wait()
-        return code
+
+    def _wait_stopped(self, child: _Child) -> int:
+        """Its exit status, once it has stopped; one that outlives its final
+        sync's bound and the margin is killed and its mount lazily detached."""
+        limit = child.spec.final_sync_timeout + STOP_MARGIN
+        try:
+            return child.proc.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            log.error("store %s did not stop within %.0f s; killing it", child.spec.store_id, limit)
+            child.proc.kill()
+            rc = child.proc.wait()
+            force_unmount(child.spec.mount_path)
+            return rc
+
+    def final_sync(self) -> list[FinalSync]:
+        """Stop every store with its final sync, all at once, and wait for
+        each process to exit; what each left behind, in the order of the specs.
+
+        Each is asked over its control socket (`stop`, answered when its final
+        sync is done, with the files it could not upload), the way `memfs
+        unmount` asks: a SIGTERM would stop it the same way but name nothing."""
+        if not self.daemon:
+            notify("STOPPING=1")
+        with ThreadPoolExecutor(max_workers=max(1, len(self.children))) as pool:
+            results = list(pool.map(self._final_sync, self.children))
+        self._stop_metrics()
+        return results
+
+    def _final_sync(self, child: _Child) -> FinalSync:
+        result = FinalSync(child.spec)
+        if child.proc.poll() is not None:
+            result.failure = f"its store process had already ended (status {child.proc.returncode})"
+            return result
+        limit = child.spec.final_sync_timeout + STOP_MARGIN
+        try:
+            reply = ControlClient(child.state()).stop(timeout=limit)
+        except SyncError as e:
+            result.failure = str(e)
+            if child.proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    child.proc.send_signal(signal.SIGTERM)
+        else:
+            if isinstance(reply, ErrorReply):
+                result.failure = reply.error
+            else:
+                result.not_uploaded = list(reply.not_uploaded)
+        rc = self._wait_stopped(child)
+        if rc != 0 and result.ok:
+            result.failure = f"its store process exited with status {rc}"
+        return result
+
+    def report_ended(self) -> int:
+        """Log, once each, the store processes that stopped with an error
+        before they were asked to; the number still running."""
+        alive = 0
+        for c in self.children:
+            if c.proc.poll() is None:
+                alive += 1
+            elif c.proc.returncode != 0 and not c.reported:
+                log.error("store %s stopped with status %s", c.spec.store_id, c.proc.returncode)
+                c.reported = True
+        return alive
 
     def wait(self) -> int:
         """Foreground: run until SIGTERM/SIGINT (or every store has ended), then stop all."""
@@ -217,15 +298,8 @@ class Supervisor:
         }
         try:
             while not stop:
-                alive = [c for c in self.children if c.proc.poll() is None]
-                if not alive:
+                if not self.report_ended():
                     break
-                for c in self.children:
-                    if c.proc.returncode not in (None, 0) and not c.reported:
-                        log.error(
-                            "store %s stopped with status %s", c.spec.store_id, c.proc.returncode
-                        )
-                        c.reported = True
                 time.sleep(0.2)
         finally:
             for s, handler in old.items():

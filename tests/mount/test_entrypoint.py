@@ -2,10 +2,11 @@
 the virtualenv, on PATH) against a real `memfs serve`, and an agent (`sleep`)
 in place of the container's command.
 
-The entrypoint lives as long as the agent (it runs the final sync when the
-agent ends), and /proc/<pid>/environ shows what a process was started with,
-whatever `unset` did later: no process that outlives the mount may have been
-started with a credential in its environment."""
+The entrypoint becomes `memfs run`, which lives as long as the agent (the
+final sync runs when the agent ends), and /proc/<pid>/environ shows what a
+process was started with, whatever `unset` did later: no process that
+outlives the mount may have been started with a credential in its
+environment."""
 
 from __future__ import annotations
 
@@ -193,7 +194,7 @@ def test_no_long_lived_process_holds_a_credential(case, entrypoint, server, moun
         lambda: marker.exists() or proc.poll() is not None, 60, "the entrypoint to mount the store"
     )
     assert proc.poll() is None, entrypoint.stderr.read_text()
-    # Until `memfs mount --daemon` has exited, it is the entrypoint's child.
+    # The entrypoint became `memfs run` (the same pid): the agent is its child.
     (agent,) = _wait_for(lambda: _children(proc.pid, b"sleep"), 30, "the agent to start")
 
     _assert_clean(proc.pid, values)  # the entrypoint, which waits for the agent
@@ -230,3 +231,17 @@ def test_an_agent_started_without_memory_holds_no_credential(entrypoint, server,
     assert list(entrypoint.tmpdir.iterdir()) == []
     proc.kill()
     proc.wait()
+
+
+def test_an_optional_mount_that_works_runs_the_agent_under_memfs_run(entrypoint, server, tmp_path):
+    """MEMFS_OPTIONAL=1 keeps the entrypoint's shell as `memfs run`'s parent:
+    the agent's writes still reach the store and its status still comes out."""
+    credentials = {"MEMFS_TOKEN": TOKEN, "MEMFS_API_URL": server.url, "MEMFS_OPTIONAL": "1"}
+    script = f"echo optional > {entrypoint.path}/optional.md; exit 7"
+    proc = entrypoint.start(credentials, "sh", "-c", script)
+    assert proc.wait(90) == 7, entrypoint.stderr.read_text()
+    assert "without memory" not in entrypoint.stderr.read_text()
+    assert list(entrypoint.tmpdir.iterdir()) == []
+    with server.http() as http:
+        r = http.get(f"/v1/memory_stores/{entrypoint.store_id}/memories", params={"view": "full"})
+    assert [(m["path"], m["content"]) for m in r.json()["data"]] == [("/optional.md", "optional\n")]

@@ -1,0 +1,93 @@
+"""`memfs run [mount options] -- COMMAND [ARGS...]`: the stores mounted for
+the length of one command, the way a sandbox container's entrypoint needs.
+
+Every option of `memfs mount` (the same definitions, `setup_mount`) except
+`--daemon`, which would leave nothing to wait for the command. memfs prints
+nothing on stdout, which is the command's; its sentences go to stderr.
+
+Exit statuses: the command's (128+N when it died by signal N, as shells
+report it); 75 (EX_TEMPFAIL) when the command succeeded but the final sync
+left files behind, each named on stderr as `memfs unmount` names them; 127
+or 126 when the command could not be started (not found, not executable),
+after the stores were unmounted; 1 when a store could not be mounted (the
+command never ran) and 2 for bad usage, as for `memfs mount`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from .. import supervisor as sup
+from .._exceptions import ConfigError
+from ._mount import mount_specs, setup_mount
+
+log = logging.getLogger("memfs")
+
+EXIT_LEFT_BEHIND = 75
+"""The command succeeded but some files are not in their store (sysexits' EX_TEMPFAIL:
+a later mount of the store uploads them from the cache)."""
+
+
+def setup(p: argparse.ArgumentParser) -> None:
+    setup_mount(p)
+    for action in p._actions:  # refused by `run`: not offered in its --help
+        if action.dest == "daemon":
+            action.help = argparse.SUPPRESS
+    p.add_argument(
+        "command",
+        nargs=argparse.REMAINDER,
+        metavar="-- COMMAND [ARGS...]",
+        help="the command to run once every store is mounted",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.daemon:
+        raise ConfigError(
+            "memfs run takes no --daemon: it stays in the foreground to run the command "
+            "and the final sync after it"
+        )
+    command = list(args.command)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if not command:
+        raise ConfigError("no command to run: give it after --, as in memfs run --store ID -- sh")
+    specs = mount_specs(args)
+    if args.metrics_addr:
+        sup.parse_metrics_addr(args.metrics_addr)
+    # Its stderr is the command's too: store processes say only what needs reading.
+    result = sup.run(
+        specs, command, log_level=args.log_level or "WARNING", metrics_addr=args.metrics_addr
+    )
+    if result.not_started:
+        sys.stderr.write(f"memfs: {result.not_started}\n")
+    left = 0
+    for store in result.stores:
+        for path in store.not_uploaded:
+            sys.stderr.write(f"memfs: not uploaded from {store.spec.mount_path}: {path}\n")
+        left += len(store.not_uploaded)
+        if store.failure:
+            sys.stderr.write(
+                f"memfs: the final sync of {store.spec.mount_path} could not be confirmed: "
+                f"{store.failure}\n"
+            )
+    if result.left_behind:
+        what = f"{left} file{'s' if left != 1 else ''}" if left else "changes"
+        sys.stderr.write(
+            f"memfs: the final sync left {what} behind; they stay in the cache "
+            f"({specs[0].cache_dir}) and the next mount of the store uploads them\n"
+        )
+        if result.status == 0:
+            return EXIT_LEFT_BEHIND
+    return result.status
+
+
+COMMANDS = {
+    "run": (
+        "mount the stores, run a command, then the final sync and unmount",
+        setup,
+        run,
+    ),
+}

@@ -1,0 +1,168 @@
+"""`memfs run`: mount the stores, run one command in the foreground, then the
+final sync and the unmount.
+
+The command is memfs's child in memfs's own process group. On a terminal
+that group is the foreground one (the shell put memfs there), so what the
+terminal sends, Ctrl-C, Ctrl-\\ and Ctrl-Z, reaches the command as it would
+if the command ran alone, and the shell's job control stops and continues
+memfs and the command together. A signal sent to memfs itself (SIGTERM,
+SIGINT, SIGHUP, SIGQUIT: `kill`, `docker stop`, systemd) is passed on to the
+command; one the terminal sent to the whole group is not passed again,
+since the command has it already (a second Ctrl-C would make many
+interactive programs quit). To tell the two apart, and to lose none between
+starting the command and waiting for it, memfs holds these signals blocked
+and takes them with sigtimedwait, which says who sent each (`si_code`).
+
+When the command has exited, the final sync runs (`Supervisor.final_sync`).
+Signals that arrive meanwhile are held and dropped: the final sync is bounded
+by `--final-sync-timeout`, and a store process outliving it is killed.
+
+The command gets memfs's environment without the variables that may hold a
+credential (`SECRET_ENV`: memfs took them for the stores) and without
+`NOTIFY_SOCKET` (readiness is memfs's to tell), and only stdin, stdout and
+stderr of memfs's descriptors: in particular not the lifelines to the store
+processes, nor a descriptor a credential was handed in on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import signal
+import subprocess
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from ..control import StoreSpec
+from ._credentials import SECRET_ENV
+from ._notify import NOTIFY_ENV
+from ._supervisor import FinalSync, Supervisor
+
+log = logging.getLogger("memfs.supervisor")
+
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+"""The signals memfs passes to the command."""
+_HELD = {*FORWARDED, signal.SIGCHLD}
+"""SIGCHLD too: it wakes the wait as soon as the command exits."""
+_SI_KERNEL = 0x80
+"""`si_code` of a signal the kernel sent: the terminal's to its foreground
+group, never one sent with kill(2) (SI_USER) or sigqueue(3). Linux's value;
+Python's signal module does not name it."""
+
+EXIT_NOT_EXECUTABLE = 126
+EXIT_NOT_FOUND = 127
+"""What a shell answers for a command it cannot start."""
+
+
+@dataclass
+class RunResult:
+    """How the command ended and what the final sync left behind."""
+
+    status: int
+    """The command's exit status as a shell reports it: 128+N when it died by
+    signal N; 127 (not found) or 126 (not executable) when it never started."""
+    not_started: str | None = None
+    """Why the command could not be started; None when it ran."""
+    stores: list[FinalSync] = field(default_factory=list)
+    """Each store's final sync, in the order of the specs."""
+
+    @property
+    def left_behind(self) -> bool:
+        """Something may not be in a store: files it did not take, or a final
+        sync that could not be confirmed."""
+        return not all(s.ok for s in self.stores)
+
+
+def shell_status(returncode: int) -> int:
+    """Popen's returncode (-N for signal N) as a shell reports it."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def command_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """memfs's environment, less what may hold a credential and systemd's socket."""
+    drop = {*SECRET_ENV, NOTIFY_ENV}
+    return {k: v for k, v in (os.environ if environ is None else environ).items() if k not in drop}
+
+
+def run(
+    specs: list[StoreSpec],
+    argv: Sequence[str],
+    *,
+    log_level: str = "INFO",
+    metrics_addr: str | None = None,
+) -> RunResult:
+    """Mount every store (MountError, with nothing left mounted, when one
+    cannot be), run `argv` to its end, then the final sync and the unmount."""
+    supervisor = Supervisor(specs, daemon=False, log_level=log_level, metrics_addr=metrics_addr)
+    supervisor.start_all()
+    try:
+        with _held_signals():
+            result = _run_command(supervisor, argv)
+            result.stores = supervisor.final_sync()
+    except BaseException:
+        # Whatever went wrong here, no store stays mounted behind memfs.
+        supervisor.stop_all()
+        raise
+    return result
+
+
+def _run_command(supervisor: Supervisor, argv: Sequence[str]) -> RunResult:
+    try:
+        child = subprocess.Popen(list(argv), env=command_env(), preexec_fn=_in_child)
+    except OSError as e:
+        code = EXIT_NOT_FOUND if isinstance(e, FileNotFoundError) else EXIT_NOT_EXECUTABLE
+        return RunResult(code, not_started=f"cannot run {argv[0]}: {_reason(argv[0], e)}")
+    log.info("running %s (pid %d)", argv[0], child.pid)
+    while child.poll() is None:
+        info = signal.sigtimedwait(_HELD, 1.0)
+        if info is None or info.si_signo == signal.SIGCHLD:
+            supervisor.report_ended()
+            continue
+        if info.si_code == _SI_KERNEL and _shares_our_group(child.pid):
+            continue  # the terminal sent it to the whole group: the command has it
+        log.info("passing %s to the command", signal.Signals(info.si_signo).name)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child.pid, info.si_signo)
+    status = shell_status(child.returncode)
+    log.info("the command exited with status %d; final sync", status)
+    return RunResult(status)
+
+
+def _reason(command: str, e: OSError) -> str:
+    """What a shell would say, without the shell's wording of a path."""
+    if isinstance(e, FileNotFoundError) and "/" not in command:
+        return "command not found"
+    if e.errno == errno.EACCES:
+        return "permission denied"
+    return (e.strerror or str(e)).lower()
+
+
+def _shares_our_group(pid: int) -> bool:
+    try:
+        return os.getpgid(pid) == os.getpgrp()
+    except OSError:
+        return False
+
+
+def _in_child() -> None:
+    """In the command's process, before exec: the signals as a shell leaves
+    them, none held, none ignored (memfs may have been started with SIGINT
+    ignored, as a background job is)."""
+    for signum in FORWARDED:
+        signal.signal(signum, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())
+
+
+@contextlib.contextmanager
+def _held_signals() -> Iterator[None]:
+    """Block the signals memfs takes with sigtimedwait; after, drop those still
+    pending (they came during the final sync) and unblock them."""
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
+    try:
+        yield
+    finally:
+        while signal.sigtimedwait(_HELD, 0) is not None:
+            pass
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
