@@ -51,6 +51,16 @@ STATUS_FIELDS = [
     "last_error",
     "requests",
     "fuse_requests",
+    # Added with issue 9 (fields are only ever added, at the end):
+    "access",
+    "memories",
+    "cached_bytes",
+    "dirty",
+    "pending_deletes",
+    "conflict_copies",
+    "next_pass_at",
+    "bytes_up",
+    "bytes_down",
 ]
 
 
@@ -60,8 +70,8 @@ def test_a_request_is_one_line_naming_its_command(command):
     assert Request.decode(Request(command).encode()) == Request(command)
 
 
-def test_the_commands_are_status_sync_and_stop():
-    assert [c.value for c in Command] == ["status", "sync", "stop"]
+def test_the_commands_are_status_sync_stop_and_metrics():
+    assert [c.value for c in Command] == ["status", "sync", "stop", "metrics"]
 
 
 @pytest.mark.parametrize(
