@@ -28,6 +28,7 @@ from ._credentials import (
     AUTH_BEARER,
     SECRET_ENV,
     URL_ENV,
+    ConfigFallback,
     Credentials,
     resolve_credentials,
 )
@@ -40,6 +41,7 @@ from ._specs import (
     default_cache_dir,
     load_resources,
     parse_store_arg,
+    store_arg_problem,
 )
 from ._supervisor import READY_TIMEOUT, STOP_MARGIN, Supervisor
 
@@ -47,6 +49,7 @@ __all__ = [
     "API_KEY_PREFIX",
     "AUTH_API_KEY",
     "AUTH_BEARER",
+    "ConfigFallback",
     "Credentials",
     "GONE_TIMEOUT",
     "MAX_SYNC_CONCURRENCY",
@@ -68,6 +71,7 @@ __all__ = [
     "running_stores",
     "select_stores",
     "status",
+    "store_arg_problem",
     "sync",
     "unmount",
 ]

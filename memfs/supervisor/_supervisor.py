@@ -54,17 +54,24 @@ class Supervisor:
     """Starts one store process per spec and sees them through to the end."""
 
     def __init__(
-        self, specs: list[StoreSpec], *, daemon: bool = False, log_level: str = "INFO"
+        self,
+        specs: list[StoreSpec],
+        *,
+        daemon: bool = False,
+        log_level: str = "INFO",
+        log_format: str = "text",
     ) -> None:
         self.specs = specs
         self.daemon = daemon
         self.log_level = log_level
+        self.log_format = log_format
         self.children: list[_Child] = []
 
     def _start(self, spec: StoreSpec) -> _Child:
         spec = dataclasses.replace(spec, follow_parent=not self.daemon)
         env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
         env["MEMFS_LOG_LEVEL"] = self.log_level
+        env["MEMFS_LOG_FORMAT"] = self.log_format
         env["MEMFS_RUNTIME_DIR"] = spec.runtime_dir
         if self.daemon:
             store_dir = os.path.join(spec.cache_dir, spec.store_id)
@@ -144,7 +151,10 @@ class Supervisor:
                 rc = child.proc.wait(timeout=limit)
             except subprocess.TimeoutExpired:
                 log.error(
-                    "store %s did not stop within %.0f s; killing it", child.spec.store_id, limit
+                    "store %s did not stop within %.0f s; killing it",
+                    child.spec.store_id,
+                    limit,
+                    extra={"event": "store_killed", "store_id": child.spec.store_id},
                 )
                 child.proc.kill()
                 rc = child.proc.wait()
@@ -172,7 +182,10 @@ class Supervisor:
                 for c in self.children:
                     if c.proc.returncode not in (None, 0) and not c.reported:
                         log.error(
-                            "store %s stopped with status %s", c.spec.store_id, c.proc.returncode
+                            "store %s stopped with status %s",
+                            c.spec.store_id,
+                            c.proc.returncode,
+                            extra={"event": "store_exited", "store_id": c.spec.store_id},
                         )
                         c.reported = True
                 time.sleep(0.2)
