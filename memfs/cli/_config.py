@@ -224,7 +224,9 @@ def log_sources(args: argparse.Namespace) -> None:
             log.debug("%s is %s (from %s)", dest.replace("_", "-"), found.value, found.source)
 
 
-def mount_credentials(args: argparse.Namespace) -> Credentials | None:
+def mount_credentials(
+    args: argparse.Namespace, env: Mapping[str, str] | None = None
+) -> Credentials | None:
     """The credentials for a mount: `--token-file` / `--secret-file` or their
     variables first, then the credential variables, then the config file's
     `token-file` / `secret-file`; the URL from `--api-url`, its variable,
@@ -253,4 +255,5 @@ def mount_credentials(args: argparse.Namespace) -> Credentials | None:
         token_file_source=token.source,
         secret_file_source=secret.source,
         fallback=fallback,
+        env=env,
     )
