@@ -183,22 +183,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args._run(args) or 0)
     except UsageError as e:
-        return _refuse(args, e, EXIT_USAGE, "usage_error")
+        return _refuse(args, e, EXIT_USAGE)
     except MemfsError as e:
-        return _refuse(args, e, EXIT_FAILED, "command_failed")
+        return _refuse(args, e, EXIT_FAILED)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
         return EXIT_FAILED
 
 
-def _refuse(args: argparse.Namespace, e: MemfsError, code: int, event: str) -> int:
+def _refuse(args: argparse.Namespace, e: MemfsError, code: int) -> int:
     """The command's one sentence: `memfs: <sentence>`, or in a JSON log one
     more record (so that every line of stderr stays JSON)."""
-    if args.log_format == "json":
-        log.error("%s", e, extra={"event": event})
-    else:
+    if args.log_format != "json":
         sys.stderr.write(f"memfs: {e}\n")
+    elif code == EXIT_USAGE:
+        log.error("%s", e, extra={"event": "usage_error"})
+    else:
+        log.error("%s", e, extra={"event": "command_failed"})
     return code
 
 

@@ -399,3 +399,24 @@ def add_log_options(p: argparse.ArgumentParser, *, top: bool) -> None:
     before it alone unless given too."""
     for option in LOG_OPTIONS:
         add_option(p, option, default=None if top else argparse.SUPPRESS)
+
+
+OTHER_VARIABLES: tuple[tuple[str, str, str], ...] = (
+    ("MEMFS_SERVE_TOKEN", "serve", "the tokens `memfs serve` accepts, comma-separated (or `--token`)"),
+    (
+        "MEMFS_TOKEN_FILE",
+        "store",
+        "`memfs store`'s `--token-file` (for the commands that mount it is a setting above)",
+    ),
+    ("MEMFS_AUTH", "store", "`memfs store`'s `--auth`: `bearer` or `x-api-key`"),
+    (
+        "MEMFS_RUNTIME_DIR",
+        "all",
+        "where state files and control sockets live (default `/run/memfs` as root, else "
+        "`$XDG_RUNTIME_DIR/memfs`, else `/tmp/memfs-<uid>`)",
+    ),
+    ("XDG_CONFIG_HOME", "mount", "the folder of the default config file (`~/.config`)"),
+    ("XDG_CACHE_HOME", "mount", "the folder of the default cache (`~/.cache`)"),
+)
+"""Variables that are not a flag's: (name, used by, meaning). The credential
+variables are `memfs.supervisor`'s (`SECRET_ENV`, `URL_ENV`)."""
