@@ -402,7 +402,11 @@ def add_log_options(p: argparse.ArgumentParser, *, top: bool) -> None:
 
 
 OTHER_VARIABLES: tuple[tuple[str, str, str], ...] = (
-    ("MEMFS_SERVE_TOKEN", "serve", "the tokens `memfs serve` accepts, comma-separated (or `--token`)"),
+    (
+        "MEMFS_SERVE_TOKEN",
+        "serve",
+        "the tokens `memfs serve` accepts, comma-separated (or `--token`)",
+    ),
     (
         "MEMFS_TOKEN_FILE",
         "store",
