@@ -159,7 +159,11 @@ class CacheCore:
                     node.cached = True
                 except FileNotFoundError:
                     if node.edited:
-                        log.error("content of changed file %s is missing from the cache", node.path)
+                        log.error(
+                            "content of changed file %s is missing from the cache",
+                            node.path,
+                            extra={"event": "content_missing", "path": node.path},
+                        )
                         node.edited = False
                     node.cached = False
             if node.pending:
@@ -200,7 +204,9 @@ class CacheCore:
                     batch = min(64, self.contents.high - len(self.contents.free))
                     self.contents.free += await trio.to_thread.run_sync(self.contents.make, batch)
             except OSError as e:
-                log.warning("housekeeping of %s: %s", self.store_id, e)
+                log.warning(
+                    "housekeeping of %s: %s", self.store_id, e, extra={"event": "housekeeping"}
+                )
             await trio.sleep(every)
 
     def save_pending(self) -> None:

@@ -62,6 +62,7 @@ class LocalChanges(CacheCore):
                     "until some are deleted",
                     self.store_id,
                     self.max_memories,
+                    extra={"event": "store_full", "path": path},
                 )
                 self._said_full = True
             raise StoreFull(

@@ -20,7 +20,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import __version__
-from .._exceptions import MemfsError, UsageError
+from .._exceptions import ConfigError, MemfsError, UsageError
+from .._logging import setup_logging
+from ._config import log_sources, settle
+from ._options import add_log_options
 
 log = logging.getLogger("memfs")
 
@@ -121,25 +124,6 @@ class SecretOnCommandLine(argparse.Action):
         )
 
 
-def _asked_level(verbose: int) -> int | None:
-    """The log level asked for: MEMFS_LOG_LEVEL when it names one, else -v
-    (INFO) or -vv (DEBUG); None when neither was given."""
-    named = logging.getLevelName(os.environ.get("MEMFS_LOG_LEVEL", "").strip().upper())
-    if isinstance(named, int):
-        return named
-    if verbose:
-        return logging.DEBUG if verbose > 1 else logging.INFO
-    return None
-
-
-def _setup_logging(level: int) -> None:
-    logging.basicConfig(
-        level=level,
-        format="%(asctime)s %(name)s %(levelname)s %(message)s",
-        stream=sys.stderr,
-    )
-
-
 Command = tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]
 
 
@@ -165,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)"
     )
+    add_log_options(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name, (help_text, setup, run) in _commands().items():
@@ -178,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
             dest="verbose_after",
             help=argparse.SUPPRESS,
         )
+        add_log_options(p, top=False)
         setup(p)
         p.set_defaults(_run=run)
     return parser
@@ -187,22 +173,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.verbose += args.verbose_after  # `memfs -v mount -v` is -vv
-    asked = _asked_level(args.verbose)
-    _setup_logging(logging.WARNING if asked is None else asked)
-    # What store processes are told; None: their own default.
-    args.log_level = None if asked is None else logging.getLevelName(asked)
+    try:
+        # Every setting's source is settled, and every bad value refused, before any work.
+        settle(args, os.environ)
+    except ConfigError as e:
+        sys.stderr.write(f"memfs: {e}\n")
+        return EXIT_USAGE
+    setup_logging(args.cli_log_level, args.log_format)
+    log_sources(args)
     try:
         return int(args._run(args) or 0)
     except UsageError as e:
-        sys.stderr.write(f"memfs: {e}\n")
-        return EXIT_USAGE
+        return _refuse(args, e, EXIT_USAGE)
     except MemfsError as e:
-        sys.stderr.write(f"memfs: {e}\n")
-        return EXIT_FAILED
+        return _refuse(args, e, EXIT_FAILED)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
         return EXIT_FAILED
+
+
+def _refuse(args: argparse.Namespace, e: MemfsError, code: int) -> int:
+    """The command's one sentence: `memfs: <sentence>`, or in a JSON log one
+    more record (so that every line of stderr stays JSON)."""
+    if args.log_format != "json":
+        sys.stderr.write(f"memfs: {e}\n")
+    elif code == EXIT_USAGE:
+        log.error("%s", e, extra={"event": "usage_error"})
+    else:
+        log.error("%s", e, extra={"event": "command_failed"})
+    return code
 
 
 if __name__ == "__main__":

@@ -11,27 +11,19 @@ import sys
 from .. import supervisor as sup
 from .._exceptions import ConfigError
 from ..control import ErrorReply, StoreSpec
+from ._config import mount_credentials
 from ._main import SecretOnCommandLine
+from ._options import add_options
 from ._status import print_table
 
 log = logging.getLogger("memfs")
 
 
-def _float(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds")
-
-
-def _count(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
-
-
 def setup_mount(p: argparse.ArgumentParser) -> None:
+    """The flags of every command that mounts (`memfs mount`, `memfs run`):
+    the settings of `MOUNT_OPTIONS`, each also a `MEMFS_<FLAG>` variable and a
+    config file key (`memfs.cli._config` settles which one wins, before the
+    command runs), and the refused `--token`."""
     p.add_argument(
         "--token",
         "--secret",
@@ -39,75 +31,12 @@ def setup_mount(p: argparse.ArgumentParser) -> None:
         const="give --token-file FILE or set MEMFS_TOKEN (or the work item secret in "
         "--secret-file FILE or MEMFS_WORK_ITEM_SECRET)",
     )
-    p.add_argument(
-        "--store",
-        action="append",
-        default=[],
-        metavar="ID[:read_only|:read_write][=MOUNT_PATH]",
-        help="a store to mount (repeatable, at most 8)",
+    add_options(p)
+    p.epilog = (
+        "Every flag may also be set as MEMFS_<FLAG> (MEMFS_SYNC_INTERVAL=30) or in the "
+        "config file (sync-interval = 30); a flag wins over its variable, a variable over "
+        "the file. See docs/configuration.md."
     )
-    p.add_argument("--resources", metavar="FILE", help="the session's resources array (JSON)")
-    p.add_argument(
-        "--root",
-        default="/mnt/memory",
-        help="where stores without a mount path go (default %(default)s)",
-    )
-    p.add_argument(
-        "--api-url",
-        help="the Memory Store API (default $MEMFS_API_URL, $ANTHROPIC_BASE_URL, the secret's, "
-        "or the public API)",
-    )
-    p.add_argument(
-        "--token-file",
-        metavar="FILE",
-        help="a file holding the token (or set MEMFS_TOKEN, ANTHROPIC_API_KEY or "
-        "ANTHROPIC_AUTH_TOKEN); an sk-ant-api... key travels as x-api-key",
-    )
-    p.add_argument(
-        "--secret-file",
-        metavar="FILE",
-        help="a file holding the work item secret (or set MEMFS_WORK_ITEM_SECRET or "
-        "ANTHROPIC_WORK_SECRET)",
-    )
-    p.add_argument(
-        "--cache-dir",
-        help="the local cache (default $XDG_CACHE_HOME/memfs, /var/cache/memfs as root)",
-    )
-    p.add_argument("--uid", type=int, help="owner shown for files (default: the caller)")
-    p.add_argument("--gid", type=int, help="group shown for files (default: the caller's)")
-    p.add_argument("--allow-other", action="store_true", help="let other users reach the mounts")
-    p.add_argument(
-        "--sync-interval",
-        type=_float,
-        default=15.0,
-        help="seconds between passes (default 15, min 5)",
-    )
-    p.add_argument(
-        "--sync-deletions",
-        choices=("enabled", "log_only", "disabled"),
-        default="enabled",
-        help="what a local delete does in the store (default %(default)s)",
-    )
-    p.add_argument(
-        "--final-sync-timeout",
-        type=_float,
-        default=30.0,
-        help="seconds for the final sync on stop (default 30)",
-    )
-    p.add_argument(
-        "--sync-concurrency",
-        type=_count,
-        default=16,
-        metavar="N",
-        help="requests at once in a sync pass, 1-32 (default 16; the final sync uses "
-        "twice as many, at most 32)",
-    )
-    p.add_argument(
-        "--metrics-addr",
-        metavar="HOST:PORT",
-        help="serve Prometheus metrics of every mounted store there (e.g. 127.0.0.1:9477)",
-    )
-    p.add_argument("--daemon", action="store_true", help="return once every store is mounted")
 
 
 def mount_specs(args: argparse.Namespace) -> list[StoreSpec]:
@@ -121,9 +50,7 @@ def mount_specs(args: argparse.Namespace) -> list[StoreSpec]:
         raise ConfigError("no store to mount: give --store ID or --resources FILE")
     if len(resources) > 8:
         raise ConfigError(f"{len(resources)} stores were given; at most 8 can be mounted at once")
-    creds = sup.resolve_credentials(
-        api_url=args.api_url, token_file=args.token_file, secret_file=args.secret_file
-    )
+    creds = mount_credentials(args)
     if creds is not None:
         log.info("the token comes from %s and travels as %s", creds.source, creds.auth)
     return sup.build_specs(
@@ -143,14 +70,13 @@ def mount_specs(args: argparse.Namespace) -> list[StoreSpec]:
 
 def run_mount(args: argparse.Namespace) -> int:
     specs = mount_specs(args)
-    # Store processes log each pass at INFO unless -v or MEMFS_LOG_LEVEL say otherwise.
-    if args.metrics_addr:
-        sup.parse_metrics_addr(args.metrics_addr)
+    # Store processes log each pass at INFO unless --log-level, -v or MEMFS_LOG_LEVEL say otherwise.
     supervisor = sup.Supervisor(
         specs,
         daemon=args.daemon,
         log_level=args.log_level or "INFO",
         metrics_addr=args.metrics_addr,
+        log_format=args.log_format,
     )
     supervisor.start_all()
     for spec in specs:

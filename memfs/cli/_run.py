@@ -55,11 +55,13 @@ def run(args: argparse.Namespace) -> int:
     if not command:
         raise ConfigError("no command to run: give it after --, as in memfs run --store ID -- sh")
     specs = mount_specs(args)
-    if args.metrics_addr:
-        sup.parse_metrics_addr(args.metrics_addr)
     # Its stderr is the command's too: store processes say only what needs reading.
     result = sup.run(
-        specs, command, log_level=args.log_level or "WARNING", metrics_addr=args.metrics_addr
+        specs,
+        command,
+        log_level=args.log_level or "WARNING",
+        log_format=args.log_format,
+        metrics_addr=args.metrics_addr,
     )
     if result.not_started:
         sys.stderr.write(f"memfs: {result.not_started}\n")

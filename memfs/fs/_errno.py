@@ -33,10 +33,12 @@ def errno_for(e: BaseException) -> int:
     for cls, code in _ERRNO_BY_CLASS:
         if isinstance(e, cls):
             if code == errno.EIO:
-                log.error("%s", e)
+                log.error("%s", e, extra={"event": "io_error"})
             return code
     if isinstance(e, OSError) and e.errno:
-        log.error("local I/O error: %s", e)
+        log.error("local I/O error: %s", e, extra={"event": "local_io_error"})
         return e.errno
-    log.error("unexpected error in a filesystem handler", exc_info=e)
+    log.error(
+        "unexpected error in a filesystem handler", exc_info=e, extra={"event": "handler_bug"}
+    )
     return errno.EIO

@@ -28,7 +28,9 @@ class KernelCache:
             pyfuse3.invalidate_inode(inode, attr_only=False)
         except OSError as e:
             if e.errno not in (errno.ENOENT, errno.ENOSYS):
-                log.warning("could not invalidate inode %d: %s", inode, e)
+                log.warning(
+                    "could not invalidate inode %d: %s", inode, e, extra={"event": "invalidate"}
+                )
 
     @staticmethod
     def _invalidate_entry(parent_inode: int, name: str) -> None:
@@ -36,7 +38,9 @@ class KernelCache:
             pyfuse3.invalidate_entry(parent_inode, os.fsencode(name))
         except OSError as e:
             if e.errno not in (errno.ENOENT, errno.ENOSYS):
-                log.warning("could not invalidate entry %r: %s", name, e)
+                log.warning(
+                    "could not invalidate entry %r: %s", name, e, extra={"event": "invalidate"}
+                )
 
 
 def mount_options(store_id: str, *, allow_other: bool = False, read_only: bool = False) -> set[str]:

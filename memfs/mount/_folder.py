@@ -83,7 +83,12 @@ def prepare_mount_path(path: str, store_id: str, *, left_by_us: bool = False) ->
     source = mounted_source(path)
     if source is not None:
         if source == f"memfs:{store_id}" and is_stale_mount(path):
-            log.warning("cleaning up a stale memfs mount of %s at %s", store_id, path)
+            log.warning(
+                "cleaning up a stale memfs mount of %s at %s",
+                store_id,
+                path,
+                extra={"event": "stale_mount"},
+            )
             force_unmount(path)
             return
         raise MountError(
@@ -91,7 +96,10 @@ def prepare_mount_path(path: str, store_id: str, *, left_by_us: bool = False) ->
         )
     if left_by_us and os.path.isdir(path) and not os.path.islink(path) and not os.listdir(path):
         log.warning(
-            "reusing the empty mount folder %s left by an earlier mount of %s", path, store_id
+            "reusing the empty mount folder %s left by an earlier mount of %s",
+            path,
+            store_id,
+            extra={"event": "folder_reused"},
         )
         return
     if os.path.lexists(path):

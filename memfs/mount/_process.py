@@ -40,6 +40,7 @@ import pyfuse3
 import trio
 
 from .._exceptions import CacheInUse, MemfsError, MountError, SyncError
+from .._logging import ProgressReport, parse_format, parse_level, setup_logging
 from .._private import ensure_private_dir
 from ..cache import StoreCache
 from ..control import (
@@ -62,7 +63,7 @@ from ..control import (
 from ..fs import KernelCache, mount_options
 from ..sync import NoKernel
 from ._folder import prepare_mount_path, remove_mount_folder
-from ._store import MountedStore, store_client
+from ._store import PROGRESS_AFTER, MountedStore, store_client
 
 log = logging.getLogger("memfs.mount")
 
@@ -116,14 +117,22 @@ class StoreProcess:
                     syncing.start_soon(self._lifeline)
                 self.state.write(self._state(stopping=False))
                 task_status.started()
-                log.info("mounted %s at %s", spec.store_id, spec.mount_path)
+                log.info(
+                    "mounted %s at %s", spec.store_id, spec.mount_path, extra={"event": "mounted"}
+                )
                 await self.stopping.wait()
                 self.state.write(self._state(stopping=True))
                 syncing.cancel_scope.cancel()
             # The final sync runs while the folder is still mounted.
-            self._not_uploaded = await store.final_sync()
+            shown = ProgressReport(f"memfs: final sync of {spec.store_id}", after=PROGRESS_AFTER)
+            try:
+                self._not_uploaded = await store.final_sync(progress=shown)
+            finally:
+                shown.finish()
             self._final_sync_done.set()
-        log.info("unmounted %s from %s", spec.store_id, spec.mount_path)
+        log.info(
+            "unmounted %s from %s", spec.store_id, spec.mount_path, extra={"event": "unmounted"}
+        )
         return 0 if not self._not_uploaded else 1
 
     def _make_folder(self, life: contextlib.AsyncExitStack, store: MountedStore) -> None:
@@ -201,13 +210,15 @@ class StoreProcess:
                 while await stream.receive_some(4096):
                     pass
         log.warning(
-            "the memfs mount process of %s is gone; stopping: final sync", self.spec.store_id
+            "the memfs mount process of %s is gone; stopping: final sync",
+            self.spec.store_id,
+            extra={"event": "parent_gone"},
         )
         self.stopping.set()
 
     async def _signals(self, signals: AsyncIterator[int]) -> None:
         async for _ in signals:
-            log.info("stopping %s: final sync", self.spec.store_id)
+            log.info("stopping %s: final sync", self.spec.store_id, extra={"event": "stopping"})
             self.stopping.set()
             return
 
@@ -230,6 +241,7 @@ async def open_cache(spec: StoreSpec) -> StoreCache:
                 log.warning(
                     "waiting for the previous memfs process of %s to finish its final sync",
                     spec.store_id,
+                    extra={"event": "waiting_for_previous"},
                 )
                 waited = True
             await trio.sleep(0.2)
@@ -256,7 +268,7 @@ async def _store_main(spec: StoreSpec) -> int:
         if not ready_sent:
             sys.stdout.write(f"ERROR {error}\n")
             sys.stdout.flush()
-        log.error("%s", error)
+        log.error("%s", error, extra={"event": "store_failed"})
         return 1
     return code
 
@@ -273,15 +285,25 @@ def main() -> int:
     # Every file and folder a store process makes (journal, contents, conflict
     # copies, state files) is the user's alone; the mount folder sets its own mode.
     os.umask(0o077)
-    logging.basicConfig(
-        level=os.environ.get("MEMFS_LOG_LEVEL", "INFO").upper(),
-        format="%(asctime)s %(name)s %(levelname)s %(message)s",
-        stream=sys.stderr,
-    )
-    logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         spec = StoreSpec.from_json(sys.stdin.readline())
     except (ValueError, TypeError) as e:
         sys.stdout.write(f"ERROR the store process got no usable spec: {e}\n")
         return 2
+    _setup_logging(spec.store_id)
     return trio.run(_store_main, spec)
+
+
+def _setup_logging(store_id: str) -> None:
+    """The level and format the supervisor passed on (INFO and text when it
+    passed none it could use); every record carries the store id."""
+    try:
+        level = parse_level(os.environ.get("MEMFS_LOG_LEVEL", "INFO"))
+    except ValueError:
+        level = logging.INFO
+    try:
+        log_format = parse_format(os.environ.get("MEMFS_LOG_FORMAT", "text"))
+    except ValueError:
+        log_format = "text"
+    setup_logging(level, log_format, store_id=store_id)
+    logging.getLogger("httpx").setLevel(logging.WARNING)

@@ -11,11 +11,13 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 import trio
 
 from .._exceptions import MemfsError, MountError, SyncError
+from .._logging import ProgressReport
 from ..cache import StoreCache
 from ..client import StoreClient
 from ..control import StoreSpec, StoreStatus
@@ -23,6 +25,12 @@ from ..fs import MemoryStoreFS
 from ..sync import FINAL_CONCURRENCY, SyncEngine, backoff_delay
 
 log = logging.getLogger("memfs.mount")
+
+PROGRESS_MIN_FILES = 200
+"""A first download of more contents than this shows its progress on a terminal."""
+PROGRESS_AFTER = 1.0
+"""A final sync that takes longer than this shows its progress on a terminal."""
+PROGRESS_EVERY = 0.2
 
 
 def store_client(spec: StoreSpec) -> StoreClient:
@@ -62,6 +70,7 @@ class MountedStore:
         self.fs = MemoryStoreFS(cache, read_only=spec.read_only, uid=spec.uid, gid=spec.gid)
         self.prefetched = False
         self.next_pass_at: float | None = None
+        self._pending_at_start = 0
         self._fs_requests_seen = 0
 
     async def first_pass(self) -> None:
@@ -75,7 +84,12 @@ class MountedStore:
         except SyncError as e:
             if self.cache.get_meta("feed_ts") is None and not self.cache.file_count():
                 raise MountError(f"cannot mount {self.spec.store_id}: {e}")
-            log.warning("mounting %s from the cache alone: %s", self.spec.store_id, e)
+            log.warning(
+                "mounting %s from the cache alone: %s",
+                self.spec.store_id,
+                e,
+                extra={"event": "cache_only"},
+            )
 
     def fs_busy(self) -> bool:
         """Whether the filesystem answered requests since the last call."""
@@ -97,40 +111,77 @@ class MountedStore:
                 delay = backoff_delay(self.spec.sync_interval, self.engine.status.failures_in_a_row)
 
     async def prefetch(self) -> None:
+        """Every content not cached yet, in the background. On a terminal, the
+        first download of a large store shows its progress."""
+        shown = ProgressReport(
+            f"memfs: downloading {self.spec.store_id}", minimum_total=PROGRESS_MIN_FILES
+        )
         try:
-            await self.engine.prefetch(self.spec.prefetch_concurrency)
+            await self.engine.prefetch(self.spec.prefetch_concurrency, progress=shown)
         except MemfsError as e:
-            log.warning("prefetch of %s stopped: %s", self.spec.store_id, e)
+            log.warning(
+                "prefetch of %s stopped: %s",
+                self.spec.store_id,
+                e,
+                extra={"event": "prefetch_stopped"},
+            )
         except Exception:  # noqa: BLE001 - contents are fetched on first read instead
-            log.exception("prefetch of %s stopped unexpectedly", self.spec.store_id)
+            log.exception(
+                "prefetch of %s stopped unexpectedly",
+                self.spec.store_id,
+                extra={"event": "prefetch_bug"},
+            )
+        finally:
+            shown.finish()
         self.prefetched = True
 
-    async def final_sync(self) -> list[str]:
+    async def final_sync(self, progress: Callable[[int, int], None] | None = None) -> list[str]:
         """A full two-way pass within the timeout (deletes waive their window),
         then more while they make progress (deletes are capped per pass) and
-        something is still pending. Returns what is left, each path logged."""
+        something is still pending. Returns what is left, each path logged.
+        `progress(done, total)` hears, a few times a second, how many of the
+        files pending at the start the store holds now."""
         spec = self.spec
         with trio.move_on_after(spec.final_sync_timeout) as scope:
-            try:
-                report = await self.engine.run_pass(final=True)
-                while self.engine.pending() and (report.pushed or report.deleted_remote):
+            async with trio.open_nursery() as watching:
+                if progress is not None:
+                    watching.start_soon(self._tell_pending, progress)
+                try:
                     report = await self.engine.run_pass(final=True)
-            except SyncError as e:
-                log.error("final sync of %s failed: %s", spec.store_id, e)
+                    while self.engine.pending() and (report.pushed or report.deleted_remote):
+                        report = await self.engine.run_pass(final=True)
+                except SyncError as e:
+                    log.error(
+                        "final sync of %s failed: %s",
+                        spec.store_id,
+                        e,
+                        extra={"event": "final_sync_failed"},
+                    )
+                watching.cancel_scope.cancel()
         if scope.cancelled_caught:
             log.error(
                 "final sync of %s did not finish within %.0f s",
                 spec.store_id,
                 spec.final_sync_timeout,
+                extra={"event": "final_sync_timeout"},
             )
         pending = self.engine.pending()
+        if progress is not None and self._pending_at_start:
+            progress(max(0, self._pending_at_start - len(pending)), self._pending_at_start)
         for path in pending:
             log.error(
                 "not uploaded to %s: %s (kept in the cache; the next mount uploads it)",
                 spec.store_id,
                 path,
+                extra={"event": "final_sync_incomplete", "path": path},
             )
         return pending
+
+    async def _tell_pending(self, progress: Callable[[int, int], None]) -> None:
+        self._pending_at_start = total = len(self.engine.pending())
+        while True:
+            progress(max(0, total - len(self.engine.pending())), total)
+            await trio.sleep(PROGRESS_EVERY)
 
     def status(self) -> StoreStatus:
         st = self.engine.status

@@ -100,7 +100,13 @@ class MemoryStoreApp:
         return error_response(InvalidRequest(str(exc.detail), status=exc.status_code), rid)
 
     async def _crash(self, request: Request, exc: Exception) -> Response:
-        log.error("internal error on %s %s", request.method, request.url.path, exc_info=exc)
+        log.error(
+            "internal error on %s %s",
+            request.method,
+            request.url.path,
+            exc_info=exc,
+            extra={"event": "server_error"},
+        )
         return error_response(ServerError("internal server error"), new_request_id())
 
     def _endpoint(self, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
@@ -113,7 +119,12 @@ class MemoryStoreApp:
             except StatusError as e:
                 return error_response(e, rid)
             except Exception:
-                log.exception("internal error on %s %s", request.method, request.url.path)
+                log.exception(
+                    "internal error on %s %s",
+                    request.method,
+                    request.url.path,
+                    extra={"event": "server_error"},
+                )
                 return error_response(ServerError("internal server error"), rid)
             return json_response(200, body, rid)
 

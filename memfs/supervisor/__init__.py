@@ -30,6 +30,7 @@ from ._credentials import (
     AUTH_BEARER,
     SECRET_ENV,
     URL_ENV,
+    ConfigFallback,
     Credentials,
     resolve_credentials,
 )
@@ -53,6 +54,7 @@ from ._specs import (
     load_resources,
     parse_metrics_addr,
     parse_store_arg,
+    store_arg_problem,
 )
 from ._supervisor import READY_TIMEOUT, STOP_MARGIN, FinalSync, Supervisor
 
@@ -61,6 +63,7 @@ __all__ = [
     "API_KEY_PREFIX",
     "AUTH_API_KEY",
     "AUTH_BEARER",
+    "ConfigFallback",
     "Credentials",
     "EXIT_NOT_EXECUTABLE",
     "EXIT_NOT_FOUND",
@@ -92,6 +95,7 @@ __all__ = [
     "select_stores",
     "shell_status",
     "status",
+    "store_arg_problem",
     "sync",
     "unmount",
 ]

@@ -98,7 +98,7 @@ def unmount(paths: list[str], *, all_: bool) -> int:
         try:
             reply = ControlClient(store).stop()
         except SyncError as e:
-            log.error("%s", e)
+            log.error("%s", e, extra={"event": "stop_unanswered", "store_id": store.store_id})
             code = 1
             continue
         if not reply.ok:

@@ -55,6 +55,17 @@ class Credentials:
         )
 
 
+@dataclass(frozen=True)
+class ConfigFallback:
+    """What the config file names (`where`): used only when no flag and no
+    variable gives a token (or a URL), so the environment always wins over it."""
+
+    token_file: str | None = None
+    secret_file: str | None = None
+    api_url: str | None = None
+    where: str = ""
+
+
 def _token_auth(token: str) -> AuthHeader:
     return AUTH_API_KEY if token.startswith(API_KEY_PREFIX) else AUTH_BEARER
 
@@ -79,6 +90,9 @@ def resolve_credentials(
     secret_file: str | None = None,
     env: Mapping[str, str] | None = None,
     default_url: str = DEFAULT_API_URL,
+    token_file_source: str = "--token-file",
+    secret_file_source: str = "--secret-file",
+    fallback: ConfigFallback | None = None,
 ) -> Credentials | None:
     """The token, how it travels, and the URL; None when there is no token.
 
@@ -88,18 +102,29 @@ def resolve_credentials(
     is an API key when it starts with `sk-ant-api`; a work item secret's
     sessions token is a bearer token. URL, first found: `api_url`,
     MEMFS_API_URL, ANTHROPIC_BASE_URL, the api_base_url of the secret in use,
-    `default_url`. A variable set to blanks counts as unset."""
+    `default_url`. A variable set to blanks counts as unset.
+
+    `token_file` and `secret_file` may come from a variable (`MEMFS_TOKEN_FILE`):
+    `*_source` names it. `fallback`, the config file's, ranks after every
+    variable: its token file or secret file, and its URL before the secret's."""
     env = os.environ if env is None else env
     found: tuple[str, _Found, str] | None = None  # (source, what it holds, text)
     if token_file:
-        found = ("--token-file", "token", _read_secret_file(token_file, "token"))
+        found = (token_file_source, "token", _read_secret_file(token_file, "token"))
     elif secret_file:
-        found = ("--secret-file", "secret", _read_secret_file(secret_file, "work item secret"))
+        found = (secret_file_source, "secret", _read_secret_file(secret_file, "work item secret"))
     else:
         for name, kind in _ENV_SOURCES:
             if env.get(name, "").strip():
                 found = (name, kind, env[name].strip())
                 break
+    if found is None and fallback is not None:
+        if fallback.token_file:
+            text = _read_secret_file(fallback.token_file, "token")
+            found = (f"token-file in {fallback.where}", "token", text)
+        elif fallback.secret_file:
+            text = _read_secret_file(fallback.secret_file, "work item secret")
+            found = (f"secret-file in {fallback.where}", "secret", text)
     if found is None:
         return None
     source, kind, text = found
@@ -113,5 +138,5 @@ def resolve_credentials(
     else:
         token, auth = text, kind
     url = api_url or next((env[n].strip() for n in URL_ENV if env.get(n, "").strip()), None)
-    url = url or secret_url or default_url
+    url = url or (fallback.api_url if fallback else None) or secret_url or default_url
     return Credentials(url.rstrip("/"), token, auth, source)

@@ -33,6 +33,11 @@ def notify(message: str, *, env: dict[str, str] | None = None) -> bool:
             s.connect(address)
             s.sendall(message.encode())
     except OSError as e:
-        log.warning("cannot tell systemd %s through $NOTIFY_SOCKET: %s", message, e.strerror or e)
+        log.warning(
+            "cannot tell systemd %s through $NOTIFY_SOCKET: %s",
+            message,
+            e.strerror or e,
+            extra={"event": "systemd_notify"},
+        )
         return False
     return True

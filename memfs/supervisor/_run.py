@@ -91,11 +91,18 @@ def run(
     argv: Sequence[str],
     *,
     log_level: str = "INFO",
+    log_format: str = "text",
     metrics_addr: str | None = None,
 ) -> RunResult:
     """Mount every store (MountError, with nothing left mounted, when one
     cannot be), run `argv` to its end, then the final sync and the unmount."""
-    supervisor = Supervisor(specs, daemon=False, log_level=log_level, metrics_addr=metrics_addr)
+    supervisor = Supervisor(
+        specs,
+        daemon=False,
+        log_level=log_level,
+        log_format=log_format,
+        metrics_addr=metrics_addr,
+    )
     supervisor.start_all()
     try:
         with _held_signals():

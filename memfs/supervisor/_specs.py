@@ -35,20 +35,30 @@ id: the hosted API may refuse a sessions token there while the memory
 endpoints serve it. A store that does not exist fails at its first listing."""
 
 
-def parse_store_arg(text: str) -> Resource:
-    """`ID[:read_only|:read_write][=MOUNT_PATH]`."""
+def store_arg_problem(text: str) -> str | None:
+    """What is wrong with a `--store` value, as the end of a sentence that
+    names it first; None when nothing is."""
     head, sep, mount_path = text.partition("=")
     store_id, _, access = head.partition(":")
-    access = access or ACCESS_READ_WRITE
     if not store_id:
-        raise ConfigError(f"--store {text!r} names no store id")
-    if access not in (ACCESS_READ_WRITE, ACCESS_READ_ONLY):
-        raise ConfigError(
-            f"--store {text!r}: the access must be read_only or read_write, not {access!r}"
-        )
+        return "names no store id"
+    if access and access not in (ACCESS_READ_WRITE, ACCESS_READ_ONLY):
+        return f"has access {access!r}: it must be read_only or read_write"
     if sep and not mount_path:
-        raise ConfigError(f"--store {text!r} has an empty mount path after '='")
-    return Resource(memory_store_id=store_id, access=access, mount_path=mount_path or None)
+        return "has an empty mount path after '='"
+    return None
+
+
+def parse_store_arg(text: str) -> Resource:
+    """`ID[:read_only|:read_write][=MOUNT_PATH]`."""
+    problem = store_arg_problem(text)
+    if problem is not None:
+        raise ConfigError(f"--store {text!r} {problem}")
+    head, _, mount_path = text.partition("=")
+    store_id, _, access = head.partition(":")
+    return Resource(
+        memory_store_id=store_id, access=access or ACCESS_READ_WRITE, mount_path=mount_path or None
+    )
 
 
 def load_resources(path: str) -> list[Resource]:
@@ -173,7 +183,13 @@ def build_specs(
         path = r.mount_path or os.path.join(root, slugify(name or sid))
         if not r.mount_path and not name:
             why = refused.get(sid, "it has no name")
-            log.warning("cannot read the name of store %s (%s); mounting it at %s", sid, why, path)
+            log.warning(
+                "cannot read the name of store %s (%s); mounting it at %s",
+                sid,
+                why,
+                path,
+                extra={"event": "store_name_unknown"},
+            )
         check_mount_path(path, r.memory_store_id)
         path = os.path.normpath(path)
         if path in paths:

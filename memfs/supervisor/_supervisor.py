@@ -87,11 +87,13 @@ class Supervisor:
         daemon: bool = False,
         log_level: str = "INFO",
         metrics_addr: str | None = None,
+        log_format: str = "text",
     ) -> None:
         self.specs = specs
         self.daemon = daemon
         self.log_level = log_level
         self.metrics_addr = metrics_addr
+        self.log_format = log_format
         self.children: list[_Child] = []
         self.metrics: subprocess.Popen[str] | None = None
 
@@ -99,6 +101,7 @@ class Supervisor:
         spec = dataclasses.replace(spec, follow_parent=not self.daemon)
         env = {k: v for k, v in os.environ.items() if k not in (*SECRET_ENV, NOTIFY_ENV)}
         env["MEMFS_LOG_LEVEL"] = self.log_level
+        env["MEMFS_LOG_FORMAT"] = self.log_format
         env["MEMFS_RUNTIME_DIR"] = spec.runtime_dir
         if self.daemon:
             ensure_private_dir(spec.cache_dir, "cache folder", follow=True)
@@ -230,7 +233,12 @@ class Supervisor:
         try:
             return child.proc.wait(timeout=limit)
         except subprocess.TimeoutExpired:
-            log.error("store %s did not stop within %.0f s; killing it", child.spec.store_id, limit)
+            log.error(
+                "store %s did not stop within %.0f s; killing it",
+                child.spec.store_id,
+                limit,
+                extra={"event": "store_killed", "store_id": child.spec.store_id},
+            )
             child.proc.kill()
             rc = child.proc.wait()
             force_unmount(child.spec.mount_path)
@@ -281,7 +289,12 @@ class Supervisor:
             if c.proc.poll() is None:
                 alive += 1
             elif c.proc.returncode != 0 and not c.reported:
-                log.error("store %s stopped with status %s", c.spec.store_id, c.proc.returncode)
+                log.error(
+                    "store %s stopped with status %s",
+                    c.spec.store_id,
+                    c.proc.returncode,
+                    extra={"event": "store_exited", "store_id": c.spec.store_id},
+                )
                 c.reported = True
         return alive
 

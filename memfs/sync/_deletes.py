@@ -62,6 +62,7 @@ class DeletePacer(Part):
             "not a request; nothing is deleted in the store and the files are restored from it",
             self.store_id,
             len(stones),
+            extra={"event": "wipe"},
         )
         with self.cache.transaction():
             for stone in stones:
@@ -81,6 +82,7 @@ class DeletePacer(Part):
                     log.warning(
                         "%s was deleted here; not deleted in the store (deletions: log_only)",
                         stone.path,
+                        extra={"event": "delete_logged", "path": stone.path},
                     )
                     self._logged_only.add(stone.memory_id)
             return
@@ -108,7 +110,12 @@ class DeletePacer(Part):
         chosen = sorted(due, key=lambda s: self._first_missing[s.memory_id][1])[:cap]
         await each(chosen, lambda s: self._delete(s, report), limit)
         if len(due) > cap:
-            log.info("%d deletes wait for the next pass (at most %d a pass)", len(due) - cap, cap)
+            log.info(
+                "%d deletes wait for the next pass (at most %d a pass)",
+                len(due) - cap,
+                cap,
+                extra={"event": "deletes_capped"},
+            )
 
     async def _delete(self, stone: Tombstone, report: PassReport) -> None:
         cache = self.cache
@@ -134,6 +141,8 @@ class DeletePacer(Part):
             self.ledger.log_once(
                 stone.memory_id,
                 f"{stone.path} is not deleted in the store: it refused ({e}); tried again later",
+                event="delete_refused",
+                path=stone.path,
             )
             report.refused += 1
             return
@@ -147,6 +156,7 @@ class DeletePacer(Part):
         log.warning(
             "%s was deleted here but changed in the store: the store's version is restored",
             stone.path,
+            extra={"event": "delete_undone", "path": stone.path},
         )
         self.cache.tombstone_done(stone.memory_id)
         try:

@@ -119,8 +119,10 @@ class SyncEngine:
         """A memory's content and its sha: the cache's content source."""
         return await self.puller.fetch_content(memory_id)
 
-    async def prefetch(self, concurrency: int = 4) -> int:
-        return await prefetch(self.client, self.cache, concurrency)
+    async def prefetch(
+        self, concurrency: int = 4, progress: Callable[[int, int], None] | None = None
+    ) -> int:
+        return await prefetch(self.client, self.cache, concurrency, progress)
 
     def set_aside_local_changes(self) -> None:
         """A read-only mount shows the store's state: what an earlier read-write
@@ -132,6 +134,7 @@ class SyncEngine:
                 self.store_id,
                 path,
                 copy,
+                extra={"event": "set_aside", "path": path},
             )
 
     # --------------------------------------------------------------- passes
@@ -157,7 +160,11 @@ class SyncEngine:
                     f"the store could not be reached or failed; local changes are kept: {e}"
                 )
             except Exception as e:  # noqa: BLE001 - no failure of a pass may end the store process
-                log.exception("sync pass of %s failed unexpectedly", self.store_id)
+                log.exception(
+                    "sync pass of %s failed unexpectedly",
+                    self.store_id,
+                    extra={"event": "pass_bug"},
+                )
                 report.error = (
                     f"the pass failed unexpectedly ({type(e).__name__}: {e}); "
                     "local changes are kept"
@@ -176,7 +183,12 @@ class SyncEngine:
             if report.error:
                 self.status.failures_in_a_row += 1
                 self.status.last_error = report.error
-                log.error("sync of %s failed: %s", self.store_id, report.error)
+                log.error(
+                    "sync of %s failed: %s",
+                    self.store_id,
+                    report.error,
+                    extra={"event": "pass_failed"},
+                )
                 raise SyncError(report.error)
             self.status.failures_in_a_row = 0
             self.status.last_error = None

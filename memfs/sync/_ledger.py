@@ -196,11 +196,20 @@ class Ledger:
     delete_holds: dict[str, Hold] = field(default_factory=dict)
     logged: dict[object, str] = field(default_factory=dict)
 
-    def log_once(self, key: object, message: str, level: int = logging.WARNING) -> None:
-        """Log `message` for `key` unless it is what was last logged for it."""
+    def log_once(
+        self,
+        key: object,
+        message: str,
+        level: int = logging.WARNING,
+        *,
+        event: str,
+        path: str | None = None,
+    ) -> None:
+        """Log `message` for `key` unless it is what was last logged for it;
+        `event` and `path` go with the record (docs/troubleshooting.md lists the events)."""
         if self.logged.get(key) != message:
             self.logged[key] = message
-            log.log(level, "%s", message)
+            log.log(level, "%s", message, extra={"event": event, "path": path})
 
 
 @dataclass

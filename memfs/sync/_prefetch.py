@@ -7,6 +7,8 @@ pages); the rest one by one, a few at a time.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import trio
 
 from .._exceptions import CacheError
@@ -18,10 +20,25 @@ PREFETCH_BY_LISTING = 20
 """Above this many missing contents, prefetch reads full-view listing pages."""
 
 
-async def prefetch(client: StoreAPI, cache: SyncFace, concurrency: int = 4) -> int:
-    """Fetch every content not cached yet; returns how many were fetched."""
+async def prefetch(
+    client: StoreAPI,
+    cache: SyncFace,
+    concurrency: int = 4,
+    progress: Callable[[int, int], None] | None = None,
+) -> int:
+    """Fetch every content not cached yet; returns how many were fetched.
+    `progress(done, total)` hears of each page and each content, `total`
+    being the contents missing at the start (some may be fetched on first
+    read meanwhile, so `done` may end below it)."""
     missing = {n.memory_id: n for n in cache.files() if not n.cached and n.memory_id is not None}
+    total = len(missing)
     fetched = 0
+
+    def tell() -> None:
+        if progress is not None:
+            progress(fetched, total)
+
+    tell()
     if len(missing) > PREFETCH_BY_LISTING:
         page: list[Memory] = []
         async for item in client.iter_memories(cache.store_id, view="full", limit=20):
@@ -29,9 +46,11 @@ async def prefetch(client: StoreAPI, cache: SyncFace, concurrency: int = 4) -> i
                 page.append(item)
             if len(page) >= 20:
                 fetched += _install_page(cache, page, missing)
+                tell()
                 page = []
                 await trio.sleep(0)  # let waiting filesystem requests in between pages
         fetched += _install_page(cache, page, missing)
+        tell()
     limiter = trio.CapacityLimiter(concurrency)
 
     async def one(node_id: int) -> None:
@@ -40,6 +59,7 @@ async def prefetch(client: StoreAPI, cache: SyncFace, concurrency: int = 4) -> i
             try:
                 if await cache.ensure_cached(node_id):
                     fetched += 1
+                    tell()
             except CacheError as e:
                 log.info("prefetch skipped: %s", e)
 

@@ -64,11 +64,19 @@ class Puller(Part):
                 if whole_store(e):
                     raise
                 self.ledger.log_once(
-                    r.memory_id, f"cannot pull {r.path or r.memory_id} from the store: {e}"
+                    r.memory_id,
+                    f"cannot pull {r.path or r.memory_id} from the store: {e}",
+                    event="pull_failed",
+                    path=r.path,
                 )
                 self.ledger.need_listing = True
             except (CacheError, OSError) as e:
-                log.warning("cannot show %s from the store here: %s", r.path or r.memory_id, e)
+                log.warning(
+                    "cannot show %s from the store here: %s",
+                    r.path or r.memory_id,
+                    e,
+                    extra={"event": "not_shown", "path": r.path},
+                )
                 self.ledger.need_listing = True
 
     def _wants_content(self, r: RemoteMemory) -> bool:
@@ -122,7 +130,9 @@ class Puller(Part):
         """The decision table, for one memory the store reports changed."""
         if r.path == MARKER_PATH:
             log.warning(
-                "the store holds a memory at %s, the marker's path; it is not shown", MARKER_PATH
+                "the store holds a memory at %s, the marker's path; it is not shown",
+                MARKER_PATH,
+                extra={"event": "marker_taken", "path": MARKER_PATH},
             )
             return
         cache = self.cache
@@ -147,9 +157,14 @@ class Puller(Part):
                 log.warning(
                     "%s was deleted in the store but changed here: it will be created again",
                     node.path,
+                    extra={"event": "recreated", "path": node.path},
                 )
             else:
-                log.warning("%s was deleted in the store; the local copy is kept", node.path)
+                log.warning(
+                    "%s was deleted in the store; the local copy is kept",
+                    node.path,
+                    extra={"event": "remote_delete_kept", "path": node.path},
+                )
             cache.forget_memory(node)
         elif action is Action.FOLLOW_MOVE:
             assert node is not None and r.path is not None
@@ -158,6 +173,7 @@ class Puller(Part):
             log.warning(
                 "%s was deleted here but changed in the store: the store's version is restored",
                 r.path,
+                extra={"event": "delete_undone", "path": r.path},
             )
             cache.tombstone_done(r.memory_id)
             await self.place(r, report, fetch=True)
@@ -169,6 +185,7 @@ class Puller(Part):
                 "the local version is kept at %s",
                 node.path,
                 copy,
+                extra={"event": "conflict_copy", "path": node.path},
             )
             report.conflicts += 1
             await self.place(r, report, fetch=node.cached or node.live.open_count > 0)
@@ -191,19 +208,33 @@ class Puller(Part):
             else:
                 # Created by memfs (answer lost), and the file was deleted here since.
                 cache.retarget_tombstone(r.memory_id, r.path, r.sha)
-                log.info("%s: the store holds memfs's own create (its answer was lost)", r.path)
+                log.info(
+                    "%s: the store holds memfs's own create (its answer was lost)",
+                    r.path,
+                    extra={"event": "own_write", "path": r.path},
+                )
                 return
         if node is not None:
             cache.adopt_own_write(node, r.memory_id, r.sha, r.path)
         else:
             cache.retarget_tombstone(r.memory_id, r.path, r.sha)
-        log.info("%s: the store holds memfs's own upload (its answer was lost)", r.path)
+        log.info(
+            "%s: the store holds memfs's own upload (its answer was lost)",
+            r.path,
+            extra={"event": "own_write", "path": r.path},
+        )
 
     async def _follow_move(self, node: Node, path: str, report: PassReport) -> None:
         try:
             gone = self.cache.follow_remote_move(node, path)
         except CacheError as e:
-            log.warning("cannot follow the move of %s to %s: %s", node.path, path, e)
+            log.warning(
+                "cannot follow the move of %s to %s: %s",
+                node.path,
+                path,
+                e,
+                extra={"event": "move_not_followed", "path": path},
+            )
             return
         report.moved += 1
         for parent, name in gone:
@@ -232,7 +263,12 @@ class Puller(Part):
         try:
             placed = self.cache.place_remote(r.memory_id, r.path, r.sha, r.size, content, node=old)
         except CacheError as e:
-            log.warning("cannot show %s from the store here: %s", r.path, e)
+            log.warning(
+                "cannot show %s from the store here: %s",
+                r.path,
+                e,
+                extra={"event": "not_shown", "path": r.path},
+            )
             return
         node = placed.node
         report.pulled += 1
@@ -243,6 +279,7 @@ class Puller(Part):
                 local,
                 r.path,
                 copy,
+                extra={"event": "conflict_copy", "path": local},
             )
             report.conflicts += 1
         for parent, name in placed.gone:

@@ -48,6 +48,8 @@ class Pusher(Part):
                 f"{change.path} is not uploaded: a write past {MAX_CONTENT_BYTES:,} bytes was "
                 "refused (EFBIG); the store keeps its version until the file is written again "
                 "within the limit",
+                event="too_large",
+                path=change.path,
             )
             return
         if self._held(node, final=final):
@@ -55,7 +57,12 @@ class Pusher(Part):
         try:
             raw = cache.read_content(node) if node.cached else None
         except OSError as e:
-            log.error("cannot read %s from the cache: %s", change.path, e)
+            log.error(
+                "cannot read %s from the cache: %s",
+                change.path,
+                e,
+                extra={"event": "cache_unreadable", "path": change.path},
+            )
             return
         if raw is None:
             if change.memory_id is None:
@@ -108,7 +115,7 @@ class Pusher(Part):
     def _cleared(self, node_id: int, path: str) -> None:
         self.ledger.holds.pop(node_id, None)
         if self.ledger.logged.pop(node_id, None) is not None:
-            log.info("%s is uploaded", path)
+            log.info("%s is uploaded", path, extra={"event": "refusal_cleared", "path": path})
 
     async def _refused_by_store(
         self,
@@ -124,7 +131,11 @@ class Pusher(Part):
         if isinstance(e, NotFound) and change.memory_id is not None:
             if node.memory_id != change.memory_id:
                 return  # the file took another memory while this one went: it is pushed next
-            log.warning("%s was deleted in the store; it is created again", change.path)
+            log.warning(
+                "%s was deleted in the store; it is created again",
+                change.path,
+                extra={"event": "recreated", "path": change.path},
+            )
             self.cache.forget_memory(node)
             await self.push(Change.of(node), report, final=final)
             return
@@ -151,6 +162,8 @@ class Pusher(Part):
         self.ledger.log_once(
             node.id,
             f"{change.path} is not uploaded: {reason}; it is tried again later or after it changes",
+            event="held",
+            path=change.path,
         )
         report.refused += 1
 
@@ -160,6 +173,8 @@ class Pusher(Part):
             change.node_id,
             f"{change.path} is not uploaded: {reason}; it is retried after it changes",
             logging.ERROR,
+            event="refused",
+            path=change.path,
         )
         self.cache.mark_refused(change, sha, reason)
         report.refused += 1

@@ -112,6 +112,7 @@ class RemoteChanges(Part):
             "from now on (one request per 100 memories a pass)",
             self.store_id,
             refusal,
+            extra={"event": "feed_refused"},
         )
 
     async def _feed(self) -> tuple[dict[str, RemoteMemory], FeedHead]:

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+from memfs.cli._options import CONFIG_OPTION, MOUNT_OPTIONS
 from tests.support import ServerProcess
 
 CREDENTIAL_ENV = (
@@ -24,6 +25,12 @@ CREDENTIAL_ENV = (
     "ANTHROPIC_BASE_URL",
 )
 """What a developer's shell may hold that would change which credentials a test's memfs uses."""
+SETTING_ENV = (
+    *(o.env for o in MOUNT_OPTIONS),
+    CONFIG_OPTION.env,
+    "MEMFS_LOG_FORMAT",
+)
+"""The variables of the mount settings (MEMFS_SYNC_INTERVAL...), which a shell may hold too."""
 
 
 def memfs_mounts_under(root: Path) -> list[str]:
@@ -52,11 +59,14 @@ class Mounter:
 
     @property
     def env(self) -> dict[str, str]:
+        """The caller's environment without what would change the mount: its
+        credentials, its `MEMFS_<FLAG>` settings and its config file."""
         env = dict(os.environ)
+        for name in (*CREDENTIAL_ENV, *SETTING_ENV):
+            env.pop(name, None)
         env["MEMFS_RUNTIME_DIR"] = str(self.runtime_dir)
         env["MEMFS_API_URL"] = self.server.url
-        for name in CREDENTIAL_ENV:
-            env.pop(name, None)
+        env["XDG_CONFIG_HOME"] = str(self.tmp / "config")
         return env
 
     def memfs(

@@ -1,0 +1,259 @@
+"""Where each setting comes from: its flag, else its `MEMFS_<FLAG>`
+variable, else the config file, else its default (docs/configuration.md
+draws the whole order as one table).
+
+- The config file is `--config FILE` (or `MEMFS_CONFIG`), else
+  `$XDG_CONFIG_HOME/memfs/config.toml` (`~/.config/memfs/config.toml`),
+  read with `tomllib`. A missing default file is no error; a missing named
+  one is. Its keys are the flags' names without the dashes, spelled with
+  dashes as the flags are (`sync-interval = 30`), so that one name serves
+  the flag, the key and the docs; a key memfs does not know is refused,
+  with a hint when it is a flag's name spelled with underscores. Paths in
+  it may start with `~` and are relative to the file's folder.
+- The file holds no secret: `token` and `secret` are refused by name, and
+  `token-file` / `secret-file` name files that hold them. A file another
+  user could change (world-writable, or owned by someone other than the
+  caller or root) is refused, since it could send the token elsewhere
+  (`api-url`).
+- Every value present is checked, even one a higher source overrides: a
+  bad value anywhere is refused before anything mounts, in one sentence
+  that names its source, exit status 2.
+- Options of a group come from one source together: `store` and
+  `resources` (which stores), `token-file` and `secret-file` (which
+  credentials; from the file they rank after every credential variable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import stat
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .._exceptions import ConfigError
+from ..supervisor import ConfigFallback, Credentials, resolve_credentials
+from ._options import (
+    CONFIG_OPTION,
+    FILE_OPTIONS,
+    LOG_OPTIONS,
+    SECRET_KEYS,
+    Option,
+)
+
+log = logging.getLogger("memfs")
+
+FLAG, ENV, FILE, DEFAULT = "flag", "environment", "file", "default"
+TIERS = (FLAG, ENV, FILE, DEFAULT)
+"""The sources, strongest first."""
+
+
+@dataclass(frozen=True)
+class Found:
+    """A setting's value and where it came from: `--sync-interval`,
+    `MEMFS_SYNC_INTERVAL`, the config file's path, or `default`."""
+
+    value: Any
+    tier: str
+    source: str
+
+
+@dataclass(frozen=True)
+class ConfigFile:
+    path: str
+    values: dict[str, Any]
+
+
+def default_config_path(env: Mapping[str, str]) -> str:
+    base = env.get("XDG_CONFIG_HOME", "").strip() or os.path.expanduser("~/.config")
+    return os.path.join(base, "memfs", "config.toml")
+
+
+def _toml(raw: Any) -> str:
+    """A value as the file wrote it, for a sentence."""
+    if isinstance(raw, bool):
+        return "true" if raw else "false"
+    if isinstance(raw, str):
+        return json.dumps(raw, ensure_ascii=False)
+    if isinstance(raw, list):
+        return "[" + ", ".join(_toml(x) for x in raw) + "]"
+    if isinstance(raw, dict):
+        return "a table"
+    return str(raw)
+
+
+def load_config_file(path: str, *, named: bool) -> ConfigFile | None:
+    """The config file's settings, every key checked; None when the default
+    file does not exist."""
+    try:
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            data = f.read()
+    except FileNotFoundError:
+        if named:
+            raise ConfigError(f"the config file {path} does not exist")
+        return None
+    except OSError as e:
+        raise ConfigError(f"cannot read the config file {path}: {e.strerror or e}")
+    if st.st_uid not in (os.geteuid(), 0):
+        raise ConfigError(
+            f"the config file {path} belongs to another user (uid {st.st_uid}); "
+            "memfs reads only its own or root's"
+        )
+    if st.st_mode & stat.S_IWOTH:
+        raise ConfigError(
+            f"the config file {path} can be written by every user "
+            f"(mode {stat.S_IMODE(st.st_mode):04o}); make it 0600 or 0644"
+        )
+    try:
+        values = tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"the config file {path} is not UTF-8 text")
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"the config file {path} is not TOML: {e}")
+    for key in values:
+        if key in SECRET_KEYS:
+            raise ConfigError(
+                f"{key} in {path} is not taken: a secret does not go in the config file; "
+                "name a file that holds it with token-file (or secret-file for a work item secret)"
+            )
+        if key not in FILE_OPTIONS:
+            dashed = key.replace("_", "-")
+            hint = f"; did you mean {dashed}?" if dashed in FILE_OPTIONS else ""
+            raise ConfigError(f"{key} in {path} is not a memfs setting{hint}")
+    return ConfigFile(path, values)
+
+
+def _from_env(option: Option, env: Mapping[str, str]) -> Found | None:
+    raw = env.get(option.env)
+    if raw is None or not raw.strip():  # a variable set to blanks counts as unset
+        return None
+    try:
+        value = option.parse(raw)
+    except ValueError as e:
+        raise ConfigError(f"{option.env}={raw.strip()} (environment) {e}")
+    return Found(value, ENV, option.env)
+
+
+def _from_file(option: Option, config: ConfigFile | None) -> Found | None:
+    if config is None or option.key not in config.values:
+        return None
+    raw = config.values[option.key]
+    try:
+        value = option.parse(raw)
+    except ValueError as e:
+        raise ConfigError(f"{option.key} = {_toml(raw)} in {config.path} {e}")
+    if option.kind == "path":
+        value = os.path.join(os.path.dirname(config.path), os.path.expanduser(value))
+    return Found(value, FILE, config.path)
+
+
+def _from_flag(option: Option, args: argparse.Namespace) -> Found | None:
+    value = getattr(args, option.dest, None)
+    if value is None or value == []:
+        return None
+    return Found(value, FLAG, option.flag)
+
+
+def choose(
+    options: Sequence[Option],
+    args: argparse.Namespace,
+    env: Mapping[str, str],
+    config: ConfigFile | None,
+) -> dict[str, Found]:
+    """Each option's value by dest: the strongest source that sets it (for a
+    group, that sets any of its options). Every source's value is read, so
+    that a bad one is refused even where a stronger source overrides it."""
+    candidates: dict[str, dict[str, Found]] = {}
+    for option in options:
+        found = {
+            tier: f
+            for tier, f in (
+                (FLAG, _from_flag(option, args)),
+                (ENV, _from_env(option, env)),
+                (FILE, _from_file(option, config)),
+            )
+            if f is not None
+        }
+        found[DEFAULT] = Found(option.default, DEFAULT, DEFAULT)
+        candidates[option.dest] = found
+    chosen: dict[str, Found] = {}
+    for option in options:
+        members = [o for o in options if option.group and o.group == option.group] or [option]
+        tier = next(t for t in TIERS if any(t in candidates[m.dest] for m in members))
+        own = candidates[option.dest]
+        chosen[option.dest] = own.get(tier) or own[DEFAULT]
+    return chosen
+
+
+def settle(args: argparse.Namespace, env: Mapping[str, str]) -> None:
+    """Fill in every setting `args` did not get as a flag, from the
+    environment, the config file (commands that mount) or the default.
+    Sets `args.sources` (dest -> Found), `args.log_level` (a level name for
+    the store processes, None for their own default) and `args.log_format`,
+    and `args.cli_log_level` (a number) for this process."""
+    options: Sequence[Option] = getattr(args, "_settings", ())
+    config = None
+    if options:
+        named = _from_flag(CONFIG_OPTION, args) or _from_env(CONFIG_OPTION, env)
+        path = named.value if named else default_config_path(env)
+        config = load_config_file(path, named=named is not None)
+    chosen = choose(options, args, env, config)
+    for dest, found in chosen.items():
+        setattr(args, dest, found.value)
+    args.config_file = config.path if config else None
+    logs = choose(LOG_OPTIONS, args, env, config)
+    level = logs["log_level"]
+    if level.tier != FLAG and args.verbose:
+        name = "DEBUG" if args.verbose > 1 else "INFO"
+        level = Found(name, FLAG, "-v" * min(args.verbose, 2))
+    args.log_level = level.value
+    args.log_format = logs["log_format"].value
+    args.cli_log_level = logging.getLevelName(level.value) if level.value else logging.WARNING
+    args.sources = {**chosen, **logs, "log_level": level}
+
+
+def log_sources(args: argparse.Namespace) -> None:
+    """At DEBUG, where each setting that is not its default came from."""
+    for dest, found in getattr(args, "sources", {}).items():
+        if found.tier != DEFAULT and found.value is not None:
+            log.debug("%s is %s (from %s)", dest.replace("_", "-"), found.value, found.source)
+
+
+def mount_credentials(
+    args: argparse.Namespace, env: Mapping[str, str] | None = None
+) -> Credentials | None:
+    """The credentials for a mount: `--token-file` / `--secret-file` or their
+    variables first, then the credential variables, then the config file's
+    `token-file` / `secret-file`; the URL from `--api-url`, its variable,
+    `ANTHROPIC_BASE_URL`, the config file, the secret, the public API."""
+    sources: dict[str, Found] = args.sources
+    token, secret, url = sources["token_file"], sources["secret_file"], sources["api_url"]
+    fallback = None
+    token_file = secret_file = api_url = None
+    if FILE in (token.tier, secret.tier, url.tier):
+        fallback = ConfigFallback(
+            token_file=token.value if token.tier == FILE else None,
+            secret_file=secret.value if secret.tier == FILE else None,
+            api_url=url.value if url.tier == FILE else None,
+            where=args.config_file or "",
+        )
+    if token.tier in (FLAG, ENV):
+        token_file = token.value
+    if secret.tier in (FLAG, ENV):
+        secret_file = secret.value
+    if url.tier in (FLAG, ENV):
+        api_url = url.value
+    return resolve_credentials(
+        api_url=api_url,
+        token_file=token_file,
+        secret_file=secret_file,
+        token_file_source=token.source,
+        secret_file_source=secret.source,
+        fallback=fallback,
+        env=env,
+    )
