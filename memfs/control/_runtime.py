@@ -26,6 +26,8 @@ import os
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
+from .._exceptions import MountError
+
 STATE_SUFFIX = ".json"
 SOCKET_SUFFIX = ".sock"
 
@@ -132,12 +134,20 @@ def read_state(path: str) -> StoreState | None:
 
 def running_stores(folder: str | None = None) -> list[StoreState]:
     """The live store processes of this machine, by their state files in
-    `folder` (default `runtime_dir()`), in the order of their store ids."""
+    `folder` (default `runtime_dir()`), in the order of their store ids; none
+    when the folder does not exist. MountError when it exists but cannot be
+    read, as another user's: saying that none runs would be untrue."""
     folder = runtime_dir() if folder is None else folder
     try:
         names = sorted(os.listdir(folder))
-    except OSError:
+    except (FileNotFoundError, NotADirectoryError):
         return []
+    except PermissionError:
+        raise MountError(
+            f"cannot read the runtime folder {folder}: its memfs mounts belong to another user"
+        ) from None
+    except OSError as e:
+        raise MountError(f"cannot read the runtime folder {folder}: {e.strerror or e}") from None
     states = (read_state(os.path.join(folder, n)) for n in names if n.endswith(STATE_SUFFIX))
     return [s for s in states if s is not None]
 
