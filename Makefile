@@ -36,6 +36,7 @@ bench: install
 	@bash scripts/install.sh test,bench
 	$(PY) bench/server_bench.py
 	$(PY) bench/agent_workload.py
+	$(PY) bench/scale_bench.py
 
 # ruff, the import contracts of pyproject.toml (the layers), and mypy.
 lint: install
