@@ -14,8 +14,9 @@ client sees it:
   handles them; an idle connection is closed after 5 s without a request;
 - `Expect: 100-continue` answered at once; HEAD answers carry no body;
 - a request h11 cannot parse (a bad content-length, raw non-ASCII bytes in
-  the request line, a head over 16 KiB) is refused with h11's status (400,
-  431), an empty body and `connection: close`, and never reaches the app;
+  the request line; 431 for a head still incomplete past 16 KiB) is refused
+  with h11's status, an empty body and `connection: close`, and never
+  reaches the app;
 - an app that fails before answering is a bare 500; every answer carries a
   `date` header;
 - `--access-log` writes Hypercorn's line (`hypercorn.logging.AccessLogAtoms`
