@@ -207,7 +207,7 @@ OPS: dict[str, Callable[..., Any]] = {
 SPLIT = [
     ("SQLite", ("sqlite3", "_sqlite/", "(libsqlite3")),
     ("JSON", ("json/", "_json.c", "orjson")),
-    ("Hypercorn/h11", ("hypercorn/", "h11/")),
+    ("HTTP/1.1: h11, Hypercorn, _http11", ("hypercorn/", "h11/", "memfs/server/_http11")),
     ("Starlette", ("starlette/", "anyio/")),
     (
         "memfs serve",
