@@ -2,37 +2,82 @@
 
 Starts its own `memfs serve` on a temporary SQLite file, then measures
 creates/s, updates/s, gets/s and list pages/s (pages of 100, basic view, over
-a store of 2,000 memories) with 1 and 8 concurrent tasks sharing one client.
-Prints a table and writes JSON to bench/results/server_bench-<time>.json.
+a store of 2,000 memories) with 1 and 8 concurrent clients. Prints a table and
+writes JSON to bench/results/server_bench-<time>.json.
 
-    .venv/bin/python bench/server_bench.py [--memories 2000] [--ops 400]
+    .venv/bin/python bench/server_bench.py [--memories 2000] [--ops 1000]
+        [--levels 1,8] [--client-procs 1] [--server-args "--workers 2"]
 
-Every loop is bounded in count; the server is stopped at the end.
+What it measures is what it prints:
+
+- Each client is its own `StoreClient` with one connection, as each sandbox
+  of a fleet has its own; the 8 clients are 8 concurrent keep-alive
+  connections. Every client opens its connection before the clock starts,
+  and all of them start at one barrier.
+- The clients run in `--client-procs` processes (default 1) apart from this
+  one and from the server; a cell's rate is every operation of every client
+  over the time from the first start to the last end. The CPU the clients and
+  the server used during the cell is printed beside it (100% = one core): on
+  two cores a client at 100% is the bottleneck, not the server.
+- Every answer is checked (the path and sha of each create, the sha of each
+  update, the id and content of each get, the count and order of each
+  listing), and so is the store after each write cell: exactly the memories
+  created, each holding the last content written. A wrong answer, a retried
+  request or a failed check fails the run (exit status 1).
+
+Every loop is bounded in count; the server and the clients are stopped at the end.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import multiprocessing
 import os
 import platform
 import secrets
+import shlex
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import trio
 
 from memfs.client import StoreClient
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _server_clients import CLIENTS, BenchFailure  # noqa: E402
+
 RESULTS = Path(__file__).resolve().parent / "results"
+COLUMNS = ["creates/s", "updates/s", "gets/s", "list pages/s"]
+TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def start_server(db: str, token: str) -> tuple[subprocess.Popen, str]:
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def fill_content(i: int) -> str:
+    return f"memory {i}\n" + "x" * 200
+
+
+def create_content(i: int) -> str:
+    return f"created {i} " * 20
+
+
+def update_content(i: int) -> str:
+    return f"update {i} " * 20
+
+
+def start_server(command: list[str], db: str, token: str) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "memfs", "serve", "--db", db, "--port", "0", "--token", token],
+        [*command, "--db", db, "--port", "0", "--token", token],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -45,117 +90,394 @@ def start_server(db: str, token: str) -> tuple[subprocess.Popen, str]:
     return proc, url
 
 
-async def run_tasks(concurrency: int, count: int, op) -> float:
-    """Run op(i) for i in range(count) on `concurrency` tasks; ops per second."""
-    next_index = 0
+def process_cpu(pids: list[int]) -> float:
+    """CPU seconds (user + system) the processes and their reaped children used."""
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += sum(int(x) for x in fields[11:15])
+    return total / TICKS
 
-    async def worker() -> None:
-        nonlocal next_index
-        while next_index < count:
-            i = next_index
-            next_index += 1
-            await op(i)
 
-    started = time.perf_counter()
+def server_pids(proc: subprocess.Popen[str]) -> list[int]:
+    """The server and its worker processes, when it runs several."""
+    try:
+        with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
+            children = [int(x) for x in f.read().split()]
+    except OSError:
+        children = []
+    return [proc.pid, *children]
+
+
+# ---- one cell, in a client process ----------------------------------------------
+
+
+async def _client_cell(job: dict[str, Any], start_at: float) -> dict[str, Any]:
+    """Run this process's share of one cell: `job["clients"]` clients, each
+    with its own connection, each doing every op whose index it owns."""
+    op, clients, first, stride = job["op"], job["clients"], job["first"], job["stride"]
+    count, args = job["count"], job["args"]
+    results: dict[str, Any] = {"retries": 0, "starts": [], "ends": [], "out": {}}
+
+    async def one_client(k: int, ready: trio.Event, go: trio.Event) -> None:
+        index = first + k
+        async with CLIENTS[job["client"]](job["url"], job["token"]) as c:
+            await c.get_store(args["store"])  # opens the connection before the clock
+            ready.set()
+            await go.wait()
+            results["starts"].append(time.perf_counter())
+            for i in range(index, count, stride):
+                results["out"][i] = await OPS[op](c, args, i)
+            results["ends"].append(time.perf_counter())
+            results["retries"] += c.retries
+
+    readies = [trio.Event() for _ in range(clients)]
+    go = trio.Event()
     async with trio.open_nursery() as nursery:
-        for _ in range(concurrency):
-            nursery.start_soon(worker)
-    return count / (time.perf_counter() - started)
+        for k in range(clients):
+            nursery.start_soon(one_client, k, readies[k], go)
+        for ready in readies:
+            await ready.wait()
+        await trio.sleep(max(0.0, start_at - time.perf_counter()))
+        go.set()
+    return results
 
 
-async def bench(url: str, token: str, memories: int, ops: int, levels: list[int]) -> dict:
-    results: dict[str, dict[str, float]] = {}
-    async with StoreClient(url, token, max_connections=max(levels)) as client:
-        big = await client.create_store("bench-big")
-        filler = "x" * 200
+def client_cell(job: dict[str, Any], start_at: float) -> dict[str, Any]:
+    cpu = time.process_time()
+    try:
+        results = trio.run(_client_cell, job, start_at)
+    except BaseExceptionGroup as group:
+        failures, _ = group.split(BenchFailure)
+        if failures is None:
+            raise
+        while isinstance(failures, BaseExceptionGroup):
+            failures = failures.exceptions[0]
+        raise failures from None
+    results["cpu"] = time.process_time() - cpu
+    return results
 
-        async def fill(i: int) -> None:
-            await client.create_memory(big.id, f"/d{i % 20:02d}/m{i:05d}.md", filler, view="basic")
 
-        started = time.perf_counter()
-        await run_tasks(8, memories, fill)
-        fill_seconds = time.perf_counter() - started
+async def op_create(c: Any, args: dict[str, Any], i: int) -> str:
+    path, content = f"/c/{i:05d}.md", create_content(i)
+    m = await c.create(args["store"], path, content)
+    if m["path"] != path or m["content_sha256"] != sha(content) or m["content"] is not None:
+        raise BenchFailure(f"create {i} answered {m}")
+    return str(m["id"])
 
-        listing = await client.list_memories_page(big.id, limit=100)
-        ids = [m.id for m in listing.data]
 
-        for level in levels:
-            row: dict[str, float] = {}
-            store = await client.create_store(f"bench-{level}")
-            created: list[str] = []
+async def op_update(c: Any, args: dict[str, Any], i: int) -> str:
+    ids = args["ids"]
+    content = update_content(i)
+    m = await c.update(args["store"], ids[i % len(ids)], content)
+    if m["id"] != ids[i % len(ids)] or m["content_sha256"] != sha(content):
+        raise BenchFailure(f"update {i} answered {m}")
+    return str(m["memory_version_id"])
 
-            async def create(i: int, store_id: str = store.id, created=created) -> None:
-                m = await client.create_memory(
-                    store_id, f"/c/{i:05d}.md", "hello " * 20, view="basic"
-                )
-                created.append(m.id)
 
-            row["creates/s"] = await run_tasks(level, ops, create)
+async def op_get(c: Any, args: dict[str, Any], i: int) -> None:
+    n = i % len(args["ids"])
+    m = await c.get(args["store"], args["ids"][n])
+    if m["id"] != args["ids"][n] or m["content"] != fill_content(n):
+        raise BenchFailure(f"get of memory {n} answered {m}")
 
-            async def update(i: int, store_id: str = store.id, created=created) -> None:
-                await client.update_memory(
-                    store_id, created[i % len(created)], content=f"update {i} " * 20, view="basic"
-                )
 
-            row["updates/s"] = await run_tasks(level, ops, update)
+async def op_list(c: Any, args: dict[str, Any], i: int) -> None:
+    paths = await c.paths(args["store"])
+    if paths != args["paths"]:
+        raise BenchFailure(f"listing {i} saw {len(paths)} memories, not {len(args['paths'])}")
 
-            async def get(i: int) -> None:
-                await client.get_memory(big.id, ids[i % len(ids)])
 
-            row["gets/s"] = await run_tasks(level, ops, get)
+OPS: dict[str, Callable[..., Any]] = {
+    "create": op_create,
+    "update": op_update,
+    "get": op_get,
+    "list": op_list,
+}
 
-            pages_per_listing = -(-memories // 100)
-            listings = max(2, ops // (pages_per_listing * 4))
 
-            async def list_all(i: int) -> None:
-                seen = 0
-                async for _ in client.iter_memories(big.id, limit=100):
-                    seen += 1
-                assert seen == memories, seen
+# ---- the profile ------------------------------------------------------------------
 
-            row["list pages/s"] = (await run_tasks(level, listings, list_all)) * pages_per_listing
-            results[str(level)] = row
-        stats = {
-            "requests": client.stats.requests,
-            "retries": client.stats.retries,
-            "fill_seconds": round(fill_seconds, 2),
+# Where a sample's time goes: a socket system call is "socket I/O"; else the
+# innermost frame of one of the parts below names it, so trio, the standard
+# library and the interpreter count for whichever part called them (py-spy
+# --native: the C frames of SQLite and of the json module count as theirs).
+# A sample in none of them is trio's own scheduling.
+SPLIT = [
+    ("SQLite", ("sqlite3", "_sqlite/", "(libsqlite3")),
+    ("JSON", ("json/", "_json.c", "orjson")),
+    ("HTTP/1.1: h11, Hypercorn, _http11", ("hypercorn/", "h11/", "memfs/server/_http11")),
+    ("Starlette", ("starlette/", "anyio/")),
+    (
+        "memfs serve",
+        (
+            "memfs/server/_app",
+            "memfs/server/_http",
+            "memfs/server/_auth",
+            "memfs/server/_db",
+            "memfs/server/_sqlite",
+            "memfs/server/_memories",
+            "memfs/server/_stores",
+            "memfs/server/_versions",
+            "memfs/server/_pages",
+            "memfs/server/_fields",
+            "memfs/server/_asgi",
+        ),
+    ),
+]
+SOCKET_CALLS = ("sock_send", "sock_recv", "sock_call", "sock_accept", "epoll_ctl")
+
+
+def start_profiler(pid: int) -> tuple[subprocess.Popen[bytes], Path]:
+    py_spy = Path(sys.executable).parent / "py-spy"
+    if not py_spy.exists():
+        raise SystemExit("server_bench: --profile needs py-spy (.venv/bin/pip install py-spy)")
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / f"server-{time.strftime('%Y%m%dT%H%M%S')}.txt"
+    cmd = [str(py_spy), "record", "-p", str(pid), "-f", "raw", "-r", "250", "--native"]
+    proc = subprocess.Popen(
+        [*cmd, "--idle", "-o", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    time.sleep(1)
+    return proc, out
+
+
+def stop_profiler(proc: subprocess.Popen[bytes], out: Path) -> dict[str, float]:
+    """Stop py-spy; the share of the busy samples each part of SPLIT took."""
+    proc.send_signal(signal.SIGINT)
+    proc.wait(60)
+    shares: dict[str, float] = {name: 0 for name, _ in SPLIT}
+    shares["socket I/O"] = shares["trio scheduling"] = shares["idle"] = 0
+    for line in out.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        frames = stack.split(";")
+        shares[classify(frames)] += int(count)
+    idle = shares.pop("idle")
+    busy = sum(shares.values()) or 1
+    return {"idle_samples": idle, **{k: round(v / busy, 3) for k, v in shares.items()}}
+
+
+def classify(frames: list[str]) -> str:
+    leaf = frames[-1]
+    if leaf.startswith("epoll_wait") or leaf.startswith("get_events (trio/"):
+        return "idle"
+    if any(frame.startswith(SOCKET_CALLS) for frame in frames[-4:]):
+        return "socket I/O"
+    for frame in reversed(frames):
+        for name, marks in SPLIT:
+            if any(mark in frame for mark in marks):
+                return name
+    return "trio scheduling"
+
+
+# ---- the parent: setup, cells, checks --------------------------------------------
+
+
+class Bench:
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        url: str,
+        token: str,
+        server: subprocess.Popen[str],
+        pool: Any,
+    ) -> None:
+        self.url, self.token, self.server, self.pool = url, token, server, pool
+        self.procs, self.client = args.client_procs, args.client
+
+    def cell(self, op: str, clients: int, count: int, args: dict[str, Any]) -> dict[str, Any]:
+        """Run `count` ops on `clients` clients spread over the client processes."""
+        procs = min(self.procs, clients)
+        shares = [clients // procs + (1 if p < clients % procs else 0) for p in range(procs)]
+        jobs, first = [], 0
+        for share in shares:
+            jobs.append(
+                {
+                    "op": op,
+                    "clients": share,
+                    "first": first,
+                    "stride": clients,
+                    "count": count,
+                    "args": args,
+                    "url": self.url,
+                    "token": self.token,
+                    "client": self.client,
+                }
+            )
+            first += share
+        # Time for every process to open its connections, then one start for all.
+        start_at = time.perf_counter() + 0.5 + 0.05 * clients
+        pids = server_pids(self.server)
+        server_cpu = process_cpu(pids)
+        pending = [self.pool.apply_async(client_cell, (job, start_at)) for job in jobs]
+        parts = [p.get(timeout=600) for p in pending]
+        server_cpu = process_cpu(pids) - server_cpu
+        start = min(min(p["starts"]) for p in parts)
+        end = max(max(p["ends"]) for p in parts)
+        seconds = end - start
+        out: dict[int, Any] = {}
+        for p in parts:
+            out.update(p["out"])
+        if sorted(out) != list(range(count)):
+            raise BenchFailure(f"{op}: {len(out)} of {count} ops answered")
+        retries = sum(p["retries"] for p in parts)
+        if retries:
+            raise BenchFailure(f"{op} with {clients} clients retried {retries} requests")
+        # The server's CPU also counts the moments before the start; a cell of
+        # a second or more keeps that small.
+        return {
+            "rate": count / seconds,
+            "seconds": seconds,
+            "client_cpu": sum(p["cpu"] for p in parts) / seconds,
+            "server_cpu": server_cpu / seconds,
+            "out": [out[i] for i in range(count)],
         }
-    return {"levels": results, "client": stats}
+
+
+def check_store(url: str, token: str, store: str, expected: dict[str, str]) -> None:
+    """The store holds exactly the paths of `expected`, each with that content."""
+
+    async def check() -> None:
+        async with StoreClient(url, token) as c:
+            seen = {}
+            async for item in c.iter_memories(store, limit=100):
+                m = await c.get_memory(store, item.id)
+                seen[m.path] = m.content
+        if seen != expected:
+            wrong = sorted(p for p in set(seen) | set(expected) if seen.get(p) != expected.get(p))
+            raise BenchFailure(f"store {store}: {len(wrong)} paths differ, first {wrong[:3]}")
+
+    trio.run(check)
+
+
+async def setup(url: str, token: str, memories: int, levels: list[int]) -> dict[str, Any]:
+    async with StoreClient(url, token, max_connections=8) as client:
+        big = await client.create_store("bench-big")
+        ids: list[str] = [""] * memories
+        paths = [f"/d{i % 20:02d}/m{i:05d}.md" for i in range(memories)]
+
+        async def fill(first: int) -> None:
+            for i in range(first, memories, 8):
+                m = await client.create_memory(big.id, paths[i], fill_content(i), view="basic")
+                ids[i] = m.id
+
+        async with trio.open_nursery() as nursery:
+            for first in range(8):
+                nursery.start_soon(fill, first)
+        stores = {level: (await client.create_store(f"bench-{level}")).id for level in levels}
+    return {"big": big.id, "ids": ids, "paths": sorted(paths), "stores": stores}
+
+
+def run(args: argparse.Namespace, url: str, token: str, server: subprocess.Popen[str]) -> dict:
+    levels = [int(x) for x in args.levels.split(",")]
+    started = time.perf_counter()
+    data = trio.run(setup, url, token, args.memories, levels)
+    fill_seconds = time.perf_counter() - started
+    pages_per_listing = -(-args.memories // 100)
+    base_listings = max(2, args.ops // (pages_per_listing * 4))
+    results: dict[str, Any] = {}
+    profiler = start_profiler(server.pid) if args.profile else None
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(args.client_procs) as pool:
+        bench = Bench(args, url, token, server, pool)
+        for level in levels:
+            store = data["stores"][level]
+            row: dict[str, Any] = {}
+            creates = bench.cell("create", level, args.ops, {"store": store})
+            ids = creates.pop("out")
+            expected = {f"/c/{i:05d}.md": create_content(i) for i in range(args.ops)}
+            check_store(url, token, store, expected)
+            updates = bench.cell("update", level, args.ops, {"store": store, "ids": ids})
+            updates.pop("out")
+            for i in range(args.ops):
+                expected[f"/c/{i % len(ids):05d}.md"] = update_content(i)
+            check_store(url, token, store, expected)
+            gets = bench.cell("get", level, args.ops, {"store": data["big"], "ids": data["ids"]})
+            gets.pop("out")
+            # A whole number of listings per client, so that none finishes alone.
+            listings = level * -(-base_listings // level)
+            lists = bench.cell(
+                "list", level, listings, {"store": data["big"], "paths": data["paths"]}
+            )
+            lists.pop("out")
+            lists["rate"] *= pages_per_listing
+            for column, cell in zip(COLUMNS, (creates, updates, gets, lists), strict=True):
+                row[column] = cell
+            results[str(level)] = row
+    outcome: dict[str, Any] = {"levels": results, "fill_seconds": round(fill_seconds, 2)}
+    if profiler is not None:
+        outcome["profile"] = stop_profiler(*profiler)
+    return outcome
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--memories", type=int, default=2000, help="memories in the listed store")
-    parser.add_argument("--ops", type=int, default=400, help="operations per measurement")
-    parser.add_argument("--levels", default="1,8", help="concurrency levels, comma-separated")
+    parser.add_argument("--ops", type=int, default=1000, help="operations per cell (<= 2000)")
+    parser.add_argument("--levels", default="1,8", help="client counts, comma-separated")
+    parser.add_argument("--client-procs", type=int, default=1, help="processes the clients run in")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="py-spy the server through the cells (bench/results/server-<time>.txt);"
+        " its rates are then not comparable",
+    )
+    parser.add_argument(
+        "--client", choices=sorted(CLIENTS), default="raw", help="raw HTTP or StoreClient"
+    )
+    parser.add_argument(
+        "--serve",
+        default=f"{shlex.quote(sys.executable)} -m memfs serve",
+        help="the command starting the server, before --db, --port and --token"
+        " (another checkout: 'env PYTHONPATH=DIR python -m memfs serve', or more flags)",
+    )
     args = parser.parse_args()
-    levels = [int(x) for x in args.levels.split(",")]
     token = secrets.token_urlsafe(16)
     with tempfile.TemporaryDirectory(prefix="memfs-bench-") as tmp:
-        proc, url = start_server(os.path.join(tmp, "bench.sqlite3"), token)
+        server, url = start_server(
+            shlex.split(args.serve), os.path.join(tmp, "bench.sqlite3"), token
+        )
         try:
-            result = trio.run(bench, url, token, args.memories, args.ops, levels)
+            result = run(args, url, token, server)
+        except BenchFailure as e:
+            print(f"server_bench: FAILED: {e}", file=sys.stderr)
+            return 1
         finally:
-            proc.terminate()
+            server.terminate()
             try:
-                proc.wait(10)
+                server.wait(10)
             except subprocess.TimeoutExpired:
-                proc.kill()
-    columns = ["creates/s", "updates/s", "gets/s", "list pages/s"]
-    print(f"memfs serve on loopback, {args.memories} memories, {args.ops} ops per cell")
-    print(f"{'tasks':>5}  " + "  ".join(f"{c:>12}" for c in columns))
-    for level, row in result["levels"].items():
-        print(f"{level:>5}  " + "  ".join(f"{row[c]:12.0f}" for c in columns))
+                server.kill()
     print(
-        f"client: {result['client']['requests']} requests, {result['client']['retries']} retries;"
-        f" filling {args.memories} memories took {result['client']['fill_seconds']} s"
+        f"memfs serve on loopback, {args.memories} memories, {args.ops} ops per cell,"
+        f" {args.client} clients in {args.client_procs} process(es)\nserver: {args.serve}"
     )
+    print(f"{'clients':>7}  " + "  ".join(f"{c:>12}" for c in COLUMNS) + "   CPU client/server")
+    for level, row in result["levels"].items():
+        cpu = " ".join(
+            f"{row[c]['client_cpu'] * 100:.0f}/{row[c]['server_cpu'] * 100:.0f}%" for c in COLUMNS
+        )
+        print(f"{level:>7}  " + "  ".join(f"{row[c]['rate']:12.0f}" for c in COLUMNS) + f"   {cpu}")
+    print("server CPU per request, µs (a list page is one request):")
+    for level, row in result["levels"].items():
+        per = [row[c]["server_cpu"] / row[c]["rate"] * 1e6 for c in COLUMNS]
+        print(f"{level:>7}  " + "  ".join(f"{x:12.0f}" for x in per))
+    print(f"every answer and the stores checked; filling took {result['fill_seconds']} s")
+    if "profile" in result:
+        split = ", ".join(
+            f"{k} {v * 100:.0f}%" for k, v in result["profile"].items() if k != "idle_samples"
+        )
+        print(f"server's busy time (py-spy): {split}")
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / f"server_bench-{time.strftime('%Y%m%dT%H%M%S')}.json"
     result.update(
         {
             "memories": args.memories,
             "ops": args.ops,
+            "client_procs": args.client_procs,
+            "client": args.client,
+            "serve": args.serve,
             "python": platform.python_version(),
             "cpus": os.cpu_count(),
         }

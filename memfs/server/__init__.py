@@ -2,7 +2,8 @@
 (and the exception tree) from memfs, so a client bug and a server bug cannot
 hide each other in the contract tests.
 
-- `_serve`: running the server (socket, Hypercorn, signals, the demo store);
+- `_serve`: running the server (socket, signals, the demo store);
+- `_http11`: HTTP/1.1 (h11 on trio) running the ASGI app;
 - `_app`: the routes, each one call to a table of the database;
 - `_http`: request headers, query values and bodies; JSON answers;
 - `_auth`: tokens, grants, and the actor a change is recorded as;

@@ -44,6 +44,48 @@ from ._http import (
 log = logging.getLogger("memfs.serve")
 
 Handler = Callable[[Request, Caller], Awaitable[dict[str, Any]]]
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+class RouteTable:
+    """The routes by method and path shape, matched by splitting the path
+    instead of trying each route's regular expression in turn.
+
+    A template is literal segments and `{name}` segments; a `{name}` matches
+    one non-empty segment, as Starlette's `[^/]+` does, so a path this table
+    matches is one Starlette would send to the same endpoint with the same
+    parameters, and a path it does not match is left to Starlette."""
+
+    def __init__(self) -> None:
+        # (method, number of segments) -> [(each segment: its literal or None, names, endpoint)]
+        self._routes: dict[
+            tuple[str, int], list[tuple[list[str | None], list[str | None], Endpoint]]
+        ] = {}
+
+    def add(self, method: str, template: str, endpoint: Endpoint) -> None:
+        literals: list[str | None] = []
+        names: list[str | None] = []
+        for part in template.split("/"):
+            variable = part.startswith("{") and part.endswith("}")
+            literals.append(None if variable else part)
+            names.append(part[1:-1] if variable else None)
+        self._routes.setdefault((method, len(literals)), []).append((literals, names, endpoint))
+
+    def match(self, method: str, path: str) -> tuple[Endpoint, dict[str, str]] | None:
+        segments = path.split("/")
+        for literals, names, endpoint in self._routes.get((method, len(segments)), ()):
+            params: dict[str, str] = {}
+            for segment, literal, name in zip(segments, literals, names, strict=True):
+                if name is None:
+                    if segment != literal:
+                        break
+                elif segment:
+                    params[name] = segment
+                else:
+                    break
+            else:
+                return endpoint, params
+        return None
 
 
 class MemoryStoreApp:
@@ -57,34 +99,53 @@ class MemoryStoreApp:
         s = "/v1/memory_stores"
         m = s + "/{sid}/memories"
         v = s + "/{sid}/memory_versions"
-        routes = [
-            Route(s, self._endpoint(self.create_store), methods=["POST"]),
-            Route(s, self._endpoint(self.list_stores), methods=["GET"]),
-            Route(s + "/{sid}", self._endpoint(self.get_store), methods=["GET"]),
-            Route(s + "/{sid}", self._endpoint(self.update_store), methods=["POST"]),
-            Route(s + "/{sid}", self._endpoint(self.delete_store), methods=["DELETE"]),
-            Route(s + "/{sid}/archive", self._endpoint(self.archive_store), methods=["POST"]),
-            Route(m, self._endpoint(self.create_memory), methods=["POST"]),
-            Route(m, self._endpoint(self.list_memories), methods=["GET"]),
-            Route(m + "/{mid}", self._endpoint(self.get_memory), methods=["GET"]),
-            Route(m + "/{mid}", self._endpoint(self.update_memory), methods=["POST"]),
-            Route(m + "/{mid}", self._endpoint(self.delete_memory), methods=["DELETE"]),
-            Route(v, self._endpoint(self.list_versions), methods=["GET"]),
-            Route(v + "/{vid}", self._endpoint(self.get_version), methods=["GET"]),
-            Route(v + "/{vid}/redact", self._endpoint(self.redact_version), methods=["POST"]),
+        table = [
+            ("POST", s, self.create_store),
+            ("GET", s, self.list_stores),
+            ("GET", s + "/{sid}", self.get_store),
+            ("POST", s + "/{sid}", self.update_store),
+            ("DELETE", s + "/{sid}", self.delete_store),
+            ("POST", s + "/{sid}/archive", self.archive_store),
+            ("POST", m, self.create_memory),
+            ("GET", m, self.list_memories),
+            ("GET", m + "/{mid}", self.get_memory),
+            ("POST", m + "/{mid}", self.update_memory),
+            ("DELETE", m + "/{mid}", self.delete_memory),
+            ("GET", v, self.list_versions),
+            ("GET", v + "/{vid}", self.get_version),
+            ("POST", v + "/{vid}/redact", self.redact_version),
         ]
+        self.routes = RouteTable()
+        routes = []
+        for method, template, handler in table:
+            endpoint = self._endpoint(handler)
+            self.routes.add(method, template, endpoint)
+            routes.append(Route(template, endpoint, methods=[method]))
         self.app = Starlette(
             routes=routes,
             exception_handlers={HTTPException: self._http_exception, Exception: self._crash},
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A request for one of the routes, by its own method, goes straight to
+        its endpoint, as Starlette's router would send it (same path
+        parameters, same `Request`, same answer); anything else (HEAD, an
+        unknown route or method, a root path, lifespan) goes through Starlette,
+        whose refusals are answered by `_http_exception`."""
         # ASGI hands routing a decoded path, where `memstore_x%2Fmemories` would be
         # `memstore_x/memories`: an id holding an encoded separator names nothing.
         if b"%2f" in scope.get("raw_path", b"").lower():
             refusal = NotFound("no such store, memory or version: the URL holds an encoded '/'")
             await error_response(refusal, new_request_id())(scope, receive, send)
             return
+        if scope["type"] == "http" and not scope.get("root_path"):
+            found = self.routes.match(scope["method"], scope["path"])
+            if found is not None:
+                endpoint, params = found
+                scope["path_params"] = params
+                response = await endpoint(Request(scope, receive))
+                await response(scope, receive, send)
+                return
         await self.app(scope, receive, send)
 
     # -- the envelope ----------------------------------------------------

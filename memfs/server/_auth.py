@@ -10,6 +10,7 @@ whichever header carries it. No id recorded anywhere holds a token.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Iterable, Mapping
@@ -90,10 +91,16 @@ def actor_for(token: str, scheme: Scheme, user: str | None = None) -> dict[str, 
     `sesn_<hash>`."""
     if user is not None:
         return {"type": ActorType.USER.value, "user_id": "user_" + user}
-    digest = hashlib.sha256(b"memfs-serve-actor\0" + token.encode()).hexdigest()[:24]
+    digest = _token_digest(token)
     if scheme == "bearer":
         return {"type": ActorType.SESSION.value, "session_id": "sesn_" + digest}
     return {"type": ActorType.API.value, "api_key_id": "apikey_" + digest}
+
+
+@functools.lru_cache(maxsize=1024)
+def _token_digest(token: str) -> str:
+    """Hashed once per accepted token (the table holds them all anyway)."""
+    return hashlib.sha256(b"memfs-serve-actor\0" + token.encode()).hexdigest()[:24]
 
 
 @dataclass(frozen=True)

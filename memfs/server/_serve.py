@@ -1,5 +1,5 @@
-"""Running `memfs serve`: the database opened, the socket bound, Hypercorn's
-trio worker serving the app until SIGTERM or SIGINT.
+"""Running `memfs serve`: the database opened, the socket bound, the app
+served over HTTP/1.1 (`_http11`) until SIGTERM or SIGINT.
 
 The first line on stdout is the URL the server listens on, printed once it
 accepts connections, so a caller that reads one line knows it may connect.
@@ -15,12 +15,8 @@ import sqlite3
 import sys
 from collections.abc import Mapping
 from functools import partial
-from typing import cast
 
 import trio
-from hypercorn.config import Config
-from hypercorn.trio import serve as hypercorn_serve
-from hypercorn.typing import ASGIFramework
 
 from .._exceptions import ConfigError
 from ..api import (
@@ -33,6 +29,7 @@ from ..api import (
 from ._app import MemoryStoreApp
 from ._auth import Grant
 from ._db import Database
+from ._http11 import HTTPServer
 
 DEFAULT_HOST = SERVE_DEFAULT_HOST
 DEFAULT_PORT = SERVE_DEFAULT_PORT
@@ -121,19 +118,18 @@ def serve(
             sys.stderr.flush()
         sock = _bind(host, port)
         url = _url(sock)
-        config = Config()
-        config.bind = [f"fd://{sock.detach()}"]
-        config.loglevel = "WARNING"
-        config.accesslog = logging.getLogger("memfs.serve.access") if access_log else None
-        config.keep_alive_max_requests = 1_000_000
-        config.graceful_timeout = 2.0
-        app = MemoryStoreApp(db, tokens)
-        trio.run(partial(_run, app, config, url, db_path))
+        server = HTTPServer(
+            MemoryStoreApp(db, tokens),
+            access_log=logging.getLogger("memfs.serve.access") if access_log else None,
+            keep_alive_timeout=5.0,
+            graceful_timeout=2.0,
+        )
+        trio.run(partial(_run, server, sock, url, db_path))
     finally:
         db.close()
 
 
-async def _run(app: MemoryStoreApp, config: Config, url: str, db_path: str) -> None:
+async def _run(server: HTTPServer, sock: socket.socket, url: str, db_path: str) -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
 
         async def until_signal() -> None:
@@ -143,12 +139,7 @@ async def _run(app: MemoryStoreApp, config: Config, url: str, db_path: str) -> N
                 return
 
         async with trio.open_nursery() as nursery:
-            # The same ASGI dicts: Starlette types a scope as a MutableMapping,
-            # Hypercorn as TypedDicts, which mypy cannot match.
-            asgi_app = cast(ASGIFramework, app)
-            await nursery.start(
-                partial(hypercorn_serve, asgi_app, config, shutdown_trigger=until_signal)
-            )
+            await nursery.start(server.serve, sock, until_signal)
             sys.stdout.write(url + "\n")
             sys.stdout.flush()
             sys.stderr.write(f"memfs serve: listening on {url} (database {db_path})\n")

@@ -185,3 +185,9 @@ def test_an_nfd_name_is_stored_as_its_nfc_form_and_cannot_be_had_twice(stores):
     r = stores.http.post(url, json={"path": "/caf\u00e9.md", "content": "nfc"})
     assert r.status_code == 409 and r.json()["error"]["type"] == "memory_path_conflict_error"
     assert stores.snapshot() == before
+
+
+def test_an_encoded_separator_in_a_query_value_is_only_a_slash(stores):
+    r = stores.http.get(f"/v1/memory_stores/{stores.a}/memories?path_prefix=%2Fnotes%2F")
+    assert r.status_code == 200, r.text
+    assert [m["path"] for m in r.json()["data"]] == ["/notes/a.md"]
