@@ -104,6 +104,8 @@ def _details(st: StoreStatus) -> Iterator[str]:
         yield f"  error: {st.last_error}"
     for path, reason in st.refused.items():
         yield f"  refused: {path}: {reason}"
+    for path, reason in st.not_shown.items():
+        yield f"  not shown: {path}: {reason}"
     for copy in st.conflict_copies:
         yield f"  conflict copy: {copy}"
     for path in st.pending[:MAX_LISTED]:

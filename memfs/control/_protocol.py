@@ -117,6 +117,9 @@ class StoreStatus:
     bytes_up: int = 0
     bytes_down: int = 0
     """Request and answer bodies exchanged with the store since the mount."""
+    not_shown: dict[str, str] = field(default_factory=dict)
+    """Memories of the store this folder cannot show (a name over 255 bytes, the
+    marker's path), left as they are in the store: path -> reason."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

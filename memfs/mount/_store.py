@@ -213,6 +213,7 @@ class MountedStore:
             prefetched=self.prefetched,
             pending=self.engine.pending(),
             refused=self.engine.refused(),
+            not_shown=self.engine.not_shown(),
             sync_mode=st.mode,
             store_full=self.cache.full,
             sync_mode_reason=st.mode_reason,

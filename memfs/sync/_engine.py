@@ -230,6 +230,10 @@ class SyncEngine:
             out += [f"{s.path} (deleted)" for s in self.cache.tombstones.values()]
         return out
 
+    def not_shown(self) -> dict[str, str]:
+        """Memories of the store this folder does not show: path -> reason."""
+        return dict(self.puller.not_shown.values())
+
     def refused(self) -> dict[str, str]:
         """Files the store refused or memfs holds back, with the reason: path -> reason."""
         out: dict[str, str] = {}

@@ -36,8 +36,9 @@ class Puller(Part):
         self._fetched: dict[str, tuple[bytes, str]] = {}
         self._sent_by_memory: dict[str, Upload] = {}
         self._sent_creates: dict[tuple[str, str], Upload] = {}
-        self._unshown: set[str] = set()
-        """Memories whose path no folder here can show (said once each)."""
+        self.not_shown: dict[str, tuple[str, str]] = {}
+        """Memories of the store this folder does not show: id -> (path, reason);
+        each is logged once."""
 
     async def fetch_content(self, memory_id: str) -> tuple[bytes, str]:
         memory = await self.client.get_memory(self.store_id, memory_id, view="full")
@@ -79,6 +80,7 @@ class Puller(Part):
                     e,
                     extra={"event": "not_shown", "path": r.path},
                 )
+                self.not_shown[r.memory_id] = (r.path or r.memory_id, str(e))
                 self.ledger.need_listing = True
 
     def _wants_content(self, r: RemoteMemory) -> bool:
@@ -135,8 +137,7 @@ class Puller(Part):
             return False
         if all(len(part.encode("utf-8")) <= MAX_NAME_BYTES for part in r.path.split("/")):
             return False
-        if r.memory_id not in self._unshown:
-            self._unshown.add(r.memory_id)
+        if r.memory_id not in self.not_shown:
             log.warning(
                 "the store holds %s, with a name over %d bytes that no folder here can show; "
                 "it is not shown, and left as it is in the store",
@@ -144,17 +145,22 @@ class Puller(Part):
                 MAX_NAME_BYTES,
                 extra={"event": "name_unshowable", "path": r.path},
             )
+        self.not_shown[r.memory_id] = (r.path, f"a name over {MAX_NAME_BYTES} bytes")
         return True
 
     async def apply(self, r: RemoteMemory, report: PassReport) -> None:
         """The decision table, for one memory the store reports changed."""
         if r.path == MARKER_PATH:
+            if r.memory_id in self.not_shown:
+                return
+            self.not_shown[r.memory_id] = (MARKER_PATH, "the marker's path, which memfs keeps")
             log.warning(
                 "the store holds a memory at %s, the marker's path; it is not shown",
                 MARKER_PATH,
                 extra={"event": "marker_taken", "path": MARKER_PATH},
             )
             return
+        self.not_shown.pop(r.memory_id, None)  # gone from the store, or moved
         cache = self.cache
         node = cache.node_of_memory(r.memory_id)
         stone = cache.tombstones.get(r.memory_id)
@@ -291,6 +297,7 @@ class Puller(Part):
                 e,
                 extra={"event": "not_shown", "path": r.path},
             )
+            self.not_shown[r.memory_id] = (r.path, str(e))
             return
         node = placed.node
         report.pulled += 1

@@ -25,10 +25,19 @@ def test_memories_no_folder_can_show_are_left_alone_in_the_store(mounter, memfs_
     assert sorted(p.name for p in mnt.iterdir()) == [MARKER, "ok.md"]  # no folder for /deep/zzz…
     (mnt / "ok.md").write_text("changed here")
     (mnt / "new.md").write_text("new")
-    assert mounter.status()[0]["files"] == 2  # ok.md and new.md
+    status = mounter.status()[0]
+    assert status["files"] == 2  # ok.md and new.md
+    assert status["not_shown"] == {
+        long_name: "a name over 255 bytes",
+        "/deep/" + "z" * 300: "a name over 255 bytes",
+        "/" + MARKER: "the marker's path, which memfs keeps",
+    }
+    human = mounter.memfs("status", check=True).stdout
+    assert f"not shown: {long_name}: a name over 255 bytes" in human
+    mounter.sync(mnt)  # a second pass says nothing again
     mounter.unmount(mnt)
     after = store_contents(memfs_server, store_id)
     assert after == {**before, "/ok.md": "changed here", "/new.md": "new"}
     log = (mounter.cache_dir / store_id / "memfs.log").read_text()
     assert log.count("with a name over 255 bytes that no folder here can show") == 2
-    assert "the marker's path; it is not shown" in log
+    assert log.count("the marker's path; it is not shown") == 1

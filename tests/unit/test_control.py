@@ -62,6 +62,7 @@ STATUS_FIELDS = [
     "next_pass_at",
     "bytes_up",
     "bytes_down",
+    "not_shown",
 ]
 
 
