@@ -3,7 +3,8 @@
 Every change is recorded in the journal before the caller touches the
 content (`_mark_pending`), so a killed process never leaves changed content
 that the journal calls clean; `write()` puts its bytes in the content file
-before it returns; `fsync()` makes the content file and the journal durable.
+before it returns; `fsync()` makes the content and the journal durable (the
+content carried in the journal: memfs/cache/_synced.py).
 """
 
 from __future__ import annotations
@@ -346,9 +347,13 @@ class LocalChanges(CacheCore):
         self._written(node)
 
     def fsync(self, node: Node | None) -> None:
-        """Make the file's content and the journal durable."""
-        if node is not None and node.live.fd is not None:
-            if not node.orphan and node.live.row_outdated:
-                self._save(node)
-            os.fsync(node.live.fd)
+        """Make the file's content and the journal durable, with one flush: the
+        content is carried in the journal (`SyncedContents`) until its content
+        file is durable too."""
+        if node is not None and node.live.fd is not None and not node.orphan:
+            content = os.pread(node.live.fd, node.size, 0)
+            with self.transaction():
+                if node.live.row_outdated:
+                    self._save(node)
+                self.synced.keep(node, content)
         self.journal.make_durable()
