@@ -150,6 +150,10 @@ class CacheCore:
         """Group several changes in one journal transaction (one commit)."""
         return self.journal.transaction()
 
+    def batch(self) -> contextlib.AbstractContextManager[None]:
+        """One commit for many changes while nothing else runs (see `Journal.batch`)."""
+        return self.journal.batch()
+
     # ------------------------------------------------------------ loading
 
     def _load(self) -> None:

@@ -238,6 +238,24 @@ class Journal:
         else:
             self.db.execute("COMMIT")
 
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """One commit for many changes made while nothing else uses the journal
+        (the pass before mounting): unlike `transaction`, what ran is committed
+        even when an exception ends the batch, since memory already holds it."""
+        if self.db.in_transaction:
+            yield
+            return
+        self.db.execute("BEGIN")
+        try:
+            yield
+        finally:
+            if self.in_transaction():  # SQLite ends it itself after some errors
+                self.db.execute("COMMIT")
+
+    def in_transaction(self) -> bool:
+        return self.db.in_transaction
+
     def make_durable(self) -> None:
         """Commits reach the WAL file at once (synchronous=NORMAL); one flush of it
         makes them durable, and none is needed when nothing was committed since.

@@ -244,6 +244,30 @@ class LocalChanges(CacheCore):
         self._save(node)
         self._lru[node.id] = node.size
 
+    def stage_contents(self, items: list[tuple[int, bytes]]) -> None:
+        """Write contents the store sent into staged files beside their content files
+        (`<id>.pre`), touching nothing else: run in a worker thread, so that the
+        filesystem keeps answering meanwhile. `install_staged` puts them in place."""
+        for node_id, content in items:
+            self.contents.write_new(f"{node_id}.pre", content)
+
+    def install_staged(self, node: Node, memory_id: str, size: int) -> bool:
+        """Make a staged content (`stage_contents`) the clean file's cached content,
+        unless the file changed meanwhile (then the staged file goes); True when
+        installed. The caller holds a transaction."""
+        staged = f"{node.id}.pre"
+        unchanged = node.memory_id == memory_id and node.live.fetching is None
+        if node.cached or node.edited or node.orphan or not unchanged or node.live.fd is not None:
+            self.contents.unlink(staged)
+            return False
+        self.contents.replace(staged, str(node.id))
+        self.synced.forget(node.id)
+        node.cached = True
+        node.size = size
+        self._save(node)
+        self._lru[node.id] = node.size
+        return True
+
     async def ensure_cached(self, node_id: int) -> bool:
         """Fetch a file's content if it is not here yet; True when it was fetched."""
         node = self.nodes.get(node_id)
