@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 # types, their own errors not reported (--follow-imports=silent).
 MYPY_PATHS := memfs
 
-.PHONY: install demo test soak bench lint format clean
+.PHONY: install demo test soak posix bench lint format clean
 
 install:
 	@bash scripts/install.sh test
@@ -19,6 +19,12 @@ demo: install
 
 test: install
 	$(VENV)/bin/pytest -q -n 3 --dist loadfile
+
+# pjdfstest (built from ../shared/tools/pjdfstest-src.tar.gz), every category,
+# in a mount as root; `make test` runs most of it. Failures not in
+# tests/posix/expected-failures.txt (or listed ones that pass now) fail it.
+posix: install
+	MEMFS_POSIX=all $(VENV)/bin/pytest -q -s tests/system/test_posix.py
 
 # The model-based test, the fault and kill soaks and the in-process sync soak, long.
 soak: install
@@ -30,6 +36,7 @@ bench: install
 	@bash scripts/install.sh test,bench
 	$(PY) bench/server_bench.py
 	$(PY) bench/agent_workload.py
+	$(PY) bench/scale_bench.py
 
 # ruff, the import contracts of pyproject.toml (the layers), and mypy.
 lint: install

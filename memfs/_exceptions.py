@@ -39,7 +39,7 @@ sentences. The tree::
     │   ├── ContentUnavailable       content not cached and the store cannot be reached
     │   ├── CacheCorrupt             the journal or a content file is unusable
     │   └── CacheInUse               another process of the store holds the cache
-    └── MountError                   a store could not be mounted or unmounted (mount, supervisor)
+    └── MountError                   a store could not be mounted or unmounted, or reached (mount, supervisor, control)
         └── SyncError                a sync pass, or a request for one, failed (sync, supervisor)
 """
 

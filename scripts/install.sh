@@ -11,6 +11,8 @@ extras="${1:-test}"
 # gcc and libc6-dev build pyfuse3 where no compiler is installed (a slim image).
 # vim: tests/mount/test_readonly.py saves with it into a read-only store.
 system_packages=(fuse3 libfuse3-dev pkg-config gcc libc6-dev vim)
+# The tests build pjdfstest (scripts/pjdfstest.sh) from its source tarball.
+[[ ",$extras," != *,test,* ]] || system_packages+=(autoconf automake make)
 python="${PYTHON:-python3}"
 
 missing=()

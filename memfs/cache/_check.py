@@ -13,6 +13,11 @@ from ..api import join_path
 from ._core import CacheCore
 from ._node import ROOT_ID, NodeKind
 
+FIELDS_SAVED_AT_ONCE = (
+    "parent", "name", "kind", "memory_id", "base_sha", "base_path", "edited", "uid", "gid",
+)  # fmt: skip
+"""Fields every change saves at once (sizes and times are saved in batches)."""
+
 
 def invariant_problems(cache: CacheCore) -> list[str]:
     out: list[str] = []
@@ -49,7 +54,7 @@ def invariant_problems(cache: CacheCore) -> list[str]:
         out.append(f"the tree holds node {nid} ({live[nid].path}) that the journal does not")
     for nid in stored.keys() & live.keys():
         a, b = stored[nid], live[nid]
-        for name in ("parent", "name", "kind", "memory_id", "base_sha", "base_path", "edited"):
+        for name in FIELDS_SAVED_AT_ONCE:
             if getattr(a, name) != getattr(b, name):
                 out.append(f"node {nid} ({b.path}): the journal's {name} differs from memory's")
     # Contents: every edited file has its content file; files count right.

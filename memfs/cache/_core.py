@@ -277,7 +277,8 @@ class CacheCore:
         self.tree.attach(node)
         if node.memory_id is not None:
             self._by_memory[node.memory_id] = node
-        self.nodes[node.parent].mtime_ns = node.ctime_ns
+        parent = self.nodes[node.parent]
+        parent.mtime_ns = parent.ctime_ns = node.ctime_ns
         return node
 
     def _save(self, node: Node) -> None:
@@ -312,7 +313,8 @@ class CacheCore:
         if gone is not None:
             gone.append((node.parent, node.name))
         self.tree.detach(node)
-        self.nodes[node.parent].mtime_ns = now_ns()
+        parent = self.nodes[node.parent]
+        parent.mtime_ns = parent.ctime_ns = now_ns()
         self.journal.delete(node.id)
         if node.is_dir:
             return

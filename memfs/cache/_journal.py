@@ -74,7 +74,14 @@ MIGRATIONS: list[str] = [
         sha TEXT NOT NULL
     );
     """,
-    # 2: fsynced contents carried in the journal, until the content files are durable.
+    # 2: owners are kept locally (chown, or the creator); NULL: the mount's default.
+    # An access time set by utimensat; NULL: the modification time.
+    """
+    ALTER TABLE nodes ADD COLUMN uid INTEGER;
+    ALTER TABLE nodes ADD COLUMN gid INTEGER;
+    ALTER TABLE nodes ADD COLUMN atime_ns INTEGER;
+    """,
+    # 3: fsynced contents carried in the journal, until the content files are durable.
     """
     CREATE TABLE synced (
         node_id INTEGER PRIMARY KEY,
@@ -122,6 +129,9 @@ NODE_FIELDS: tuple[Field, ...] = (
     Field("refused_sha", "refused_sha"),
     Field("refused_reason", "refused_reason"),
     Field("too_large", "too_large", int, bool),
+    Field("uid", "uid"),
+    Field("gid", "gid"),
+    Field("atime_ns", "atime_ns"),
 )
 """Every persisted field of a node but its id, in column order."""
 

@@ -28,7 +28,7 @@ from .._exceptions import (
 )
 from ..api import MAX_CONTENT_BYTES, join_path
 from ._core import CacheCore, log, now_ns
-from ._node import Node, NodeKind
+from ._node import Node, NodeKind, Owner
 
 
 class LocalChanges(CacheCore):
@@ -36,23 +36,24 @@ class LocalChanges(CacheCore):
 
     # ------------------------------------------------------------ names
 
-    def _new(self, kind: NodeKind, parent_id: int, name: str, mode: int) -> Node:
+    def _new(self, kind: NodeKind, parent_id: int, name: str, mode: int, owner: Owner) -> Node:
         """A node for a new name made here (not inserted yet), or the rule it breaks."""
         path = self.tree.check_new_name(self.node(parent_id), name)
         now = now_ns()
         return Node(
             id=0, kind=kind, parent=parent_id, name=name, path=path, mode=mode & 0o7777,
-            mtime_ns=now, ctime_ns=now,
+            mtime_ns=now, ctime_ns=now, uid=owner[0], gid=owner[1],
         )  # fmt: skip
 
-    def mkdir(self, parent_id: int, name: str, mode: int) -> Node:
-        node = self._new(NodeKind.DIR, parent_id, name, mode)
+    def mkdir(self, parent_id: int, name: str, mode: int, owner: Owner = (None, None)) -> Node:
+        """A new folder; `owner` (uid, gid) None for the mount's default."""
+        node = self._new(NodeKind.DIR, parent_id, name, mode, owner)
         node.made_here = True
         return self._insert(node)
 
-    def create(self, parent_id: int, name: str, mode: int) -> Node:
+    def create(self, parent_id: int, name: str, mode: int, owner: Owner = (None, None)) -> Node:
         """A new empty file, changed locally, content cached (and empty)."""
-        node = self._new(NodeKind.FILE, parent_id, name, mode)
+        node = self._new(NodeKind.FILE, parent_id, name, mode, owner)
         node.edited = node.pending = node.cached = True
         path = node.path
         stone = next((s for s in self.tombstones.values() if s.path == path), None)
@@ -150,7 +151,8 @@ class LocalChanges(CacheCore):
             self.tree.move(node, new_parent, new_name)
             now = now_ns()
             node.ctime_ns = now
-            self.nodes[old_parent].mtime_ns = self.nodes[new_parent].mtime_ns = now
+            for folder in (self.nodes[old_parent], self.nodes[new_parent]):
+                folder.mtime_ns = folder.ctime_ns = now
             if inherit is not None:
                 self._bind(node, *inherit)
                 node.edited = True
@@ -174,10 +176,25 @@ class LocalChanges(CacheCore):
         if not node.orphan:
             self._save(node)
 
-    def set_times(self, node_id: int, mtime_ns: int | None) -> None:
+    def chown(self, node_id: int, uid: int | None, gid: int | None) -> None:
+        """Give a file or folder an owner and group (None: leave it as it is).
+        Kept in the journal only: the store has no owners."""
+        node = self.node(node_id)
+        if uid is not None:
+            node.uid = uid
+        if gid is not None:
+            node.gid = gid
+        node.ctime_ns = now_ns()
+        if not node.orphan:
+            self._save(node)
+
+    def set_times(self, node_id: int, mtime_ns: int | None, atime_ns: int | None = None) -> None:
+        """Set a node's times (None: leave it); the change time is now."""
         node = self.node(node_id)
         if mtime_ns is not None:
             node.mtime_ns = mtime_ns
+        if atime_ns is not None:
+            node.atime_ns = atime_ns
         node.ctime_ns = now_ns()
         if not node.orphan:
             self._save(node)

@@ -78,6 +78,14 @@ class Node:
     too_large: bool = False
     """The last write or truncate was refused with EFBIG: the content may be torn, so it
     is not pushed until a write within the limit succeeds."""
+    uid: int | None = None
+    gid: int | None = None
+    """The owner and group given here (by `chown`, or the creator); None is the
+    mount's default (`--uid`/`--gid`), as for files that arrive from the store.
+    Local only: the store has no owners."""
+    atime_ns: int | None = None
+    """The access time `utimensat` gave; None is the modification time. Reads do
+    not change it (as with `noatime`); local only, like owners."""
     path: str = ""
     live: Live = field(default_factory=Live, repr=False)
 
@@ -89,6 +97,9 @@ class Node:
     def orphan(self) -> bool:
         return self.live.orphan
 
+
+Owner = tuple[int | None, int | None]
+"""(uid, gid) of a node; None is the mount's default."""
 
 Gone = list[tuple[int, str]]
 """(parent id, name) of entries taken out of the tree, for the kernel to forget."""

@@ -31,6 +31,7 @@ from ._runtime import (
     read_state,
     running_stores,
     runtime_dir,
+    runtime_name,
     socket_path,
     state_path,
 )
@@ -60,6 +61,7 @@ __all__ = [
     "read_state",
     "running_stores",
     "runtime_dir",
+    "runtime_name",
     "socket_path",
     "state_path",
 ]

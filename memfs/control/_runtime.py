@@ -1,13 +1,18 @@
 """The runtime folder, where store processes and the CLI meet.
 
-Each running store process leaves two things there, named after its store:
+Each running store process leaves two things there, named after its store
+and its cache folder (`<store_id>-<key>`, the key a hash of the cache
+folder's real path: two mounts of one store, each with its own cache folder,
+are two processes and must not share a name; one cache folder holds a store
+for one process at a time, and a process of the store that finds its cache
+held finds the holder's state file under the same name):
 
-- `<store_id>.json`, its state file: `{"store_id", "mount_path", "pid",
+- `<name>.json`, its state file: `{"store_id", "mount_path", "pid",
   "socket", "stopping"}`. It is written once the store is mounted, rewritten
   with `"stopping": true` when the final sync begins, and removed last, after
   the cache is closed: a new process of the same store that finds the cache
   held waits while this file says `stopping` (`read_state`).
-- `<store_id>.sock`, its control socket (mode 0600; see `_server`).
+- `<name>.sock`, its control socket (mode 0600; see `_server`).
 
 A state file whose process is gone (a killed memfs) counts for nothing.
 """
@@ -15,10 +20,13 @@ A state file whose process is gone (a killed memfs) counts for nothing.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
+
+from .._exceptions import MountError
 
 STATE_SUFFIX = ".json"
 SOCKET_SUFFIX = ".sock"
@@ -37,12 +45,19 @@ def runtime_dir() -> str:
     return os.path.join(xdg, "memfs") if xdg else f"/tmp/memfs-{os.getuid()}"
 
 
-def state_path(folder: str, store_id: str) -> str:
-    return os.path.join(folder, store_id + STATE_SUFFIX)
+def runtime_name(store_id: str, cache_dir: str) -> str:
+    """The name a store process's files in the runtime folder share: one per
+    store and cache folder, the same whichever way the folder is spelled."""
+    key = hashlib.sha256(os.fsencode(os.path.realpath(cache_dir))).hexdigest()[:12]
+    return f"{store_id}-{key}"
 
 
-def socket_path(folder: str, store_id: str) -> str:
-    return os.path.join(folder, store_id + SOCKET_SUFFIX)
+def state_path(folder: str, store_id: str, cache_dir: str) -> str:
+    return os.path.join(folder, runtime_name(store_id, cache_dir) + STATE_SUFFIX)
+
+
+def socket_path(folder: str, store_id: str, cache_dir: str) -> str:
+    return os.path.join(folder, runtime_name(store_id, cache_dir) + SOCKET_SUFFIX)
 
 
 SUN_PATH_MAX = 107
@@ -119,12 +134,20 @@ def read_state(path: str) -> StoreState | None:
 
 def running_stores(folder: str | None = None) -> list[StoreState]:
     """The live store processes of this machine, by their state files in
-    `folder` (default `runtime_dir()`), in the order of their store ids."""
+    `folder` (default `runtime_dir()`), in the order of their store ids; none
+    when the folder does not exist. MountError when it exists but cannot be
+    read, as another user's: saying that none runs would be untrue."""
     folder = runtime_dir() if folder is None else folder
     try:
         names = sorted(os.listdir(folder))
-    except OSError:
+    except (FileNotFoundError, NotADirectoryError):
         return []
+    except PermissionError:
+        raise MountError(
+            f"cannot read the runtime folder {folder}: its memfs mounts belong to another user"
+        ) from None
+    except OSError as e:
+        raise MountError(f"cannot read the runtime folder {folder}: {e.strerror or e}") from None
     states = (read_state(os.path.join(folder, n)) for n in names if n.endswith(STATE_SUFFIX))
     return [s for s in states if s is not None]
 
@@ -133,8 +156,8 @@ class StateFile:
     """The store process's own state file: written whole (a temporary file
     renamed over it), so a reader never sees half of one."""
 
-    def __init__(self, folder: str, store_id: str) -> None:
-        self.path = state_path(folder, store_id)
+    def __init__(self, folder: str, store_id: str, cache_dir: str) -> None:
+        self.path = state_path(folder, store_id, cache_dir)
 
     def write(self, state: StoreState) -> None:
         tmp = self.path + ".tmp"

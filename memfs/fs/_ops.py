@@ -32,9 +32,10 @@ from typing import Any, TypeVar
 import pyfuse3
 
 from .._histogram import FUSE_BUCKETS, Histogram
-from ..api import MARKER_NAME, marker_content
+from ..api import MARKER_NAME, MAX_NAME_BYTES, marker_content
 from ..cache import ROOT_ID, FilesystemFace, Node
 from ._errno import errno_for
+from ._owners import Owners
 
 MARKER_INODE = 2
 CACHE_TIMEOUT = 300.0
@@ -91,12 +92,12 @@ class MemoryStoreFS(pyfuse3.Operations):
         uid: int | None = None,
         gid: int | None = None,
         max_files: int = 2000,
+        kernel_checks: bool = False,
     ) -> None:
         super().__init__()
         self.cache = cache
         self.read_only = read_only
-        self.uid = os.getuid() if uid is None else uid
-        self.gid = os.getgid() if gid is None else gid
+        self.owners = Owners(cache, uid, gid, kernel_checks=kernel_checks)
         self.max_files = max_files
         self.marker = marker_content(cache.store_id)
         self._handles: dict[int, _Handle] = {}
@@ -125,11 +126,12 @@ class MemoryStoreFS(pyfuse3.Operations):
             a.st_mode = statmod.S_IFREG | mode
             a.st_nlink = 0 if node.orphan else 1
             a.st_size = node.size
-        a.st_uid, a.st_gid = self.uid, self.gid
+        a.st_uid, a.st_gid = self.owners.of(node)
         a.st_rdev = 0
         a.st_blksize = 4096
         a.st_blocks = (a.st_size + 511) // 512
-        a.st_atime_ns = a.st_mtime_ns = node.mtime_ns
+        a.st_mtime_ns = node.mtime_ns
+        a.st_atime_ns = node.mtime_ns if node.atime_ns is None else node.atime_ns
         a.st_ctime_ns = node.ctime_ns
         return a
 
@@ -141,7 +143,7 @@ class MemoryStoreFS(pyfuse3.Operations):
         a.st_mode = statmod.S_IFREG | 0o444
         a.st_nlink = 1
         a.st_size = len(self.marker)
-        a.st_uid, a.st_gid = self.uid, self.gid
+        a.st_uid, a.st_gid = self.owners.of_marker()
         a.st_blksize = 4096
         a.st_blocks = 1
         a.st_atime_ns = a.st_mtime_ns = a.st_ctime_ns = root.ctime_ns
@@ -161,6 +163,8 @@ class MemoryStoreFS(pyfuse3.Operations):
     async def lookup(
         self, parent_inode: int, name: bytes, ctx: Any = None
     ) -> pyfuse3.EntryAttributes:
+        if len(name) > MAX_NAME_BYTES:
+            raise _fail(errno.ENAMETOOLONG)
         sname = os.fsdecode(name)
         if self._is_marker(parent_inode, sname):
             return self._marker_attrs()
@@ -187,19 +191,29 @@ class MemoryStoreFS(pyfuse3.Operations):
     async def setattr(
         self, inode: int, attr: Any, fields: Any, fh: int | None, ctx: Any
     ) -> pyfuse3.EntryAttributes:
+        chown = fields.update_uid or fields.update_gid
+        uid = attr.st_uid if fields.update_uid else None
+        gid = attr.st_gid if fields.update_gid else None
         if inode == MARKER_INODE:
-            raise _fail(errno.EROFS if self.read_only else errno.EPERM)
+            # Its owner may change (so that `chown -R` of a mount works), nothing else.
+            self._check_writable()
+            if not chown or fields.update_size or fields.update_mode:
+                raise _fail(errno.EPERM)
+            self.owners.chown(None, uid, gid, ctx)
+            return self._marker_attrs()
         node = self.cache.node(inode)
         changes = (
-            fields.update_size or fields.update_mode or fields.update_mtime or fields.update_atime
+            fields.update_size
+            or fields.update_mode
+            or fields.update_mtime
+            or fields.update_atime
+            or fields.update_uid
+            or fields.update_gid
         )
-        if fields.update_uid or fields.update_gid:
-            uid_ok = not fields.update_uid or attr.st_uid == self.uid
-            gid_ok = not fields.update_gid or attr.st_gid == self.gid
-            if not (uid_ok and gid_ok):
-                raise _fail(errno.EROFS if self.read_only else errno.EPERM)
         if changes:
             self._check_writable()
+        if chown:
+            self.owners.chown(node, uid, gid, ctx)
         if fields.update_size:
             if node.is_dir:
                 raise _fail(errno.EISDIR)
@@ -210,10 +224,12 @@ class MemoryStoreFS(pyfuse3.Operations):
             self.cache.truncate(node.id, attr.st_size)
         if fields.update_mode:
             self.cache.chmod(node.id, attr.st_mode)
-        if fields.update_mtime:
-            self.cache.set_times(node.id, attr.st_mtime_ns)
-        elif fields.update_atime or fields.update_ctime:
-            self.cache.set_times(node.id, None)
+        if fields.update_mtime or fields.update_atime or fields.update_ctime:
+            self.cache.set_times(
+                node.id,
+                attr.st_mtime_ns if fields.update_mtime else None,
+                attr.st_atime_ns if fields.update_atime else None,
+            )
         return self._attrs(node)
 
     @_handler
@@ -261,7 +277,8 @@ class MemoryStoreFS(pyfuse3.Operations):
         sname = os.fsdecode(name)
         if self._is_marker(parent_inode, sname):
             raise _fail(errno.EEXIST)
-        return self._attrs(self.cache.mkdir(parent_inode, sname, mode))
+        owner, mode = self.owners.for_new(parent_inode, ctx, mode, is_dir=True)
+        return self._attrs(self.cache.mkdir(parent_inode, sname, mode, owner))
 
     @_handler
     async def rmdir(self, parent_inode: int, name: bytes, ctx: Any) -> None:
@@ -385,7 +402,8 @@ class MemoryStoreFS(pyfuse3.Operations):
             raise _fail(errno.EEXIST if flags & os.O_EXCL else errno.EPERM)
         if statmod.S_IFMT(mode) not in (0, statmod.S_IFREG):
             raise _fail(errno.EPERM)
-        node = self.cache.create(parent_inode, sname, statmod.S_IMODE(mode))
+        owner, mode = self.owners.for_new(parent_inode, ctx, statmod.S_IMODE(mode), is_dir=False)
+        node = self.cache.create(parent_inode, sname, mode, owner)
         writable = (flags & os.O_ACCMODE) != os.O_RDONLY
         node = await self.cache.open(node.id, writable=writable)
         return pyfuse3.FileInfo(fh=self._new_handle(node, writable), keep_cache=True), self._attrs(

@@ -81,8 +81,8 @@ class StoreProcess:
         """Set by SIGTERM, SIGINT, `stop`, the lifeline or the end of pyfuse3's loop."""
         self._final_sync_done = trio.Event()
         self._not_uploaded: list[str] = []
-        self.state = StateFile(spec.runtime_dir, spec.store_id)
-        self.socket_path = socket_path(spec.runtime_dir, spec.store_id)
+        self.state = StateFile(spec.runtime_dir, spec.store_id, spec.cache_dir)
+        self.socket_path = socket_path(spec.runtime_dir, spec.store_id, spec.cache_dir)
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> int:
         """Mount the store and serve it until asked to stop, then the final
@@ -234,7 +234,7 @@ async def open_cache(spec: StoreSpec) -> StoreCache:
         try:
             return StoreCache(spec.cache_dir, spec.store_id)
         except CacheInUse:
-            previous = read_state(state_path(spec.runtime_dir, spec.store_id))
+            previous = read_state(state_path(spec.runtime_dir, spec.store_id, spec.cache_dir))
             if previous is None or not previous.stopping or time.monotonic() > deadline:
                 raise
             if not waited:

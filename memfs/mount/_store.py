@@ -67,7 +67,13 @@ class MountedStore:
             final_concurrency=_final_concurrency(spec),
         )
         cache.source = self.engine.fetch_content
-        self.fs = MemoryStoreFS(cache, read_only=spec.read_only, uid=spec.uid, gid=spec.gid)
+        self.fs = MemoryStoreFS(
+            cache,
+            read_only=spec.read_only,
+            uid=spec.uid,
+            gid=spec.gid,
+            kernel_checks=spec.allow_other,
+        )
         self.prefetched = False
         self.next_pass_at: float | None = None
         self._pending_at_start = 0

@@ -79,6 +79,12 @@ class MemoryStoreApp:
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # ASGI hands routing a decoded path, where `memstore_x%2Fmemories` would be
+        # `memstore_x/memories`: an id holding an encoded separator names nothing.
+        if b"%2f" in scope.get("raw_path", b"").lower():
+            refusal = NotFound("no such store, memory or version: the URL holds an encoded '/'")
+            await error_response(refusal, new_request_id())(scope, receive, send)
+            return
         await self.app(scope, receive, send)
 
     # -- the envelope ----------------------------------------------------

@@ -33,7 +33,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from .._exceptions import MemfsError
-from ..control import ControlClient, MetricsReply, StoreState, read_state, state_path
+from ..control import ControlClient, MetricsReply, StoreState, read_state
 from ._specs import parse_metrics_addr
 
 log = logging.getLogger("memfs.metrics")
@@ -51,12 +51,11 @@ def _histogram(
 class StoresCollector(Collector):
     """Asks every store of the mount for its numbers, at each scrape."""
 
-    def __init__(self, runtime_dir: str, store_ids: list[str]) -> None:
-        self.runtime_dir = runtime_dir
-        self.store_ids = store_ids
+    def __init__(self, state_files: list[str]) -> None:
+        self.state_files = state_files
 
     def running(self) -> list[StoreState]:
-        states = [read_state(state_path(self.runtime_dir, sid)) for sid in self.store_ids]
+        states = [read_state(path) for path in self.state_files]
         return [s for s in states if s is not None]
 
     def collect(self) -> Iterator[Metric]:
@@ -136,11 +135,11 @@ def families(samples: Iterable[tuple[str, dict[str, Any]]]) -> Iterator[Metric]:
 
 def main() -> int:
     """Serve the endpoint until none of the stores runs any more; its
-    settings (`addr`, `runtime_dir`, `store_ids`) come as JSON on stdin."""
+    settings (`addr`, `state_files`: the stores' state files) come as JSON on stdin."""
     logging.basicConfig(level=os.environ.get("MEMFS_LOG_LEVEL", "WARNING").upper())
     settings = json.loads(sys.stdin.readline())
     host, port = parse_metrics_addr(settings["addr"])
-    collector = StoresCollector(settings["runtime_dir"], list(settings["store_ids"]))
+    collector = StoresCollector(list(settings["state_files"]))
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
     try:

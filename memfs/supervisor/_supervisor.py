@@ -34,7 +34,14 @@ from typing import TextIO
 
 from .._exceptions import MountError, SyncError
 from .._private import ensure_private_dir
-from ..control import ControlClient, ErrorReply, StoreSpec, StoreState, socket_path
+from ..control import (
+    ControlClient,
+    ErrorReply,
+    StoreSpec,
+    StoreState,
+    socket_path,
+    state_path,
+)
 from ..mount import force_unmount
 from ._credentials import SECRET_ENV
 from ._notify import NOTIFY_ENV, notify
@@ -57,7 +64,7 @@ class _Child:
 
     def state(self) -> StoreState:
         """How `memfs unmount` would find it: its control socket and pid."""
-        socket = socket_path(self.spec.runtime_dir, self.spec.store_id)
+        socket = socket_path(self.spec.runtime_dir, self.spec.store_id, self.spec.cache_dir)
         return StoreState(self.spec.store_id, self.spec.mount_path, self.proc.pid, socket)
 
 
@@ -182,8 +189,7 @@ class Supervisor:
         `--daemon` supervisor and ends with the stores); a failure stops the stores."""
         settings = {
             "addr": addr,
-            "runtime_dir": self.specs[0].runtime_dir,
-            "store_ids": [s.store_id for s in self.specs],
+            "state_files": [state_path(s.runtime_dir, s.store_id, s.cache_dir) for s in self.specs],
         }
         env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
         stderr = self._daemon_log(self.specs[0].cache_dir, "metrics.log") if self.daemon else None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 
 from .._exceptions import CacheError, NotFound, StoreError
-from ..api import MARKER_PATH, content_sha256
+from ..api import MARKER_PATH, MAX_NAME_BYTES, content_sha256
 from ..cache import Node, Tombstone, Upload
 from ._decide import Action, Local, Remote, decide, remote_state
 from ._ledger import (
@@ -38,6 +38,8 @@ class Puller(Part):
         self._fetched: dict[str, tuple[bytes, str]] = {}
         self._sent_by_memory: dict[str, Upload] = {}
         self._sent_creates: dict[tuple[str, str], Upload] = {}
+        self._unshown: set[str] = set()
+        """Memories whose path no folder here can show (said once each)."""
 
     async def fetch_content(self, memory_id: str) -> tuple[bytes, str]:
         memory = await self.client.get_memory(self.store_id, memory_id, view="full")
@@ -135,6 +137,24 @@ class Puller(Part):
             return sent.sha == r.sha and sent.path == r.path
         return node is None and stone is None and (r.path, r.sha) in self._sent_creates
 
+    def _unshowable(self, r: RemoteMemory) -> bool:
+        """A memory with a name over 255 bytes (the contract limits paths, not
+        names; no folder here can hold one) is left alone in the store."""
+        if r.deleted or r.path is None:
+            return False
+        if all(len(part.encode("utf-8")) <= MAX_NAME_BYTES for part in r.path.split("/")):
+            return False
+        if r.memory_id not in self._unshown:
+            self._unshown.add(r.memory_id)
+            log.warning(
+                "the store holds %s, with a name over %d bytes that no folder here can show; "
+                "it is not shown, and left as it is in the store",
+                r.path,
+                MAX_NAME_BYTES,
+                extra={"event": "name_unshowable", "path": r.path},
+            )
+        return True
+
     async def apply(self, r: RemoteMemory, report: PassReport) -> None:
         """The decision table, for one memory the store reports changed."""
         if r.path == MARKER_PATH:
@@ -147,6 +167,8 @@ class Puller(Part):
         cache = self.cache
         node = cache.node_of_memory(r.memory_id)
         stone = cache.tombstones.get(r.memory_id)
+        if node is None and stone is None and self._unshowable(r):
+            return
         local, remote = self._states(r, node, stone)
         action = decide(
             local, remote, read_only=self.read_only, own_write=self._own_write(r, node, stone)

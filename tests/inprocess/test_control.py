@@ -66,7 +66,10 @@ def runtime(tmp_path: Path) -> Path:
 
 def state_for(runtime: Path) -> StoreState:
     return StoreState(
-        "memstore_1", "/mnt/memory/notes", os.getpid(), socket_path(str(runtime), "memstore_1")
+        "memstore_1",
+        "/mnt/memory/notes",
+        os.getpid(),
+        socket_path(str(runtime), "memstore_1", "/var/cache/memfs"),
     )
 
 
@@ -87,7 +90,7 @@ async def test_each_command_gets_its_typed_reply(runtime: Path):
 
 async def test_the_socket_is_the_users_alone_and_goes_with_the_server(runtime: Path):
     state = state_for(runtime)
-    (runtime / "memstore_1.sock").write_text("left by a killed process")
+    Path(state.socket).write_text("left by a killed process")
     async with trio.open_nursery() as nursery:
         await nursery.start(ControlServer(state.socket, Store().answer).serve)
         mode = os.stat(state.socket).st_mode

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from memfs.control import socket_path
 from tests.support.faults import FaultProxyProcess
 from tests.support.mounts import Mounter, memfs_mounts_under
 
@@ -511,7 +512,7 @@ def test_a_runtime_folder_deeper_than_a_socket_address_still_works(mounter, memf
     """AF_UNIX addresses hold 108 bytes; a deep runtime folder must not matter."""
     store_id = memfs_server.create_store("Deep")["id"]
     mounter.runtime_dir = mounter.tmp / ("r" * 60) / ("u" * 60) / "run"
-    assert len(str(mounter.runtime_dir / f"{store_id}.sock")) > 108
+    assert len(socket_path(str(mounter.runtime_dir), store_id, str(mounter.cache_dir))) > 108
     path = mounter.mount_one(store_id)
     (path / "deep.md").write_text("through a long socket path")
     mounter.sync(path)

@@ -61,7 +61,7 @@ def test_a_setting_comes_from_its_flag_then_its_variable_then_the_file(mounter, 
     assert r.returncode == 0, r.stderr  # returned: --daemon came from the file
     assert r.stdout == f"mounted {store_id} at {path} (read-write)\n"
     (path / "note.md").write_text("configured\n")
-    st = os.stat(path / "note.md")
+    st = os.stat(path)  # the defaults' owner (a new file is its maker's)
     assert (st.st_uid, st.st_gid) == (1003, 1002)
     assert "allow_other" not in _mount_options(path)
     assert (cache / store_id / "memfs.log").exists()

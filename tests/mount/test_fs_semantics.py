@@ -377,6 +377,61 @@ def test_what_fsync_returned_for_survives_a_kill_before_close(mounted, mounter, 
     assert store_contents(memfs_server, store_id) == {"/synced.md": "first, then more"}
 
 
+def test_times_and_over_long_names_behave_as_on_ext4(mounter, memfs_server):
+    """What pjdfstest's utimensat, open, unlink, rename and *_/02.t files check:
+    access times set apart from modification times (kept across a remount, not
+    moved by reads), a folder's change time moved by every name made, removed
+    or renamed in it, and ENAMETOOLONG (not ENOENT) for a name over 255 bytes."""
+    store_id = memfs_server.create_store("times")["id"]
+    mnt = mounter.mount_one(store_id)
+    f = mnt / "f.md"
+    f.write_text("hello")
+    os.utime(f, ns=(1_900_000_000_000_000_000, 1_950_000_000_000_000_000))
+    assert f.read_text() == "hello"
+    st = os.stat(f)
+    assert (st.st_atime_ns, st.st_mtime_ns) == (
+        1_900_000_000_000_000_000,
+        1_950_000_000_000_000_000,
+    )
+
+    d = mnt / "d"
+    d.mkdir()
+    for change in (
+        lambda: (d / "a").write_text("a"),
+        lambda: os.rename(d / "a", d / "b"),
+        lambda: os.rename(d / "b", mnt / "b"),
+        lambda: os.rename(mnt / "b", d / "c"),
+        lambda: os.unlink(d / "c"),
+        lambda: os.mkdir(d / "sub"),
+        lambda: os.rmdir(d / "sub"),
+    ):
+        before = os.stat(d)
+        time.sleep(0.01)
+        change()
+        after = os.stat(d)
+        assert after.st_mtime_ns > before.st_mtime_ns
+        assert after.st_ctime_ns > before.st_ctime_ns
+
+    long_name = "x" * 256
+    for call in (
+        os.stat,
+        os.unlink,
+        os.rmdir,
+        lambda p: os.truncate(p, 0),
+        lambda p: os.chmod(p, 0o600),
+    ):
+        assert errno_of(call, mnt / long_name) == errno.ENAMETOOLONG
+    assert errno_of(os.rename, mnt / long_name, mnt / "y") == errno.ENAMETOOLONG
+
+    mounter.unmount(mnt)
+    mnt = mounter.mount_one(store_id)
+    st = os.stat(mnt / "f.md")
+    assert (st.st_atime_ns, st.st_mtime_ns) == (
+        1_900_000_000_000_000_000,
+        1_950_000_000_000_000_000,
+    )
+
+
 def test_an_editor_save_killed_right_after_fsync_and_rename_loses_nothing(
     mounted, mounter, memfs_server
 ):

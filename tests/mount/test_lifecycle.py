@@ -243,3 +243,32 @@ def test_a_stop_while_the_store_is_down_keeps_the_file_for_the_next_mount(
     assert stopped_in < 15, f"the stop took {stopped_in:.0f} s with a 3 s final sync timeout"
     assert not mnt.exists()
     assert "/late.md" not in _memories(memfs_server, store_id)
+
+
+def test_two_mounts_of_one_store_with_their_own_caches_are_each_found(mounter, memfs_server):
+    """Two `memfs mount` commands of the same store at two paths, each with its
+    own cache folder: `memfs status` lists both, and `memfs unmount` of one
+    stops that one (with its final sync) and leaves the other mounted."""
+    store_id = memfs_server.create_store("twice")["id"]
+    first = mounter.mount_one(store_id, "first")
+    other_cache = mounter.tmp / "cache-2"
+    second = mounter.root / "second"
+    mounter.mount(f"{store_id}={second}", extra=("--cache-dir", str(other_cache)))
+    assert sorted(s["mount_path"] for s in mounter.status()) == [str(first), str(second)]
+
+    (first / "a.md").write_text("from the first\n")
+    (second / "b.md").write_text("from the second\n")
+    synced = mounter.sync(second)
+    assert str(second) in synced.stdout and str(first) not in synced.stdout, synced.stdout
+    assert _memories(memfs_server, store_id) == {"/b.md": "from the second\n"}
+
+    mounter.unmount(first)
+    assert _memories(memfs_server, store_id) == {
+        "/a.md": "from the first\n",
+        "/b.md": "from the second\n",
+    }
+    assert not memfs_mounts_under(first) and memfs_mounts_under(second)
+    assert [s["mount_path"] for s in mounter.status()] == [str(second)]
+    mounter.unmount(second)
+    assert mounter.status() == []
+    assert os.listdir(mounter.runtime_dir) == []

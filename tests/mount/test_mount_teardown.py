@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 
+from memfs.control import socket_path
 from tests.support.mounts import memfs_mounts_under
 
 
@@ -18,7 +19,8 @@ def test_a_failure_after_mounting_unmounts_and_removes_only_the_folder_memfs_mad
     # it after pyfuse3 mounted the folder.
     mounter.runtime_dir = mounter.tmp / "blocked-run"
     mounter.runtime_dir.mkdir(mode=0o700)
-    (mounter.runtime_dir / f"{store_id}.sock").mkdir()
+    socket = socket_path(str(mounter.runtime_dir), store_id, str(mounter.cache_dir))
+    os.mkdir(socket)
     parent = mounter.root / "made"
     path = parent / "s"
     r = mounter.mount(f"{store_id}={path}", check=False)
@@ -31,7 +33,7 @@ def test_a_failure_after_mounting_unmounts_and_removes_only_the_folder_memfs_mad
     assert memfs_mounts_under(mounter.tmp) == []
     assert not path.exists()
     assert parent.is_dir()  # made by `mkdir -p`, but not the mount folder: it stays
-    assert os.listdir(mounter.runtime_dir) == [f"{store_id}.sock"]  # no state file
+    assert os.listdir(mounter.runtime_dir) == [os.path.basename(socket)]  # no state file
     assert not mounter.store_pids()
 
     # Nothing holds the cache or the path: the same store mounts there at once.

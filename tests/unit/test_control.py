@@ -26,6 +26,7 @@ from memfs.control import (
     UnknownCommand,
     read_state,
     running_stores,
+    runtime_name,
     socket_path,
     state_path,
 )
@@ -153,7 +154,7 @@ def a_state(tmp_path, **changes) -> StoreState:
         store_id="memstore_1",
         mount_path="/mnt/memory/notes",
         pid=os.getpid(),
-        socket=socket_path(str(tmp_path), "memstore_1"),
+        socket=socket_path(str(tmp_path), "memstore_1", "/var/cache/memfs"),
     )
     values.update(changes)
     return StoreState(**values)
@@ -161,14 +162,16 @@ def a_state(tmp_path, **changes) -> StoreState:
 
 def test_the_state_file_on_disk(tmp_path):
     state = a_state(tmp_path)
-    file = StateFile(str(tmp_path), "memstore_1")
-    assert file.path == state_path(str(tmp_path), "memstore_1") == str(tmp_path / "memstore_1.json")
+    file = StateFile(str(tmp_path), "memstore_1", "/var/cache/memfs")
+    name = runtime_name("memstore_1", "/var/cache/memfs")
+    assert file.path == state_path(str(tmp_path), "memstore_1", "/var/cache/memfs")
+    assert file.path == str(tmp_path / f"{name}.json")
     file.write(state)
-    assert (tmp_path / "memstore_1.json").read_text() == (
+    assert (tmp_path / f"{name}.json").read_text() == (
         f'{{"store_id": "memstore_1", "mount_path": "/mnt/memory/notes", "pid": {os.getpid()}, '
-        f'"socket": "{tmp_path}/memstore_1.sock", "stopping": false}}'
+        f'"socket": "{tmp_path}/{name}.sock", "stopping": false}}'
     )
-    assert os.listdir(tmp_path) == ["memstore_1.json"]
+    assert os.listdir(tmp_path) == [f"{name}.json"]
     assert read_state(file.path) == state
     file.write(a_state(tmp_path, stopping=True))
     assert read_state(file.path).stopping is True
@@ -177,19 +180,32 @@ def test_the_state_file_on_disk(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+def test_the_runtime_name_is_one_per_store_and_cache_folder(tmp_path):
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "cache")
+    name = runtime_name("memstore_1", str(tmp_path / "cache"))
+    assert name.startswith("memstore_1-")
+    assert runtime_name("memstore_1", str(tmp_path / "link")) == name
+    assert runtime_name("memstore_1", str(tmp_path / "cache") + "/") == name
+    assert runtime_name("memstore_1", str(tmp_path / "other")) != name
+    assert runtime_name("memstore_2", str(tmp_path / "cache")) != name
+
+
 def test_a_state_file_counts_only_while_its_process_lives(tmp_path):
     gone = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True
     )
     dead_pid = int(gone.stdout)
-    StateFile(str(tmp_path), "memstore_live").write(a_state(tmp_path, store_id="memstore_live"))
-    StateFile(str(tmp_path), "memstore_dead").write(
+    StateFile(str(tmp_path), "memstore_live", "/c").write(
+        a_state(tmp_path, store_id="memstore_live")
+    )
+    StateFile(str(tmp_path), "memstore_dead", "/c").write(
         a_state(tmp_path, store_id="memstore_dead", pid=dead_pid)
     )
     (tmp_path / "memstore_list.json").write_text("[1, 2]")
     (tmp_path / "memstore_half.json").write_text('{"store_id": "x"')
     (tmp_path / "memstore_live.sock").write_text("")
-    assert read_state(str(tmp_path / "memstore_dead.json")) is None
+    assert read_state(state_path(str(tmp_path), "memstore_dead", "/c")) is None
     assert read_state(str(tmp_path / "memstore_list.json")) is None
     assert read_state(str(tmp_path / "missing.json")) is None
     assert [s.store_id for s in running_stores(str(tmp_path))] == ["memstore_live"]

@@ -1,0 +1,45 @@
+"""The journal's migrations: a cache made by an older memfs opens, keeps what
+it held, and gains the new columns empty (owners: the mount's default)."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+
+from memfs.cache import StoreCache
+from memfs.cache._journal import MIGRATIONS, SCHEMA
+
+STORE = "memstore_journal"
+
+
+def test_a_journal_of_user_version_1_gains_owners(tmp_path):
+    folder = tmp_path / STORE
+    os.makedirs(folder / "contents", mode=0o700)
+    os.chmod(tmp_path, 0o700)
+    os.chmod(folder, 0o700)
+    db = sqlite3.connect(folder / "journal.sqlite3", isolation_level=None)
+    db.executescript(SCHEMA)
+    db.executescript(f"BEGIN; {MIGRATIONS[0]}; PRAGMA user_version = 1; COMMIT;")
+    db.execute(
+        "INSERT INTO nodes (id, parent, name, kind, mode, mtime_ns, ctime_ns, local_dir) "
+        "VALUES (1, 0, '', 'dir', 493, 5, 5, 1), (16, 1, 'old', 'dir', 493, 7, 7, 1)"
+    )
+    db.close()
+
+    cache = StoreCache(str(tmp_path), STORE)
+    try:
+        version = cache.db.execute("PRAGMA user_version").fetchone()[0]
+        assert version == len(MIGRATIONS)
+        old = cache.find("/old")
+        assert old is not None
+        assert (old.uid, old.gid, old.atime_ns, old.mtime_ns) == (None, None, None, 7)
+        cache.chown(old.id, 1234, None)
+    finally:
+        cache.close()
+    cache = StoreCache(str(tmp_path), STORE)
+    try:
+        old = cache.find("/old")
+        assert old is not None
+        assert (old.uid, old.gid) == (1234, None)
+    finally:
+        cache.close()
