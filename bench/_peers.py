@@ -40,6 +40,10 @@ class Mounted:
     notes: list[str] = field(default_factory=list)
     requests: Callable[[], int | None] = field(default=lambda: None)
     """FUSE requests the filesystem has answered so far, where it can tell (memfs)."""
+    settle: Callable[[], str | None] = field(default=lambda: None)
+    """Called once after the round (untimed): None when what the round left is where
+    it belongs, else the sentence saying what is wrong (memfs: unmount, whose final
+    sync must leave the store holding exactly what the mount showed)."""
 
 
 def _tool(name: str) -> str | None:
@@ -254,10 +258,22 @@ def mount_memfs(workdir: str) -> Iterator[Mounted]:
                 return sum(mine[0]["fuse_requests"].values())
             return None
 
+        def settle() -> str | None:
+            settled["done"] = True
+            return _memfs_settled(memfs, client_env, mount_path, store_id)
+
         mounted = Mounted(
-            "memfs", mount_path, f"memfs on memfs serve {url}", find_pids, requests=requests
+            "memfs",
+            mount_path,
+            f"memfs on memfs serve {url}",
+            find_pids,
+            requests=requests,
+            settle=settle,
         )
+        settled = {"done": False}
         yield mounted
+        if settled["done"]:
+            return
         unmounted = subprocess.run(
             [memfs, "unmount", mount_path], capture_output=True, text=True, timeout=120
         )
@@ -272,6 +288,48 @@ def mount_memfs(workdir: str) -> Iterator[Mounted]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         _stop(server)
+
+
+def _memfs_settled(memfs: str, env: dict[str, str], mount_path: str, store_id: str) -> str | None:
+    """The end of a memfs round: note what the mount shows, unmount (its final
+    sync pushes every change and waives the deletes' grace), then the store must
+    hold exactly those files, with the same contents. None when it does, else
+    the sentence saying what is wrong."""
+    on_mount: dict[str, str] = {}
+    for folder, _dirs, names in os.walk(mount_path):
+        for name in names:
+            full = os.path.join(folder, name)
+            rel = "/" + os.path.relpath(full, mount_path)
+            if rel != "/.anthropic-memory-store":
+                with open(full, encoding="utf-8") as f:
+                    on_mount[rel] = f.read()
+    unmounted = subprocess.run(
+        [memfs, "unmount", mount_path], capture_output=True, text=True, env=env, timeout=120
+    )
+    if unmounted.returncode != 0:
+        said = unmounted.stderr.strip().splitlines() or ["(nothing on stderr)"]
+        return f"memfs unmount (the final sync) exited {unmounted.returncode}: {said[0]}"
+    listed = subprocess.run(
+        [memfs, "store", "ls", "--json", store_id], capture_output=True, text=True, env=env
+    )
+    if listed.returncode != 0:
+        return f"memfs store ls failed: {listed.stderr.strip()[:200]}"
+    in_store = {m["path"] for m in json.loads(listed.stdout)}
+    missing = set(on_mount) - in_store
+    stale = in_store - set(on_mount)
+    wrong = []
+    for path in sorted(set(on_mount) & in_store):
+        got = subprocess.run(
+            [memfs, "store", "cat", store_id, path], capture_output=True, text=True, env=env
+        )
+        if got.returncode != 0 or got.stdout != on_mount[path]:
+            wrong.append(path)
+    if missing or stale or wrong:
+        return (
+            f"after the final sync the store differs from the mount: {len(missing)} files "
+            f"missing, {len(wrong)} with other contents, {len(stale)} the mount no longer has"
+        )
+    return None
 
 
 def _pids_from_status(status, mount_path: str, store_id: str) -> list[int]:

@@ -1,10 +1,13 @@
 """The agent-like workload: what an agent does to a folder of small notes.
 
 One tree of small UTF-8 text files (1-4 KB) spread over a few subfolders,
-driven through plain file calls in timed phases. The same seeded tree is used
-on every filesystem so the times compare. Each phase checks what it can (read
-returns what create wrote, grep finds the files that hold the word) so a fast
-but wrong filesystem does not pass as fast.
+driven through plain file calls in timed phases, back to back. The same
+seeded tree is used on every filesystem so the times compare. Every phase's
+result is checked for every file (sizes, contents, grep's matches, each
+appended line, each saved file, an empty tree after the delete), so a fast
+but wrong filesystem does not pass as fast. The checks that need reading the
+tree again (after append and after save) run untimed after the phase, the
+same on every filesystem; nothing else runs between phases.
 """
 
 from __future__ import annotations
@@ -128,9 +131,39 @@ def _append(root: str, tree: Tree) -> None:
     for rel in tree.files:
         fd = os.open(os.path.join(root, rel), os.O_WRONLY | os.O_APPEND)
         try:
-            os.write(fd, b"appended line\n")
+            os.write(fd, APPENDED.encode())
         finally:
             os.close(fd)
+
+
+APPENDED = "appended line\n"
+SAVED = "saved by the editor\n"
+
+
+def _check_contents(root: str, tree: Tree, phase: str, suffix: str) -> None:
+    """Every file holds what was written plus `suffix` (untimed, after `phase`)."""
+    wrong = []
+    for rel, content in tree.files.items():
+        with open(os.path.join(root, rel), encoding="utf-8") as f:
+            if f.read() != content + suffix:
+                wrong.append(rel)
+    if wrong:
+        raise WorkloadFailed(
+            f"{phase}: {len(wrong)} of {len(tree.files)} files do not hold what was written "
+            f"(first: {wrong[0]})"
+        )
+
+
+def _check_append(root: str, tree: Tree) -> None:
+    _check_contents(root, tree, "append", APPENDED)
+
+
+def _check_save(root: str, tree: Tree) -> None:
+    _check_contents(root, tree, "save", APPENDED + SAVED)
+    for d in tree.dirs:
+        swaps = [n for n in os.listdir(os.path.join(root, d)) if n.endswith(".swp")]
+        if swaps:
+            raise WorkloadFailed(f"save: {d}/{swaps[0]} is still there after the rename")
 
 
 def _save(root: str, tree: Tree) -> None:
@@ -138,14 +171,10 @@ def _save(root: str, tree: Tree) -> None:
         folder, name = os.path.split(os.path.join(root, rel))
         swap = os.path.join(folder, f".{name}.swp")
         with open(swap, "w", encoding="utf-8") as f:
-            f.write(content + "appended line\nsaved by the editor\n")
+            f.write(content + APPENDED + SAVED)
             f.flush()
             os.fsync(f.fileno())
         os.rename(swap, os.path.join(folder, name))
-    sample = next(iter(tree.files))
-    with open(os.path.join(root, sample), encoding="utf-8") as f:
-        if not f.read().endswith("saved by the editor\n"):
-            raise WorkloadFailed(f"save {sample}: the renamed-over content is not there")
 
 
 def _delete(root: str, tree: Tree) -> None:
@@ -153,8 +182,7 @@ def _delete(root: str, tree: Tree) -> None:
         os.unlink(os.path.join(root, rel))
     for d in tree.dirs:
         os.rmdir(os.path.join(root, d))
-    left = os.listdir(root)
-    left = [n for n in left if not n.startswith(".")]
+    left = [n for n in os.listdir(root) if not n.startswith(".")]
     if left:
         raise WorkloadFailed(f"delete: still there after unlink: {left[:5]}")
 
@@ -168,22 +196,39 @@ _PHASE_FUNCTIONS: dict[str, Callable[[str, Tree], None]] = {
     "save": _save,
     "delete": _delete,
 }
+_CHECKS: dict[str, Callable[[str, Tree], None]] = {
+    "append": _check_append,
+    "save": _check_save,
+}
+"""Checks run untimed after a phase (the other phases check inline, or the next
+phase checks them: stat and read check every file create wrote)."""
 
 
-def run_phases(
-    root: str, tree: Tree, requests: Callable[[], int | None] | None = None
-) -> tuple[dict[str, float], dict[str, int]]:
-    """Run every phase in order on `root` (an empty folder): seconds per phase,
-    and, when `requests` can count what the filesystem answered, requests per
-    phase (counted outside the timed part)."""
+def run_phases(root: str, tree: Tree) -> dict[str, float]:
+    """Run every phase in order on `root` (an empty folder), back to back, each
+    checked; seconds per phase."""
     times: dict[str, float] = {}
-    counts: dict[str, int] = {}
     for phase in PHASES:
-        before = requests() if requests else None
         t0 = time.perf_counter()
         _PHASE_FUNCTIONS[phase](root, tree)
         times[phase] = time.perf_counter() - t0
-        after = requests() if requests else None
+        check = _CHECKS.get(phase)
+        if check is not None:
+            check(root, tree)
+    return times
+
+
+def count_phases(root: str, tree: Tree, requests: Callable[[], int | None]) -> dict[str, int]:
+    """Run the workload once more, untimed, asking the filesystem between phases
+    how many requests it answered: requests per phase (never part of a timed round)."""
+    counts: dict[str, int] = {}
+    for phase in PHASES:
+        before = requests()
+        _PHASE_FUNCTIONS[phase](root, tree)
+        after = requests()
         if before is not None and after is not None:
             counts[phase] = after - before
-    return times, counts
+        check = _CHECKS.get(phase)
+        if check is not None:
+            check(root, tree)
+    return counts

@@ -20,7 +20,10 @@ the server's side of the conversation can be counted), fills a store with
    the version feed (403), as the hosted API may for a sessions token: the
    idle pass's requests and CPU when remote changes are followed by listings.
 
-Prints a table and writes JSON to bench/results/sync-<time>.json. Always
+Prints a table and writes JSON to bench/results/sync-<time>.json; exits 1,
+with one sentence, when what the table shows as expected does not hold (idle
+passes change nothing, 10 pushed, 10 pulled and shown, no single-memory GET
+on a warm remount). Always
 unmounts (memfs unmount --all, then fusermount3 -uz) and stops the server.
 Needs root (FUSE). Usage:
 
@@ -458,6 +461,29 @@ def table(r: dict) -> str:
     return "\n".join(k.ljust(width) + v.rjust(16) for k, v in rows)
 
 
+def broken_expectations(r: dict) -> list[str]:
+    """What the table shows that a correct mount would not: each as a clause."""
+    broken = []
+    idle = r["idle"]
+    if idle["changed_anything"]:
+        broken.append(f"idle passes changed {idle['changed_anything']} files (expected 0)")
+    if r["local_10"]["pushed"] != 10:
+        broken.append(f"a pass after 10 local edits pushed {r['local_10']['pushed']} (expected 10)")
+    if r["remote_10"]["pulled"] != 10:
+        broken.append(
+            f"a pass after 10 remote edits pulled {r['remote_10']['pulled']} (expected 10)"
+        )
+    if r["remote_10"]["mount_shows_new_content"] != "10/10":
+        broken.append(
+            f"the mount shows {r['remote_10']['mount_shows_new_content']} remote edits "
+            "(expected 10/10)"
+        )
+    gets = r["warm_remount"]["server"]["single_memory_gets"]
+    if gets:
+        broken.append(f"the warm remount fetched {gets} memories one by one (expected 0)")
+    return broken
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--memories", type=int, default=2000)
@@ -490,6 +516,10 @@ def main() -> int:
     out = RESULTS_DIR / f"sync-{args.stamp}.json"
     out.write_text(json.dumps(result, indent=2))
     print(f"\nresults: {out.relative_to(ROOT)}")
+    broken = broken_expectations(result)
+    if broken:
+        print(f"sync_bench: failed, {'; '.join(broken)}.", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -67,6 +67,17 @@ class ContentFiles:
         with self._opened(name, os.O_WRONLY) as fd:
             os.write(fd, content)
 
+    def write_new(self, name: str, content: bytes) -> None:
+        """Create (or empty) `name` and write `content` into it (from any thread:
+        the pool is not used)."""
+        fd = self.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        try:
+            view = memoryview(content)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+
     def truncate(self, name: str, size: int) -> None:
         with self._opened(name, os.O_WRONLY) as fd:
             os.ftruncate(fd, size)

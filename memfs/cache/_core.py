@@ -23,11 +23,15 @@ from ._conflicts import ConflictCopies
 from ._contents import ContentFiles, EvictingLRU
 from ._journal import Journal
 from ._node import ROOT_ID, Gone, Node, NodeKind, Tombstone
+from ._synced import SyncedContents
 from ._tree import Tree
 
 log = logging.getLogger("memfs.cache")
 
 DEFAULT_BUDGET_BYTES = 256 * 1024 * 1024
+
+TRASH_HIGH = 4096
+"""Dropped contents are deleted while the filesystem is idle, or once this many wait."""
 
 ContentSource = Callable[[str], Awaitable[tuple[bytes, str]]]
 """Fetches a memory's content by id: returns (content, content_sha256)."""
@@ -69,7 +73,9 @@ class CacheCore:
         self.conflicts = ConflictCopies(os.path.join(self.dir, "conflicts"))
         self.contents = ContentFiles(self.dir)
         self.journal = Journal(os.path.join(self.dir, "journal.sqlite3"), store_id=store_id)
+        self.synced = SyncedContents(self.journal, self.contents)
         self._load()
+        self.journal.grow_wal()
 
     # ------------------------------------------------------------- views
 
@@ -144,11 +150,16 @@ class CacheCore:
         """Group several changes in one journal transaction (one commit)."""
         return self.journal.transaction()
 
+    def batch(self) -> contextlib.AbstractContextManager[None]:
+        """One commit for many changes while nothing else runs (see `Journal.batch`)."""
+        return self.journal.batch()
+
     # ------------------------------------------------------------ loading
 
     def _load(self) -> None:
         nodes = list(self.journal.nodes())
         self.tree.load(nodes)
+        self.synced.recover(self.nodes, self.conflicts)
         # Content files are the truth for sizes; a file whose content vanished is not cached.
         for node in nodes:
             if node.kind is not NodeKind.FILE:
@@ -188,21 +199,32 @@ class CacheCore:
     async def housekeeping(
         self, every: float = 0.2, busy: Callable[[], bool] = lambda: False
     ) -> None:
-        """Runs while mounted: saves sizes and times of closed files, deletes
-        dropped contents, and refills the file pool, the last two in a worker
-        thread. The pool is refilled only while the filesystem is idle (`busy`
-        says whether requests came since the last call), a batch at a time, so
-        that making files never competes with the requests that need them."""
+        """Runs while mounted: saves sizes and times of closed files, refills the
+        file pool (a batch at a time, in a worker thread, on the other core while
+        requests come), and, while the filesystem is idle (`busy` says whether
+        requests came since the last call), deletes dropped contents (they share
+        the contents folder's lock with the requests), copies the WAL into the
+        database, and makes fsynced content files durable so that their copies in
+        the journal can go (see `SyncedContents`)."""
+        flushed_at = 0.0
         while True:
             try:
+                idle = not busy()
                 if self._rows_outdated:
                     self.save_pending()
-                if self._trash:
+                if self._trash and (idle or len(self._trash) > TRASH_HIGH):
                     trash, self._trash = self._trash, []
                     await trio.to_thread.run_sync(self.contents.unlink_all, trash)
-                if len(self.contents.free) < self.contents.high and not busy():
+                if len(self.contents.free) < self.contents.high:
                     batch = min(64, self.contents.high - len(self.contents.free))
                     self.contents.free += await trio.to_thread.run_sync(self.contents.make, batch)
+                if idle and self.journal.unsaved_commits:
+                    self.journal.checkpoint()
+                held = len(self.synced.held)
+                waited = time.monotonic() - flushed_at
+                if held and ((idle and waited > 1.0) or held > 1000 or waited > 30.0):
+                    await self.flush_synced()
+                    flushed_at = time.monotonic()
             except OSError as e:
                 log.warning(
                     "housekeeping of %s: %s", self.store_id, e, extra={"event": "housekeeping"}
@@ -218,6 +240,14 @@ class CacheCore:
                 if node is not None and node.live.row_outdated and not node.orphan:
                     self._save(node)
 
+    async def flush_synced(self) -> None:
+        """Make the content files with copies in the journal durable, then drop
+        the copies that were not replaced meanwhile."""
+        snapshot = self.synced.snapshot()
+        await trio.to_thread.run_sync(self.synced.flush_files, list(snapshot))
+        with self.transaction():
+            self.synced.flushed(snapshot)
+
     def empty_trash(self) -> None:
         """Delete the content files of dropped files now."""
         trash, self._trash = self._trash, []
@@ -226,6 +256,12 @@ class CacheCore:
     def close(self) -> None:
         self.save_pending()
         self.empty_trash()
+        if self.synced.held:
+            snapshot = self.synced.snapshot()
+            with contextlib.suppress(OSError):
+                self.synced.flush_files(list(snapshot))
+                with self.transaction():
+                    self.synced.flushed(snapshot)
         for node in self.nodes.values():
             if node.live.fd is not None:
                 with contextlib.suppress(OSError):
@@ -286,6 +322,7 @@ class CacheCore:
             self._add_tombstone(node.memory_id, node.base_path or node.path, node.base_sha or "")
         self.pending_ids.discard(node.id)
         self._lru.pop(node.id, None)
+        self.synced.forget(node.id)
         self._bind(node, None, node.base_sha, node.base_path)
         node.pending = node.edited = False
         if node.live.open_count > 0:
@@ -352,6 +389,7 @@ class CacheCore:
         files.take(tmp)
         files.write_in_place(tmp, content)
         files.replace(tmp, name)
+        self.synced.forget(node_id)
         node = self.nodes.get(node_id)
         if node is not None and node.live.fd is not None:
             new_fd = files.open(name)

@@ -3,7 +3,8 @@
 Every change is recorded in the journal before the caller touches the
 content (`_mark_pending`), so a killed process never leaves changed content
 that the journal calls clean; `write()` puts its bytes in the content file
-before it returns; `fsync()` makes the content file and the journal durable.
+before it returns; `fsync()` makes the content and the journal durable (the
+content carried in the journal: memfs/cache/_synced.py).
 """
 
 from __future__ import annotations
@@ -260,6 +261,30 @@ class LocalChanges(CacheCore):
         self._save(node)
         self._lru[node.id] = node.size
 
+    def stage_contents(self, items: list[tuple[int, bytes]]) -> None:
+        """Write contents the store sent into staged files beside their content files
+        (`<id>.pre`), touching nothing else: run in a worker thread, so that the
+        filesystem keeps answering meanwhile. `install_staged` puts them in place."""
+        for node_id, content in items:
+            self.contents.write_new(f"{node_id}.pre", content)
+
+    def install_staged(self, node: Node, memory_id: str, size: int) -> bool:
+        """Make a staged content (`stage_contents`) the clean file's cached content,
+        unless the file changed meanwhile (then the staged file goes); True when
+        installed. The caller holds a transaction."""
+        staged = f"{node.id}.pre"
+        unchanged = node.memory_id == memory_id and node.live.fetching is None
+        if node.cached or node.edited or node.orphan or not unchanged or node.live.fd is not None:
+            self.contents.unlink(staged)
+            return False
+        self.contents.replace(staged, str(node.id))
+        self.synced.forget(node.id)
+        node.cached = True
+        node.size = size
+        self._save(node)
+        self._lru[node.id] = node.size
+        return True
+
     async def ensure_cached(self, node_id: int) -> bool:
         """Fetch a file's content if it is not here yet; True when it was fetched."""
         node = self.nodes.get(node_id)
@@ -363,9 +388,13 @@ class LocalChanges(CacheCore):
         self._written(node)
 
     def fsync(self, node: Node | None) -> None:
-        """Make the file's content and the journal durable."""
-        if node is not None and node.live.fd is not None:
-            if not node.orphan and node.live.row_outdated:
-                self._save(node)
-            os.fsync(node.live.fd)
+        """Make the file's content and the journal durable, with one flush: the
+        content is carried in the journal (`SyncedContents`) until its content
+        file is durable too."""
+        if node is not None and node.live.fd is not None and not node.orphan:
+            content = os.pread(node.live.fd, node.size, 0)
+            with self.transaction():
+                if node.live.row_outdated:
+                    self._save(node)
+                self.synced.keep(node, content)
         self.journal.make_durable()

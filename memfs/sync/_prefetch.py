@@ -1,8 +1,9 @@
 """Prefetch: every content not cached yet, in the background after a mount.
 
-Many missing contents come through full-view listing pages (20 a request,
-one journal transaction a page, and the filesystem gets its turn between
-pages); the rest one by one, a few at a time.
+Many missing contents come through full-view listing pages (20 a request;
+the files of a page are written in a worker thread while the filesystem
+keeps answering, then put in place in one journal transaction); the rest
+one by one, a few at a time.
 """
 
 from __future__ import annotations
@@ -45,11 +46,10 @@ async def prefetch(
             if isinstance(item, Memory) and item.id in missing:
                 page.append(item)
             if len(page) >= 20:
-                fetched += _install_page(cache, page, missing)
+                fetched += await _install_page(cache, page, missing)
                 tell()
                 page = []
-                await trio.sleep(0)  # let waiting filesystem requests in between pages
-        fetched += _install_page(cache, page, missing)
+        fetched += await _install_page(cache, page, missing)
         tell()
     limiter = trio.CapacityLimiter(concurrency)
 
@@ -70,18 +70,25 @@ async def prefetch(
     return fetched
 
 
-def _install_page(cache: SyncFace, page: list[Memory], missing: dict[str, Node]) -> int:
-    """Cache the contents of one listing page, in one journal transaction."""
+async def _install_page(cache: SyncFace, page: list[Memory], missing: dict[str, Node]) -> int:
+    """Cache the contents of one listing page: the files written in a worker
+    thread (the filesystem keeps answering), then put in place in one journal
+    transaction."""
+    todo: list[tuple[Node, str, bytes]] = []
+    for item in page:
+        node = missing.pop(item.id)
+        if node.cached or node.live.fetching is not None or node.memory_id != item.id:
+            continue
+        content = (item.content or "").encode("utf-8")
+        if content_sha256(content) == node.base_sha:
+            todo.append((node, item.id, content))
+        else:
+            missing[item.id] = node
+    if not todo:
+        return 0
+    await trio.to_thread.run_sync(cache.stage_contents, [(n.id, c) for n, _, c in todo])
     installed = 0
     with cache.transaction():
-        for item in page:
-            node = missing.pop(item.id)
-            if node.cached or node.live.fetching is not None or node.memory_id != item.id:
-                continue
-            content = (item.content or "").encode("utf-8")
-            if content_sha256(content) == node.base_sha:
-                cache.install_content(node, content, node.base_sha)
-                installed += 1
-            else:
-                missing[item.id] = node
+        for node, memory_id, content in todo:
+            installed += cache.install_staged(node, memory_id, len(content))
     return installed

@@ -9,6 +9,8 @@ lost, and tells the kernel to forget exactly what changed.
 
 from __future__ import annotations
 
+import contextlib
+
 from .._exceptions import CacheError, NotFound, StoreError
 from ..api import MARKER_PATH, MAX_NAME_BYTES, content_sha256
 from ..cache import Node, Tombstone, Upload
@@ -57,9 +59,16 @@ class Puller(Part):
     async def apply_all(
         self, remote: dict[str, RemoteMemory], report: PassReport, *, limit: int
     ) -> None:
-        """Fetch what must be pulled in parallel, then decide memory by memory."""
+        """Fetch what must be pulled in parallel, then decide memory by memory.
+        Before the mount (nothing else runs: no kernel, no filesystem) the whole
+        listing is placed with one commit."""
         wanted = [r for r in remote.values() if self._wants_content(r)]
         await each(wanted, self._fetch_ahead, limit)
+        alone = isinstance(self.kernel, NoKernel)
+        with self.cache.batch() if alone else contextlib.nullcontext():
+            await self._apply_each(remote, report)
+
+    async def _apply_each(self, remote: dict[str, RemoteMemory], report: PassReport) -> None:
         for r in remote.values():
             try:
                 await self.apply(r, report)

@@ -430,3 +430,32 @@ def test_times_and_over_long_names_behave_as_on_ext4(mounter, memfs_server):
         1_900_000_000_000_000_000,
         1_950_000_000_000_000_000,
     )
+
+
+def test_an_editor_save_killed_right_after_fsync_and_rename_loses_nothing(
+    mounted, mounter, memfs_server
+):
+    """The save that fsync() carries in the journal (write temp, fsync, rename
+    over), then SIGKILL before housekeeping made the content files durable, and
+    a write after the fsync: the next mount shows the saved file, the later
+    write included, and the store gets it."""
+    store_id, mnt = mounted
+    (mnt / "notes.md").write_text("old")
+    for i in range(3):
+        with open(mnt / f".notes.md.swp{i}", "w") as f:
+            f.write(f"saved {i}")
+            f.flush()
+            os.fsync(f.fileno())
+        os.rename(mnt / f".notes.md.swp{i}", mnt / "notes.md")
+    with open(mnt / "notes.md", "a") as f:
+        f.write(", then appended")
+    for pid in mounter.store_pids():
+        os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while mounter.store_pids() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    mnt = mounter.mount_one(store_id)
+    assert sorted(os.listdir(mnt)) == [".anthropic-memory-store", "notes.md"]
+    assert (mnt / "notes.md").read_text() == "saved 2, then appended"
+    mounter.unmount(mnt)
+    assert store_contents(memfs_server, store_id) == {"/notes.md": "saved 2, then appended"}

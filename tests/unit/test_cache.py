@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import trio
 
 from memfs._exceptions import (
     CacheInUse,
@@ -24,7 +25,7 @@ from memfs._exceptions import (
     NoSuchEntry,
 )
 from memfs.api import MAX_CONTENT_BYTES, content_sha256
-from memfs.cache import ROOT_ID, StoreCache
+from memfs.cache import ROOT_ID, StoreCache, _synced
 
 STORE = "memstore_unit"
 
@@ -279,42 +280,125 @@ def left_by_a_kill(cache: StoreCache, where: Path) -> StoreCache:
     return StoreCache(str(where), cache.store_id)
 
 
-async def test_fsync_makes_the_content_and_the_journal_durable_before_it_returns(
-    tmp_path, monkeypatch
+def flushes_of(monkeypatch, call):
+    """The files `call()` flushed (fsync or fdatasync), by path."""
+    flushed: list[str] = []
+
+    def spy(real):
+        def flush(fd: int) -> None:
+            flushed.append(os.readlink(f"/proc/self/fd/{fd}"))
+            real(fd)
+
+        return flush
+
+    with monkeypatch.context() as m:
+        m.setattr(os, "fsync", spy(os.fsync))
+        m.setattr(os, "fdatasync", spy(os.fdatasync))
+        call()
+    return flushed
+
+
+def another_boot(monkeypatch, tmp_path: Path) -> None:
+    """From now on the machine seems to have restarted (a new boot id)."""
+    fake = tmp_path / "boot_id"
+    fake.write_text("0f0f0f0f-another-boot\n")
+    monkeypatch.setattr(_synced, "BOOT_ID_PATH", str(fake))
+
+
+async def test_fsync_flushes_only_the_journal_which_carries_the_content(
+    tmp_path, monkeypatch, expect_log
 ):
+    """One flush per fsync: the journal's WAL, holding the content too. After a
+    power loss (another boot) that tore the content file, the next open puts
+    back what fsync returned for, with the size and mtime it had, and keeps the
+    torn bytes aside as a conflict copy."""
     cache = StoreCache(str(tmp_path / "live"), STORE)
     node = remote(cache, "mem_1", "/a.md", b"a")
     await cache.open(node.id)
     cache.write(node, 1, b" and more")  # the flip to dirty is committed at once
     cache.write(node, 0, b"A")  # size and times wait for a batch, a close or fsync
-    synced: list[str] = []
+    flushed = flushes_of(monkeypatch, lambda: cache.fsync(node))
+    assert flushed == [os.path.join(cache.dir, "journal.sqlite3-wal")]
 
-    def spy(real):
-        def call(fd: int) -> None:
-            synced.append(os.readlink(f"/proc/self/fd/{fd}"))
-            real(fd)
-
-        return call
-
-    monkeypatch.setattr(os, "fsync", spy(os.fsync))
-    monkeypatch.setattr(os, "fdatasync", spy(os.fdatasync))
-    cache.fsync(node)
-    monkeypatch.undo()
-    content_file = os.path.join(cache.contents_dir, str(node.id))
-    assert content_file in synced, "the content file was not flushed"
-    assert any(p.startswith(os.path.join(cache.dir, "journal.sqlite3")) for p in synced), (
-        f"the journal was not flushed: {synced}"
-    )
-
-    again = left_by_a_kill(cache, tmp_path / "image")
+    image = tmp_path / "image" / STORE
+    shutil.copytree(cache.dir, image, ignore=shutil.ignore_patterns("*-shm"))
+    (image / "contents" / str(node.id)).write_bytes(b"A and")  # torn by the power loss
+    another_boot(monkeypatch, tmp_path)
+    expect_log("memfs.cache", "/a.md: the machine restarted since its last fsync", count=1)
+    again = StoreCache(str(tmp_path / "image"), STORE)
     back = again.find("/a.md")
-    assert (back.size, back.mtime_ns) == (node.size, node.mtime_ns)
     assert again.read_content(back) == b"A and more"
+    assert (back.size, back.mtime_ns) == (node.size, node.mtime_ns)
     [change] = again.changes()
     assert (change.path, change.memory_id, change.edited) == ("/a.md", "mem_1", True)
+    [copy] = again.conflicts.paths()
+    assert Path(copy).read_bytes() == b"A and"
     again.close()
     cache.release(node.id)
     cache.close()
+
+
+async def test_writes_after_fsync_survive_a_kill_and_a_new_file_its_lost_name(
+    tmp_path, monkeypatch
+):
+    """Killed (same boot) after fsync and a later write: the content file, which
+    the page cache kept, wins over the copy fsync left. A new file fsynced and
+    then lost from disk altogether (another boot) comes back from the copy."""
+    cache = StoreCache(str(tmp_path / "live"), STORE)
+    node = cache.create(ROOT_ID, "n.md", 0o644)
+    await cache.open(node.id, writable=True)
+    cache.write(node, 0, b"synced")
+    cache.fsync(node)
+    cache.write(node, 6, b", then written")
+    image = left_by_a_kill(cache, tmp_path / "kill")
+    assert image.read_content(image.find("/n.md")) == b"synced, then written"
+    assert image.conflicts.paths() == []
+    image.close()
+
+    other = tmp_path / "boot"
+    shutil.copytree(cache.dir, other / STORE, ignore=shutil.ignore_patterns("*-shm"))
+    os.unlink(other / STORE / "contents" / str(node.id))
+    another_boot(monkeypatch, tmp_path)
+    again = StoreCache(str(other), STORE)
+    back = again.find("/n.md")
+    assert again.read_content(back) == b"synced"
+    assert back.size == 6 and back.cached
+    again.close()
+    cache.release(node.id, writable=True)
+    cache.close()
+
+
+async def test_the_copies_go_once_the_content_files_are_durable(tmp_path, monkeypatch):
+    """Housekeeping flushes the content files and drops the copies, except one
+    fsynced again meanwhile; a file unlinked drops its copy at once."""
+    cache = StoreCache(str(tmp_path), STORE)
+    nodes = []
+    for name in ("a.md", "b.md", "gone.md"):
+        node = cache.create(ROOT_ID, name, 0o644)
+        await cache.open(node.id, writable=True)
+        cache.write(node, 0, name.encode())
+        cache.fsync(node)
+        nodes.append(node)
+    held = lambda: {row[0] for row in cache.db.execute("SELECT node_id FROM synced")}  # noqa: E731
+    assert held() == {n.id for n in nodes}
+    for node in nodes:
+        cache.release(node.id, writable=True)
+    cache.unlink(ROOT_ID, "gone.md")
+    assert held() == {nodes[0].id, nodes[1].id}
+    snapshot = cache.synced.snapshot()
+    await cache.open(nodes[1].id, writable=True)
+    cache.write(nodes[1], 0, b"B")
+    cache.fsync(nodes[1])
+    cache.release(nodes[1].id, writable=True)
+    await trio.to_thread.run_sync(cache.synced.flush_files, list(snapshot))
+    with cache.transaction():
+        cache.synced.flushed(snapshot)
+    assert held() == {nodes[1].id}
+    cache.close()
+    reopened = StoreCache(str(tmp_path), STORE)
+    assert reopened.db.execute("SELECT count(*) FROM synced").fetchone() == (0,)
+    assert reopened.read_content(reopened.find("/b.md")) == b"B.md"
+    reopened.close()
 
 
 def test_a_second_opener_of_the_same_cache_is_refused_until_the_first_closes(tmp_path):
