@@ -196,6 +196,16 @@ class CacheCore:
 
     # -------------------------------------------------------- background
 
+    async def fill_pool(self) -> None:
+        """Fill the file pool at once (in a worker thread): a fresh cache would
+        otherwise create the files of its first creates on the request's path,
+        while housekeeping creates pool files beside them. A failure is left to
+        housekeeping, which retries and says so."""
+        need = self.contents.high - len(self.contents.free)
+        if need > 0:
+            with contextlib.suppress(OSError):
+                self.contents.free += await trio.to_thread.run_sync(self.contents.make, need)
+
     async def housekeeping(
         self, every: float = 0.2, busy: Callable[[], bool] = lambda: False
     ) -> None:
