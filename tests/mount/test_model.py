@@ -209,9 +209,10 @@ class MountMatchesALocalFolder(RuleBasedStateMachine):
         self.env["mounter"].sync(Path(self.env["mount"]))
         store_path = "/" + os.path.relpath(mnt, self.env["mount"])
         text = data.decode()
-        put_remote(self.env["memfs_server"], self.env["store_id"], store_path, text)
+        changed = put_remote(self.env["memfs_server"], self.env["store_id"], store_path, text)
         self.env["mounter"].sync(Path(self.env["mount"]))
-        ref.write_bytes(text.encode())
+        if changed:  # else the local file stands (it may be one the store refused)
+            ref.write_bytes(text.encode())
 
     # ---- after every step ---------------------------------------------------
 
@@ -222,15 +223,23 @@ class MountMatchesALocalFolder(RuleBasedStateMachine):
         assert snapshot(self.mnt) == snapshot(self.ref)
 
 
-def put_remote(server, store_id: str, path: str, content: str) -> None:
+def put_remote(server, store_id: str, path: str, content: str) -> bool:
+    """Write `content` at `path` in the store; False when the store held it
+    already (a no-op update: nothing changed there, so there is nothing to pull)."""
     with server.http() as http:
         r = http.post(
             f"/v1/memory_stores/{store_id}/memories", json={"path": path, "content": content}
         )
         if r.status_code == 409:
             mid = r.json()["error"]["conflicting_memory_id"]
-            r = http.post(f"/v1/memory_stores/{store_id}/memories/{mid}", json={"content": content})
+            url = f"/v1/memory_stores/{store_id}/memories/{mid}"
+            held = http.get(url, params={"view": "full"})
+            assert held.status_code == 200, held.text
+            if held.json()["content"] == content:
+                return False
+            r = http.post(url, json={"content": content})
     assert r.status_code == 200, r.text
+    return True
 
 
 @pytest.mark.slow
