@@ -211,23 +211,22 @@ class CacheCore:
     ) -> None:
         """Runs while mounted: saves sizes and times of closed files, refills the
         file pool (a batch at a time, in a worker thread, on the other core while
-        requests come), and, while the filesystem is idle (`busy` says whether
-        requests came since the last call), deletes dropped contents (they share
-        the contents folder's lock with the requests), copies the WAL into the
-        database, and makes fsynced content files durable so that their copies in
-        the journal can go (see `SyncedContents`)."""
+        requests come; from dropped contents first, which is cheaper than new
+        files), and, while the filesystem is idle (`busy` says whether requests
+        came since the last call), deletes the dropped contents the pool does not
+        need (they share the contents folder's lock with the requests), copies the
+        WAL into the database, and makes fsynced content files durable so that
+        their copies in the journal can go (see `SyncedContents`)."""
         flushed_at = 0.0
         while True:
             try:
                 idle = not busy()
                 if self._rows_outdated:
                     self.save_pending()
+                await self._refill_pool()
                 if self._trash and (idle or len(self._trash) > TRASH_HIGH):
                     trash, self._trash = self._trash, []
                     await trio.to_thread.run_sync(self.contents.unlink_all, trash)
-                if len(self.contents.free) < self.contents.high:
-                    batch = min(64, self.contents.high - len(self.contents.free))
-                    self.contents.free += await trio.to_thread.run_sync(self.contents.make, batch)
                 if idle and self.journal.unsaved_commits:
                     self.journal.checkpoint()
                 held = len(self.synced.held)
@@ -240,6 +239,18 @@ class CacheCore:
                     "housekeeping of %s: %s", self.store_id, e, extra={"event": "housekeeping"}
                 )
             await trio.sleep(every)
+
+    async def _refill_pool(self) -> None:
+        """One batch of pool files: dropped contents emptied if there are any,
+        else new files."""
+        batch = min(64, self.contents.high - len(self.contents.free))
+        if batch <= 0:
+            return
+        if self._trash:
+            names, self._trash = self._trash[:batch], self._trash[batch:]
+            self.contents.free += await trio.to_thread.run_sync(self.contents.recycle, names)
+        else:
+            self.contents.free += await trio.to_thread.run_sync(self.contents.make, batch)
 
     def save_pending(self) -> None:
         """Save the sizes and times of closed files in one journal transaction."""

@@ -437,3 +437,22 @@ async def test_reads_never_write_the_journal_and_writes_save_once_at_close(tmp_p
     again = StoreCache(str(tmp_path), STORE)
     assert (again.find("/a.md").size, again.find("/a.md").mtime_ns) == (3, mtime)
     again.close()
+
+
+async def test_dropped_contents_become_empty_pool_files_that_new_files_start_from(tmp_path):
+    cache = StoreCache(str(tmp_path), STORE)
+    cache.contents.free.clear()  # as on a fresh cache, before housekeeping filled the pool
+    old = await write_file(cache, ROOT_ID, "old.md", b"private words" * 50)
+    saved = await write_file(cache, ROOT_ID, ".old.md.swp", b"saved")
+    cache.rename(ROOT_ID, ".old.md.swp", ROOT_ID, "old.md")  # an editor's save drops old's file
+    assert cache._trash == [str(old.id)]
+    await cache._refill_pool()
+    assert not Path(cache.contents_dir, str(old.id)).exists()
+    pool = Path(tmp_path, STORE, "pool")
+    [recycled] = cache.contents.free
+    assert (pool / recycled).stat().st_size == 0
+    fresh = await write_file(cache, ROOT_ID, "new.md", b"")
+    assert cache.contents.free == []  # the new file took the recycled one
+    assert on_disk(cache, fresh.id) == b""
+    assert on_disk(cache, saved.id) == b"saved"
+    cache.close()
