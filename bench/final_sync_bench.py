@@ -38,6 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from memfs.testing import FakeStore  # noqa: E402
 from tests.support import ServerProcess  # noqa: E402
 from tests.support.faults import FaultProxyProcess  # noqa: E402
 from tests.support.mounts import Mounter  # noqa: E402
@@ -46,16 +47,8 @@ RESULTS_DIR = ROOT / "bench" / "results"
 
 
 def stored(server: ServerProcess, store_id: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    page = None
-    with server.http() as http:
-        while True:
-            params = {"view": "full", "limit": 20, **({"page": page} if page else {})}
-            body = http.get(f"/v1/memory_stores/{store_id}/memories", params=params).json()
-            out.update({m["path"]: m["content"] for m in body["data"]})
-            page = body.get("next_page")
-            if not page:
-                return out
+    """Every memory of the store: path -> content."""
+    return FakeStore(server, store_id).memories()
 
 
 def one_latency(

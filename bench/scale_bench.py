@@ -50,6 +50,8 @@ import trio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _procs import cpu_seconds, text_of  # noqa: E402
+
 from memfs.api import MARKER_NAME  # noqa: E402
 from memfs.client import StoreClient  # noqa: E402
 from memfs.testing import FakeStore  # noqa: E402
@@ -62,22 +64,14 @@ EDITS = 50
 SYNC_INTERVAL = 5
 POLL_SECONDS = 0.2
 TIMEOUT = 300.0
-CLOCK_TICK = os.sysconf("SC_CLK_TCK")
-WORDS = ["memory", "store", "agent", "note", "file", "path", "cache", "sync", "fuse", "token"]
+
+
+def cpu_ms(pid: int) -> float:
+    return 1000 * cpu_seconds(pid)
 
 
 class Failed(Exception):
     """A check of the benchmark did not hold: its sentence is printed."""
-
-
-def text_of(size: int, rng: random.Random) -> str:
-    out: list[str] = []
-    total = 0
-    while total < size:
-        line = " ".join(rng.choice(WORDS) for _ in range(10)) + "\n"
-        out.append(line)
-        total += len(line)
-    return "".join(out)[:size]
 
 
 async def fill_stores(url: str, token: str, stores: int, memories: int) -> dict[str, dict]:
@@ -104,12 +98,6 @@ async def fill_stores(url: str, token: str, stores: int, memories: int) -> dict[
             for _ in range(16):
                 nursery.start_soon(worker)
     return seeded
-
-
-def cpu_ms(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return 1000 * (int(fields[11]) + int(fields[12])) / CLOCK_TICK
 
 
 def memory_kib(pid: int) -> dict[str, int]:

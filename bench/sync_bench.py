@@ -52,6 +52,8 @@ import trio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _procs import CLOCK_TICK, cpu_seconds, text_of  # noqa: E402
+
 from memfs.api import MARKER_NAME  # noqa: E402
 from memfs.client import StoreClient  # noqa: E402
 from tests.support import ServerProcess  # noqa: E402
@@ -61,32 +63,6 @@ from tests.support.mounts import Mounter  # noqa: E402
 RESULTS_DIR = ROOT / "bench" / "results"
 POLL_SECONDS = 0.05
 CACHED_TIMEOUT = 300.0
-CLOCK_TICK = os.sysconf("SC_CLK_TCK")
-WORDS = [
-    "memory",
-    "store",
-    "agent",
-    "note",
-    "file",
-    "path",
-    "cache",
-    "sync",
-    "fuse",
-    "kernel",
-    "token",
-    "version",
-]
-
-
-def text_of(size: int, rng: random.Random) -> str:
-    """Plain text of about `size` bytes, in lines of words."""
-    out: list[str] = []
-    total = 0
-    while total < size:
-        line = " ".join(rng.choice(WORDS) for _ in range(10)) + "\n"
-        out.append(line)
-        total += len(line)
-    return "".join(out)[:size]
 
 
 async def fill_store(url: str, token: str, memories: int, folders: int) -> tuple[str, list]:
@@ -129,13 +105,6 @@ def walk_files(mount: Path) -> int:
     for _dir, _dirs, files in os.walk(mount):
         count += sum(1 for f in files if f != MARKER_NAME)
     return count
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process so far."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICK
 
 
 class AccessLog:

@@ -218,37 +218,31 @@ class MemoryStoreApp:
         )
 
     async def get_store(self, request: Request, caller: Caller) -> dict[str, Any]:
-        sid = request.path_params["sid"]
-        caller.check_store(sid)
+        sid = _store_of(request, caller)
         return self.db.stores.get(sid)
 
     async def update_store(self, request: Request, caller: Caller) -> dict[str, Any]:
-        sid = request.path_params["sid"]
-        caller.check_store(sid)
+        sid = _store_of(request, caller)
         return self.db.stores.update(sid, await json_body(request))
 
     async def archive_store(self, request: Request, caller: Caller) -> dict[str, Any]:
-        sid = request.path_params["sid"]
-        caller.check_store(sid)
+        sid = _store_of(request, caller)
         await json_body(request)
         return self.db.stores.archive(sid)
 
     async def delete_store(self, request: Request, caller: Caller) -> dict[str, Any]:
-        sid = request.path_params["sid"]
-        caller.check_store(sid)
+        sid = _store_of(request, caller)
         return self.db.stores.delete(sid)
 
     # -- memories -----------------------------------------------------------
 
     async def create_memory(self, request: Request, caller: Caller) -> dict[str, Any]:
-        sid = request.path_params["sid"]
-        caller.check_store(sid)
+        sid = _store_of(request, caller)
         full = full_view(request, View.BASIC)
         return self.db.memories.create(sid, await json_body(request), caller.actor, full)
 
     async def list_memories(self, request: Request, caller: Caller) -> dict[str, Any]:
-        sid = request.path_params["sid"]
-        caller.check_store(sid)
+        sid = _store_of(request, caller)
         q = request.query_params
         prefix = q.get("path_prefix") or "/"
         try:
@@ -266,29 +260,25 @@ class MemoryStoreApp:
         )
 
     async def get_memory(self, request: Request, caller: Caller) -> dict[str, Any]:
-        sid = request.path_params["sid"]
-        caller.check_store(sid)
+        sid = _store_of(request, caller)
         full = full_view(request, View.FULL)
         return self.db.memories.get(sid, request.path_params["mid"], full)
 
     async def update_memory(self, request: Request, caller: Caller) -> dict[str, Any]:
-        sid = request.path_params["sid"]
-        caller.check_store(sid)
+        sid = _store_of(request, caller)
         full = full_view(request, View.BASIC)
         body = await json_body(request)
         return self.db.memories.update(sid, request.path_params["mid"], body, caller.actor, full)
 
     async def delete_memory(self, request: Request, caller: Caller) -> dict[str, Any]:
-        sid = request.path_params["sid"]
-        caller.check_store(sid)
+        sid = _store_of(request, caller)
         expected = request.query_params.get("expected_content_sha256") or None
         return self.db.memories.delete(sid, request.path_params["mid"], expected, caller.actor)
 
     # -- versions -----------------------------------------------------------
 
     async def list_versions(self, request: Request, caller: Caller) -> dict[str, Any]:
-        sid = request.path_params["sid"]
-        caller.check_store(sid)
+        sid = _store_of(request, caller)
         q = request.query_params
         return self.db.versions.list(
             sid,
@@ -304,13 +294,18 @@ class MemoryStoreApp:
         )
 
     async def get_version(self, request: Request, caller: Caller) -> dict[str, Any]:
-        sid = request.path_params["sid"]
-        caller.check_store(sid)
+        sid = _store_of(request, caller)
         full = full_view(request, View.FULL)
         return self.db.versions.get(sid, request.path_params["vid"], full)
 
     async def redact_version(self, request: Request, caller: Caller) -> dict[str, Any]:
-        sid = request.path_params["sid"]
-        caller.check_store(sid)
+        sid = _store_of(request, caller)
         await json_body(request)
         return self.db.versions.redact(sid, request.path_params["vid"], caller.actor)
+
+
+def _store_of(request: Request, caller: Caller) -> str:
+    """The store a request names, once the caller may touch it (else 403)."""
+    sid: str = request.path_params["sid"]
+    caller.check_store(sid)
+    return sid

@@ -116,17 +116,7 @@ class Supervisor:
             stderr = self._daemon_log(store_dir, "memfs.log")
         else:
             stderr = None
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "memfs.mount"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            env=env,
-            start_new_session=True,
-            text=True,
-        )
-        if stderr is not None:
-            stderr.close()
+        proc = _spawn("memfs.mount", env, stderr)
         assert proc.stdin is not None
         proc.stdin.write(spec.to_json() + "\n")
         proc.stdin.flush()
@@ -193,17 +183,7 @@ class Supervisor:
         }
         env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
         stderr = self._daemon_log(self.specs[0].cache_dir, "metrics.log") if self.daemon else None
-        self.metrics = subprocess.Popen(
-            [sys.executable, "-m", "memfs.supervisor._metrics"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            env=env,
-            start_new_session=True,
-            text=True,
-        )
-        if stderr is not None:
-            stderr.close()
+        self.metrics = _spawn("memfs.supervisor._metrics", env, stderr)
         assert self.metrics.stdin is not None and self.metrics.stdout is not None
         self.metrics.stdin.write(json.dumps(settings) + "\n")
         self.metrics.stdin.close()
@@ -324,3 +304,20 @@ class Supervisor:
             for s, handler in old.items():
                 signal.signal(s, handler)
         return self.stop_all()
+
+
+def _spawn(module: str, env: dict[str, str], stderr: TextIO | None) -> subprocess.Popen[str]:
+    """`python -m module` in a session of its own, talking over its stdin and
+    stdout; `stderr` (a daemon's log, else ours) is closed here once handed over."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", module],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        env=env,
+        start_new_session=True,
+        text=True,
+    )
+    if stderr is not None:
+        stderr.close()
+    return proc

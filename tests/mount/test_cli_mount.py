@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from memfs.control import socket_path
+from memfs.testing import FakeStore
 from tests.support.faults import FaultProxyProcess
 from tests.support.mounts import Mounter, memfs_mounts_under
 
@@ -26,10 +27,8 @@ MARKER = ".anthropic-memory-store"
 
 
 def _memories(server, store_id: str) -> dict[str, str]:
-    with server.http() as http:
-        r = http.get(f"/v1/memory_stores/{store_id}/memories", params={"view": "full", "limit": 20})
-    r.raise_for_status()
-    return {m["path"]: m["content"] for m in r.json()["data"]}
+    """Every memory of the store: path -> content."""
+    return FakeStore(server, store_id).memories()
 
 
 def _mount_options(root: Path) -> dict[str, tuple[str, str]]:

@@ -18,24 +18,14 @@ import time
 import pytest
 
 from memfs.api import MAX_CONTENT_BYTES
+from memfs.testing import FakeStore
 
 MARKER = ".anthropic-memory-store"
 
 
 def store_contents(server, store_id: str) -> dict[str, str]:
     """Every memory of the store: path -> content."""
-    out: dict[str, str] = {}
-    page = None
-    with server.http() as http:
-        while True:
-            params = {"view": "full", "limit": 20, **({"page": page} if page else {})}
-            r = http.get(f"/v1/memory_stores/{store_id}/memories", params=params)
-            assert r.status_code == 200, r.text
-            body = r.json()
-            out |= {m["path"]: m["content"] for m in body["data"]}
-            page = body["next_page"]
-            if not page:
-                return out
+    return FakeStore(server, store_id).memories()
 
 
 def memory_ids(server, store_id: str) -> dict[str, str]:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from memfs.testing import FakeStore
 from tests.support.faults import FaultProxyProcess
 from tests.support.mounts import memfs_mounts_under
 
@@ -31,16 +32,8 @@ def _put(server, store_id: str, path: str, content: str) -> dict:
 
 
 def _memories(server, store_id: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    page = None
-    with server.http() as http:
-        while True:
-            params = {"view": "full", "limit": 20, **({"page": page} if page else {})}
-            body = http.get(f"/v1/memory_stores/{store_id}/memories", params=params).json()
-            out.update({m["path"]: m["content"] for m in body["data"]})
-            page = body.get("next_page")
-            if not page:
-                return out
+    """Every memory of the store: path -> content."""
+    return FakeStore(server, store_id).memories()
 
 
 def _content_gets(proxy: FaultProxyProcess) -> dict[str, int]:

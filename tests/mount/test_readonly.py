@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from memfs.testing import FakeStore
+
 EROFS_TEXT = "Read-only file system"
 
 ATOMIC_SAVE = """
@@ -38,10 +40,8 @@ def sh(command: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def _memories(memfs_server, store_id: str) -> dict[str, str]:
-    with memfs_server.http() as http:
-        r = http.get(f"/v1/memory_stores/{store_id}/memories", params={"view": "full", "limit": 20})
-    r.raise_for_status()
-    return {m["path"]: m["content"] for m in r.json()["data"]}
+    """Every memory of the store: path -> content."""
+    return FakeStore(memfs_server, store_id).memories()
 
 
 def test_every_change_to_a_read_only_store_fails_with_erofs(mounter, memfs_server, tmp_path):

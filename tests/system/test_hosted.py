@@ -15,20 +15,14 @@ import time
 import pytest
 
 from memfs.api import MAX_CONTENT_BYTES
+from memfs.testing import FakeStore
 from tests.support import conflict_files
 from tests.support.faults import FaultProxyProcess
 
 
 def remote_files(server, store_id: str) -> dict[str, str]:
-    out, page = {}, None
-    with server.http() as http:
-        while True:
-            params = {"view": "full", "limit": 20, **({"page": page} if page else {})}
-            body = http.get(f"/v1/memory_stores/{store_id}/memories", params=params).json()
-            out.update({m["path"]: m["content"] for m in body["data"]})
-            page = body.get("next_page")
-            if not page:
-                return out
+    """Every memory of the store: path -> content."""
+    return FakeStore(server, store_id).memories()
 
 
 def put_remote(server, store_id: str, path: str, content: str) -> dict:

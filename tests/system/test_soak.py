@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from memfs.testing import FakeStore
 from tests.support import conflict_files
 from tests.support.faults import FaultProxyProcess
 
@@ -33,15 +34,8 @@ SOAK_KILLS = int(os.environ.get("MEMFS_SOAK_KILLS", "5"))
 
 
 def stored(server, store_id: str) -> dict[str, str]:
-    out, page = {}, None
-    with server.http() as http:
-        while True:
-            params = {"view": "full", "limit": 20, **({"page": page} if page else {})}
-            body = http.get(f"/v1/memory_stores/{store_id}/memories", params=params).json()
-            out.update({m["path"]: m["content"] for m in body["data"]})
-            page = body.get("next_page")
-            if not page:
-                return out
+    """Every memory of the store: path -> content."""
+    return FakeStore(server, store_id).memories()
 
 
 def local_files(root: Path) -> dict[str, str]:
