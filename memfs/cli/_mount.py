@@ -78,6 +78,8 @@ def run_mount(args: argparse.Namespace) -> int:
         metrics_addr=args.metrics_addr,
         log_format=args.log_format,
     )
+    if not args.daemon:
+        supervisor.catch_stop_signals()
     supervisor.start_all()
     for spec in specs:
         access = "read-only" if spec.read_only else "read-write"

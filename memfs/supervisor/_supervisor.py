@@ -30,7 +30,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import TextIO
+from typing import Any, TextIO
 
 from .._exceptions import MountError, SyncError
 from .._private import ensure_private_dir
@@ -103,6 +103,8 @@ class Supervisor:
         self.log_format = log_format
         self.children: list[_Child] = []
         self.metrics: subprocess.Popen[str] | None = None
+        self._stop_asked = False
+        self._old_handlers: dict[int, Any] | None = None
 
     def _start(self, spec: StoreSpec) -> _Child:
         spec = dataclasses.replace(spec, follow_parent=not self.daemon)
@@ -284,25 +286,31 @@ class Supervisor:
                 c.reported = True
         return alive
 
+    def catch_stop_signals(self) -> None:
+        """From now on SIGTERM, SIGINT and SIGHUP ask `wait` to stop every store
+        instead of ending this process: a foreground mount calls it before
+        `start_all`, since systemd may send SIGTERM as soon as it hears READY."""
+        if self._old_handlers is None:
+            self._old_handlers = {
+                s: signal.signal(s, self._on_stop_signal)
+                for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+            }
+
+    def _on_stop_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._stop_asked = True
+
     def wait(self) -> int:
         """Foreground: run until SIGTERM/SIGINT (or every store has ended), then stop all."""
-        stop = False
-
-        def on_signal(signum: int, frame: FrameType | None) -> None:
-            nonlocal stop
-            stop = True
-
-        old = {
-            s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-        }
+        self.catch_stop_signals()
         try:
-            while not stop:
+            while not self._stop_asked:
                 if not self.report_ended():
                     break
                 time.sleep(0.2)
         finally:
-            for s, handler in old.items():
+            for s, handler in (self._old_handlers or {}).items():
                 signal.signal(s, handler)
+            self._old_handlers = None
         return self.stop_all()
 
 

@@ -316,3 +316,31 @@ def test_systemd_hears_ready_and_stopping(command, mounter, store, tmp_path):
                 proc.wait()
     assert proc.returncode == (128 + signal.SIGTERM if command == "run" else 0)
     assert memfs_mounts_under(mounter.tmp) == []
+
+
+def test_a_sigterm_the_moment_systemd_hears_ready_still_stops_with_the_final_sync(
+    mounter, store, tmp_path
+):
+    """systemd may stop a unit as soon as it is ready: a foreground `memfs mount`
+    catches SIGTERM from before it says READY=1, so the stop always goes
+    through its final sync (STOPPING=1, exit 0), never the default death."""
+    path = mounter.root / "s"
+    address = str(tmp_path / "notify.sock")
+    argv = [a for a in run_argv(mounter, store, path) if a != "--"]
+    argv[3] = "mount"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.bind(address)
+        sock.settimeout(60)
+        env = {**mounter.env, "NOTIFY_SOCKET": address}
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            assert sock.recv(1024) == b"READY=1"
+            proc.send_signal(signal.SIGTERM)
+            assert sock.recv(1024) == b"STOPPING=1"
+            proc.wait(90)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 0
+    assert memfs_mounts_under(mounter.tmp) == []
