@@ -37,7 +37,8 @@ sentences. The tree::
     │   ├── NameTooLong              a name over 255 bytes or a path over 1,024
     │   ├── StoreFull                a new file past the store's 2,000 memories
     │   ├── ContentUnavailable       content not cached and the store cannot be reached
-    │   ├── CacheCorrupt             the journal or a content file is unusable
+    │   ├── CacheCorrupt             the journal or a content in it is unusable
+    │   ├── CacheDiskFull            the cache's disk is full: a change could not be kept
     │   └── CacheInUse               another process of the store holds the cache
     └── MountError                   a store could not be mounted or unmounted, or reached (mount, supervisor, control)
         └── SyncError                a sync pass, or a request for one, failed (sync, supervisor)
@@ -221,6 +222,10 @@ class ContentUnavailable(CacheError):
 
 
 class CacheCorrupt(CacheError):
+    pass
+
+
+class CacheDiskFull(CacheError):
     pass
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 
-from .._exceptions import EntryExists
+from .._exceptions import CacheCorrupt, EntryExists
 from ..api import content_sha256, join_path
 from ._core import CacheCore, now_ns
 from ._node import ROOT_ID, Change, Gone, Node, NodeKind, Placement, Upload
@@ -169,7 +169,7 @@ class Agreement(CacheCore):
             node.refused_sha = node.refused_reason = None
             node.too_large = False
             if content is not None:
-                self._write_content_file(node.id, content)
+                self._put_content(node, content)
                 node.cached, node.size = True, len(content)
                 self._lru[node.id] = node.size
             elif not (node.cached and node.size == size and self._cached_sha(node) == sha):
@@ -263,5 +263,5 @@ class Agreement(CacheCore):
     def _cached_sha(self, node: Node) -> str | None:
         try:
             return content_sha256(self.read_content(node))
-        except OSError:
+        except CacheCorrupt:
             return None

@@ -5,13 +5,13 @@ What is promised:
 
 - Every file and folder of the mount is a `Node` with a stable id (the inode
   number the filesystem shows). Ids are never reused.
-- A file's content lives in `contents/<id>` under the store's cache folder,
-  written there before `write()` returns. The journal (SQLite, WAL) records
+- A file's content is a row of the journal, committed before `write()`
+  returns (and held in memory while the file is open). The journal (SQLite, WAL) records
   for each file its base (the memory id, `content_sha256` and path last
   agreed with the store), whether it changed locally, the pending deletes
   (`Tombstone`) and the uploads in flight. The journal says "edited" before
-  the bytes are written, so a killed process never leaves changed content
-  that the journal calls clean. `fsync()` makes both durable against power
+  the bytes are written (in the same transaction), so a killed process never
+  leaves changed content that the journal calls clean. `fsync()` makes both durable against power
   loss too.
 - Clean contents are evicted least-recently-used within a size budget; edited
   contents and open files never are.
@@ -24,8 +24,9 @@ The cache knows nothing of FUSE or HTTP. It is one state with two faces:
 comes from a `ContentSource` the composition root gives it.
 
 The jobs live in their own modules: `_journal` (SQLite rows and migrations),
-`_tree` (the namespace and its rules), `_contents` (content files, the pool,
-the LRU), `_conflicts` (conflict copies), `_core` (what every job shares).
+`_tree` (the namespace and its rules), `_contents` (the LRU of clean
+contents), `_legacy` (reading in the content files of older caches),
+`_conflicts` (conflict copies), `_core` (what every job shares).
 """
 
 from __future__ import annotations

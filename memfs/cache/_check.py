@@ -57,18 +57,20 @@ def invariant_problems(cache: CacheCore) -> list[str]:
         for name in FIELDS_SAVED_AT_ONCE:
             if getattr(a, name) != getattr(b, name):
                 out.append(f"node {nid} ({b.path}): the journal's {name} differs from memory's")
-    # Contents: every edited file has its content file; files count right.
+    # Contents: every cached file has its content, and no other file; files count right.
+    sizes = cache.journal.content_sizes()
+    for nid in sizes.keys() - {n.id for n in live.values() if n.cached}:
+        out.append(f"the journal holds a content for node {nid}, which is not a cached file")
     files = [n for n in live.values() if n.kind is NodeKind.FILE]
     if len(files) != tree.file_total:
         out.append(f"the tree counts {tree.file_total} files but holds {len(files)}")
     for node in files:
         if node.edited and not node.cached:
             out.append(f"{node.path} is edited but its content is not cached")
-        if node.cached:
-            try:
-                cache.contents.size(str(node.id))
-            except OSError:
-                out.append(f"{node.path} is cached but has no content file")
+        if node.cached and node.id not in sizes:
+            out.append(f"{node.path} is cached but has no content")
+        elif node.cached and node.live.data is None and sizes[node.id] != node.size:
+            out.append(f"{node.path} is {node.size} bytes but its content {sizes[node.id]}")
         if node.pending != (node.id in cache.pending_ids):
             out.append(f"{node.path}: pending is {node.pending} but the pending set disagrees")
     # Paths and memory ids are unique; the index points at the right files.

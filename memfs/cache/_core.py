@@ -1,5 +1,5 @@
-"""The parts of a store's cache that every job shares: the journal, the tree,
-the content files, the pending deletes, the memory-id index, and the few
+"""The parts of a store's cache that every job shares: the journal (which
+holds the contents too), the tree, the pending deletes, the memory-id index, and the few
 primitives that keep them in step (insert, save, detach, bind a memory).
 
 `StoreCache` (memfs/cache/_cache.py) adds the two faces on top: local changes
@@ -17,21 +17,19 @@ from collections.abc import Awaitable, Callable, Iterator
 
 import trio
 
+from .._exceptions import CacheCorrupt
 from .._private import ensure_private_dir
 from ..api import MAX_MEMORIES
 from ._conflicts import ConflictCopies
-from ._contents import ContentFiles, EvictingLRU
+from ._contents import EvictingLRU
 from ._journal import Journal
+from ._legacy import import_content_files
 from ._node import ROOT_ID, Gone, Node, NodeKind, Tombstone
-from ._synced import SyncedContents
 from ._tree import Tree
 
 log = logging.getLogger("memfs.cache")
 
 DEFAULT_BUDGET_BYTES = 256 * 1024 * 1024
-
-TRASH_HIGH = 4096
-"""Dropped contents are deleted while the filesystem is idle, or once this many wait."""
 
 ContentSource = Callable[[str], Awaitable[tuple[bytes, str]]]
 """Fetches a memory's content by id: returns (content, content_sha256)."""
@@ -64,16 +62,13 @@ class CacheCore:
         self.pending_ids: set[int] = set()
         """Files with local changes the store has not agreed to."""
         self._by_memory: dict[str, Node] = {}
-        self._trash: list[str] = []
         self._rows_outdated: set[int] = set()
         self._said_full = False
         self._lru: EvictingLRU = EvictingLRU(budget_bytes, self._evict)
         ensure_private_dir(root_dir, "cache folder", follow=True)
         ensure_private_dir(self.dir, "cache folder")
         self.conflicts = ConflictCopies(os.path.join(self.dir, "conflicts"))
-        self.contents = ContentFiles(self.dir)
         self.journal = Journal(os.path.join(self.dir, "journal.sqlite3"), store_id=store_id)
-        self.synced = SyncedContents(self.journal, self.contents)
         self._load()
         self.journal.grow_wal()
 
@@ -91,10 +86,6 @@ class CacheCore:
     def db(self) -> sqlite3.Connection:
         """The journal's connection (for tests and counters)."""
         return self.journal.db
-
-    @property
-    def contents_dir(self) -> str:
-        return self.contents.dir
 
     @property
     def conflicts_dir(self) -> str:
@@ -159,16 +150,18 @@ class CacheCore:
     def _load(self) -> None:
         nodes = list(self.journal.nodes())
         self.tree.load(nodes)
-        self.synced.recover(self.nodes, self.conflicts)
-        # Content files are the truth for sizes; a file whose content vanished is not cached.
+        import_content_files(self.dir, self.journal, self.nodes, self.conflicts)
+        self.journal.drop_stray_contents()
+        # Contents are the truth for sizes; a file whose content vanished is not cached.
+        sizes = self.journal.content_sizes()
         for node in nodes:
             if node.kind is not NodeKind.FILE:
                 continue
             if node.cached or node.edited:
-                try:
-                    node.size = self.contents.size(str(node.id))
+                if node.id in sizes:
+                    node.size = sizes[node.id]
                     node.cached = True
-                except FileNotFoundError:
+                else:
                     if node.edited:
                         log.error(
                             "content of changed file %s is missing from the cache",
@@ -184,73 +177,26 @@ class CacheCore:
             if node.cached and not node.edited:
                 self._lru[node.id] = node.size
         self.tombstones = {t.memory_id: t for t in self.journal.tombstones()}
-        self._remove_strays()
-
-    def _remove_strays(self) -> None:
-        """Delete content files that no node owns (left by a kill during an unlink)."""
-        for name in self.contents.names():
-            base = name.split(".", 1)[0]
-            if not base.isdigit() or int(base) not in self.nodes or "." in name:
-                with contextlib.suppress(OSError):
-                    self.contents.unlink(name)
 
     # -------------------------------------------------------- background
-
-    async def fill_pool(self) -> None:
-        """Fill the file pool at once (in a worker thread): a fresh cache would
-        otherwise create the files of its first creates on the request's path,
-        while housekeeping creates pool files beside them. A failure is left to
-        housekeeping, which retries and says so."""
-        need = self.contents.high - len(self.contents.free)
-        if need > 0:
-            with contextlib.suppress(OSError):
-                self.contents.free += await trio.to_thread.run_sync(self.contents.make, need)
 
     async def housekeeping(
         self, every: float = 0.2, busy: Callable[[], bool] = lambda: False
     ) -> None:
-        """Runs while mounted: saves sizes and times of closed files, refills the
-        file pool (a batch at a time, in a worker thread, on the other core while
-        requests come; from dropped contents first, which is cheaper than new
-        files), and, while the filesystem is idle (`busy` says whether requests
-        came since the last call), deletes the dropped contents the pool does not
-        need (they share the contents folder's lock with the requests), copies the
-        WAL into the database, and makes fsynced content files durable so that
-        their copies in the journal can go (see `SyncedContents`)."""
-        flushed_at = 0.0
+        """Runs while mounted: saves sizes and times of closed files and, while the
+        filesystem is idle (`busy` says whether requests came since the last
+        call), copies the WAL into the database, so that no request pays for it."""
         while True:
             try:
-                idle = not busy()
                 if self._rows_outdated:
                     self.save_pending()
-                await self._refill_pool()
-                if self._trash and (idle or len(self._trash) > TRASH_HIGH):
-                    trash, self._trash = self._trash, []
-                    await trio.to_thread.run_sync(self.contents.unlink_all, trash)
-                if idle and self.journal.unsaved_commits:
+                if not busy() and self.journal.unsaved_commits:
                     self.journal.checkpoint()
-                held = len(self.synced.held)
-                waited = time.monotonic() - flushed_at
-                if held and ((idle and waited > 1.0) or held > 1000 or waited > 30.0):
-                    await self.flush_synced()
-                    flushed_at = time.monotonic()
-            except OSError as e:
+            except (OSError, sqlite3.Error) as e:
                 log.warning(
                     "housekeeping of %s: %s", self.store_id, e, extra={"event": "housekeeping"}
                 )
             await trio.sleep(every)
-
-    async def _refill_pool(self) -> None:
-        """One batch of pool files: dropped contents emptied if there are any,
-        else new files."""
-        batch = min(64, self.contents.high - len(self.contents.free))
-        if batch <= 0:
-            return
-        if self._trash:
-            names, self._trash = self._trash[:batch], self._trash[batch:]
-            self.contents.free += await trio.to_thread.run_sync(self.contents.recycle, names)
-        else:
-            self.contents.free += await trio.to_thread.run_sync(self.contents.make, batch)
 
     def save_pending(self) -> None:
         """Save the sizes and times of closed files in one journal transaction."""
@@ -261,35 +207,11 @@ class CacheCore:
                 if node is not None and node.live.row_outdated and not node.orphan:
                     self._save(node)
 
-    async def flush_synced(self) -> None:
-        """Make the content files with copies in the journal durable, then drop
-        the copies that were not replaced meanwhile."""
-        snapshot = self.synced.snapshot()
-        await trio.to_thread.run_sync(self.synced.flush_files, list(snapshot))
-        with self.transaction():
-            self.synced.flushed(snapshot)
-
-    def empty_trash(self) -> None:
-        """Delete the content files of dropped files now."""
-        trash, self._trash = self._trash, []
-        self.contents.unlink_all(trash)
-
     def close(self) -> None:
         self.save_pending()
-        self.empty_trash()
-        if self.synced.held:
-            snapshot = self.synced.snapshot()
-            with contextlib.suppress(OSError):
-                self.synced.flush_files(list(snapshot))
-                with self.transaction():
-                    self.synced.flushed(snapshot)
         for node in self.nodes.values():
-            if node.live.fd is not None:
-                with contextlib.suppress(OSError):
-                    os.close(node.live.fd)
-                node.live.fd = None
+            node.live.data = None
         self.journal.close()
-        self.contents.close()
 
     # --------------------------------------------------------- primitives
 
@@ -339,11 +261,11 @@ class CacheCore:
         self.journal.delete(node.id)
         if node.is_dir:
             return
+        self.journal.drop_content(node.id)
         if node.memory_id is not None and tombstone:
             self._add_tombstone(node.memory_id, node.base_path or node.path, node.base_sha or "")
         self.pending_ids.discard(node.id)
         self._lru.pop(node.id, None)
-        self.synced.forget(node.id)
         self._bind(node, None, node.base_sha, node.base_path)
         node.pending = node.edited = False
         if node.live.open_count > 0:
@@ -353,13 +275,7 @@ class CacheCore:
 
     def _drop(self, node: Node) -> None:
         self.tree.forget(node)
-        if node.live.fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(node.live.fd)
-            node.live.fd = None
-        # Ids are never reused, so the file can go later, off the request's path
-        # (deleting a freshly written file costs this disk ~0.3 ms).
-        self._trash.append(str(node.id))
+        node.live.data = None
 
     def _prune_empty(self, dir_id: int, gone: Gone | None = None) -> None:
         """Folders the store implied go once nothing is left in them."""
@@ -391,35 +307,21 @@ class CacheCore:
 
     # ------------------------------------------------------------ contents
 
-    def _content_path(self, node_id: int) -> str:
-        """Where a content file is (for people and tests; memfs reaches it through `contents`)."""
-        return self.contents.path(str(node_id))
-
-    def _write_content_file(self, node_id: int, content: bytes, *, fresh: bool = False) -> None:
-        """Replace a content file atomically; an open descriptor follows the new content.
-        `fresh`: the journal does not call this file cached yet, so a torn write
-        cannot be mistaken for content and the file is written in place."""
-        files = self.contents
-        name = str(node_id)
-        if fresh:
-            files.take(name)
-            if content:
-                files.write_in_place(name, content)
-            return
-        tmp = name + ".new"
-        files.take(tmp)
-        files.write_in_place(tmp, content)
-        files.replace(tmp, name)
-        self.synced.forget(node_id)
-        node = self.nodes.get(node_id)
-        if node is not None and node.live.fd is not None:
-            new_fd = files.open(name)
-            os.dup2(new_fd, node.live.fd)
-            os.close(new_fd)
+    def _put_content(self, node: Node, content: bytes) -> None:
+        """Replace a file's cached content (committed before this returns, unless the
+        caller holds a transaction); an open file shows the new content."""
+        self.journal.put_content(node.id, content)
+        if node.live.data is not None:
+            node.live.data = bytearray(content)
 
     def read_content(self, node: Node) -> bytes:
         """The whole local content of a cached file."""
-        return self.contents.read(str(node.id))
+        if node.live.data is not None:
+            return bytes(node.live.data)
+        content = self.journal.content(node.id)
+        if content is None:
+            raise CacheCorrupt(f"content of {node.path} is missing from the cache")
+        return content
 
     def keep_conflict_copy(self, node: Node) -> str:
         """Copy the local content of a file outside the mount before the store's
@@ -435,11 +337,11 @@ class CacheCore:
         if node is None or node.edited or node.live.open_count > 0 or not node.cached:
             return
         node.cached = False
-        self.contents.unlink(str(node.id))
+        self.journal.drop_content(node.id)
         self._save(node)
 
     def _uncache(self, node: Node) -> None:
         if node.cached and node.live.open_count == 0:
-            self.contents.unlink(str(node.id))
+            self.journal.drop_content(node.id)
             node.cached = False
             self._lru.pop(node.id, None)

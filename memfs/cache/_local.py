@@ -1,16 +1,15 @@
 """Local changes: what the filesystem does to a store's cache.
 
-Every change is recorded in the journal before the caller touches the
-content (`_mark_pending`), so a killed process never leaves changed content
-that the journal calls clean; `write()` puts its bytes in the content file
-before it returns; `fsync()` makes the content and the journal durable (the
-content carried in the journal: memfs/cache/_synced.py).
+A file's content is a row of the journal, and an open file's content is
+held in memory as well (`Live.data`), so reads never touch the disk.
+`write()` commits its bytes, with the journal's "edited" mark, in one
+transaction before it returns (a SIGKILL loses nothing); `fsync()` flushes
+the journal's WAL, which makes the content and the file's row durable with
+one `fdatasync`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import time
 
 import trio
@@ -71,15 +70,13 @@ class LocalChanges(CacheCore):
                 f"{path}: the store holds at most {self.max_memories} memories; delete some first"
             )
         self._said_full = False
-        # One autocommitted INSERT is the common case; adopting a pending delete
-        # changes two tables, in one transaction.
-        with self.transaction() if stone is not None else contextlib.nullcontext():
-            adopted = self._adopt_tombstone(path)
+        with self.transaction():
+            adopted = self._adopt_tombstone(path) if stone is not None else None
             if adopted is not None:
                 node.memory_id, node.base_sha = adopted.memory_id, adopted.base_sha
                 node.base_path = adopted.path
             self._insert(node)
-            self._write_content_file(node.id, b"", fresh=True)
+            self.journal.put_content(node.id, b"")
         self.pending_ids.add(node.id)
         node.live.edits = 1
         return node
@@ -213,11 +210,8 @@ class LocalChanges(CacheCore):
         elif not node.cached:
             await self._fetch(node)
         live = node.live
-        if live.fd is None:
-            try:
-                live.fd = self.contents.open(str(node.id))
-            except OSError as e:
-                raise CacheCorrupt(f"content of {node.path} is missing from the cache: {e}")
+        if live.data is None:
+            live.data = bytearray(self.read_content(node))
         live.open_count += 1
         if writable:
             live.writers += 1
@@ -255,32 +249,23 @@ class LocalChanges(CacheCore):
         the kernel forget the size it was told."""
         if node.cached or node.edited or node.orphan:
             return
-        self._write_content_file(node.id, content, fresh=node.live.fd is None)
-        node.cached = True
-        node.size = len(content)
-        self._save(node)
+        with self.transaction():
+            self._put_content(node, content)
+            node.cached = True
+            node.size = len(content)
+            self._save(node)
         self._lru[node.id] = node.size
 
-    def stage_contents(self, items: list[tuple[int, bytes]]) -> None:
-        """Write contents the store sent into staged files beside their content files
-        (`<id>.pre`), touching nothing else: run in a worker thread, so that the
-        filesystem keeps answering meanwhile. `install_staged` puts them in place."""
-        for node_id, content in items:
-            self.contents.write_new(f"{node_id}.pre", content)
-
-    def install_staged(self, node: Node, memory_id: str, size: int) -> bool:
-        """Make a staged content (`stage_contents`) the clean file's cached content,
-        unless the file changed meanwhile (then the staged file goes); True when
-        installed. The caller holds a transaction."""
-        staged = f"{node.id}.pre"
+    def install_listed(self, node: Node, memory_id: str, content: bytes) -> bool:
+        """Cache a content a listing page carried (its sha checked by the caller) for
+        a clean file, unless the file changed meanwhile or is being fetched;
+        True when installed. The caller holds a transaction (one per page)."""
         unchanged = node.memory_id == memory_id and node.live.fetching is None
-        if node.cached or node.edited or node.orphan or not unchanged or node.live.fd is not None:
-            self.contents.unlink(staged)
+        if node.cached or node.edited or node.orphan or not unchanged:
             return False
-        self.contents.replace(staged, str(node.id))
-        self.synced.forget(node.id)
+        self._put_content(node, content)
         node.cached = True
-        node.size = size
+        node.size = len(content)
         self._save(node)
         self._lru[node.id] = node.size
         return True
@@ -303,10 +288,7 @@ class LocalChanges(CacheCore):
             live.writers = max(0, live.writers - 1)
         if live.open_count:
             return
-        if live.fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(live.fd)
-            live.fd = None
+        live.data = None
         if live.orphan:
             self._drop(node)
             return
@@ -318,23 +300,34 @@ class LocalChanges(CacheCore):
             self._lru[node.id] = node.size
 
     def read(self, node: Node, offset: int, size: int) -> bytes:
-        if node.live.fd is None:
+        content = node.live.data
+        if content is None:
             raise CacheCorrupt(f"{node.path} is not open")
-        return os.pread(node.live.fd, size, offset)
+        return bytes(memoryview(content)[offset : offset + size])
 
     def write(self, node: Node, offset: int, data: bytes) -> int:
         end = offset + len(data)
         self.check_size(node, end)
-        fd = node.live.fd
-        if fd is None:
+        content = node.live.data
+        if content is None:
             raise CacheCorrupt(f"{node.path} is not open")
+        old_size, old = len(content), bytes(content[offset:end])
+        if offset > len(content):
+            content.extend(bytes(offset - len(content)))
+        content[offset:end] = data
         if not node.orphan:
-            self._mark_pending(node, content=True)
-        n = os.pwrite(fd, data, offset)
-        if end > node.size:
-            node.size = end
+            try:
+                with self.transaction():
+                    self._mark_pending(node, content=True)
+                    self.journal.put_content(node.id, content)
+            except BaseException:
+                # Not committed: what the file shows stays what the journal holds.
+                content[offset:end] = old
+                del content[old_size:]
+                raise
+        node.size = len(content)
         self._written(node)
-        return n
+        return len(data)
 
     def check_size(self, node: Node, size: int) -> None:
         """Refuse a content past the limit (FileTooLarge); the file is then
@@ -371,30 +364,32 @@ class LocalChanges(CacheCore):
             if node.too_large:
                 self._written(node)
             return
-        if not node.orphan:
-            self._mark_pending(node, content=True)
-        if node.live.fd is not None:
-            os.ftruncate(node.live.fd, size)
-        elif node.cached:
-            self.contents.truncate(str(node.id), size)
+        current = node.live.data
+        if current is not None:
+            content = bytearray(current)
         elif size == 0:
-            self._write_content_file(node.id, b"", fresh=True)
+            content = bytearray()
+        elif node.cached:
+            content = bytearray(self.read_content(node))
         else:
             raise ContentUnavailable(f"{node.path} has no content here to truncate")
-        if not node.cached:
-            node.cached = True
-            self._save(node)
+        del content[size:]
+        content.extend(bytes(size - len(content)))
+        with self.transaction():
+            if not node.orphan:
+                self._mark_pending(node, content=True)
+                self.journal.put_content(node.id, content)
+            if not node.cached:
+                node.cached = True
+                self._save(node)
+        if node.live.data is not None:
+            node.live.data = content
         node.size = size
         self._written(node)
 
     def fsync(self, node: Node | None) -> None:
-        """Make the file's content and the journal durable, with one flush: the
-        content is carried in the journal (`SyncedContents`) until its content
-        file is durable too."""
-        if node is not None and node.live.fd is not None and not node.orphan:
-            content = os.pread(node.live.fd, node.size, 0)
-            with self.transaction():
-                if node.live.row_outdated:
-                    self._save(node)
-                self.synced.keep(node, content)
+        """Make the file's content, its row and the rest of the journal durable:
+        one flush of the WAL (the content is committed there already)."""
+        if node is not None and node.live.row_outdated and not node.orphan:
+            self._save(node)
         self.journal.make_durable()

@@ -31,8 +31,8 @@ class NodeKind(enum.StrEnum):
 class Live:
     """A node's state in this process only."""
 
-    fd: int | None = None
-    """The content file's descriptor while the file is open."""
+    data: bytearray | None = None
+    """The content while the file is open (the journal holds it too)."""
     open_count: int = 0
     writers: int = 0
     """Open handles that may write."""

@@ -23,6 +23,7 @@ _ERRNO_BY_CLASS: list[tuple[type[BaseException], int]] = [
     (exc.FileTooLarge, errno.EFBIG),
     (exc.NameTooLong, errno.ENAMETOOLONG),
     (exc.StoreFull, errno.ENOSPC),
+    (exc.CacheDiskFull, errno.ENOSPC),
     (exc.InvalidPath, errno.EINVAL),
     (exc.ContentUnavailable, errno.EIO),
     (exc.CacheCorrupt, errno.EIO),

@@ -99,9 +99,7 @@ class StoreProcess:
             client = store_client(spec)
             life.push_async_callback(client.aclose)
             store = MountedStore(spec, cache, client)
-            async with trio.open_nursery() as starting:
-                starting.start_soon(cache.fill_pool)  # beside the first pass's requests
-                await store.first_pass()
+            await store.first_pass()
             self._make_folder(life, store)
             self._mount(life, store)
             signals = life.enter_context(trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT))

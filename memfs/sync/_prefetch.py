@@ -46,10 +46,10 @@ async def prefetch(
             if isinstance(item, Memory) and item.id in missing:
                 page.append(item)
             if len(page) >= 20:
-                fetched += await _install_page(cache, page, missing)
+                fetched += _install_page(cache, page, missing)
                 tell()
                 page = []
-        fetched += await _install_page(cache, page, missing)
+        fetched += _install_page(cache, page, missing)
         tell()
     limiter = trio.CapacityLimiter(concurrency)
 
@@ -70,10 +70,8 @@ async def prefetch(
     return fetched
 
 
-async def _install_page(cache: SyncFace, page: list[Memory], missing: dict[str, Node]) -> int:
-    """Cache the contents of one listing page: the files written in a worker
-    thread (the filesystem keeps answering), then put in place in one journal
-    transaction."""
+def _install_page(cache: SyncFace, page: list[Memory], missing: dict[str, Node]) -> int:
+    """Cache the contents of one listing page, in one journal transaction."""
     todo: list[tuple[Node, str, bytes]] = []
     for item in page:
         node = missing.pop(item.id)
@@ -84,11 +82,9 @@ async def _install_page(cache: SyncFace, page: list[Memory], missing: dict[str, 
             todo.append((node, item.id, content))
         else:
             missing[item.id] = node
-    if not todo:
-        return 0
-    await trio.to_thread.run_sync(cache.stage_contents, [(n.id, c) for n, _, c in todo])
     installed = 0
-    with cache.transaction():
-        for node, memory_id, content in todo:
-            installed += cache.install_staged(node, memory_id, len(content))
+    if todo:
+        with cache.transaction():
+            for node, memory_id, content in todo:
+                installed += cache.install_listed(node, memory_id, content)
     return installed

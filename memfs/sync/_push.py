@@ -14,6 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from .._exceptions import (
+    CacheCorrupt,
     Conflict,
     InvalidRequest,
     NotFound,
@@ -56,7 +57,7 @@ class Pusher(Part):
             return
         try:
             raw = cache.read_content(node) if node.cached else None
-        except OSError as e:
+        except (OSError, CacheCorrupt) as e:
             log.error(
                 "cannot read %s from the cache: %s",
                 change.path,

@@ -255,8 +255,8 @@ async def test_an_unexpected_exception_becomes_eio_and_the_next_call_works(
     fh, _ = await new_file(fs, b"a.md", b"fine")
     assert await fs.read(fh, 0, 10) == b"fine"
     await fs.release(fh)
-    os.unlink(os.path.join(cache.contents_dir, str(cache.find("/dir/stored.md").id)))
     stored = cache.find("/dir/stored.md")
+    cache.journal.drop_content(stored.id)
     stored.cached = False  # content gone and no store to fetch it from
     assert await errno_of(fs.open(stored.id, os.O_RDONLY, None)) == errno.EIO
 

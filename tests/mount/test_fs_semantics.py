@@ -48,10 +48,10 @@ def errno_of(fn, *args, **kwargs) -> int:
     return info.value.errno
 
 
-def journal_row(mounter, store_id: str, inode: int) -> tuple[int, int]:
-    """(dirty, changed) of a file in the cache's journal as it stands on disk: the
-    store process holds the journal locked, so a copy of its files is read, as a
-    restart after a kill would read them."""
+def _journal_on_disk(mounter, store_id: str, query: str, inode: int):
+    """One row of the cache's journal as it stands on disk: the store process
+    holds the journal locked, so a copy of its files is read, as a restart
+    after a kill would read them."""
     src = mounter.cache_dir / store_id
     with tempfile.TemporaryDirectory() as tmp:
         for name in ("journal.sqlite3", "journal.sqlite3-wal"):
@@ -59,9 +59,22 @@ def journal_row(mounter, store_id: str, inode: int) -> tuple[int, int]:
                 shutil.copyfile(src / name, os.path.join(tmp, name))
         db = sqlite3.connect(os.path.join(tmp, "journal.sqlite3"))
         try:
-            return db.execute("SELECT dirty, changed FROM nodes WHERE id = ?", (inode,)).fetchone()
+            return db.execute(query, (inode,)).fetchone()
         finally:
             db.close()
+
+
+def journal_row(mounter, store_id: str, inode: int) -> tuple[int, int]:
+    """(dirty, changed) of a file in the journal on disk."""
+    return _journal_on_disk(
+        mounter, store_id, "SELECT dirty, changed FROM nodes WHERE id = ?", inode
+    )
+
+
+def journal_content(mounter, store_id: str, inode: int) -> bytes | None:
+    """A file's content in the journal on disk (None: it has none there)."""
+    row = _journal_on_disk(mounter, store_id, "SELECT data FROM contents WHERE node_id = ?", inode)
+    return None if row is None else bytes(row[0])
 
 
 def test_files_and_folders_behave_as_programs_expect(mounter, memfs_server):
@@ -70,14 +83,13 @@ def test_files_and_folders_behave_as_programs_expect(mounter, memfs_server):
     put(memfs_server, store_id, "/old/replace-me.md", "to be replaced")
     put(memfs_server, store_id, "/doomed.md", "deleted while open")
     mnt = mounter.mount_one(store_id)
-    contents = mounter.cache_dir / store_id / "contents"
 
     # create, O_EXCL, write at offsets, the content on disk before close
     a = mnt / "a.md"
     fd = os.open(a, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
     ino = os.fstat(fd).st_ino
     assert os.write(fd, b"hello world") == 11
-    assert (contents / str(ino)).read_bytes() == b"hello world"
+    assert journal_content(mounter, store_id, ino) == b"hello world"
     assert journal_row(mounter, store_id, ino) == (1, 1)
     assert os.pwrite(fd, b"W", 6) == 1
     assert os.pwrite(fd, b"!", 15) == 1

@@ -135,28 +135,22 @@ def test_a_cache_folder_of_another_user_is_refused(mounter, memfs_server):
     assert r.returncode == 2 and "belongs to another user" in r.stderr
 
 
-def test_pool_entries_swapped_for_symlinks_never_write_through(mounter, memfs_server, tmp_path):
-    """Had another user got into the cache, a symlink planted in the pool must
-    not make memfs (root) write a memory's content to the file it points to."""
-    store_id = memfs_server.create_store("pool")["id"]
+def test_a_symlink_planted_as_an_older_cache_s_contents_is_refused(mounter, memfs_server, tmp_path):
+    """Had another user got into the cache, a symlink planted where older caches
+    kept their content files must not make memfs (root) read or delete what it
+    points to: the mount is refused with a sentence, and nothing is touched."""
+    store_id = memfs_server.create_store("planted")["id"]
     put_remote(memfs_server, store_id, "/stored.md", "stored")
     path = mounter.mount_one(store_id)
+    mounter.unmount(path)
     victim = tmp_path / "victim"
-    victim.write_text("untouched")
-    pool = mounter.cache_dir / store_id / "pool"
-    for entry in list(pool.iterdir())[:200]:
-        entry.unlink()
-        entry.symlink_to(victim)
-    for i in range(50):
-        try:
-            (path / f"n{i}.md").write_text("a memory's content")
-        except OSError:
-            pass  # refused rather than followed
-    with open(path / "stored.md", "w") as f:
-        f.write("rewritten")
-    assert victim.read_text() == "untouched"
-    contents = mounter.cache_dir / store_id / "contents"
-    assert all(not p.is_symlink() or p.read_text() == "untouched" for p in contents.iterdir())
+    victim.mkdir()
+    (victim / "1001").write_text("untouched")
+    (mounter.cache_dir / store_id / "contents").symlink_to(victim)
+    r = mounter.mount(f"{store_id}={path}", check=False)
+    assert r.returncode != 0 and "contents is a symlink" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    assert (victim / "1001").read_text() == "untouched"
 
 
 # ---- a mount that fails after making its folder -------------------------------

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
-import trio
 
 from memfs._exceptions import (
     CacheInUse,
@@ -25,7 +25,7 @@ from memfs._exceptions import (
     NoSuchEntry,
 )
 from memfs.api import MAX_CONTENT_BYTES, content_sha256
-from memfs.cache import ROOT_ID, StoreCache, _synced
+from memfs.cache import ROOT_ID, StoreCache, _legacy, invariant_problems
 
 STORE = "memstore_unit"
 
@@ -47,18 +47,13 @@ async def write_file(cache: StoreCache, parent: int, name: str, content: bytes):
 
 
 def on_disk(cache: StoreCache, node_id: int) -> bytes | None:
-    try:
-        return Path(cache.contents_dir, str(node_id)).read_bytes()
-    except FileNotFoundError:
-        return None
+    """The content the journal has committed for this file (what a kill leaves)."""
+    return cache.journal.content(node_id)
 
 
 def killed(cache: StoreCache) -> None:
-    """What a SIGKILL leaves: the process's descriptors and journal connection
-    close, and nothing else happens (no close(), no batch save, no fsync)."""
-    for node in cache.nodes.values():
-        if node.live.fd is not None:
-            os.close(node.live.fd)
+    """What a SIGKILL leaves: the journal connection closes, and nothing else
+    happens (no close(), no batch save, no fsync)."""
     cache.db.close()
 
 
@@ -163,11 +158,10 @@ async def test_folder_rename_moves_everything_under_it_and_refuses_bad_moves(tmp
 async def test_unlink_leaves_a_tombstone_and_recreating_the_path_adopts_it(tmp_path):
     cache = StoreCache(str(tmp_path), STORE)
     node = remote(cache, "mem_1", "/keep.md", b"v1")
-    content_file = Path(cache.contents_dir, str(node.id))
+    assert on_disk(cache, node.id) == b"v1"
     cache.unlink(ROOT_ID, "keep.md")
     assert cache.find("/keep.md") is None
-    cache.empty_trash()  # housekeeping does this in the background while mounted
-    assert not content_file.exists()
+    assert on_disk(cache, node.id) is None
     stone = cache.tombstones["mem_1"]
     assert (stone.path, stone.base_sha) == ("/keep.md", content_sha256(b"v1"))
     again = await write_file(cache, ROOT_ID, "keep.md", b"v2")
@@ -190,7 +184,6 @@ async def test_an_unlinked_open_file_stays_readable_and_writable_until_released(
     assert "mem_1" in cache.tombstones
     cache.release(node.id)
     assert node.id not in cache.nodes
-    cache.empty_trash()
     assert on_disk(cache, node.id) is None
     cache.close()
 
@@ -302,102 +295,109 @@ def another_boot(monkeypatch, tmp_path: Path) -> None:
     """From now on the machine seems to have restarted (a new boot id)."""
     fake = tmp_path / "boot_id"
     fake.write_text("0f0f0f0f-another-boot\n")
-    monkeypatch.setattr(_synced, "BOOT_ID_PATH", str(fake))
+    monkeypatch.setattr(_legacy, "BOOT_ID_PATH", str(fake))
 
 
-async def test_fsync_flushes_only_the_journal_which_carries_the_content(
-    tmp_path, monkeypatch, expect_log
-):
-    """One flush per fsync: the journal's WAL, holding the content too. After a
-    power loss (another boot) that tore the content file, the next open puts
-    back what fsync returned for, with the size and mtime it had, and keeps the
-    torn bytes aside as a conflict copy."""
+async def test_fsync_flushes_only_the_journal_which_holds_the_content(tmp_path, monkeypatch):
+    """One flush per fsync: the journal's WAL, which holds the content and the
+    file's row. What it made durable is all there after a kill, sizes and
+    times included."""
     cache = StoreCache(str(tmp_path / "live"), STORE)
     node = remote(cache, "mem_1", "/a.md", b"a")
     await cache.open(node.id)
-    cache.write(node, 1, b" and more")  # the flip to dirty is committed at once
+    cache.write(node, 1, b" and more")
     cache.write(node, 0, b"A")  # size and times wait for a batch, a close or fsync
     flushed = flushes_of(monkeypatch, lambda: cache.fsync(node))
     assert flushed == [os.path.join(cache.dir, "journal.sqlite3-wal")]
+    assert flushes_of(monkeypatch, lambda: cache.fsync(node)) == []  # nothing new to flush
 
-    image = tmp_path / "image" / STORE
-    shutil.copytree(cache.dir, image, ignore=shutil.ignore_patterns("*-shm"))
-    (image / "contents" / str(node.id)).write_bytes(b"A and")  # torn by the power loss
-    another_boot(monkeypatch, tmp_path)
-    expect_log("memfs.cache", "/a.md: the machine restarted since its last fsync", count=1)
-    again = StoreCache(str(tmp_path / "image"), STORE)
-    back = again.find("/a.md")
-    assert again.read_content(back) == b"A and more"
+    image = left_by_a_kill(cache, tmp_path / "image")
+    back = image.find("/a.md")
+    assert image.read_content(back) == b"A and more"
     assert (back.size, back.mtime_ns) == (node.size, node.mtime_ns)
-    [change] = again.changes()
+    [change] = image.changes()
     assert (change.path, change.memory_id, change.edited) == ("/a.md", "mem_1", True)
-    [copy] = again.conflicts.paths()
-    assert Path(copy).read_bytes() == b"A and"
-    again.close()
+    image.close()
     cache.release(node.id)
     cache.close()
 
 
-async def test_writes_after_fsync_survive_a_kill_and_a_new_file_its_lost_name(
-    tmp_path, monkeypatch
-):
-    """Killed (same boot) after fsync and a later write: the content file, which
-    the page cache kept, wins over the copy fsync left. A new file fsynced and
-    then lost from disk altogether (another boot) comes back from the copy."""
+async def test_every_write_is_committed_before_it_returns(tmp_path):
+    """Killed after fsync and more writes: everything written is there, the
+    file's size too (the content is the truth for it)."""
     cache = StoreCache(str(tmp_path / "live"), STORE)
     node = cache.create(ROOT_ID, "n.md", 0o644)
     await cache.open(node.id, writable=True)
     cache.write(node, 0, b"synced")
     cache.fsync(node)
     cache.write(node, 6, b", then written")
+    cache.truncate(node.id, 12)
     image = left_by_a_kill(cache, tmp_path / "kill")
-    assert image.read_content(image.find("/n.md")) == b"synced, then written"
-    assert image.conflicts.paths() == []
+    back = image.find("/n.md")
+    assert image.read_content(back) == b"synced, then"
+    assert back.size == 12 and back.edited
     image.close()
-
-    other = tmp_path / "boot"
-    shutil.copytree(cache.dir, other / STORE, ignore=shutil.ignore_patterns("*-shm"))
-    os.unlink(other / STORE / "contents" / str(node.id))
-    another_boot(monkeypatch, tmp_path)
-    again = StoreCache(str(other), STORE)
-    back = again.find("/n.md")
-    assert again.read_content(back) == b"synced"
-    assert back.size == 6 and back.cached
-    again.close()
     cache.release(node.id, writable=True)
     cache.close()
 
 
-async def test_the_copies_go_once_the_content_files_are_durable(tmp_path, monkeypatch):
-    """Housekeeping flushes the content files and drops the copies, except one
-    fsynced again meanwhile; a file unlinked drops its copy at once."""
-    cache = StoreCache(str(tmp_path), STORE)
-    nodes = []
-    for name in ("a.md", "b.md", "gone.md"):
-        node = cache.create(ROOT_ID, name, 0o644)
-        await cache.open(node.id, writable=True)
-        cache.write(node, 0, name.encode())
-        cache.fsync(node)
-        nodes.append(node)
-    held = lambda: {row[0] for row in cache.db.execute("SELECT node_id FROM synced")}  # noqa: E731
-    assert held() == {n.id for n in nodes}
-    for node in nodes:
-        cache.release(node.id, writable=True)
-    cache.unlink(ROOT_ID, "gone.md")
-    assert held() == {nodes[0].id, nodes[1].id}
-    snapshot = cache.synced.snapshot()
-    await cache.open(nodes[1].id, writable=True)
-    cache.write(nodes[1], 0, b"B")
-    cache.fsync(nodes[1])
-    cache.release(nodes[1].id, writable=True)
-    await trio.to_thread.run_sync(cache.synced.flush_files, list(snapshot))
-    with cache.transaction():
-        cache.synced.flushed(snapshot)
-    assert held() == {nodes[1].id}
+def _as_an_older_cache(root: Path, copies: dict[str, bytes]) -> None:
+    """Turn a closed cache into the layout of caches made before contents lived in
+    the journal: one content file each under contents/, an empty pool, and
+    fsync's copies (by name, at the root) in the `synced` table."""
+    store = root / STORE
+    (store / "contents").mkdir(mode=0o700)
+    (store / "pool").mkdir(mode=0o700)
+    (store / "pool" / "0123abcd").write_bytes(b"")
+    db = sqlite3.connect(store / "journal.sqlite3", isolation_level=None)
+    names = dict(db.execute("SELECT id, name FROM nodes"))
+    for node_id, data in db.execute("SELECT node_id, data FROM contents").fetchall():
+        (store / "contents" / str(node_id)).write_bytes(data)
+        copy = copies.get(names[node_id])
+        if copy is not None:
+            db.execute("INSERT INTO synced VALUES (?, ?, 1, ?)", (node_id, _legacy.boot_id(), copy))
+    db.execute("DELETE FROM contents")
+    db.close()
+
+
+async def test_an_older_cache_s_content_files_are_read_in_once(tmp_path, monkeypatch, expect_log):
+    """Content files of an older cache become the journal's contents and their
+    folders go. fsync's copies: on the same boot the file (which the page cache
+    kept) wins; after a restart the copy wins, and the file's other bytes are
+    kept as a conflict copy."""
+    cache = StoreCache(str(tmp_path / "old"), STORE)
+    await write_file(cache, ROOT_ID, "plain.md", b"plain")
+    await write_file(cache, ROOT_ID, "later.md", b"fsynced, then written")
+    remote(cache, "mem_1", "/clean.md", b"clean")
     cache.close()
-    reopened = StoreCache(str(tmp_path), STORE)
-    assert reopened.db.execute("SELECT count(*) FROM synced").fetchone() == (0,)
-    assert reopened.read_content(reopened.find("/b.md")) == b"B.md"
+    _as_an_older_cache(tmp_path / "old", {"later.md": b"fsynced"})
+
+    same_boot = tmp_path / "same"
+    shutil.copytree(tmp_path / "old", same_boot)
+    again = StoreCache(str(same_boot), STORE)
+    contents = {n.path: again.read_content(n) for n in again.files()}
+    assert contents == {
+        "/plain.md": b"plain",
+        "/later.md": b"fsynced, then written",
+        "/clean.md": b"clean",
+    }
+    assert not (same_boot / STORE / "contents").exists()
+    assert not (same_boot / STORE / "pool").exists()
+    assert again.db.execute("SELECT count(*) FROM synced").fetchone() == (0,)
+    assert invariant_problems(again) == []
+    again.close()
+
+    another_boot(monkeypatch, tmp_path)
+    expect_log("memfs.cache", "/later.md: the machine restarted since its last fsync", count=1)
+    restarted = StoreCache(str(tmp_path / "old"), STORE)
+    later = restarted.find("/later.md")
+    assert restarted.read_content(later) == b"fsynced" and later.size == 7
+    [copy] = restarted.conflicts.paths()
+    assert Path(copy).read_bytes() == b"fsynced, then written"
+    restarted.close()
+    reopened = StoreCache(str(tmp_path / "old"), STORE)  # read in once: nothing happens again
+    assert reopened.conflicts.paths() == [copy]
+    assert reopened.read_content(reopened.find("/later.md")) == b"fsynced"
     reopened.close()
 
 
@@ -414,7 +414,7 @@ def test_a_second_opener_of_the_same_cache_is_refused_until_the_first_closes(tmp
     StoreCache(str(tmp_path), STORE).close()
 
 
-async def test_reads_never_write_the_journal_and_writes_save_once_at_close(tmp_path):
+async def test_reads_never_write_the_journal_and_writes_commit_only_their_content(tmp_path):
     cache = StoreCache(str(tmp_path), STORE)
     node = remote(cache, "mem_1", "/a.md", b"text")
     before = cache.db.total_changes
@@ -426,10 +426,10 @@ async def test_reads_never_write_the_journal_and_writes_save_once_at_close(tmp_p
     await cache.open(node.id)
     for i in range(50):
         cache.write(node, i, b"w")
-    assert cache.db.total_changes == before + 1  # only the flip to dirty
+    assert cache.db.total_changes == before + 51  # each write's content, and the flip to dirty
     cache.release(node.id)
     cache.save_pending()  # housekeeping's batch while mounted
-    assert cache.db.total_changes == before + 2  # size and times, once
+    assert cache.db.total_changes == before + 52  # size and times, once
     cache.truncate(node.id, 3)
     mtime = node.mtime_ns
     killed(cache)
@@ -439,20 +439,12 @@ async def test_reads_never_write_the_journal_and_writes_save_once_at_close(tmp_p
     again.close()
 
 
-async def test_dropped_contents_become_empty_pool_files_that_new_files_start_from(tmp_path):
+async def test_an_editor_s_save_leaves_one_content_behind(tmp_path):
     cache = StoreCache(str(tmp_path), STORE)
-    cache.contents.free.clear()  # as on a fresh cache, before housekeeping filled the pool
     old = await write_file(cache, ROOT_ID, "old.md", b"private words" * 50)
     saved = await write_file(cache, ROOT_ID, ".old.md.swp", b"saved")
-    cache.rename(ROOT_ID, ".old.md.swp", ROOT_ID, "old.md")  # an editor's save drops old's file
-    assert cache._trash == [str(old.id)]
-    await cache._refill_pool()
-    assert not Path(cache.contents_dir, str(old.id)).exists()
-    pool = Path(tmp_path, STORE, "pool")
-    [recycled] = cache.contents.free
-    assert (pool / recycled).stat().st_size == 0
-    fresh = await write_file(cache, ROOT_ID, "new.md", b"")
-    assert cache.contents.free == []  # the new file took the recycled one
-    assert on_disk(cache, fresh.id) == b""
+    cache.rename(ROOT_ID, ".old.md.swp", ROOT_ID, "old.md")
+    assert on_disk(cache, old.id) is None
     assert on_disk(cache, saved.id) == b"saved"
+    assert cache.journal.content_sizes() == {saved.id: 5}
     cache.close()
