@@ -22,6 +22,7 @@ power loss, and so makes a file's content and its row durable together.
 from __future__ import annotations
 
 import contextlib
+import operator
 import os
 import sqlite3
 import time
@@ -119,14 +120,14 @@ class Field:
 
     attribute: str
     column: str
-    to_row: Callable[[Any], Any] = lambda v: v
     from_row: Callable[[Any], Any] = lambda v: v
+    """Values go to SQLite as they are (a StrEnum is text, a bool an integer)."""
 
 
 NODE_FIELDS: tuple[Field, ...] = (
     Field("parent", "parent"),
     Field("name", "name"),
-    Field("kind", "kind", str, NodeKind),
+    Field("kind", "kind", NodeKind),
     Field("mode", "mode"),
     Field("mtime_ns", "mtime_ns"),
     Field("ctime_ns", "ctime_ns"),
@@ -134,13 +135,13 @@ NODE_FIELDS: tuple[Field, ...] = (
     Field("memory_id", "memory_id"),
     Field("base_sha", "base_sha"),
     Field("base_path", "base_path"),
-    Field("edited", "dirty", int, bool),
-    Field("pending", "changed", int, bool),
-    Field("cached", "cached", int, bool),
-    Field("made_here", "local_dir", int, bool),
+    Field("edited", "dirty", bool),
+    Field("pending", "changed", bool),
+    Field("cached", "cached", bool),
+    Field("made_here", "local_dir", bool),
     Field("refused_sha", "refused_sha"),
     Field("refused_reason", "refused_reason"),
-    Field("too_large", "too_large", int, bool),
+    Field("too_large", "too_large", bool),
     Field("uid", "uid"),
     Field("gid", "gid"),
     Field("atime_ns", "atime_ns"),
@@ -151,10 +152,13 @@ _COLUMNS = ", ".join(f.column for f in NODE_FIELDS)
 _SELECT = f"SELECT id, {_COLUMNS} FROM nodes ORDER BY id"
 _INSERT = f"INSERT INTO nodes ({_COLUMNS}) VALUES ({', '.join('?' for _ in NODE_FIELDS)})"
 _UPDATE = f"UPDATE nodes SET {', '.join(f.column + '=?' for f in NODE_FIELDS)} WHERE id=?"
+_IN_PLACE = NODE_FIELDS[2:]
+assert [f.column for f in NODE_FIELDS[:2]] == ["parent", "name"]
+_UPDATE_IN_PLACE = f"UPDATE nodes SET {', '.join(f.column + '=?' for f in _IN_PLACE)} WHERE id=?"
+"""A row whose name did not change: its (parent, name) index entry is left alone."""
 
-
-def _values(node: Node) -> list[Any]:
-    return [f.to_row(getattr(node, f.attribute)) for f in NODE_FIELDS]
+_values = operator.attrgetter(*(f.attribute for f in NODE_FIELDS))
+_values_in_place = operator.attrgetter(*(f.attribute for f in _IN_PLACE), "id")
 
 
 class Journal:
@@ -165,6 +169,8 @@ class Journal:
         self._durable_changes = -1
         self._wal_fd: int | None = None
         self._checkpointed_changes = 0
+        self._names: dict[int, tuple[int, str]] = {}
+        """(parent, name) of each row as written, by node id."""
         try:
             # timeout 0: a journal held by another process is refused at once (CacheInUse).
             self.db = sqlite3.connect(
@@ -258,6 +264,7 @@ class Journal:
         except BaseException as e:
             if self.in_transaction():  # SQLite ends it itself after some errors
                 self.db.execute("ROLLBACK")
+            self._names.clear()  # which names the rows hold is not known now
             if isinstance(e, sqlite3.Error) and e.sqlite_errorcode == sqlite3.SQLITE_FULL:
                 raise CacheDiskFull(
                     f"the disk of the cache at {os.path.dirname(self.path)} is full"
@@ -278,6 +285,8 @@ class Journal:
         finally:
             if self.in_transaction():  # SQLite ends it itself after some errors
                 self.db.execute("COMMIT")
+            else:
+                self._names.clear()
 
     def in_transaction(self) -> bool:
         return self.db.in_transaction
@@ -303,19 +312,29 @@ class Journal:
     def nodes(self) -> Iterator[Node]:
         for row in self.db.execute(_SELECT).fetchall():
             values = {f.attribute: f.from_row(v) for f, v in zip(NODE_FIELDS, row[1:], strict=True)}
+            self._names[row[0]] = (values["parent"], values["name"])
             yield Node(id=row[0], **values)
 
     def insert(self, node: Node) -> int:
         """Insert a new node's row; returns its id."""
         cur = self.db.execute(_INSERT, _values(node))
         assert cur.lastrowid is not None
+        self._names[cur.lastrowid] = (node.parent, node.name)
         return cur.lastrowid
 
     def save(self, node: Node) -> None:
-        self.db.execute(_UPDATE, [*_values(node), node.id])
+        """Write a node's row (leaving its name's index entry alone when the name
+        is the one the row holds)."""
+        name = (node.parent, node.name)
+        if self._names.get(node.id) == name:
+            self.db.execute(_UPDATE_IN_PLACE, _values_in_place(node))
+        else:
+            self.db.execute(_UPDATE, (*_values(node), node.id))
+            self._names[node.id] = name
 
     def delete(self, node_id: int) -> None:
         self.db.execute("DELETE FROM nodes WHERE id = ?", (node_id,))
+        self._names.pop(node_id, None)
 
     # ---------------------------------------------------------- tombstones
 
@@ -351,7 +370,8 @@ class Journal:
     # ------------------------------------------------------------ contents
 
     def content(self, node_id: int) -> bytes | None:
-        """A file's cached content, or None when it has none here."""
+        """A file's content, or None when it has no row (a cached file without one
+        is empty: a new file gets its row at its first write)."""
         row = self.db.execute("SELECT data FROM contents WHERE node_id = ?", (node_id,)).fetchone()
         return None if row is None else bytes(row[0])
 
@@ -366,6 +386,9 @@ class Journal:
 
     def drop_content(self, node_id: int) -> None:
         self.db.execute("DELETE FROM contents WHERE node_id = ?", (node_id,))
+
+    def drop_contents(self, node_ids: list[int]) -> None:
+        self.db.executemany("DELETE FROM contents WHERE node_id = ?", [(i,) for i in node_ids])
 
     def drop_stray_contents(self) -> int:
         """Delete contents no node owns; returns how many went."""

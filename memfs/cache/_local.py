@@ -10,6 +10,7 @@ one `fdatasync`.
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import trio
@@ -70,13 +71,15 @@ class LocalChanges(CacheCore):
                 f"{path}: the store holds at most {self.max_memories} memories; delete some first"
             )
         self._said_full = False
-        with self.transaction():
+        # One autocommitted INSERT is the common case (the content's row comes with
+        # the first write); adopting a pending delete changes two tables, in one
+        # transaction.
+        with self.transaction() if stone is not None else contextlib.nullcontext():
             adopted = self._adopt_tombstone(path) if stone is not None else None
             if adopted is not None:
                 node.memory_id, node.base_sha = adopted.memory_id, adopted.base_sha
                 node.base_path = adopted.path
             self._insert(node)
-            self.journal.put_content(node.id, b"")
         self.pending_ids.add(node.id)
         node.live.edits = 1
         return node
@@ -211,7 +214,7 @@ class LocalChanges(CacheCore):
             await self._fetch(node)
         live = node.live
         if live.data is None:
-            live.data = bytearray(self.read_content(node))
+            live.data = bytearray(self.read_content(node) if node.size else b"")
         live.open_count += 1
         if writable:
             live.writers += 1
