@@ -66,6 +66,8 @@ class CacheCore:
         self.pending_ids: set[int] = set()
         """Files with local changes the store has not agreed to."""
         self._by_memory: dict[str, Node] = {}
+        self.readers_waiting = 0
+        """Opens waiting for a content to come from the store."""
         self._dropped: list[int] = []
         """Ids of deleted files whose content rows go while the filesystem is idle
         (ids are never reused; a kill leaves them to the next open's sweep)."""

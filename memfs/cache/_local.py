@@ -211,7 +211,11 @@ class LocalChanges(CacheCore):
         if truncate:
             self.truncate_content(node, 0)
         elif not node.cached:
-            await self._fetch(node)
+            self.readers_waiting += 1
+            try:
+                await self._fetch(node)
+            finally:
+                self.readers_waiting -= 1
         live = node.live
         if live.data is None:
             live.data = bytearray(self.read_content(node) if node.size else b"")

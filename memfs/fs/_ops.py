@@ -52,7 +52,7 @@ def _handler(fn: F) -> F:
     @functools.wraps(fn)
     async def wrapper(self: MemoryStoreFS, *args: Any, **kwargs: Any) -> Any:
         self.requests[name] += 1
-        started = time.perf_counter()
+        self.last_request = started = time.perf_counter()
         try:
             return await fn(self, *args, **kwargs)
         except pyfuse3.FUSEError:
@@ -103,6 +103,8 @@ class MemoryStoreFS(pyfuse3.Operations):
         self._handles: dict[int, _Handle] = {}
         self.requests: collections.Counter[str] = collections.Counter()
         self.latency: dict[str, Histogram] = {}
+        self.last_request = 0.0
+        """time.perf_counter() when the latest request came."""
         """Seconds each kind of request took to answer, by operation."""
         """FUSE requests answered, by operation: what the kernel did not cache."""
         self._next_fh = 1

@@ -28,7 +28,7 @@ This layer never touches FUSE: what the kernel must forget goes through the
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import trio
 
@@ -120,9 +120,12 @@ class SyncEngine:
         return await self.puller.fetch_content(memory_id)
 
     async def prefetch(
-        self, concurrency: int = 4, progress: Callable[[int, int], None] | None = None
+        self,
+        concurrency: int = 4,
+        progress: Callable[[int, int], None] | None = None,
+        give_way: Callable[[], Awaitable[None]] | None = None,
     ) -> int:
-        return await prefetch(self.client, self.cache, concurrency, progress)
+        return await prefetch(self.client, self.cache, concurrency, progress, give_way)
 
     def set_aside_local_changes(self) -> None:
         """A read-only mount shows the store's state: what an earlier read-write

@@ -1,14 +1,14 @@
 """Prefetch: every content not cached yet, in the background after a mount.
 
-Many missing contents come through full-view listing pages (20 a request;
-the files of a page are written in a worker thread while the filesystem
-keeps answering, then put in place in one journal transaction); the rest
-one by one, a few at a time.
+Many missing contents come through full-view listing pages (20 a request,
+each page put in place in one journal transaction); the rest one by one, a
+few at a time. Between pages the download may give way to the filesystem
+(`give_way`), so that a walk of a fresh mount does not wait behind it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import trio
 
@@ -26,6 +26,7 @@ async def prefetch(
     cache: SyncFace,
     concurrency: int = 4,
     progress: Callable[[int, int], None] | None = None,
+    give_way: Callable[[], Awaitable[None]] | None = None,
 ) -> int:
     """Fetch every content not cached yet; returns how many were fetched.
     `progress(done, total)` hears of each page and each content, `total`
@@ -49,6 +50,8 @@ async def prefetch(
                 fetched += _install_page(cache, page, missing)
                 tell()
                 page = []
+                if give_way is not None:
+                    await give_way()
         fetched += _install_page(cache, page, missing)
         tell()
     limiter = trio.CapacityLimiter(concurrency)

@@ -16,6 +16,7 @@ from memfs._exceptions import SyncError
 from memfs.api import content_sha256
 from memfs.cache import ROOT_ID, StoreCache
 from memfs.client import StoreClient
+from memfs.mount._store import GIVE_WAY_QUIET, filesystem_busy
 from memfs.sync import SyncEngine, delete_cap
 from tests.support import conflict_files
 from tests.support.faults import FaultProxy
@@ -473,3 +474,27 @@ async def test_a_local_edit_survives_the_store_replacing_the_memory_at_its_path(
     assert await side.read("/p.md") == "theirs"
     assert [c.read_text() for c in conflict_files(side.cache.conflicts_dir)] == ["mine"]
     assert await side.remote() == {"/p.md": "theirs"}
+
+
+async def test_the_download_gives_way_between_pages_and_caches_every_content(side):
+    """With more missing contents than one full-view page holds, the download
+    reads pages of 20 and offers the filesystem its turn after each full one."""
+    for i in range(45):
+        await side.put_remote(f"/many/m{i:02}.md", f"content {i}")
+    await side.sync()
+    assert sum(1 for n in side.cache.files() if not n.cached) == 45
+    turns = []
+
+    async def give_way() -> None:
+        turns.append(sum(1 for n in side.cache.files() if n.cached))
+
+    assert await side.engine.prefetch(give_way=give_way) == 45
+    assert turns == [20, 40]  # after each full page, with that page installed
+    assert all(n.cached for n in side.cache.files())
+    assert await side.read("/many/m44.md") == "content 44"
+
+
+def test_the_download_waits_only_for_requests_the_cache_answers():
+    assert filesystem_busy(0.001, readers_waiting=0)  # a walk of the tree
+    assert not filesystem_busy(0.001, readers_waiting=1)  # an open waits for a content
+    assert not filesystem_busy(GIVE_WAY_QUIET * 2, readers_waiting=0)  # quiet
