@@ -323,8 +323,9 @@ class LocalChanges(CacheCore):
             content.extend(bytes(offset - len(content)))
         content[offset:end] = data
         if not node.orphan:
+            flips = not (node.edited and node.pending)  # the row changes too: one transaction
             try:
-                with self.transaction():
+                with self.transaction() if flips else contextlib.nullcontext():
                     self._mark_pending(node, content=True)
                     self.journal.put_content(node.id, content)
             except BaseException:

@@ -21,6 +21,8 @@ anyio). What it promises:
 
 from __future__ import annotations
 
+import ssl
+
 import httpx
 
 from .. import __version__
@@ -28,6 +30,15 @@ from .._exceptions import ConfigError
 from ..api import ANTHROPIC_VERSION, BETA, AuthHeader
 from ._endpoints import MemoryEndpoints, StoreEndpoints, VersionEndpoints
 from ._sending import ClientStats, RetryPolicy, Sender
+
+
+def _tls_for(base_url: str) -> ssl.SSLContext | bool:
+    """An http:// API (`memfs serve` on loopback) sets up no TLS: loading the CA
+    bundle costs ~20 ms of a mount's start. Its context trusts no CA at all, so
+    it could never accept a certificate; https:// gets httpx's default."""
+    if base_url.lower().startswith("http://"):
+        return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    return True
 
 
 class StoreClient(StoreEndpoints, MemoryEndpoints, VersionEndpoints):
@@ -87,6 +98,7 @@ class StoreClient(StoreEndpoints, MemoryEndpoints, VersionEndpoints):
             # Merged into every request's own parameters.
             params={"beta": "true"},
             transport=transport,
+            verify=_tls_for(base_url),
         )
         self._send = Sender(
             self._http,

@@ -279,20 +279,23 @@ async def test_a_full_cache_disk_is_enospc_and_the_file_keeps_what_it_had(fs, ca
     the syscall, and the file shows what the journal holds: nothing is shown
     that a kill would lose."""
     fh, ino = await new_file(fs, b"full.md", b"kept")
-    real = cache.journal.put_content
 
-    def disk_full(node_id, data):
-        real(node_id, data)  # the statement runs; the commit is what fails
-        e = sqlite3.OperationalError("database or disk is full")
-        e.sqlite_errorcode = sqlite3.SQLITE_FULL
-        raise e
+    def disk_full(sql, params=()):
+        if sql.startswith("INSERT INTO contents"):
+            e = sqlite3.OperationalError("database or disk is full")
+            e.sqlite_errorcode = sqlite3.SQLITE_FULL
+            raise e
+        return db.execute(sql, params)
 
-    monkeypatch.setattr(cache.journal, "put_content", disk_full)
+    db = cache.journal.db
+    monkeypatch.setattr(
+        cache.journal, "db", SimpleNamespace(execute=disk_full, in_transaction=False)
+    )
     assert await errno_of(fs.write(fh, 4, b" and lost")) == errno.ENOSPC
     assert await errno_of(fs.write(fh, 100, b"far")) == errno.ENOSPC
     assert await fs.read(fh, 0, 100) == b"kept"
     assert (await fs.getattr(ino)).st_size == 4
-    monkeypatch.setattr(cache.journal, "put_content", real)
+    monkeypatch.setattr(cache.journal, "db", db)
     assert await fs.write(fh, 4, b", then more") == 11
     assert await fs.read(fh, 0, 100) == b"kept, then more"
     assert cache.journal.content(ino) == b"kept, then more"

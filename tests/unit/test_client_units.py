@@ -171,3 +171,18 @@ def test_retry_after_ms_is_preferred_to_retry_after(headers, seconds):
 def test_x_should_retry_overrides_the_clients_own_rule(status, header, retried):
     headers = {"x-should-retry": header} if header is not None else {}
     assert _should_retry(httpx.Response(status, headers=headers)) is retried
+
+
+def test_an_http_api_sets_up_no_tls_and_could_accept_no_certificate():
+    """memfs serve on loopback (http://) skips loading the CA bundle; the context
+    it gets trusts no CA, so nothing could be accepted over it by mistake."""
+    import ssl
+
+    from memfs.client._client import _tls_for
+
+    plain = _tls_for("http://127.0.0.1:8080")
+    assert isinstance(plain, ssl.SSLContext)
+    assert plain.verify_mode == ssl.CERT_REQUIRED and plain.check_hostname
+    assert plain.cert_store_stats()["x509_ca"] == 0
+    assert _tls_for("https://api.anthropic.com") is True
+    assert _tls_for("HTTPS://api.anthropic.com") is True
