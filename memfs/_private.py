@@ -2,7 +2,7 @@
 
 memfs often runs as root while an agent runs as another user on the same
 host. A folder another user can write into could have its entries replaced
-(a content file by a symlink to /etc/shadow, say) and turn memfs's own
+(the journal by a symlink to /etc/shadow, say) and turn memfs's own
 writes against the host. So every folder memfs keeps state in is checked
 before use: it must be a folder (not a symlink), belong to the user memfs
 runs as, and be writable by nobody else. Folders memfs creates are 0700

@@ -1,7 +1,7 @@
 """The cache's invariants, checked the way s3ql's tests run fsck after each test.
 
 `invariant_problems(cache)` lists every way the cache's state disagrees with itself:
-the tree, the journal, the content files, the memory-id index and the
+the tree, the journal and its contents, the memory-id index and the
 pending sets. An empty list means the cache is sound. Tests call it after
 every cache and filesystem test; it reads the journal, so it is not for the
 filesystem's hot path.

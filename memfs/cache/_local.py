@@ -301,7 +301,7 @@ class LocalChanges(CacheCore):
             return
         if live.row_outdated:
             # Sizes and times are saved in batches by housekeeping (and at
-            # close): the content file holds the size, a kill loses an mtime at most.
+            # close): the content holds the size, a kill loses an mtime at most.
             self._rows_outdated.add(node.id)
         if not node.edited and node.cached:
             self._lru[node.id] = node.size
