@@ -1,6 +1,7 @@
 """The parts of a store's cache that every job shares: the journal (which
-holds the contents too), the tree, the pending deletes, the memory-id index, and the few
-primitives that keep them in step (insert, save, detach, bind a memory).
+holds the contents too), the tree, the pending deletes, the memory-id index,
+and the few primitives that keep them in step (insert, save, detach, bind a
+memory).
 
 `StoreCache` (memfs/cache/_cache.py) adds the two faces on top: local changes
 (what the filesystem does) and agreement with the store (what the sync does).
@@ -161,7 +162,7 @@ class CacheCore:
         self.tree.load(nodes)
         import_content_files(self.dir, self.journal, self.nodes, self.conflicts)
         self.journal.drop_stray_contents()
-        # Contents are the truth for sizes; a file whose content vanished is not cached.
+        # Contents are the truth for sizes; a cached file without a row is empty.
         sizes = self.journal.content_sizes()
         for node in nodes:
             if node.kind is not NodeKind.FILE:
@@ -184,7 +185,8 @@ class CacheCore:
     ) -> None:
         """Runs while mounted: saves sizes and times of closed files and, while the
         filesystem is idle (`busy` says whether requests came since the last
-        call), copies the WAL into the database, so that no request pays for it."""
+        call), drops the content rows of deleted files (a batch at a time) and
+        copies the WAL into the database, so that no request pays for either."""
         while True:
             try:
                 if self._rows_outdated:
@@ -350,10 +352,14 @@ class CacheCore:
         if node is None or node.edited or node.live.open_count > 0 or not node.cached:
             return
         node.cached = False
-        self.journal.drop_content(node.id)
-        self._save(node)
+        # Together: a cached file without a content row reads as empty.
+        with self.transaction():
+            self.journal.drop_content(node.id)
+            self._save(node)
 
     def _uncache(self, node: Node) -> None:
+        """Forget a clean file's content (the caller saves the row in the same
+        transaction: a cached file without a content row reads as empty)."""
         if node.cached and node.live.open_count == 0:
             self.journal.drop_content(node.id)
             node.cached = False
