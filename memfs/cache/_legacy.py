@@ -13,8 +13,10 @@ them in applies the recovery those copies were for:
   what fsync returned for, wins. A content file that differs from it is kept
   aside as a conflict copy first, so nothing that was written is lost.
 
-All of it lands in one transaction; the folders go after it committed, so a
-kill in between reads the same files in again.
+All of it lands in one transaction, which also records that it was done;
+the folders go after it committed, so a kill in between leaves folders that
+the next open only removes (reading them again would undo the recovery:
+fsync's copies are gone by then).
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ from ._node import Node, NodeKind
 log = logging.getLogger("memfs.cache")
 
 BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
+
+IMPORTED = "content_files_read_in"
+"""The journal's meta key saying the content files were read in."""
 
 
 def boot_id() -> str:
@@ -65,6 +70,16 @@ def import_content_files(
     folder = os.path.join(store_dir, "contents")
     if not os.path.lexists(folder):
         return
+    if journal.get_meta(IMPORTED) is None:
+        _read_in(folder, journal, nodes, conflicts)
+    for name in ("contents", "pool"):
+        with contextlib.suppress(OSError):
+            shutil.rmtree(os.path.join(store_dir, name))
+
+
+def _read_in(
+    folder: str, journal: Journal, nodes: dict[int, Node], conflicts: ConflictCopies
+) -> None:
     dir_fd = open_private_dir(folder, "cache folder")
     this_boot = boot_id()
     try:
@@ -91,8 +106,6 @@ def import_content_files(
                 if content is not None:
                     journal.put_content(node.id, content)
             journal.clear_synced()
+            journal.set_meta(IMPORTED, "1")
     finally:
         os.close(dir_fd)
-    for name in ("contents", "pool"):
-        with contextlib.suppress(OSError):
-            shutil.rmtree(os.path.join(store_dir, name))

@@ -397,9 +397,14 @@ async def test_an_older_cache_s_content_files_are_read_in_once(tmp_path, monkeyp
     [copy] = restarted.conflicts.paths()
     assert Path(copy).read_bytes() == b"fsynced, then written"
     restarted.close()
-    reopened = StoreCache(str(tmp_path / "old"), STORE)  # read in once: nothing happens again
+    # Killed after the read-in committed but before its folders went: they are
+    # only removed, never read in again (the copy fsync left is gone by then).
+    (tmp_path / "old" / STORE / "contents").mkdir(mode=0o700)
+    (tmp_path / "old" / STORE / "contents" / str(later.id)).write_bytes(b"torn")
+    reopened = StoreCache(str(tmp_path / "old"), STORE)
     assert reopened.conflicts.paths() == [copy]
     assert reopened.read_content(reopened.find("/later.md")) == b"fsynced"
+    assert not (tmp_path / "old" / STORE / "contents").exists()
     reopened.close()
 
 
