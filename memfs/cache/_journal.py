@@ -259,18 +259,26 @@ class Journal:
             return
         self.db.execute("BEGIN")
         try:
-            yield
-            self.db.execute("COMMIT")
-        except BaseException as e:
+            with self._disk_full_is_cache_disk_full():
+                yield
+                self.db.execute("COMMIT")
+        except BaseException:
             if self.in_transaction():  # SQLite ends it itself after some errors
                 self.db.execute("ROLLBACK")
             self._names.clear()  # which names the rows hold is not known now
-            if isinstance(e, sqlite3.Error) and e.sqlite_errorcode == sqlite3.SQLITE_FULL:
-                raise self._disk_full() from e
             raise
 
-    def _disk_full(self) -> CacheDiskFull:
-        return CacheDiskFull(f"the disk of the cache at {os.path.dirname(self.path)} is full")
+    @contextlib.contextmanager
+    def _disk_full_is_cache_disk_full(self) -> Iterator[None]:
+        """The one place SQLite's "disk is full" becomes the cache's `CacheDiskFull`."""
+        try:
+            yield
+        except sqlite3.Error as e:
+            if e.sqlite_errorcode == sqlite3.SQLITE_FULL:
+                raise CacheDiskFull(
+                    f"the disk of the cache at {os.path.dirname(self.path)} is full"
+                ) from e
+            raise
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
@@ -381,16 +389,12 @@ class Journal:
         return dict(self.db.execute("SELECT node_id, length(data) FROM contents"))
 
     def put_content(self, node_id: int, data: bytes | bytearray) -> None:
-        try:
+        with self._disk_full_is_cache_disk_full():
             self.db.execute(
                 "INSERT INTO contents (node_id, data) VALUES (?, ?) "
                 "ON CONFLICT (node_id) DO UPDATE SET data = excluded.data",
                 (node_id, data),
             )
-        except sqlite3.Error as e:
-            if e.sqlite_errorcode == sqlite3.SQLITE_FULL:
-                raise self._disk_full() from e
-            raise
 
     def drop_content(self, node_id: int) -> None:
         self.db.execute("DELETE FROM contents WHERE node_id = ?", (node_id,))

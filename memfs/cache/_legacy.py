@@ -51,7 +51,7 @@ def boot_id() -> str:
 def _read(dir_fd: int, name: str) -> bytes | None:
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
-    except (FileNotFoundError, OSError):
+    except OSError:  # gone, or not a file memfs may read: nothing to read in
         return None
     try:
         chunks = []

@@ -169,12 +169,16 @@ class LocalChanges(CacheCore):
                 self._save(node)
         return node
 
-    def chmod(self, node_id: int, mode: int) -> None:
-        node = self.node(node_id)
-        node.mode = mode & 0o7777
+    def _attributes_changed(self, node: Node) -> None:
+        """The change time is now, and the row says so (an orphan has none)."""
         node.ctime_ns = now_ns()
         if not node.orphan:
             self._save(node)
+
+    def chmod(self, node_id: int, mode: int) -> None:
+        node = self.node(node_id)
+        node.mode = mode & 0o7777
+        self._attributes_changed(node)
 
     def chown(self, node_id: int, uid: int | None, gid: int | None) -> None:
         """Give a file or folder an owner and group (None: leave it as it is).
@@ -184,9 +188,7 @@ class LocalChanges(CacheCore):
             node.uid = uid
         if gid is not None:
             node.gid = gid
-        node.ctime_ns = now_ns()
-        if not node.orphan:
-            self._save(node)
+        self._attributes_changed(node)
 
     def set_times(self, node_id: int, mtime_ns: int | None, atime_ns: int | None = None) -> None:
         """Set a node's times (None: leave it); the change time is now."""
@@ -195,9 +197,7 @@ class LocalChanges(CacheCore):
             node.mtime_ns = mtime_ns
         if atime_ns is not None:
             node.atime_ns = atime_ns
-        node.ctime_ns = now_ns()
-        if not node.orphan:
-            self._save(node)
+        self._attributes_changed(node)
 
     # ----------------------------------------------------------- content
 

@@ -102,11 +102,11 @@ class MemoryStoreFS(pyfuse3.Operations):
         self.marker = marker_content(cache.store_id)
         self._handles: dict[int, _Handle] = {}
         self.requests: collections.Counter[str] = collections.Counter()
+        """FUSE requests answered, by operation: what the kernel did not cache."""
         self.latency: dict[str, Histogram] = {}
+        """Seconds each kind of request took to answer, by operation."""
         self.last_request = 0.0
         """time.perf_counter() when the latest request came."""
-        """Seconds each kind of request took to answer, by operation."""
-        """FUSE requests answered, by operation: what the kernel did not cache."""
         self._next_fh = 1
         self._dir_listings: dict[int, list[tuple[bytes, int]]] = {}
         self._next_dir_fh = 1

@@ -4,6 +4,7 @@ and stderr, and what the store holds once `memfs run` has returned."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pty
 import select
@@ -278,35 +279,19 @@ def _alive(pid: int) -> bool:
         return False
 
 
-@pytest.mark.parametrize("command", ["run", "mount"])
-def test_systemd_hears_ready_and_stopping(command, mounter, store, tmp_path):
-    """`Type=notify`: READY=1 once the store is mounted, STOPPING=1 when the
-    final sync begins; the command and the store processes never see the socket."""
-    path = mounter.root / "s"
-    address = str(tmp_path / "notify.sock")
-    ready = tmp_path / "ready"
+@contextlib.contextmanager
+def _under_systemd(argv: list[str], env: dict[str, str], address: str):
+    """Start `argv` as a `Type=notify` unit would (NOTIFY_SOCKET at `address`),
+    wait for READY=1, hand over the process; then SIGTERM it and expect
+    STOPPING=1 and its exit (killed, whatever happens, if it outlives the test)."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
         sock.bind(address)
         sock.settimeout(60)
-        env = {**mounter.env, "NOTIFY_SOCKET": address}
-        argv = run_argv(mounter, store, path)
-        if command == "run":
-            check = f'echo "${{NOTIFY_SOCKET:-unset}}" > {ready}; sleep 300'
-            argv += ["sh", "-c", check]
-        else:
-            argv = [a for a in argv if a != "--"]
-            argv[3] = "mount"
+        env = {**env, "NOTIFY_SOCKET": address}
         proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
             assert sock.recv(1024) == b"READY=1"
-            assert (path / ".anthropic-memory-store").exists()
-            if command == "run":
-                wait_for_file(ready, 30, "the command to start")
-                time.sleep(0.2)
-                assert ready.read_text() == "unset\n"
-            (store_pid,) = mounter.store_pids()
-            with open(f"/proc/{store_pid}/environ", "rb") as f:
-                assert b"NOTIFY_SOCKET" not in f.read()
+            yield proc
             proc.send_signal(signal.SIGTERM)
             assert sock.recv(1024) == b"STOPPING=1"
             proc.wait(90)
@@ -314,6 +299,31 @@ def test_systemd_hears_ready_and_stopping(command, mounter, store, tmp_path):
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+@pytest.mark.parametrize("command", ["run", "mount"])
+def test_systemd_hears_ready_and_stopping(command, mounter, store, tmp_path):
+    """`Type=notify`: READY=1 once the store is mounted, STOPPING=1 when the
+    final sync begins; the command and the store processes never see the socket."""
+    path = mounter.root / "s"
+    address = str(tmp_path / "notify.sock")
+    ready = tmp_path / "ready"
+    argv = run_argv(mounter, store, path)
+    if command == "run":
+        check = f'echo "${{NOTIFY_SOCKET:-unset}}" > {ready}; sleep 300'
+        argv += ["sh", "-c", check]
+    else:
+        argv = [a for a in argv if a != "--"]
+        argv[3] = "mount"
+    with _under_systemd(argv, mounter.env, address) as proc:
+        assert (path / ".anthropic-memory-store").exists()
+        if command == "run":
+            wait_for_file(ready, 30, "the command to start")
+            time.sleep(0.2)
+            assert ready.read_text() == "unset\n"
+        (store_pid,) = mounter.store_pids()
+        with open(f"/proc/{store_pid}/environ", "rb") as f:
+            assert b"NOTIFY_SOCKET" not in f.read()
     assert proc.returncode == (128 + signal.SIGTERM if command == "run" else 0)
     assert memfs_mounts_under(mounter.tmp) == []
 
@@ -328,19 +338,7 @@ def test_a_sigterm_the_moment_systemd_hears_ready_still_stops_with_the_final_syn
     address = str(tmp_path / "notify.sock")
     argv = [a for a in run_argv(mounter, store, path) if a != "--"]
     argv[3] = "mount"
-    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
-        sock.bind(address)
-        sock.settimeout(60)
-        env = {**mounter.env, "NOTIFY_SOCKET": address}
-        proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        try:
-            assert sock.recv(1024) == b"READY=1"
-            proc.send_signal(signal.SIGTERM)
-            assert sock.recv(1024) == b"STOPPING=1"
-            proc.wait(90)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+    with _under_systemd(argv, mounter.env, address) as proc:
+        pass  # SIGTERM the moment READY=1 is heard
     assert proc.returncode == 0
     assert memfs_mounts_under(mounter.tmp) == []

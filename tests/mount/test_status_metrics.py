@@ -11,19 +11,9 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from memfs.testing import FakeStore
 from tests.support.faults import FaultProxyProcess
 from tests.support.mounts import memfs_mounts_under
-
-
-def put_remote(server, store_id: str, path: str, content: str) -> None:
-    with server.http() as http:
-        r = http.post(
-            f"/v1/memory_stores/{store_id}/memories", json={"path": path, "content": content}
-        )
-        if r.status_code == 409:
-            mid = r.json()["error"]["conflicting_memory_id"]
-            r = http.post(f"/v1/memory_stores/{store_id}/memories/{mid}", json={"content": content})
-    assert r.status_code == 200, r.text
 
 
 def free_port() -> int:
@@ -44,11 +34,11 @@ def busy_store(mounter, memfs_server):
     a pending delete, a conflict copy and a refused (too large) file."""
     store_id = memfs_server.create_store("Busy Notes")["id"]
     for name in ("a", "b", "c", "d"):
-        put_remote(memfs_server, store_id, f"/{name}.md", f"{name} stored")
+        FakeStore(memfs_server, store_id).put(f"/{name}.md", f"{name} stored")
     path = mounter.mount_one(store_id, "busy", extra=("--sync-interval", "3600"))
     (path / "c.md").write_text("c here")
     mounter.sync(path)
-    put_remote(memfs_server, store_id, "/c.md", "c in the store")
+    FakeStore(memfs_server, store_id).put("/c.md", "c in the store")
     (path / "c.md").write_text("c here, again")
     mounter.sync(path)  # the store wins: a conflict copy
     (path / "new.md").write_text("new here")

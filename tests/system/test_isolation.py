@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from memfs.testing import FakeStore
 from tests.support import cmdlines_holding, conflict_files, serve_accepting
 from tests.support.mounts import Mounter
 from tests.support.otheruser import available, run_as_other
@@ -83,17 +84,6 @@ def mounter(server, open_base):
         m.cleanup()
 
 
-def put_remote(server, store_id: str, path: str, content: str) -> None:
-    with server.http() as http:
-        r = http.post(
-            f"/v1/memory_stores/{store_id}/memories", json={"path": path, "content": content}
-        )
-        if r.status_code == 409:
-            mid = r.json()["error"]["conflicting_memory_id"]
-            r = http.post(f"/v1/memory_stores/{store_id}/memories/{mid}", json={"content": content})
-    assert r.status_code == 200, r.text
-
-
 def foreground_mount(mounter: Mounter, store_id: str, path: Path, log: Path) -> subprocess.Popen:
     """`memfs mount` in the foreground (a supervisor stays), the token in MEMFS_TOKEN."""
     args = ["mount", "--root", str(mounter.root), "--cache-dir", str(mounter.cache_dir)]
@@ -122,7 +112,7 @@ def test_another_user_can_neither_reach_nor_read_a_root_mount(mounter, server, t
     try:
         (path / "note.md").write_text("base")
         mounter.sync(path)
-        put_remote(server, store_id, "/note.md", "theirs")
+        FakeStore(server, store_id).put("/note.md", "theirs")
         (path / "note.md").write_text("mine, kept as a conflict copy")
         mounter.sync(path)
         [copy] = conflict_files(mounter.cache_dir / store_id / "conflicts")

@@ -28,17 +28,6 @@ def remote_files(server, store_id: str) -> dict[str, str]:
     return FakeStore(server, store_id).memories()
 
 
-def put_remote(server, store_id: str, path: str, content: str) -> None:
-    with server.http() as http:
-        r = http.post(
-            f"/v1/memory_stores/{store_id}/memories", json={"path": path, "content": content}
-        )
-        if r.status_code == 409:
-            mid = r.json()["error"]["conflicting_memory_id"]
-            r = http.post(f"/v1/memory_stores/{store_id}/memories/{mid}", json={"content": content})
-    assert r.status_code == 200, r.text
-
-
 def store_log(mounter, store_id: str) -> str:
     return (mounter.cache_dir / store_id / "memfs.log").read_text()
 
@@ -55,7 +44,7 @@ def test_a_conflict_on_a_long_path_keeps_the_copy_and_the_store_process(mounter,
     assert len(rel.encode()) == 245
     (path / rel.lstrip("/")).write_text("base")
     mounter.sync(path)
-    put_remote(memfs_server, store_id, rel, "theirs")
+    FakeStore(memfs_server, store_id).put(rel, "theirs")
     (path / rel.lstrip("/")).write_text("mine")
     mounter.sync(path)
     assert (path / rel.lstrip("/")).read_text() == "theirs"
@@ -76,8 +65,8 @@ def test_conflict_copies_of_look_alike_paths_never_meet(mounter, memfs_server):
     (path / "p" / "q").write_text("base 1")
     (path / "p__q").write_text("base 2")
     mounter.sync(path)
-    put_remote(memfs_server, store_id, "/p/q", "theirs 1")
-    put_remote(memfs_server, store_id, "/p__q", "theirs 2")
+    FakeStore(memfs_server, store_id).put("/p/q", "theirs 1")
+    FakeStore(memfs_server, store_id).put("/p__q", "theirs 2")
     (path / "p" / "q").write_text("mine 1")
     (path / "p__q").write_text("mine 2")
     mounter.sync(path)
@@ -96,7 +85,7 @@ def test_every_folder_is_0700_and_every_file_0600_whatever_the_umask(mounter, me
     mounter.mount(f"{store_id}={path}", umask=0)
     (path / "c.md").write_text("base")
     mounter.sync(path)
-    put_remote(memfs_server, store_id, "/c.md", "theirs")
+    FakeStore(memfs_server, store_id).put("/c.md", "theirs")
     (path / "c.md").write_text("mine")
     mounter.sync(path)
     assert conflict_files(mounter.cache_dir / store_id / "conflicts")
@@ -140,7 +129,7 @@ def test_a_symlink_planted_as_an_older_cache_s_contents_is_refused(mounter, memf
     kept their content files must not make memfs (root) read or delete what it
     points to: the mount is refused with a sentence, and nothing is touched."""
     store_id = memfs_server.create_store("planted")["id"]
-    put_remote(memfs_server, store_id, "/stored.md", "stored")
+    FakeStore(memfs_server, store_id).put("/stored.md", "stored")
     path = mounter.mount_one(store_id)
     mounter.unmount(path)
     victim = tmp_path / "victim"
@@ -184,12 +173,12 @@ def test_a_kernel_mount_that_fails_leaves_no_folder_behind(mounter, memfs_server
 def test_a_pull_that_replaces_a_local_file_leaves_no_stale_entry(mounter, memfs_server):
     store_id = memfs_server.create_store("stale entry")["id"]
     path = mounter.mount_one(store_id)
-    put_remote(memfs_server, store_id, "/gone/b.md", "b")
+    FakeStore(memfs_server, store_id).put("/gone/b.md", "b")
     mounter.sync(path)
     assert (path / "gone" / "b.md").read_text() == "b"
     (path / "a.md").write_text("local, never synced")
     assert os.stat(path / "a.md").st_size  # the kernel holds the entry
-    put_remote(memfs_server, store_id, "/a.md", "from the store")
+    FakeStore(memfs_server, store_id).put("/a.md", "from the store")
     with memfs_server.http() as http:
         mid = next(
             m["id"]
@@ -217,7 +206,7 @@ def test_a_local_folder_against_a_remote_file_is_decided_once(mounter, memfs_ser
     path = mounter.mount_one(store_id)
     (path / "x").mkdir()
     (path / "x" / "y.md").write_text("in the local folder")
-    put_remote(memfs_server, store_id, "/x", "a file in the store")
+    FakeStore(memfs_server, store_id).put("/x", "a file in the store")
     mounter.sync(path)
     assert (path / "x").read_text() == "a file in the store"
     [copy] = conflict_files(mounter.cache_dir / store_id / "conflicts")
@@ -234,8 +223,8 @@ def test_a_local_folder_against_a_remote_file_is_decided_once(mounter, memfs_ser
 
 def test_a_read_only_mount_of_a_read_write_cache_shows_the_store(mounter, memfs_server):
     store_id = memfs_server.create_store("ro reuse")["id"]
-    put_remote(memfs_server, store_id, "/doc.md", "the store's")
-    put_remote(memfs_server, store_id, "/kept.md", "kept")
+    FakeStore(memfs_server, store_id).put("/doc.md", "the store's")
+    FakeStore(memfs_server, store_id).put("/kept.md", "kept")
     with FaultProxyProcess(memfs_server.url) as proxy:
         extra = ("--api-url", proxy.url, "--final-sync-timeout", "2")
         path = mounter.mount_one(store_id, extra=extra)
@@ -254,7 +243,7 @@ def test_a_read_only_mount_of_a_read_write_cache_shows_the_store(mounter, memfs_
 
 def test_a_read_only_store_is_mounted_ro(mounter, memfs_server):
     store_id = memfs_server.create_store("ro option")["id"]
-    put_remote(memfs_server, store_id, "/a.md", "a")
+    FakeStore(memfs_server, store_id).put("/a.md", "a")
     path = mounter.mount_one(store_id, read_only=True)
     with open("/proc/mounts") as f:
         options = next(line.split()[3] for line in f if line.split()[1] == str(path))
