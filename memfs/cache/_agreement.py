@@ -156,11 +156,10 @@ class Agreement(CacheCore):
                 self.tree.move(node, parent.id, name)
                 self._prune_empty(old_parent, placed.gone)
             elif node is None:
-                now = mtime_ns or now_ns()
-                node = self._insert(Node(
-                    id=0, kind=NodeKind.FILE, parent=parent.id, name=name, path=path,
-                    mode=0o644, mtime_ns=now, ctime_ns=now, size=size,
-                ))  # fmt: skip
+                placed.node = self._insert_remote(
+                    memory_id, sha, parent, name, path, size, content, mtime_ns
+                )
+                return placed
             placed.node = node
             self._bind(node, memory_id, sha, path)
             node.edited = node.pending = False
@@ -179,6 +178,33 @@ class Agreement(CacheCore):
                 node.mtime_ns = mtime_ns
             self._save(node)
         return placed
+
+    def _insert_remote(
+        self,
+        memory_id: str,
+        sha: str,
+        parent: Node,
+        name: str,
+        path: str,
+        size: int,
+        content: bytes | None,
+        mtime_ns: int | None,
+    ) -> Node:
+        """A new clean file for the store's memory: its row is inserted whole, once
+        (a cold mount places every memory of the store so)."""
+        now = mtime_ns or now_ns()
+        node = Node(
+            id=0, kind=NodeKind.FILE, parent=parent.id, name=name, path=path,
+            mode=0o644, mtime_ns=now, ctime_ns=now,
+            size=size if content is None else len(content), cached=content is not None,
+        )  # fmt: skip
+        self._bind(node, memory_id, sha, path)
+        node.live.edits += 1
+        self._insert(node)
+        if content is not None:
+            self._put_content(node, content)
+            self._lru[node.id] = node.size
+        return node
 
     def follow_remote_move(self, node: Node, path: str) -> Gone:
         """The store moved this file's memory; it changed here too: move it, keep the
