@@ -1,13 +1,39 @@
 """The `memfs` command: argument parsing, exit statuses and what a person
 reads. Nothing imports this package.
+
+This module itself imports almost nothing: `main` first starts the store
+processes `memfs mount` and `memfs run` will need (memfs._children), so that
+their imports overlap the command line's own.
 """
 
 from __future__ import annotations
 
-from ._main import (
-    build_parser,
-    main,
-)
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from .._children import EarlyStores
+
+if TYPE_CHECKING:
+    import argparse
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The `memfs` command line; its exit status."""
+    early = EarlyStores.for_command(sys.argv[1:] if argv is None else argv)
+    try:
+        from ._main import main as run_command
+
+        return run_command(argv, early=early)
+    finally:
+        early.close()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from ._main import build_parser as build
+
+    return build()
+
 
 __all__ = [
     "build_parser",

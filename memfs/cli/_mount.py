@@ -77,6 +77,7 @@ def run_mount(args: argparse.Namespace) -> int:
         log_level=args.log_level or "INFO",
         metrics_addr=args.metrics_addr,
         log_format=args.log_format,
+        early=getattr(args, "early", None),
     )
     if not args.daemon:
         supervisor.catch_stop_signals()

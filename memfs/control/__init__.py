@@ -35,7 +35,7 @@ from ._runtime import (
     socket_path,
     state_path,
 )
-from ._spec import StoreSpec
+from ._spec import StoreLaunch, StoreSpec
 
 if TYPE_CHECKING:
     from ._server import ControlServer, Handler
@@ -53,6 +53,7 @@ __all__ = [
     "StatusReply",
     "MetricsReply",
     "StopReply",
+    "StoreLaunch",
     "StoreSpec",
     "StoreState",
     "StoreStatus",

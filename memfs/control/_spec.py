@@ -1,8 +1,11 @@
 """What the supervisor tells a store process.
 
-`StoreSpec` is everything one store process needs. It travels as one line of
-JSON on the process's stdin, so the token never shows in argv or the
-environment (`ps`, `/proc/<pid>/environ`).
+`StoreSpec` is everything one store process needs. It travels inside a
+`StoreLaunch`, one line of JSON on the process's stdin, so the token never
+shows in argv or the environment (`ps`, `/proc/<pid>/environ`). The launch
+line also carries what a process started before its spec existed
+(memfs._children) could not be given at its start: the environment the
+supervisor settled for it, and its log file.
 """
 
 from __future__ import annotations
@@ -45,3 +48,32 @@ class StoreSpec:
     @classmethod
     def from_json(cls, text: str) -> StoreSpec:
         return cls(**json.loads(text))
+
+
+@dataclass
+class StoreLaunch:
+    """The first line a store process reads: its spec, the variables to add to
+    its environment, and the file its stderr goes to (a daemon's log; None:
+    the supervisor's stderr)."""
+
+    spec: StoreSpec
+    env: dict[str, str] = field(default_factory=dict)
+    log_file: str | None = None
+
+    def to_json(self) -> str:
+        return json.dumps({"spec": asdict(self.spec), "env": self.env, "log_file": self.log_file})
+
+    @classmethod
+    def from_json(cls, text: str) -> StoreLaunch:
+        launch = json.loads(text)
+        if not isinstance(launch, dict) or not isinstance(launch.get("spec"), dict):
+            raise ValueError("a launch line is an object with a spec")
+        env = launch.get("env") or {}
+        if not isinstance(env, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in env.items()
+        ):
+            raise TypeError("the environment of a launch holds strings only")
+        log_file = launch.get("log_file")
+        if log_file is not None and not isinstance(log_file, str):
+            raise TypeError("the log file of a launch is a path")
+        return cls(StoreSpec(**launch["spec"]), dict(env), log_file)

@@ -1,9 +1,12 @@
 """The store process: one store's whole life in one process.
 
 `python -m memfs.mount` is the store process the supervisor starts (one per
-store: pyfuse3 holds one session per process). It reads its `StoreSpec` as
-JSON on stdin, so the token never shows in `ps`, and reports on stdout one
-line: `READY` once the store is mounted, or `ERROR <sentence>`.
+store: pyfuse3 holds one session per process). It reads its `StoreLaunch`
+(its `StoreSpec`, environment and log file) as one line of JSON on stdin, so
+the token never shows in `ps`, and reports on stdout one line: `READY` once
+the store is mounted, or `ERROR <sentence>`. It may be started before its
+spec exists (memfs._children), so that its imports overlap the command
+line's; one whose stdin ends before the line exits 0 without a word.
 
 The life of a mount, each resource's teardown declared where it is made
 (`StoreProcess.run`, on one `AsyncExitStack`):
@@ -53,6 +56,7 @@ from ..control import (
     StateFile,
     StatusReply,
     StopReply,
+    StoreLaunch,
     StoreSpec,
     StoreState,
     SyncReply,
@@ -285,13 +289,34 @@ def main() -> int:
     # Every file and folder a store process makes (journal, contents, conflict
     # copies, state files) is the user's alone; the mount folder sets its own mode.
     os.umask(0o077)
+    line = sys.stdin.readline()
+    if not line:
+        return 0  # started early (memfs._children) and not needed after all
     try:
-        spec = StoreSpec.from_json(sys.stdin.readline())
+        launch = StoreLaunch.from_json(line)
     except (ValueError, TypeError) as e:
         sys.stdout.write(f"ERROR the store process got no usable spec: {e}\n")
         return 2
-    _setup_logging(spec.store_id)
-    return trio.run(_store_main, spec)
+    os.environ.update(launch.env)
+    if launch.log_file is not None:
+        try:
+            _log_to(launch.log_file)
+        except OSError as e:
+            sys.stdout.write(f"ERROR cannot open the log file {launch.log_file}: {e.strerror}\n")
+            return 1
+    _setup_logging(launch.spec.store_id)
+    return trio.run(_store_main, launch.spec)
+
+
+def _log_to(path: str) -> None:
+    """From now on stderr (ours and our children's) appends to `path`, a file
+    of the user's alone that the supervisor made in a private folder."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(path, flags, 0o600)
+    try:
+        os.dup2(fd, 2)
+    finally:
+        os.close(fd)
 
 
 def _setup_logging(store_id: str) -> None:

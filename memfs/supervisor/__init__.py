@@ -14,6 +14,7 @@ Importing this package loads neither trio, pyfuse3 nor httpx.
 
 from __future__ import annotations
 
+from .._children import NOTIFY_ENV, SECRET_ENV
 from ..control import running_stores
 from ._commands import (
     GONE_TIMEOUT,
@@ -28,13 +29,13 @@ from ._credentials import (
     API_KEY_PREFIX,
     AUTH_API_KEY,
     AUTH_BEARER,
-    SECRET_ENV,
+    CREDENTIAL_SOURCES,
     URL_ENV,
     ConfigFallback,
     Credentials,
     resolve_credentials,
 )
-from ._notify import NOTIFY_ENV, notify
+from ._notify import notify
 from ._run import (
     EXIT_NOT_EXECUTABLE,
     EXIT_NOT_FOUND,
@@ -63,6 +64,7 @@ __all__ = [
     "API_KEY_PREFIX",
     "AUTH_API_KEY",
     "AUTH_BEARER",
+    "CREDENTIAL_SOURCES",
     "ConfigFallback",
     "Credentials",
     "EXIT_NOT_EXECUTABLE",

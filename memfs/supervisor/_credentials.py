@@ -2,8 +2,8 @@
 travels in, and the API's URL.
 
 Secrets never reach a store process by its environment or argv: the
-supervisor drops every variable of `SECRET_ENV` from the environment it
-starts them with and hands each one its token on stdin (`StoreSpec`).
+supervisor drops every variable of `SECRET_ENV` (memfs._children) from the
+environment it starts them with and hands each one its token on stdin (`StoreSpec`).
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ _ENV_SOURCES: tuple[tuple[str, _Found], ...] = (
     ("ANTHROPIC_WORK_SECRET", "secret"),
 )
 URL_ENV = ("MEMFS_API_URL", "ANTHROPIC_BASE_URL")
-SECRET_ENV = (*(name for name, _ in _ENV_SOURCES), SERVE_TOKEN_ENV)
-"""Every variable that may hold a secret: none reaches a store process."""
+CREDENTIAL_SOURCES = (*(name for name, _ in _ENV_SOURCES), SERVE_TOKEN_ENV)
+"""The variables memfs reads secrets from: every one is in `SECRET_ENV`."""
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,9 @@ import logging
 import os
 import socket
 
-log = logging.getLogger("memfs.supervisor")
+from .._children import NOTIFY_ENV
 
-NOTIFY_ENV = "NOTIFY_SOCKET"
+log = logging.getLogger("memfs.supervisor")
 
 
 def notify(message: str, *, env: dict[str, str] | None = None) -> bool:

@@ -35,9 +35,8 @@ import subprocess
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
+from .._children import EarlyStores, child_env
 from ..control import StoreSpec
-from ._credentials import SECRET_ENV
-from ._notify import NOTIFY_ENV
 from ._supervisor import FinalSync, Supervisor
 
 log = logging.getLogger("memfs.supervisor")
@@ -82,8 +81,7 @@ def shell_status(returncode: int) -> int:
 
 def command_env(environ: dict[str, str] | None = None) -> dict[str, str]:
     """memfs's environment, less what may hold a credential and systemd's socket."""
-    drop = {*SECRET_ENV, NOTIFY_ENV}
-    return {k: v for k, v in (os.environ if environ is None else environ).items() if k not in drop}
+    return child_env(environ)
 
 
 def run(
@@ -93,6 +91,7 @@ def run(
     log_level: str = "INFO",
     log_format: str = "text",
     metrics_addr: str | None = None,
+    early: EarlyStores | None = None,
 ) -> RunResult:
     """Mount every store (MountError, with nothing left mounted, when one
     cannot be), run `argv` to its end, then the final sync and the unmount."""
@@ -102,6 +101,7 @@ def run(
         log_level=log_level,
         log_format=log_format,
         metrics_addr=metrics_addr,
+        early=early,
     )
     supervisor.start_all()
     try:

@@ -25,26 +25,26 @@ import os
 import selectors
 import signal
 import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, TextIO
 
+from .._children import SECRET_ENV, EarlyStores, start_process
 from .._exceptions import MountError, SyncError
 from .._private import ensure_private_dir
 from ..control import (
     ControlClient,
     ErrorReply,
+    StoreLaunch,
     StoreSpec,
     StoreState,
     socket_path,
     state_path,
 )
 from ..mount import force_unmount
-from ._credentials import SECRET_ENV
-from ._notify import NOTIFY_ENV, notify
+from ._notify import notify
 
 log = logging.getLogger("memfs.supervisor")
 
@@ -95,8 +95,11 @@ class Supervisor:
         log_level: str = "INFO",
         metrics_addr: str | None = None,
         log_format: str = "text",
+        early: EarlyStores | None = None,
     ) -> None:
         self.specs = specs
+        self.early = early or EarlyStores()
+        """Store processes the command line started before the specs existed."""
         self.daemon = daemon
         self.log_level = log_level
         self.metrics_addr = metrics_addr
@@ -108,19 +111,20 @@ class Supervisor:
 
     def _start(self, spec: StoreSpec) -> _Child:
         spec = dataclasses.replace(spec, follow_parent=not self.daemon)
-        env = {k: v for k, v in os.environ.items() if k not in (*SECRET_ENV, NOTIFY_ENV)}
-        env["MEMFS_LOG_LEVEL"] = self.log_level
-        env["MEMFS_LOG_FORMAT"] = self.log_format
-        env["MEMFS_RUNTIME_DIR"] = spec.runtime_dir
+        env = {
+            "MEMFS_LOG_LEVEL": self.log_level,
+            "MEMFS_LOG_FORMAT": self.log_format,
+            "MEMFS_RUNTIME_DIR": spec.runtime_dir,
+        }
+        log_file = None
         if self.daemon:
             ensure_private_dir(spec.cache_dir, "cache folder", follow=True)
             store_dir = os.path.join(spec.cache_dir, spec.store_id)
-            stderr = self._daemon_log(store_dir, "memfs.log")
-        else:
-            stderr = None
-        proc = _spawn("memfs.mount", env, stderr)
+            self._daemon_log(store_dir, "memfs.log").close()
+            log_file = os.path.join(store_dir, "memfs.log")
+        proc = self.early.take()
         assert proc.stdin is not None
-        proc.stdin.write(spec.to_json() + "\n")
+        proc.stdin.write(StoreLaunch(spec, env, log_file).to_json() + "\n")
         proc.stdin.flush()
         if self.daemon:
             proc.stdin.close()
@@ -135,7 +139,10 @@ class Supervisor:
 
     def start_all(self) -> None:
         """Start every store and wait for READY; on any failure stop the rest and raise."""
-        self.children = [self._start(spec) for spec in self.specs]
+        try:
+            self.children = [self._start(spec) for spec in self.specs]
+        finally:
+            self.early.close()
         sel = selectors.DefaultSelector()
         for child in self.children:
             assert child.proc.stdout is not None
@@ -185,7 +192,7 @@ class Supervisor:
         }
         env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
         stderr = self._daemon_log(self.specs[0].cache_dir, "metrics.log") if self.daemon else None
-        self.metrics = _spawn("memfs.supervisor._metrics", env, stderr)
+        self.metrics = start_process("memfs.supervisor._metrics", env, stderr)
         assert self.metrics.stdin is not None and self.metrics.stdout is not None
         self.metrics.stdin.write(json.dumps(settings) + "\n")
         self.metrics.stdin.close()
@@ -312,20 +319,3 @@ class Supervisor:
                 signal.signal(s, handler)
             self._old_handlers = None
         return self.stop_all()
-
-
-def _spawn(module: str, env: dict[str, str], stderr: TextIO | None) -> subprocess.Popen[str]:
-    """`python -m module` in a session of its own, talking over its stdin and
-    stdout; `stderr` (a daemon's log, else ours) is closed here once handed over."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", module],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=stderr,
-        env=env,
-        start_new_session=True,
-        text=True,
-    )
-    if stderr is not None:
-        stderr.close()
-    return proc

@@ -1,0 +1,163 @@
+"""The store processes `memfs mount` and `memfs run` start before they have
+a spec (memfs._children), and the launch line that hands one its spec: real
+processes, nothing mounted."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from memfs._children import (
+    NOTIFY_ENV,
+    SECRET_ENV,
+    STORE_MODULE,
+    EarlyStores,
+    child_env,
+    start_process,
+)
+from memfs.control import StoreLaunch, StoreSpec
+from memfs.supervisor import CREDENTIAL_SOURCES
+
+
+def _spec(**overrides) -> StoreSpec:
+    fields = dict(
+        store_id="memstore_a",
+        mount_path="/mnt/memory/a",
+        api_url="http://127.0.0.1:9",
+        token="tok-secret",
+        cache_dir="/tmp/cache",
+        runtime_dir="/tmp/run",
+    )
+    fields.update(overrides)
+    return StoreSpec(**fields)
+
+
+@pytest.mark.parametrize(
+    ("argv", "started"),
+    [
+        (["mount", "--store", "memstore_a"], 1),
+        (["-v", "mount", "--store", "memstore_a", "--store=memstore_b", "--daemon"], 2),
+        (["mount", "--resources", "r.json"], 1),
+        (["run", "--store", "memstore_a", "--", "sh", "-c", "--store"], 1),
+        (["mount", "--store", "memstore_a", "--help"], 0),
+        (["status"], 0),
+        (["store", "create", "x"], 0),
+        ([], 0),
+    ],
+)
+def test_only_the_commands_that_mount_start_store_processes_early(argv, started):
+    early = EarlyStores.for_command(argv)
+    try:
+        assert len(early) == started
+    finally:
+        early.close()
+
+
+def test_store_processes_nobody_took_are_ended():
+    early = EarlyStores.for_command(["mount", "--store", "a", "--store", "b"])
+    taken = early.take()
+    waiting = list(early._waiting)
+    early.close()
+    assert len(early) == 0
+    assert all(p.returncode is not None for p in waiting)
+    assert taken.poll() is None, "the one taken is the supervisor's to end"
+    taken.stdin.close()
+    assert taken.wait(timeout=30) == 0
+    taken.stdout.close()
+    # With none waiting, take starts one.
+    fresh = early.take()
+    fresh.stdin.close()
+    assert fresh.wait(timeout=30) == 0
+    fresh.stdout.close()
+
+
+def test_a_store_process_whose_stdin_ends_first_exits_without_a_word(tmp_path):
+    with open(tmp_path / "stderr", "w") as stderr:
+        proc = start_process(STORE_MODULE, child_env(), stderr)
+    proc.stdin.close()
+    assert proc.wait(timeout=30) == 0
+    assert proc.stdout.read() == ""
+    proc.stdout.close()
+    assert (tmp_path / "stderr").read_text() == ""
+
+
+def test_a_log_file_that_cannot_be_opened_is_the_one_sentence_of_the_answer(tmp_path):
+    proc = start_process(STORE_MODULE, child_env())
+    missing = tmp_path / "gone" / "memfs.log"
+    proc.stdin.write(StoreLaunch(_spec(), {}, str(missing)).to_json() + "\n")
+    proc.stdin.close()
+    assert proc.wait(timeout=30) == 1
+    answer = proc.stdout.read()
+    proc.stdout.close()
+    assert answer == f"ERROR cannot open the log file {missing}: No such file or directory\n"
+
+
+def test_no_child_gets_a_secret_or_systemds_socket():
+    assert set(CREDENTIAL_SOURCES) <= set(SECRET_ENV)
+    environ = {name: "s3cret" for name in SECRET_ENV}
+    environ.update({NOTIFY_ENV: "/run/systemd/notify", "PATH": "/usr/bin", "HOME": "/root"})
+    assert child_env(environ) == {"PATH": "/usr/bin", "HOME": "/root"}
+
+
+def test_early_store_processes_start_without_secrets(monkeypatch):
+    monkeypatch.setenv("MEMFS_TOKEN", "tok-in-env")
+    monkeypatch.setenv(NOTIFY_ENV, "/run/notify")
+    early = EarlyStores.for_command(["mount", "--store", "a"])
+    try:
+        (proc,) = early._waiting
+        with open(f"/proc/{proc.pid}/environ", "rb") as f:
+            names = {item.split(b"=", 1)[0] for item in f.read().split(b"\0")}
+        assert b"MEMFS_TOKEN" not in names and NOTIFY_ENV.encode() not in names
+        assert b"PATH" in names
+    finally:
+        early.close()
+
+
+def test_a_launch_reads_back_as_itself():
+    launch = StoreLaunch(_spec(read_only=True), {"MEMFS_LOG_LEVEL": "DEBUG"}, "/c/a/memfs.log")
+    again = StoreLaunch.from_json(launch.to_json())
+    assert again == launch
+    assert StoreLaunch.from_json(json.dumps({"spec": json.loads(_spec().to_json())})) == (
+        StoreLaunch(_spec(), {}, None)
+    )
+    assert "tok-secret" not in repr(launch)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[]",
+        '{"env": {}}',
+        '{"spec": "memstore_a"}',
+        '{"spec": {"store_id": "memstore_a"}}',
+        '{"spec": SPEC, "env": {"MEMFS_LOG_LEVEL": 1}}',
+        '{"spec": SPEC, "env": ["MEMFS_LOG_LEVEL"]}',
+        '{"spec": SPEC, "log_file": 7}',
+        "not json",
+    ],
+)
+def test_what_is_no_launch_is_refused(line):
+    line = line.replace("SPEC", _spec().to_json())
+    with pytest.raises((ValueError, TypeError)):
+        StoreLaunch.from_json(line)
+
+
+def test_the_environment_of_a_launch_reaches_the_store_process_before_it_logs(tmp_path):
+    """The level and format come in the launch line: a bad spec is answered, and the
+    log file named there got nothing but what the level allows."""
+    log_file = tmp_path / "memfs.log"
+    proc = start_process(STORE_MODULE, child_env())
+    spec = _spec(cache_dir=str(tmp_path / "cache"), runtime_dir=str(tmp_path / "run"))
+    env = {"MEMFS_LOG_LEVEL": "ERROR", "MEMFS_LOG_FORMAT": "json"}
+    proc.stdin.write(StoreLaunch(spec, env, str(log_file)).to_json() + "\n")
+    proc.stdin.flush()
+    answer = proc.stdout.readline()
+    proc.stdin.close()
+    proc.wait(timeout=60)
+    proc.stdout.close()
+    assert answer.startswith("ERROR "), answer
+    records = [json.loads(line) for line in log_file.read_text().splitlines()]
+    assert records and all(r["level"] == "ERROR" for r in records), records
+    assert oct(os.stat(log_file).st_mode & 0o777) == "0o600"
