@@ -4,7 +4,13 @@ import contextlib
 import errno
 import sys
 
-from ._process import main
+# httpx imports its own command line when `rich` and `click` are installed (a
+# test venv has them, for import-linter): ~45 ms of every store process's start,
+# for a module this process never uses. None in sys.modules makes that import
+# fail, and httpx then goes without it.
+sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+
+from ._process import main  # noqa: E402
 
 with contextlib.suppress(KeyboardInterrupt):
     sys.exit(main())
