@@ -140,7 +140,11 @@ class Supervisor:
     def start_all(self) -> None:
         """Start every store and wait for READY; on any failure stop the rest and raise."""
         try:
-            self.children = [self._start(spec) for spec in self.specs]
+            for spec in self.specs:
+                self.children.append(self._start(spec))
+        except BaseException:
+            self.stop_all()  # those that have their specs already would mount
+            raise
         finally:
             self.early.close()
         sel = selectors.DefaultSelector()

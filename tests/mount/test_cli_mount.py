@@ -436,6 +436,17 @@ def _case_one_of_two_fails(m: Mounter, stores, tmp: Path):
     return r, [stores[1], str(taken), "already exists"]
 
 
+def _case_second_log_folder_unusable(m: Mounter, stores, tmp: Path):
+    """The second store's log folder is refused after the first store's process
+    has its spec: the first one must not stay mounted."""
+    m.cache_dir.mkdir(mode=0o700, exist_ok=True)
+    shared = m.cache_dir / stores[1]
+    shared.mkdir()
+    shared.chmod(0o777)
+    r = m.mount(f"{stores[0]}={m.root / 'fine'}", f"{stores[1]}={m.root / 'other'}", check=False)
+    return r, [str(shared), "can be written by other users"]
+
+
 def _case_bad_resources(m: Mounter, stores, tmp: Path):
     bad = tmp / "resources.json"
     bad.write_text("[{")
@@ -477,6 +488,7 @@ USAGE, FAILED = 2, 1
             (_case_path_not_creatable, FAILED),
             (_case_relative_path, USAGE),
             (_case_one_of_two_fails, FAILED),
+            (_case_second_log_folder_unusable, USAGE),
             (_case_bad_resources, USAGE),
             (_case_short_interval, USAGE),
             (_case_too_many_at_once, USAGE),
