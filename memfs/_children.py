@@ -75,8 +75,8 @@ class EarlyStores:
     """Store processes started before their specs exist, each waiting for its
     launch line; `take` hands one over, or starts one when none is left."""
 
-    def __init__(self) -> None:
-        self._waiting: list[subprocess.Popen[str]] = []
+    def __init__(self, waiting: list[subprocess.Popen[str]] | None = None) -> None:
+        self._waiting: list[subprocess.Popen[str]] = waiting or []
 
     @classmethod
     def for_command(cls, argv: Sequence[str]) -> EarlyStores:

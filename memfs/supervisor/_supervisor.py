@@ -124,10 +124,13 @@ class Supervisor:
             log_file = os.path.join(store_dir, "memfs.log")
         proc = self.early.take()
         assert proc.stdin is not None
-        proc.stdin.write(StoreLaunch(spec, env, log_file).to_json() + "\n")
-        proc.stdin.flush()
-        if self.daemon:
-            proc.stdin.close()
+        # A process that is gone already (it could not even import memfs) is
+        # reported by start_all, with its exit status, as one that never said READY.
+        with contextlib.suppress(BrokenPipeError):
+            proc.stdin.write(StoreLaunch(spec, env, log_file).to_json() + "\n")
+            proc.stdin.flush()
+            if self.daemon:
+                proc.stdin.close()
         return _Child(spec, proc)
 
     @staticmethod

@@ -161,3 +161,25 @@ def test_the_environment_of_a_launch_reaches_the_store_process_before_it_logs(tm
     records = [json.loads(line) for line in log_file.read_text().splitlines()]
     assert records and all(r["level"] == "ERROR" for r in records), records
     assert oct(os.stat(log_file).st_mode & 0o777) == "0o600"
+
+
+def test_a_store_process_gone_before_its_spec_is_a_mount_error_with_its_status():
+    import subprocess
+    import sys
+
+    from memfs._exceptions import MountError
+    from memfs.supervisor import Supervisor
+
+    dead = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.exit(3)"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    dead.wait()
+    supervisor = Supervisor([_spec()], daemon=False, early=EarlyStores([dead]))
+    with pytest.raises(MountError) as refused:
+        supervisor.start_all()
+    assert str(refused.value) == (
+        "store memstore_a could not be mounted at /mnt/memory/a: the store process exited (3)"
+    )
