@@ -80,7 +80,6 @@ class CacheCore:
         self.conflicts = ConflictCopies(os.path.join(self.dir, "conflicts"))
         self.journal = Journal(os.path.join(self.dir, "journal.sqlite3"), store_id=store_id)
         self._load()
-        self.journal.grow_wal()
 
     # ------------------------------------------------------------- views
 
@@ -186,12 +185,18 @@ class CacheCore:
         """Runs while mounted: saves sizes and times of closed files and, while the
         filesystem is idle (`busy` says whether requests came since the last
         call), drops the content rows of deleted files (a batch at a time) and
-        copies the WAL into the database, so that no request pays for either."""
+        copies the WAL into the database, so that no request pays for either.
+        The first idle moment also makes the WAL its full size (`grow_wal`),
+        which a cold mount would otherwise wait for before it is browsable."""
+        wal_grown = False
         while True:
             try:
                 if self._rows_outdated:
                     self.save_pending()
                 if not busy():
+                    if not wal_grown and not self.journal.in_transaction():
+                        self.journal.grow_wal()
+                        wal_grown = True
                     self.drop_contents(DROP_BATCH)
                     if self.journal.unsaved_commits:
                         self.journal.checkpoint()

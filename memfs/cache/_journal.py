@@ -109,7 +109,7 @@ MIGRATIONS: list[str] = [
 
 WAL_PAGES = 1000
 """The WAL is checkpointed at this many pages (SQLite's default), and made that
-big when the journal opens, so that the commits `fsync()` flushes overwrite it
+big once mounted (`grow_wal`), so that the commits `fsync()` flushes overwrite it
 in place: flushing a file that does not grow costs this disk a fraction of
 flushing one that grows (ext4 then commits its own journal too)."""
 
@@ -219,10 +219,11 @@ class Journal:
             self.db.close()
 
     def grow_wal(self) -> None:
-        """Make the WAL file `WAL_PAGES` pages long before any request needs it, so
-        that commits overwrite it in place: a blob that big is written in a
+        """Make the WAL file `WAL_PAGES` pages long, so that the commits `fsync()`
+        flushes overwrite it in place: a blob that big is written in a
         transaction that spills it to the WAL and is rolled back (nothing reaches
-        the database), then the WAL is flushed once. ~20 ms, once per open."""
+        the database), then the WAL is flushed once. ~10-20 ms, once per mount,
+        at its first idle moment (housekeeping); until then a flush may cost more."""
         pages = WAL_PAGES + 100
         with contextlib.suppress(OSError):
             if os.path.getsize(self.path + "-wal") >= pages * 4096:
