@@ -85,11 +85,11 @@ class EarlyStores:
         others, or when asked for help."""
         early = cls()
         words = list(argv)
+        if "--" in words:  # what follows is `memfs run`'s command, not memfs's
+            words = words[: words.index("--")]
         command = next((w for w in words if not w.startswith("-")), None)
         if command not in EARLY_COMMANDS or "-h" in words or "--help" in words:
             return early
-        if command == "run" and "--" in words:
-            words = words[: words.index("--")]
         stores = sum(w == "--store" or w.startswith("--store=") for w in words)
         with contextlib.suppress(OSError):
             for _ in range(min(max(stores, 1), MAX_STORES)):

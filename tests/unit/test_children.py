@@ -41,6 +41,7 @@ def _spec(**overrides) -> StoreSpec:
         (["-v", "mount", "--store", "memstore_a", "--store=memstore_b", "--daemon"], 2),
         (["mount", "--resources", "r.json"], 1),
         (["run", "--store", "memstore_a", "--", "sh", "-c", "--store"], 1),
+        (["run", "--store", "memstore_a", "--", "grep", "--help"], 1),
         (["mount", "--store", "memstore_a", "--help"], 0),
         (["status"], 0),
         (["store", "create", "x"], 0),
