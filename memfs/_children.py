@@ -44,6 +44,8 @@ STORE_MODULE = "memfs.mount"
 EARLY_COMMANDS = ("mount", "run")
 """The commands that start store processes."""
 MAX_STORES = 8
+"""memfs.api's `MAX_STORES_PER_SESSION`, written out: this module runs before
+memfs.api is imported (a test keeps the two equal)."""
 
 
 def child_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -77,3 +77,10 @@ def open_private_dir(path: str, what: str) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def open_log_file(path: str) -> int:
+    """A descriptor appending to the log file `path` (in a folder checked
+    above): created 0600, never opened through a symlink."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+    return os.open(path, flags, 0o600)

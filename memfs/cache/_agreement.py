@@ -168,9 +168,7 @@ class Agreement(CacheCore):
             node.refused_sha = node.refused_reason = None
             node.too_large = False
             if content is not None:
-                self._put_content(node, content)
-                node.cached, node.size = True, len(content)
-                self._lru[node.id] = node.size
+                self._cache_remote(node, content)
             elif not (node.cached and node.size == size and self._cached_sha(node) == sha):
                 self._uncache(node)
                 node.size = size
@@ -202,9 +200,14 @@ class Agreement(CacheCore):
         node.live.edits += 1
         self._insert(node)
         if content is not None:
-            self._put_content(node, content)
-            self._lru[node.id] = node.size
+            self._cache_remote(node, content)
         return node
+
+    def _cache_remote(self, node: Node, content: bytes) -> None:
+        """The store's content becomes the file's cached, clean content."""
+        self._put_content(node, content)
+        node.cached, node.size = True, len(content)
+        self._lru[node.id] = node.size
 
     def follow_remote_move(self, node: Node, path: str) -> Gone:
         """The store moved this file's memory; it changed here too: move it, keep the

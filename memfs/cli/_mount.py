@@ -10,6 +10,7 @@ import sys
 
 from .. import supervisor as sup
 from .._exceptions import ConfigError
+from ..api import MAX_STORES_PER_SESSION
 from ..control import ErrorReply, StoreSpec
 from ._config import mount_credentials
 from ._main import SecretOnCommandLine
@@ -48,8 +49,11 @@ def mount_specs(args: argparse.Namespace) -> list[StoreSpec]:
         resources += sup.load_resources(args.resources)
     if not resources:
         raise ConfigError("no store to mount: give --store ID or --resources FILE")
-    if len(resources) > 8:
-        raise ConfigError(f"{len(resources)} stores were given; at most 8 can be mounted at once")
+    if len(resources) > MAX_STORES_PER_SESSION:
+        raise ConfigError(
+            f"{len(resources)} stores were given; "
+            f"at most {MAX_STORES_PER_SESSION} can be mounted at once"
+        )
     creds = mount_credentials(args)
     if creds is not None:
         log.info("the token comes from %s and travels as %s", creds.source, creds.auth)
@@ -77,7 +81,7 @@ def run_mount(args: argparse.Namespace) -> int:
         log_level=args.log_level or "INFO",
         metrics_addr=args.metrics_addr,
         log_format=args.log_format,
-        early=getattr(args, "early", None),
+        early=args.early,
     )
     if not args.daemon:
         supervisor.catch_stop_signals()

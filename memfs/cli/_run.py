@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         log_level=args.log_level or "WARNING",
         log_format=args.log_format,
         metrics_addr=args.metrics_addr,
-        early=getattr(args, "early", None),
+        early=args.early,
     )
     if result.not_started:
         sys.stderr.write(f"memfs: {result.not_started}\n")

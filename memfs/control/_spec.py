@@ -42,13 +42,6 @@ class StoreSpec:
     name: str = ""
     auth: AuthHeader = "bearer"
 
-    def to_json(self) -> str:
-        return json.dumps(asdict(self))
-
-    @classmethod
-    def from_json(cls, text: str) -> StoreSpec:
-        return cls(**json.loads(text))
-
 
 @dataclass
 class StoreLaunch:

@@ -44,7 +44,7 @@ import trio
 
 from .._exceptions import CacheInUse, MemfsError, MountError, SyncError
 from .._logging import ProgressReport, parse_format, parse_level, setup_logging
-from .._private import ensure_private_dir
+from .._private import ensure_private_dir, open_log_file
 from ..cache import StoreCache
 from ..control import (
     Command,
@@ -311,8 +311,7 @@ def main() -> int:
 def _log_to(path: str) -> None:
     """From now on stderr (ours and our children's) appends to `path`, a file
     of the user's alone that the supervisor made in a private folder."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(path, flags, 0o600)
+    fd = open_log_file(path)
     try:
         os.dup2(fd, 2)
     finally:

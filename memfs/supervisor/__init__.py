@@ -41,7 +41,6 @@ from ._run import (
     EXIT_NOT_FOUND,
     FORWARDED,
     RunResult,
-    command_env,
     run,
     shell_status,
 )
@@ -85,7 +84,6 @@ __all__ = [
     "URL_ENV",
     "build_specs",
     "check_mount_path",
-    "command_env",
     "control",
     "default_cache_dir",
     "load_resources",

@@ -79,11 +79,6 @@ def shell_status(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def command_env(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """memfs's environment, less what may hold a credential and systemd's socket."""
-    return child_env(environ)
-
-
 def run(
     specs: list[StoreSpec],
     argv: Sequence[str],
@@ -117,7 +112,7 @@ def run(
 
 def _run_command(supervisor: Supervisor, argv: Sequence[str]) -> RunResult:
     try:
-        child = subprocess.Popen(list(argv), env=command_env(), preexec_fn=_in_child)
+        child = subprocess.Popen(list(argv), env=child_env(), preexec_fn=_in_child)
     except OSError as e:
         code = EXIT_NOT_FOUND if isinstance(e, FileNotFoundError) else EXIT_NOT_EXECUTABLE
         return RunResult(code, not_started=f"cannot run {argv[0]}: {_reason(argv[0], e)}")

@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, TextIO
 
-from .._children import SECRET_ENV, EarlyStores, start_process
+from .._children import EarlyStores, child_env, start_process
 from .._exceptions import MountError, SyncError
-from .._private import ensure_private_dir
+from .._private import ensure_private_dir, open_log_file
 from ..control import (
     ControlClient,
     ErrorReply,
@@ -118,9 +118,10 @@ class Supervisor:
         }
         log_file = None
         if self.daemon:
+            # The store process opens its log itself, in the folder checked here.
             ensure_private_dir(spec.cache_dir, "cache folder", follow=True)
             store_dir = os.path.join(spec.cache_dir, spec.store_id)
-            self._daemon_log(store_dir, "memfs.log").close()
+            ensure_private_dir(store_dir, "cache folder", follow=True)
             log_file = os.path.join(store_dir, "memfs.log")
         proc = self.early.take()
         assert proc.stdin is not None
@@ -137,8 +138,7 @@ class Supervisor:
     def _daemon_log(folder: str, name: str) -> TextIO:
         """A daemon's log file (its stderr), 0600 in a private folder."""
         ensure_private_dir(folder, "cache folder", follow=True)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
-        return os.fdopen(os.open(os.path.join(folder, name), flags, 0o600), "a")
+        return os.fdopen(open_log_file(os.path.join(folder, name)), "a")
 
     def start_all(self) -> None:
         """Start every store and wait for READY; on any failure stop the rest and raise."""
@@ -197,9 +197,8 @@ class Supervisor:
             "addr": addr,
             "state_files": [state_path(s.runtime_dir, s.store_id, s.cache_dir) for s in self.specs],
         }
-        env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
         stderr = self._daemon_log(self.specs[0].cache_dir, "metrics.log") if self.daemon else None
-        self.metrics = start_process("memfs.supervisor._metrics", env, stderr)
+        self.metrics = start_process("memfs.supervisor._metrics", child_env(), stderr)
         assert self.metrics.stdin is not None and self.metrics.stdout is not None
         self.metrics.stdin.write(json.dumps(settings) + "\n")
         self.metrics.stdin.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import asdict
 
 import pytest
 
@@ -95,6 +96,18 @@ def test_a_log_file_that_cannot_be_opened_is_the_one_sentence_of_the_answer(tmp_
     assert answer == f"ERROR cannot open the log file {missing}: No such file or directory\n"
 
 
+def test_no_more_store_processes_start_early_than_a_session_may_mount():
+    from memfs._children import MAX_STORES
+    from memfs.api import MAX_STORES_PER_SESSION
+
+    assert MAX_STORES == MAX_STORES_PER_SESSION
+    early = EarlyStores.for_command(["mount", *["--store", "memstore_a"] * 12])
+    try:
+        assert len(early) == MAX_STORES
+    finally:
+        early.close()
+
+
 def test_no_child_gets_a_secret_or_systemds_socket():
     assert set(CREDENTIAL_SOURCES) <= set(SECRET_ENV)
     environ = {name: "s3cret" for name in SECRET_ENV}
@@ -120,7 +133,7 @@ def test_a_launch_reads_back_as_itself():
     launch = StoreLaunch(_spec(read_only=True), {"MEMFS_LOG_LEVEL": "DEBUG"}, "/c/a/memfs.log")
     again = StoreLaunch.from_json(launch.to_json())
     assert again == launch
-    assert StoreLaunch.from_json(json.dumps({"spec": json.loads(_spec().to_json())})) == (
+    assert StoreLaunch.from_json(json.dumps({"spec": asdict(_spec())})) == (
         StoreLaunch(_spec(), {}, None)
     )
     assert "tok-secret" not in repr(launch)
@@ -140,7 +153,7 @@ def test_a_launch_reads_back_as_itself():
     ],
 )
 def test_what_is_no_launch_is_refused(line):
-    line = line.replace("SPEC", _spec().to_json())
+    line = line.replace("SPEC", json.dumps(asdict(_spec())))
     with pytest.raises((ValueError, TypeError)):
         StoreLaunch.from_json(line)
 

@@ -366,10 +366,10 @@ def test_the_api_url_in_its_order_of_precedence():
 
 
 def test_the_spec_handed_to_a_store_process_carries_the_auth_mode():
-    from memfs.control import StoreSpec
+    from memfs.control import StoreLaunch
 
     creds = Credentials(UNREACHABLE, "sk-ant-api03-key", "x-api-key")
     (spec,) = _specs([Resource("memstore_a", mount_path="/m/a")], creds=creds)
     assert spec.auth == "x-api-key"
-    assert StoreSpec.from_json(spec.to_json()).auth == "x-api-key"
+    assert StoreLaunch.from_json(StoreLaunch(spec).to_json()).spec.auth == "x-api-key"
     assert "sk-ant-api03-key" not in repr(spec)
