@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Iterator
 
 import trio
 
-from .._exceptions import CacheCorrupt
+from .._exceptions import CacheCorrupt, CacheDiskFull
 from .._private import ensure_private_dir
 from ..api import MAX_MEMORIES
 from ._conflicts import ConflictCopies
@@ -184,23 +184,20 @@ class CacheCore:
     ) -> None:
         """Runs while mounted: saves sizes and times of closed files and, while the
         filesystem is idle (`busy` says whether requests came since the last
-        call), drops the content rows of deleted files (a batch at a time) and
-        copies the WAL into the database, so that no request pays for either.
-        The first idle moment also makes the WAL its full size (`grow_wal`),
-        which a cold mount would otherwise wait for before it is browsable."""
-        wal_grown = False
+        call), drops the content rows of deleted files (a batch at a time),
+        applies the journal's redo log and copies the WAL into the database, so
+        that no request pays for any of it."""
         while True:
             try:
                 if self._rows_outdated:
                     self.save_pending()
                 if not busy():
-                    if not wal_grown and not self.journal.in_transaction():
-                        self.journal.grow_wal()
-                        wal_grown = True
+                    self.journal.note_log_filled()
                     self.drop_contents(DROP_BATCH)
+                    self.journal.apply_log()
                     if self.journal.unsaved_commits:
                         self.journal.checkpoint()
-            except (OSError, sqlite3.Error) as e:
+            except (OSError, sqlite3.Error, CacheDiskFull) as e:
                 log.warning(
                     "housekeeping of %s: %s", self.store_id, e, extra={"event": "housekeeping"}
                 )

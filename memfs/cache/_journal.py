@@ -10,20 +10,33 @@ One process owns a store's journal (exclusive locking: no file locks per
 transaction); a second one is refused with `CacheInUse`.
 
 Files' contents live here too (the `contents` table, one row per cached
-file, at most `MAX_CONTENT_BYTES` each): a write is one UPDATE, a new file
-one INSERT, a deleted one a DELETE, none of which asks the filesystem for an
-inode (creating a file costs some ext4 disks 0.1-0.9 ms, a commit ~20 µs).
+file, at most `MAX_CONTENT_BYTES` each), so that no change asks the
+filesystem for an inode (creating a file costs some ext4 disks 0.1-0.9 ms).
 
-Durability: commits reach the WAL file at once (synchronous=NORMAL), which a
-SIGKILL cannot undo; `make_durable` flushes the WAL (one `fdatasync`) for
-power loss, and so makes a file's content and its row durable together.
+Commits: a change (one method call, or everything inside `transaction()`) is
+committed by one record of the redo log (memfs/cache/_redo.py), a `pwritev`
+of a few microseconds where an SQLite commit costs 20-50: once it returned,
+a SIGKILL cannot undo it. The records are applied to SQLite later, many in
+one transaction (`apply_log`: while the filesystem is idle, when the log is
+full, before anything reads what they changed, at close), together with the
+number of the last one applied; opening the journal applies those a kill
+left. Until then the journal answers from what it logged (a content's place
+in the log, meta values). `batch()` writes SQLite itself, after applying the
+log: it runs while nothing else uses the journal.
+
+Durability: SQLite commits reach the WAL at once (synchronous=NORMAL);
+`make_durable` flushes the redo log (one `fdatasync`), which makes every
+change so far durable, and the WAL too when `batch()` wrote it. The log starts
+again from its beginning only once what applied it is flushed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import operator
 import os
+import secrets
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -32,6 +45,7 @@ from typing import Any
 
 from .._exceptions import CacheCorrupt, CacheDiskFull, CacheInUse
 from ._node import FIRST_NODE_ID, ROOT_ID, Node, NodeKind, Tombstone, Upload
+from ._redo import CAPACITY, CONTENT, Op, RedoLog, RedoLogError
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS nodes (
@@ -108,10 +122,12 @@ MIGRATIONS: list[str] = [
 """Journal migrations: `PRAGMA user_version` counts those applied."""
 
 WAL_PAGES = 1000
-"""The WAL is checkpointed at this many pages (SQLite's default), and made that
-big once mounted (`grow_wal`), so that the commits `fsync()` flushes overwrite it
-in place: flushing a file that does not grow costs this disk a fraction of
-flushing one that grows (ext4 then commits its own journal too)."""
+"""The WAL is checkpointed at this many pages (SQLite's default)."""
+
+_LOG_ID = "redo_log_id"
+_LOG_APPLIED = "redo_log_applied"
+_LOG_FILLED = "redo_log_filled"
+"""Meta keys: the redo log's id, the last record applied, whether its space is written."""
 
 
 @dataclass(frozen=True)
@@ -150,19 +166,55 @@ NODE_FIELDS: tuple[Field, ...] = (
 
 _COLUMNS = ", ".join(f.column for f in NODE_FIELDS)
 _SELECT = f"SELECT id, {_COLUMNS} FROM nodes ORDER BY id"
-_INSERT = f"INSERT INTO nodes ({_COLUMNS}) VALUES ({', '.join('?' for _ in NODE_FIELDS)})"
+_INSERT = f"INSERT INTO nodes (id, {_COLUMNS}) VALUES (?, {', '.join('?' for _ in NODE_FIELDS)})"
 _UPDATE = f"UPDATE nodes SET {', '.join(f.column + '=?' for f in NODE_FIELDS)} WHERE id=?"
 _IN_PLACE = NODE_FIELDS[2:]
 assert [f.column for f in NODE_FIELDS[:2]] == ["parent", "name"]
 _UPDATE_IN_PLACE = f"UPDATE nodes SET {', '.join(f.column + '=?' for f in _IN_PLACE)} WHERE id=?"
 """A row whose name did not change: its (parent, name) index entry is left alone."""
 
-_values = operator.attrgetter(*(f.attribute for f in NODE_FIELDS))
-_values_in_place = operator.attrgetter(*(f.attribute for f in _IN_PLACE), "id")
+_KIND = 2
+assert NODE_FIELDS[_KIND].attribute == "kind" and _IN_PLACE[0].attribute == "kind"
+_attributes = operator.attrgetter(*(f.attribute for f in NODE_FIELDS))
+
+
+_in_place = operator.attrgetter(*(f.attribute for f in _IN_PLACE[1:]), "id")
+
+
+def _values(node: Node) -> tuple[Any, ...]:
+    """A node's column values, as plain values the redo log can hold."""
+    v = _attributes(node)
+    return (*v[:_KIND], str(v[_KIND]), *v[_KIND + 1 :])
+
+
+def _values_in_place(node: Node) -> tuple[Any, ...]:
+    """The values of `_UPDATE_IN_PLACE`: the columns after the name, then the id."""
+    return (str(node.kind), *_in_place(node))
+
+
+_SQL: dict[str, str] = {
+    "i": _INSERT,
+    "u": _UPDATE,
+    "p": _UPDATE_IN_PLACE,
+    "d": "DELETE FROM nodes WHERE id = ?",
+    "t": "INSERT OR REPLACE INTO tombstones (memory_id, path, base_sha, deleted_at) "
+    "VALUES (?, ?, ?, ?)",
+    "T": "DELETE FROM tombstones WHERE memory_id = ?",
+    "U": "INSERT OR REPLACE INTO uploads (node_id, memory_id, path, sha) VALUES (?, ?, ?, ?)",
+    "A": "DELETE FROM uploads WHERE node_id = ?",
+    CONTENT: "INSERT INTO contents (node_id, data) VALUES (?, ?) "
+    "ON CONFLICT (node_id) DO UPDATE SET data = excluded.data",
+    "x": "DELETE FROM contents WHERE node_id = ?",
+    "m": "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+    "S": "DELETE FROM synced",
+}
+"""What each operation of the redo log does to SQLite (its arguments are the
+statement's parameters); "X" (contents of several files dropped) is the one
+with a list of them."""
 
 
 class Journal:
-    """The SQLite journal of one store, at `path`."""
+    """The SQLite journal of one store, at `path`, and its redo log beside it."""
 
     def __init__(self, path: str, *, store_id: str) -> None:
         self.path = path
@@ -170,7 +222,14 @@ class Journal:
         self._wal_fd: int | None = None
         self._checkpointed_changes = 0
         self._names: dict[int, tuple[int, str]] = {}
-        """(parent, name) of each row as written, by node id."""
+        """(parent, name) of each row as the journal will hold it, by node id."""
+        self._group: list[Op] | None = None
+        """The operations of the open `transaction()`, logged together at its end."""
+        self._logged_contents: dict[int, tuple[int, int] | None] = {}
+        """Contents logged and not applied: (offset in the log, length), None if dropped."""
+        self._logged_meta: dict[str, str | None] = {}
+        self.changes = 0
+        """Operations committed since the journal opened (logged or written)."""
         try:
             # timeout 0: a journal held by another process is refused at once (CacheInUse).
             self.db = sqlite3.connect(
@@ -183,6 +242,7 @@ class Journal:
             self.db.executescript(SCHEMA)
             self._migrate()
             self._ensure_root()
+            self._log = self._open_log()
         except sqlite3.OperationalError as e:
             if "locked" in str(e):
                 raise CacheInUse(
@@ -190,8 +250,13 @@ class Journal:
                     f"process of store {store_id}"
                 ) from e
             raise CacheCorrupt(f"cannot open the cache at {os.path.dirname(path)}: {e}") from e
-        except (OSError, sqlite3.Error) as e:
+        except (OSError, sqlite3.Error, RedoLogError) as e:
             raise CacheCorrupt(f"cannot open the cache at {os.path.dirname(path)}: {e}") from e
+        self._next_id: int
+        (self._next_id,) = self.db.execute(
+            "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'nodes'), 0), "
+            "coalesce((SELECT max(id) FROM nodes), 0)) + 1"
+        ).fetchone()
 
     def _migrate(self) -> None:
         version = self.db.execute("PRAGMA user_version").fetchone()[0]
@@ -209,7 +274,32 @@ class Journal:
                 "UPDATE sqlite_sequence SET seq = ? WHERE name = 'nodes'", (FIRST_NODE_ID - 1,)
             )
 
+    def _sql_meta(self, key: str) -> str | None:
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def _open_log(self) -> RedoLog:
+        """Open the redo log and apply what a kill left in it. A journal new to the
+        log (or made again beside an old one) gets a new id: records of another
+        id are never read."""
+        log_id = self._sql_meta(_LOG_ID)
+        if log_id is None:
+            log_id = secrets.token_hex(8)
+            self.db.execute(_SQL["m"], (_LOG_ID, log_id))
+            self.db.execute(_SQL["m"], (_LOG_FILLED, None))
+        self._applied = int(self._sql_meta(_LOG_APPLIED) or 0)
+        self._seq = self._applied
+        log = RedoLog(self.path + "-redo", bytes.fromhex(log_id))
+        self._log = log
+        self._apply(log.records(self._applied))
+        if self._sql_meta(_LOG_FILLED) is None:
+            log.start_filling()
+        return log
+
     def close(self) -> None:
+        with contextlib.suppress(sqlite3.Error, RedoLogError, OSError):
+            self.apply_log()  # else the next open applies what is left
+        self._log.close()
         if self._wal_fd is not None:
             with contextlib.suppress(OSError):
                 os.close(self._wal_fd)
@@ -218,28 +308,16 @@ class Journal:
             self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self.db.close()
 
-    def grow_wal(self) -> None:
-        """Make the WAL file `WAL_PAGES` pages long, so that the commits `fsync()`
-        flushes overwrite it in place: a blob that big is written in a
-        transaction that spills it to the WAL and is rolled back (nothing reaches
-        the database), then the WAL is flushed once. ~10-20 ms, once per mount,
-        at its first idle moment (housekeeping); until then a flush may cost more."""
-        pages = WAL_PAGES + 100
-        with contextlib.suppress(OSError):
-            if os.path.getsize(self.path + "-wal") >= pages * 4096:
-                return
-        cache_size = self.db.execute("PRAGMA cache_size").fetchone()[0]
-        self.db.execute("PRAGMA cache_size=8")
-        try:
-            self.db.execute("BEGIN")
-            try:
-                self.db.execute("INSERT INTO wal_room VALUES (zeroblob(?))", (pages * 4096,))
-            finally:
-                self.db.execute("ROLLBACK")
-        finally:
-            self.db.execute(f"PRAGMA cache_size={int(cache_size)}")
-        self._durable_changes = -1
-        self.make_durable()
+    def abandon(self) -> None:
+        """Close as a SIGKILL would: nothing applied, flushed or checkpointed."""
+        self._log.close()
+        self.db.close()
+
+    def note_log_filled(self) -> None:
+        """Remember that the redo log's space is written (its filling thread is
+        done), so that no later open fills it again."""
+        if self._log.filled and self.get_meta(_LOG_FILLED) is None:
+            self.set_meta(_LOG_FILLED, "1")
 
     @property
     def unsaved_commits(self) -> bool:
@@ -252,26 +330,34 @@ class Journal:
         self.db.execute("PRAGMA wal_checkpoint(PASSIVE)")
         self._checkpointed_changes = self.db.total_changes
 
+    # ---------------------------------------------------------- commits
+
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
-        """One commit for everything inside; nested uses join the outer one."""
-        if self.db.in_transaction:
+        """One commit for everything inside (one record of the redo log); nested
+        uses join the outer one. An exception inside commits nothing."""
+        if self._group is not None or self.db.in_transaction:
             yield
             return
-        self.db.execute("BEGIN")
+        self._group = []
         try:
-            with self._disk_full_is_cache_disk_full():
-                yield
-                self.db.execute("COMMIT")
+            yield
         except BaseException:
-            if self.in_transaction():  # SQLite ends it itself after some errors
-                self.db.execute("ROLLBACK")
-            self._names.clear()  # which names the rows hold is not known now
+            self._group = None
+            self._names.clear()  # which names the rows will hold is not known now
             raise
+        ops, self._group = self._group, None
+        if ops:
+            try:
+                self._commit(ops)
+            except BaseException:
+                self._names.clear()
+                raise
 
     @contextlib.contextmanager
     def _disk_full_is_cache_disk_full(self) -> Iterator[None]:
-        """The one place SQLite's "disk is full" becomes the cache's `CacheDiskFull`."""
+        """The one place a full disk (SQLite's, or the redo log's ENOSPC) becomes
+        the cache's `CacheDiskFull`."""
         try:
             yield
         except sqlite3.Error as e:
@@ -280,15 +366,23 @@ class Journal:
                     f"the disk of the cache at {os.path.dirname(self.path)} is full"
                 ) from e
             raise
+        except RedoLogError as e:
+            if e.error.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise CacheDiskFull(
+                    f"the disk of the cache at {os.path.dirname(self.path)} is full"
+                ) from e
+            raise e.error from None
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
-        """One commit for many changes made while nothing else uses the journal
-        (the pass before mounting): unlike `transaction`, what ran is committed
-        even when an exception ends the batch, since memory already holds it."""
-        if self.db.in_transaction:
+        """One SQLite commit for many changes made while nothing else uses the
+        journal (the pass before mounting), written to SQLite itself once the log
+        is applied: unlike `transaction`, what ran is committed even when an
+        exception ends the batch, since memory already holds it."""
+        if self._group is not None or self.db.in_transaction:
             yield
             return
+        self.apply_log()
         self.db.execute("BEGIN")
         try:
             yield
@@ -299,13 +393,91 @@ class Journal:
                 self._names.clear()
 
     def in_transaction(self) -> bool:
-        return self.db.in_transaction
+        return self._group is not None or self.db.in_transaction
 
-    def make_durable(self) -> None:
-        """Commits reach the WAL file at once (synchronous=NORMAL); one flush of it
-        makes them durable, and none is needed when nothing was committed since.
-        `fdatasync` is enough: what it leaves out (times) is not needed to read
-        the WAL back, and it flushes the size when the file grew."""
+    def _do(self, op: Op) -> None:
+        """Commit one operation: into the open transaction's record, into SQLite
+        inside a batch, else as a record of its own."""
+        self.changes += 1
+        if self._group is not None:
+            self._group.append(op)
+        elif self.db.in_transaction:
+            self._run(op)
+        else:
+            self._commit([op])
+
+    def _run(self, op: Op) -> None:
+        if op[0] == "X":
+            self.db.executemany(_SQL["x"], [(i,) for i in op[1]])
+        else:
+            self.db.execute(_SQL[op[0]], op[1:])
+
+    def _commit(self, ops: list[Op]) -> None:
+        """Append one record of `ops` to the redo log (applying the log first when
+        the record would not fit), then answer from it until it is applied."""
+        contents = [op[-1] for op in ops if op[0] == CONTENT]
+        size = sum(len(c) for c in contents)
+        with self._disk_full_is_cache_disk_full():
+            if self._log.offset and self._log.offset + size + 4096 > CAPACITY:
+                self.apply_log()
+            stored = [(*op[:-1], len(op[-1])) if op[0] == CONTENT else op for op in ops]
+            at = self._log.append(self._seq + 1, stored, contents)
+        self._seq += 1
+        for op in ops:
+            code = op[0]
+            if code == CONTENT:
+                self._logged_contents[op[1]] = (at, len(op[2]))
+                at += len(op[2])
+            elif code == "x":
+                self._logged_contents[op[1]] = None
+            elif code == "X":
+                for i in op[1]:
+                    self._logged_contents[i] = None
+            elif code == "m":
+                self._logged_meta[op[1]] = op[2]
+        if self._log.offset > CAPACITY:
+            with self._disk_full_is_cache_disk_full():
+                self.apply_log()
+
+    def apply_log(self) -> None:
+        """Apply every record of the redo log to SQLite in one transaction, flush
+        it, and start the log again (nothing to do when it is empty)."""
+        if self._seq == self._applied or self.db.in_transaction:
+            return
+        with self._disk_full_is_cache_disk_full():
+            self._apply(self._log.records(self._applied), expect=self._seq)
+
+    def _apply(self, records: Iterator[tuple[int, list[Op]]], expect: int | None = None) -> None:
+        """Apply `records` in one SQLite transaction with the number of the last one,
+        flush the WAL, and start the log again. `expect`: the last record this
+        process wrote, which must be among them (else the log lost some)."""
+        last = None
+        self.db.execute("BEGIN")
+        try:
+            for seq, ops in records:
+                for op in ops:
+                    self._run(op)
+                last = seq
+            if expect is not None and last != expect:
+                raise CacheCorrupt(
+                    f"the redo log {self._log.path} lost records "
+                    f"{(last or self._applied) + 1}-{expect}"
+                )
+            if last is not None:
+                self.db.execute(_SQL["m"], (_LOG_APPLIED, str(last)))
+            self.db.execute("COMMIT")
+        except BaseException:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+            raise
+        if last is not None:
+            self._applied = self._seq = last
+        self._sync_wal()  # before the log's start is written again
+        self._logged_contents.clear()
+        self._logged_meta.clear()
+        self._log.restart()
+
+    def _sync_wal(self) -> None:
         changes = self.db.total_changes
         if changes == self._durable_changes:
             return
@@ -317,63 +489,69 @@ class Journal:
         os.fdatasync(self._wal_fd)
         self._durable_changes = changes
 
+    def make_durable(self) -> None:
+        """Make every change committed so far durable: one flush of the redo log
+        (none when nothing was logged since), and of the WAL when a batch wrote it.
+        `fdatasync` is enough: what it leaves out (times) is not needed to read
+        either back."""
+        self._sync_wal()
+        with self._disk_full_is_cache_disk_full():
+            self._log.flush()
+
     # --------------------------------------------------------------- nodes
 
     def nodes(self) -> Iterator[Node]:
+        self.apply_log()
         for row in self.db.execute(_SELECT).fetchall():
             values = {f.attribute: f.from_row(v) for f, v in zip(NODE_FIELDS, row[1:], strict=True)}
             self._names[row[0]] = (values["parent"], values["name"])
             yield Node(id=row[0], **values)
 
     def insert(self, node: Node) -> int:
-        """Insert a new node's row; returns its id."""
-        cur = self.db.execute(_INSERT, _values(node))
-        assert cur.lastrowid is not None
-        self._names[cur.lastrowid] = (node.parent, node.name)
-        return cur.lastrowid
+        """Insert a new node's row; returns its id (ids are never reused)."""
+        node_id = self._next_id
+        self._do(("i", node_id, *_values(node)))
+        self._next_id += 1
+        self._names[node_id] = (node.parent, node.name)
+        return node_id
 
     def save(self, node: Node) -> None:
         """Write a node's row (leaving its name's index entry alone when the name
         is the one the row holds)."""
         name = (node.parent, node.name)
         if self._names.get(node.id) == name:
-            self.db.execute(_UPDATE_IN_PLACE, _values_in_place(node))
+            self._do(("p", *_values_in_place(node)))
         else:
-            self.db.execute(_UPDATE, (*_values(node), node.id))
+            self._do(("u", *_values(node), node.id))
             self._names[node.id] = name
 
     def delete(self, node_id: int) -> None:
-        self.db.execute("DELETE FROM nodes WHERE id = ?", (node_id,))
+        self._do(("d", node_id))
         self._names.pop(node_id, None)
 
     # ---------------------------------------------------------- tombstones
 
     def tombstones(self) -> Iterator[Tombstone]:
+        self.apply_log()
         for row in self.db.execute("SELECT memory_id, path, base_sha, deleted_at FROM tombstones"):
             yield Tombstone(*row)
 
     def add_tombstone(self, stone: Tombstone) -> None:
-        self.db.execute(
-            "INSERT OR REPLACE INTO tombstones (memory_id, path, base_sha, deleted_at) "
-            "VALUES (?, ?, ?, ?)",
-            (stone.memory_id, stone.path, stone.base_sha, stone.deleted_at),
-        )
+        self._do(("t", stone.memory_id, stone.path, stone.base_sha, stone.deleted_at))
 
     def drop_tombstone(self, memory_id: str) -> None:
-        self.db.execute("DELETE FROM tombstones WHERE memory_id = ?", (memory_id,))
+        self._do(("T", memory_id))
 
     # ------------------------------------------------------------- uploads
 
     def record_upload(self, upload: Upload) -> None:
-        self.db.execute(
-            "INSERT OR REPLACE INTO uploads (node_id, memory_id, path, sha) VALUES (?, ?, ?, ?)",
-            (upload.node_id, upload.memory_id, upload.path, upload.sha),
-        )
+        self._do(("U", upload.node_id, upload.memory_id, upload.path, upload.sha))
 
     def upload_answered(self, node_id: int) -> None:
-        self.db.execute("DELETE FROM uploads WHERE node_id = ?", (node_id,))
+        self._do(("A", node_id))
 
     def uploads(self) -> list[Upload]:
+        self.apply_log()
         rows = self.db.execute("SELECT node_id, memory_id, path, sha FROM uploads")
         return [Upload(*row) for row in rows]
 
@@ -382,29 +560,37 @@ class Journal:
     def content(self, node_id: int) -> bytes | None:
         """A file's content, or None when it has no row (a cached file without one
         is empty: a new file gets its row at its first write)."""
+        if node_id in self._logged_contents:
+            place = self._logged_contents[node_id]
+            if place is None:
+                return None
+            with self._disk_full_is_cache_disk_full():
+                try:
+                    return self._log.read(*place)
+                except OSError as e:
+                    raise RedoLogError(e) from e
         row = self.db.execute("SELECT data FROM contents WHERE node_id = ?", (node_id,)).fetchone()
         return None if row is None else bytes(row[0])
 
     def content_sizes(self) -> dict[int, int]:
         """The size of every cached content, by node id."""
+        self.apply_log()
         return dict(self.db.execute("SELECT node_id, length(data) FROM contents"))
 
     def put_content(self, node_id: int, data: bytes | bytearray) -> None:
-        with self._disk_full_is_cache_disk_full():
-            self.db.execute(
-                "INSERT INTO contents (node_id, data) VALUES (?, ?) "
-                "ON CONFLICT (node_id) DO UPDATE SET data = excluded.data",
-                (node_id, data),
-            )
+        # A record outside a transaction is written at once; one inside is written at
+        # its end, and the caller's buffer may change meanwhile.
+        self._do((CONTENT, node_id, data if self._group is None else bytes(data)))
 
     def drop_content(self, node_id: int) -> None:
-        self.db.execute("DELETE FROM contents WHERE node_id = ?", (node_id,))
+        self._do(("x", node_id))
 
     def drop_contents(self, node_ids: list[int]) -> None:
-        self.db.executemany("DELETE FROM contents WHERE node_id = ?", [(i,) for i in node_ids])
+        self._do(("X", list(node_ids)))
 
     def drop_stray_contents(self) -> int:
         """Delete contents no node owns; returns how many went."""
+        self.apply_log()
         return self.db.execute(
             "DELETE FROM contents WHERE node_id NOT IN (SELECT id FROM nodes)"
         ).rowcount
@@ -414,17 +600,19 @@ class Journal:
     def synced(self) -> list[tuple[int, str, bytes]]:
         """The copies fsync left in caches made before contents lived here:
         (node id, boot id, content)."""
+        self.apply_log()
         rows = self.db.execute("SELECT node_id, boot_id, content FROM synced")
         return [(r[0], r[1], bytes(r[2])) for r in rows]
 
     def clear_synced(self) -> None:
-        self.db.execute("DELETE FROM synced")
+        self._do(("S",))
 
     # ---------------------------------------------------------------- meta
 
     def get_meta(self, key: str) -> str | None:
-        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return row[0] if row else None
+        if key in self._logged_meta:
+            return self._logged_meta[key]
+        return self._sql_meta(key)
 
     def set_meta(self, key: str, value: str | None) -> None:
-        self.db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+        self._do(("m", key, value))

@@ -16,6 +16,7 @@ from types import SimpleNamespace
 import pyfuse3
 import pytest
 
+from memfs._exceptions import CacheDiskFull
 from memfs.api import MARKER_NAME, MAX_CONTENT_BYTES, content_sha256
 from memfs.cache import ROOT_ID, StoreCache
 from memfs.fs import MARKER_INODE, MemoryStoreFS
@@ -275,10 +276,33 @@ async def test_unlinked_open_file_keeps_its_handle_and_inode(fs, cache):
 
 
 async def test_a_full_cache_disk_is_enospc_and_the_file_keeps_what_it_had(fs, cache, monkeypatch):
-    """A write the journal cannot commit (its disk is full) fails with ENOSPC at
-    the syscall, and the file shows what the journal holds: nothing is shown
-    that a kill would lose."""
+    """A write the journal cannot commit (the disk of its redo log is full) fails
+    with ENOSPC at the syscall, and the file shows what the journal holds:
+    nothing is shown that a kill would lose."""
     fh, ino = await new_file(fs, b"full.md", b"kept")
+    pwritev = os.pwritev
+
+    def disk_full(fd, buffers, offset):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "pwritev", disk_full)
+    assert await errno_of(fs.write(fh, 4, b" and lost")) == errno.ENOSPC
+    assert await errno_of(fs.write(fh, 100, b"far")) == errno.ENOSPC
+    assert await fs.read(fh, 0, 100) == b"kept"
+    assert (await fs.getattr(ino)).st_size == 4
+    monkeypatch.setattr(os, "pwritev", pwritev)
+    assert await fs.write(fh, 4, b", then more") == 11
+    assert await fs.read(fh, 0, 100) == b"kept, then more"
+    assert cache.journal.content(ino) == b"kept, then more"
+    await fs.release(fh)
+
+
+async def test_a_full_disk_when_the_log_is_applied_loses_nothing(fs, cache, monkeypatch):
+    """SQLite's disk full while the redo log is applied: the apply is refused
+    (CacheDiskFull, which housekeeping logs), the log keeps every change, and
+    the next apply, once there is room, writes them all."""
+    fh, ino = await new_file(fs, b"later.md", b"in the log")
+    await fs.release(fh)
 
     def disk_full(sql, params=()):
         if sql.startswith("INSERT INTO contents"):
@@ -287,16 +311,18 @@ async def test_a_full_cache_disk_is_enospc_and_the_file_keeps_what_it_had(fs, ca
             raise e
         return db.execute(sql, params)
 
+    class FullDisk:
+        execute = staticmethod(disk_full)
+
+        def __getattr__(self, name):
+            return getattr(db, name)
+
     db = cache.journal.db
-    monkeypatch.setattr(
-        cache.journal, "db", SimpleNamespace(execute=disk_full, in_transaction=False)
-    )
-    assert await errno_of(fs.write(fh, 4, b" and lost")) == errno.ENOSPC
-    assert await errno_of(fs.write(fh, 100, b"far")) == errno.ENOSPC
-    assert await fs.read(fh, 0, 100) == b"kept"
-    assert (await fs.getattr(ino)).st_size == 4
-    monkeypatch.setattr(cache.journal, "db", db)
-    assert await fs.write(fh, 4, b", then more") == 11
-    assert await fs.read(fh, 0, 100) == b"kept, then more"
-    assert cache.journal.content(ino) == b"kept, then more"
-    await fs.release(fh)
+    with monkeypatch.context() as m:
+        m.setattr(cache.journal, "db", FullDisk())
+        with pytest.raises(CacheDiskFull):
+            cache.journal.apply_log()
+    assert cache.journal.content(ino) == b"in the log"
+    cache.journal.apply_log()
+    row = db.execute("SELECT data FROM contents WHERE node_id = ?", (ino,)).fetchone()
+    assert row == (b"in the log",)

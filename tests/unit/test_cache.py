@@ -300,9 +300,9 @@ def another_boot(monkeypatch, tmp_path: Path) -> None:
     monkeypatch.setattr(_legacy, "BOOT_ID_PATH", str(fake))
 
 
-async def test_fsync_flushes_only_the_journal_which_holds_the_content(tmp_path, monkeypatch):
-    """One flush per fsync: the journal's WAL, which holds the content and the
-    file's row. What it made durable is all there after a kill, sizes and
+async def test_fsync_flushes_only_the_redo_log_which_holds_the_content(tmp_path, monkeypatch):
+    """One flush per fsync: the journal's redo log, which holds the content and
+    the file's row. What it made durable is all there after a kill, sizes and
     times included."""
     cache = StoreCache(str(tmp_path / "live"), STORE)
     node = remote(cache, "mem_1", "/a.md", b"a")
@@ -310,7 +310,7 @@ async def test_fsync_flushes_only_the_journal_which_holds_the_content(tmp_path, 
     cache.write(node, 1, b" and more")
     cache.write(node, 0, b"A")  # size and times wait for a batch, a close or fsync
     flushed = flushes_of(monkeypatch, lambda: cache.fsync(node))
-    assert flushed == [os.path.join(cache.dir, "journal.sqlite3-wal")]
+    assert flushed == [os.path.join(cache.dir, "journal.sqlite3-redo")]
     assert flushes_of(monkeypatch, lambda: cache.fsync(node)) == []  # nothing new to flush
 
     image = left_by_a_kill(cache, tmp_path / "image")
@@ -424,19 +424,19 @@ def test_a_second_opener_of_the_same_cache_is_refused_until_the_first_closes(tmp
 async def test_reads_never_write_the_journal_and_writes_commit_only_their_content(tmp_path):
     cache = StoreCache(str(tmp_path), STORE)
     node = remote(cache, "mem_1", "/a.md", b"text")
-    before = cache.db.total_changes
+    before = cache.journal.changes
     for _ in range(3):
         await cache.open(node.id)
         assert cache.read(node, 0, 10) == b"text"
         cache.release(node.id)
-    assert cache.db.total_changes == before
+    assert cache.journal.changes == before
     await cache.open(node.id)
     for i in range(50):
         cache.write(node, i, b"w")
-    assert cache.db.total_changes == before + 51  # each write's content, and the flip to dirty
+    assert cache.journal.changes == before + 51  # each write's content, and the flip to dirty
     cache.release(node.id)
     cache.save_pending()  # housekeeping's batch while mounted
-    assert cache.db.total_changes == before + 52  # size and times, once
+    assert cache.journal.changes == before + 52  # size and times, once
     cache.truncate(node.id, 3)
     mtime = node.mtime_ns
     killed(cache)

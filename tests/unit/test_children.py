@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import asdict
 
 import pytest
@@ -115,14 +116,25 @@ def test_no_child_gets_a_secret_or_systemds_socket():
     assert child_env(environ) == {"PATH": "/usr/bin", "HOME": "/root"}
 
 
+def _environ_names(pid: int) -> set[bytes]:
+    """The names of a process's environment, once it has one: /proc shows none
+    while the process is still being started."""
+    deadline = time.monotonic() + 10
+    while True:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            names = {item.split(b"=", 1)[0] for item in f.read().split(b"\0")} - {b""}
+        if names or time.monotonic() > deadline:
+            return names
+        time.sleep(0.01)
+
+
 def test_early_store_processes_start_without_secrets(monkeypatch):
     monkeypatch.setenv("MEMFS_TOKEN", "tok-in-env")
     monkeypatch.setenv(NOTIFY_ENV, "/run/notify")
     early = EarlyStores.for_command(["mount", "--store", "a"])
     try:
         (proc,) = early._waiting
-        with open(f"/proc/{proc.pid}/environ", "rb") as f:
-            names = {item.split(b"=", 1)[0] for item in f.read().split(b"\0")}
+        names = _environ_names(proc.pid)
         assert b"MEMFS_TOKEN" not in names and NOTIFY_ENV.encode() not in names
         assert b"PATH" in names
     finally:

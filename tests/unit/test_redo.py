@@ -1,0 +1,211 @@
+"""The journal's redo log: what a kill leaves in it is read back, and nothing else.
+
+First the log on its own (records, torn ones, foreign and stale ones), then a
+store's cache over it, killed (`Journal.abandon`: no apply, flush or checkpoint)
+at the moments that matter: records not applied yet, an apply that did not
+commit, an apply that committed before the log started again, a log that filled
+up inside a request.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from memfs.cache import ROOT_ID, StoreCache, _journal, invariant_problems
+from memfs.cache._redo import HEADER, RedoLog
+
+STORE = "memstore_redo"
+LOG_ID = b"\x01" * 8
+
+
+def log_at(tmp_path: Path, log_id: bytes = LOG_ID) -> RedoLog:
+    return RedoLog(str(tmp_path / "log"), log_id)
+
+
+def test_records_read_back_in_order_with_their_contents(tmp_path):
+    log = log_at(tmp_path)
+    first = log.append(1, [("m", "k", "v"), ("c", 20, 5)], [b"hello"])
+    log.append(2, [("d", 20), ("c", 21, 0), ("c", 22, 3)], [b"", b"abc"])
+    assert log.read(first, 5) == b"hello"
+    log.close()
+
+    again = log_at(tmp_path)
+    assert list(again.records(0)) == [
+        (1, [("m", "k", "v"), ("c", 20, b"hello")]),
+        (2, [("d", 20), ("c", 21, b""), ("c", 22, b"abc")]),
+    ]
+    # A log whose first record is applied already has nothing left to apply: an
+    # apply takes every record there is.
+    assert list(again.records(1)) == []
+    again.close()
+
+
+def test_a_torn_record_ends_the_log(tmp_path):
+    log = log_at(tmp_path)
+    log.append(1, [("c", 20, 5)], [b"whole"])
+    torn_at = log.offset
+    log.append(2, [("c", 21, 4)], [b"torn"])
+    log.append(3, [("c", 22, 5)], [b"after"])
+    os.pwrite(log.fd, b"\xff", torn_at + HEADER.size + 2)  # a byte the kill never wrote
+    assert [seq for seq, _ in log.records(0)] == [1]
+    log.close()
+
+
+def test_records_of_another_log_or_out_of_sequence_are_not_read(tmp_path):
+    log = log_at(tmp_path)
+    log.append(1, [("d", 20)], [])
+    log.append(3, [("d", 21)], [])
+    assert [seq for seq, _ in log.records(0)] == [1]
+    log.close()
+    other = log_at(tmp_path, b"\x02" * 8)
+    assert list(other.records(0)) == []
+    other.close()
+
+
+def test_after_a_restart_the_old_records_are_never_read_again(tmp_path):
+    log = log_at(tmp_path)
+    for seq in (1, 2, 3):
+        log.append(seq, [("c", 20 + seq, 100)], [bytes(100)])
+    log.restart()
+    log.append(4, [("d", 9)], [])  # shorter: the old records' bytes follow it
+    assert list(log.records(3)) == [(4, [("d", 9)])]
+    assert list(log.records(4)) == []
+    log.close()
+
+
+# ---- a cache over the log, killed ---------------------------------------------
+
+
+async def new_file(cache: StoreCache, name: str, content: bytes, parent: int = ROOT_ID):
+    node = cache.create(parent, name, 0o644)
+    await cache.open(node.id, writable=True)
+    cache.write(node, 0, content)
+    cache.release(node.id, writable=True)
+    return node
+
+
+def killed_copy(cache: StoreCache, where: Path) -> StoreCache:
+    """The cache a SIGKILL would leave now, opened from a copy of its folder."""
+    shutil.copytree(cache.dir, where / cache.store_id, ignore=shutil.ignore_patterns("*-shm"))
+    cache.journal.abandon()
+    return StoreCache(str(where), cache.store_id)
+
+
+def contents(cache: StoreCache) -> dict[str, bytes]:
+    return {n.path: cache.read_content(n) for n in cache.files()}
+
+
+async def test_changes_not_applied_yet_are_there_after_a_kill(tmp_path):
+    cache = StoreCache(str(tmp_path / "live"), STORE)
+    docs = cache.mkdir(ROOT_ID, "docs", 0o755)
+    a = await new_file(cache, "a.md", b"first", docs.id)
+    await new_file(cache, "b.md", b"second")
+    cache.rename(docs.id, "a.md", ROOT_ID, "moved.md")
+    cache.unlink(ROOT_ID, "b.md")
+    assert cache.journal.db.execute("SELECT count(*) FROM contents").fetchone() == (0,)
+
+    again = killed_copy(cache, tmp_path / "after")
+    assert contents(again) == {"/moved.md": b"first"}
+    assert again.find("/moved.md").id == a.id
+    assert [c.path for c in again.changes()] == ["/moved.md"]
+    assert invariant_problems(again) == []
+    # New ids follow the ones the log gave out, even those SQLite never saw.
+    assert (await new_file(again, "c.md", b"c")).id > a.id + 1
+    again.close()
+
+
+async def test_an_apply_that_did_not_commit_is_applied_at_the_next_open(tmp_path, monkeypatch):
+    cache = StoreCache(str(tmp_path / "live"), STORE)
+    for i in range(5):
+        await new_file(cache, f"f{i}.md", f"content {i}".encode())
+    done = 0
+    real_run = cache.journal._run
+
+    def dies_halfway(op):
+        nonlocal done
+        if done == 4:
+            raise KeyboardInterrupt  # the kill, in the middle of the transaction
+        done += 1
+        real_run(op)
+
+    monkeypatch.setattr(cache.journal, "_run", dies_halfway)
+    with pytest.raises(KeyboardInterrupt):
+        cache.journal.apply_log()
+    monkeypatch.undo()
+
+    again = killed_copy(cache, tmp_path / "after")
+    assert contents(again) == {f"/f{i}.md": f"content {i}".encode() for i in range(5)}
+    assert invariant_problems(again) == []
+    again.close()
+
+
+async def test_an_applied_log_is_never_applied_twice(tmp_path):
+    """Killed after an apply committed: the records still in the log are skipped
+    (an insert applied twice would fail), and the changes after it are there."""
+    cache = StoreCache(str(tmp_path / "live"), STORE)
+    await new_file(cache, "applied.md", b"in SQLite")
+    cache.journal.apply_log()
+    await new_file(cache, "logged.md", b"in the log only")
+
+    again = killed_copy(cache, tmp_path / "after")
+    assert contents(again) == {"/applied.md": b"in SQLite", "/logged.md": b"in the log only"}
+    again.close()
+    # And once more: reopened and killed again before anything new was written.
+    once_more = StoreCache(str(tmp_path / "after"), STORE)
+    twice = killed_copy(once_more, tmp_path / "twice")
+    assert contents(twice) == {"/applied.md": b"in SQLite", "/logged.md": b"in the log only"}
+    twice.close()
+
+
+async def test_a_full_log_is_applied_inside_the_request_and_starts_again(tmp_path, monkeypatch):
+    monkeypatch.setattr(_journal, "CAPACITY", 64 * 1024)
+    cache = StoreCache(str(tmp_path / "live"), STORE)
+    written = {}
+    for i in range(40):
+        content = bytes([65 + i % 26]) * 3000
+        await new_file(cache, f"f{i:02}.md", content)
+        written[f"/f{i:02}.md"] = content
+    assert cache.journal.db.execute("SELECT count(*) FROM contents").fetchone()[0] > 0
+    assert cache.journal._log.offset < 64 * 1024
+    assert contents(cache) == written
+
+    again = killed_copy(cache, tmp_path / "after")
+    assert contents(again) == written
+    assert invariant_problems(again) == []
+    again.close()
+
+
+async def test_a_journal_made_again_beside_an_old_log_ignores_it(tmp_path):
+    cache = StoreCache(str(tmp_path), STORE)
+    await new_file(cache, "old.md", b"of the journal that was removed")
+    cache.journal.abandon()
+    folder = Path(cache.dir)
+    for name in ("journal.sqlite3", "journal.sqlite3-wal"):
+        (folder / name).unlink(missing_ok=True)
+
+    fresh = StoreCache(str(tmp_path), STORE)
+    assert contents(fresh) == {}
+    await new_file(fresh, "new.md", b"new")
+    fresh.close()
+    reopened = StoreCache(str(tmp_path), STORE)
+    assert contents(reopened) == {"/new.md": b"new"}
+    reopened.close()
+
+
+async def test_fsync_after_an_apply_flushes_nothing_more(tmp_path, monkeypatch):
+    """What an apply wrote to SQLite is flushed before the log starts again, so
+    an fsync right after finds nothing left to flush."""
+    cache = StoreCache(str(tmp_path), STORE)
+    node = await new_file(cache, "a.md", b"a")
+    cache.save_pending()
+    cache.journal.apply_log()
+    flushed: list[int] = []
+    monkeypatch.setattr(os, "fdatasync", flushed.append)
+    cache.fsync(node)
+    assert flushed == []
+    monkeypatch.undo()
+    cache.close()
