@@ -16,7 +16,8 @@ from ._node import ROOT_ID, NodeKind
 FIELDS_SAVED_AT_ONCE = (
     "parent", "name", "kind", "memory_id", "base_sha", "base_path", "edited", "uid", "gid",
 )  # fmt: skip
-"""Fields every change saves at once (sizes and times are saved in batches)."""
+"""Fields every change saves at once (sizes: the contents are the truth for them; a
+folder's times are kept in memory only)."""
 
 
 def invariant_problems(cache: CacheCore) -> list[str]:

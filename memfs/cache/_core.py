@@ -72,7 +72,6 @@ class CacheCore:
         self._dropped: list[int] = []
         """Ids of deleted files whose content rows go while the filesystem is idle
         (ids are never reused; a kill leaves them to the next open's sweep)."""
-        self._rows_outdated: set[int] = set()
         self._said_full = False
         self._lru: EvictingLRU = EvictingLRU(budget_bytes, self._evict)
         ensure_private_dir(root_dir, "cache folder", follow=True)
@@ -182,15 +181,12 @@ class CacheCore:
     async def housekeeping(
         self, every: float = 0.2, busy: Callable[[], bool] = lambda: False
     ) -> None:
-        """Runs while mounted: saves sizes and times of closed files and, while the
-        filesystem is idle (`busy` says whether requests came since the last
-        call), drops the content rows of deleted files (a batch at a time),
-        applies the journal's redo log and copies the WAL into the database, so
-        that no request pays for any of it."""
+        """Runs while mounted: while the filesystem is idle (`busy` says whether
+        requests came since the last call), drops the content rows of deleted
+        files (a batch at a time), applies the journal's redo log and copies the
+        WAL into the database, so that no request pays for any of it."""
         while True:
             try:
-                if self._rows_outdated:
-                    self.save_pending()
                 if not busy():
                     self.journal.note_log_filled()
                     self.drop_contents(DROP_BATCH)
@@ -203,15 +199,6 @@ class CacheCore:
                 )
             await trio.sleep(every)
 
-    def save_pending(self) -> None:
-        """Save the sizes and times of closed files in one journal transaction."""
-        ids, self._rows_outdated = self._rows_outdated, set()
-        with self.transaction():
-            for node_id in ids:
-                node = self.nodes.get(node_id)
-                if node is not None and node.live.row_outdated and not node.orphan:
-                    self._save(node)
-
     def drop_contents(self, most: int | None = None) -> None:
         """Delete the content rows of deleted files (`most` of them at a time), in
         one transaction."""
@@ -222,7 +209,6 @@ class CacheCore:
             del self._dropped[: len(ids)]
 
     def close(self) -> None:
-        self.save_pending()
         self.drop_contents()
         for node in self.nodes.values():
             node.live.data = None
@@ -241,7 +227,6 @@ class CacheCore:
 
     def _save(self, node: Node) -> None:
         self.journal.save(node)
-        node.live.row_outdated = False
 
     def _bind(self, node: Node, memory_id: str | None, sha: str | None, path: str | None) -> None:
         """Set the base a file agrees on with the store, and index it by memory id."""

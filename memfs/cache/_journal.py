@@ -205,6 +205,7 @@ _SQL: dict[str, str] = {
     CONTENT: "INSERT INTO contents (node_id, data) VALUES (?, ?) "
     "ON CONFLICT (node_id) DO UPDATE SET data = excluded.data",
     "x": "DELETE FROM contents WHERE node_id = ?",
+    "w": "UPDATE nodes SET size = ?, mtime_ns = ?, ctime_ns = ? WHERE id = ?",
     "m": "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
     "S": "DELETE FROM synced",
 }
@@ -228,8 +229,8 @@ class Journal:
         self._logged_contents: dict[int, tuple[int, int] | None] = {}
         """Contents logged and not applied: (offset in the log, length), None if dropped."""
         self._logged_meta: dict[str, str | None] = {}
-        self.changes = 0
-        """Operations committed since the journal opened (logged or written)."""
+        self.commits = 0
+        """Commits since the journal opened: records logged, statements of a batch."""
         try:
             # timeout 0: a journal held by another process is refused at once (CacheInUse).
             self.db = sqlite3.connect(
@@ -398,10 +399,10 @@ class Journal:
     def _do(self, op: Op) -> None:
         """Commit one operation: into the open transaction's record, into SQLite
         inside a batch, else as a record of its own."""
-        self.changes += 1
         if self._group is not None:
             self._group.append(op)
         elif self.db.in_transaction:
+            self.commits += 1
             self._run(op)
         else:
             self._commit([op])
@@ -423,6 +424,7 @@ class Journal:
             stored = [(*op[:-1], len(op[-1])) if op[0] == CONTENT else op for op in ops]
             at = self._log.append(self._seq + 1, stored, contents)
         self._seq += 1
+        self.commits += 1
         for op in ops:
             code = op[0]
             if code == CONTENT:
@@ -578,9 +580,13 @@ class Journal:
         return dict(self.db.execute("SELECT node_id, length(data) FROM contents"))
 
     def put_content(self, node_id: int, data: bytes | bytearray) -> None:
-        # A record outside a transaction is written at once; one inside is written at
-        # its end, and the caller's buffer may change meanwhile.
-        self._do((CONTENT, node_id, data if self._group is None else bytes(data)))
+        """A file's whole content; inside a transaction, `data` is written at its
+        end, so the caller leaves it as it is until then."""
+        self._do((CONTENT, node_id, data))
+
+    def written(self, node_id: int, size: int, mtime_ns: int) -> None:
+        """A file's content changed at `mtime_ns` (its change time too) to `size` bytes."""
+        self._do(("w", size, mtime_ns, mtime_ns, node_id))
 
     def drop_content(self, node_id: int) -> None:
         self._do(("x", node_id))

@@ -2,10 +2,10 @@
 
 A file's content is a row of the journal, and an open file's content is
 held in memory as well (`Live.data`), so reads never touch the disk.
-`write()` commits its bytes, with the journal's "edited" mark, in one
-transaction before it returns (a SIGKILL loses nothing); `fsync()` flushes
-the journal's WAL, which makes the content and the file's row durable with
-one `fdatasync`.
+`write()` commits its bytes, the file's size and times, and the journal's
+"edited" mark in one commit before it returns (a SIGKILL loses nothing);
+`fsync()` flushes the journal's redo log, which makes all of them durable
+with one `fdatasync`.
 """
 
 from __future__ import annotations
@@ -299,10 +299,6 @@ class LocalChanges(CacheCore):
         if live.orphan:
             self._drop(node)
             return
-        if live.row_outdated:
-            # Sizes and times are saved in batches by housekeeping (and at
-            # close): the content holds the size, a kill loses an mtime at most.
-            self._rows_outdated.add(node.id)
         if not node.edited and node.cached:
             self._lru[node.id] = node.size
 
@@ -322,19 +318,20 @@ class LocalChanges(CacheCore):
         if offset > len(content):
             content.extend(bytes(offset - len(content)))
         content[offset:end] = data
+        now = now_ns()
         if not node.orphan:
-            flips = not (node.edited and node.pending)  # the row changes too: one transaction
             try:
-                with self.transaction() if flips else contextlib.nullcontext():
+                with self.transaction():
                     self._mark_pending(node, content=True)
                     self.journal.put_content(node.id, content)
+                    self.journal.written(node.id, len(content), now)
             except BaseException:
                 # Not committed: what the file shows stays what the journal holds.
                 content[offset:end] = old
                 del content[old_size:]
                 raise
         node.size = len(content)
-        self._written(node)
+        self._written(node, now)
         return len(data)
 
     def check_size(self, node: Node, size: int) -> None:
@@ -349,10 +346,10 @@ class LocalChanges(CacheCore):
             f"{node.path} would be {size} bytes; a memory holds at most {MAX_CONTENT_BYTES}"
         )
 
-    def _written(self, node: Node) -> None:
-        node.mtime_ns = node.ctime_ns = now_ns()
+    def _written(self, node: Node, now: int) -> None:
+        """The file's content changed at `now` (the journal has its size and times)."""
+        node.mtime_ns = node.ctime_ns = now
         node.live.last_write = time.monotonic()
-        node.live.row_outdated = True
         if node.too_large:
             node.too_large = False
             if not node.orphan:
@@ -363,14 +360,12 @@ class LocalChanges(CacheCore):
         if node.is_dir:
             raise IsADirectory(f"{node.path} is a folder")
         self.truncate_content(node, size)
-        if node.live.row_outdated and node.live.open_count == 0:
-            self._save(node)
 
     def truncate_content(self, node: Node, size: int) -> None:
         self.check_size(node, size)
         if size == node.size and node.cached:
             if node.too_large:
-                self._written(node)
+                self._written(node, now_ns())
             return
         current = node.live.data
         if current is not None:
@@ -383,21 +378,21 @@ class LocalChanges(CacheCore):
             raise ContentUnavailable(f"{node.path} has no content here to truncate")
         del content[size:]
         content.extend(bytes(size - len(content)))
+        now = now_ns()
         with self.transaction():
-            if not node.orphan:
-                self._mark_pending(node, content=True)
-                self.journal.put_content(node.id, content)
             if not node.cached:
                 node.cached = True
                 self._save(node)
+            if not node.orphan:
+                self._mark_pending(node, content=True)
+                self.journal.put_content(node.id, content)
+                self.journal.written(node.id, size, now)
         if node.live.data is not None:
             node.live.data = content
         node.size = size
-        self._written(node)
+        self._written(node, now)
 
     def fsync(self, node: Node | None) -> None:
         """Make the file's content, its row and the rest of the journal durable:
-        one flush of the WAL (the content is committed there already)."""
-        if node is not None and node.live.row_outdated and not node.orphan:
-            self._save(node)
+        one flush of the redo log (they are all committed there already)."""
         self.journal.make_durable()

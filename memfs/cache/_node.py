@@ -44,8 +44,6 @@ class Live:
     """Unlinked while open: it lives on, outside the tree, until its last release."""
     edits: int = 0
     """Bumped by every local change: a push knows whether the file changed on the way."""
-    row_outdated: bool = False
-    """Size or times changed since the journal row was written (writes do not save)."""
 
 
 @dataclass(eq=False)

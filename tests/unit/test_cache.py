@@ -308,7 +308,7 @@ async def test_fsync_flushes_only_the_redo_log_which_holds_the_content(tmp_path,
     node = remote(cache, "mem_1", "/a.md", b"a")
     await cache.open(node.id)
     cache.write(node, 1, b" and more")
-    cache.write(node, 0, b"A")  # size and times wait for a batch, a close or fsync
+    cache.write(node, 0, b"A")
     flushed = flushes_of(monkeypatch, lambda: cache.fsync(node))
     assert flushed == [os.path.join(cache.dir, "journal.sqlite3-redo")]
     assert flushes_of(monkeypatch, lambda: cache.fsync(node)) == []  # nothing new to flush
@@ -424,19 +424,19 @@ def test_a_second_opener_of_the_same_cache_is_refused_until_the_first_closes(tmp
 async def test_reads_never_write_the_journal_and_writes_commit_only_their_content(tmp_path):
     cache = StoreCache(str(tmp_path), STORE)
     node = remote(cache, "mem_1", "/a.md", b"text")
-    before = cache.journal.changes
+    before = cache.journal.commits
     for _ in range(3):
         await cache.open(node.id)
         assert cache.read(node, 0, 10) == b"text"
         cache.release(node.id)
-    assert cache.journal.changes == before
+    assert cache.journal.commits == before
     await cache.open(node.id)
     for i in range(50):
         cache.write(node, i, b"w")
-    assert cache.journal.changes == before + 51  # each write's content, and the flip to dirty
+    # One commit per write: its content, size and times (the first one's, the flip to dirty).
+    assert cache.journal.commits == before + 50
     cache.release(node.id)
-    cache.save_pending()  # housekeeping's batch while mounted
-    assert cache.journal.changes == before + 52  # size and times, once
+    assert cache.journal.commits == before + 50  # closing saves nothing more
     cache.truncate(node.id, 3)
     mtime = node.mtime_ns
     killed(cache)

@@ -201,7 +201,6 @@ async def test_fsync_after_an_apply_flushes_nothing_more(tmp_path, monkeypatch):
     an fsync right after finds nothing left to flush."""
     cache = StoreCache(str(tmp_path), STORE)
     node = await new_file(cache, "a.md", b"a")
-    cache.save_pending()
     cache.journal.apply_log()
     flushed: list[int] = []
     monkeypatch.setattr(os, "fdatasync", flushed.append)
