@@ -214,6 +214,38 @@ statement's parameters); "X" (contents of several files dropped) is the one
 with a list of them."""
 
 
+class _Transaction:
+    """`Journal.transaction()`: the outermost one gathers the operations inside
+    and commits them as one record at its end; an exception commits nothing."""
+
+    __slots__ = ("_journal", "_outer")
+
+    def __init__(self, journal: Journal) -> None:
+        self._journal = journal
+        self._outer = False
+
+    def __enter__(self) -> None:
+        journal = self._journal
+        self._outer = journal._group is None and not journal.db.in_transaction
+        if self._outer:
+            journal._group = []
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        if not self._outer:
+            return
+        journal = self._journal
+        ops, journal._group = journal._group or [], None
+        if kind is not None:
+            journal._names.clear()  # which names the rows will hold is not known now
+            return
+        if ops:
+            try:
+                journal._commit(ops)
+            except BaseException:
+                journal._names.clear()
+                raise
+
+
 class Journal:
     """The SQLite journal of one store, at `path`, and its redo log beside it."""
 
@@ -333,27 +365,10 @@ class Journal:
 
     # ---------------------------------------------------------- commits
 
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self) -> _Transaction:
         """One commit for everything inside (one record of the redo log); nested
         uses join the outer one. An exception inside commits nothing."""
-        if self._group is not None or self.db.in_transaction:
-            yield
-            return
-        self._group = []
-        try:
-            yield
-        except BaseException:
-            self._group = None
-            self._names.clear()  # which names the rows will hold is not known now
-            raise
-        ops, self._group = self._group, None
-        if ops:
-            try:
-                self._commit(ops)
-            except BaseException:
-                self._names.clear()
-                raise
+        return _Transaction(self)
 
     @contextlib.contextmanager
     def _disk_full_is_cache_disk_full(self) -> Iterator[None]:
@@ -368,11 +383,13 @@ class Journal:
                 ) from e
             raise
         except RedoLogError as e:
-            if e.error.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise CacheDiskFull(
-                    f"the disk of the cache at {os.path.dirname(self.path)} is full"
-                ) from e
-            raise e.error from None
+            raise self._log_failure(e) from e
+
+    def _log_failure(self, e: RedoLogError) -> Exception:
+        """What a failed write or flush of the redo log is to the cache's callers."""
+        if e.error.errno in (errno.ENOSPC, errno.EDQUOT):
+            return CacheDiskFull(f"the disk of the cache at {os.path.dirname(self.path)} is full")
+        return e.error
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
@@ -417,12 +434,18 @@ class Journal:
         """Append one record of `ops` to the redo log (applying the log first when
         the record would not fit), then answer from it until it is applied."""
         contents = [op[-1] for op in ops if op[0] == CONTENT]
-        size = sum(len(c) for c in contents)
-        with self._disk_full_is_cache_disk_full():
-            if self._log.offset and self._log.offset + size + 4096 > CAPACITY:
-                self.apply_log()
+        if contents:
+            size = sum(map(len, contents))
             stored = [(*op[:-1], len(op[-1])) if op[0] == CONTENT else op for op in ops]
-            at = self._log.append(self._seq + 1, stored, contents)
+        else:
+            size, stored = 0, ops
+        log = self._log
+        if log.offset and log.offset + size + 4096 > CAPACITY:
+            self.apply_log()
+        try:
+            at = log.append(self._seq + 1, stored, contents, size)
+        except RedoLogError as e:
+            raise self._log_failure(e) from e
         self._seq += 1
         self.commits += 1
         for op in ops:
@@ -437,9 +460,8 @@ class Journal:
                     self._logged_contents[i] = None
             elif code == "m":
                 self._logged_meta[op[1]] = op[2]
-        if self._log.offset > CAPACITY:
-            with self._disk_full_is_cache_disk_full():
-                self.apply_log()
+        if log.offset > CAPACITY:
+            self.apply_log()
 
     def apply_log(self) -> None:
         """Apply every record of the redo log to SQLite in one transaction, flush
@@ -584,9 +606,18 @@ class Journal:
         end, so the caller leaves it as it is until then."""
         self._do((CONTENT, node_id, data))
 
-    def written(self, node_id: int, size: int, mtime_ns: int) -> None:
-        """A file's content changed at `mtime_ns` (its change time too) to `size` bytes."""
-        self._do(("w", size, mtime_ns, mtime_ns, node_id))
+    def put_written(self, node_id: int, data: bytes | bytearray, mtime_ns: int) -> None:
+        """A file's whole content, changed at `mtime_ns` (its change time too), with
+        its size: one commit (see `put_content` inside a transaction)."""
+        ops: list[Op] = [(CONTENT, node_id, data), ("w", len(data), mtime_ns, mtime_ns, node_id)]
+        if self._group is not None:
+            self._group.extend(ops)
+        elif self.db.in_transaction:
+            self.commits += 2
+            for op in ops:
+                self._run(op)
+        else:
+            self._commit(ops)
 
     def drop_content(self, node_id: int) -> None:
         self._do(("x", node_id))

@@ -30,6 +30,9 @@ from ..api import MAX_CONTENT_BYTES, join_path
 from ._core import CacheCore, log, now_ns
 from ._node import Node, NodeKind, Owner
 
+_ALONE = contextlib.nullcontext()
+"""In place of a transaction, for a change that is one commit by itself."""
+
 
 class LocalChanges(CacheCore):
     """The filesystem's face of the cache (see `FilesystemFace`)."""
@@ -56,7 +59,11 @@ class LocalChanges(CacheCore):
         node = self._new(NodeKind.FILE, parent_id, name, mode, owner)
         node.edited = node.pending = node.cached = True
         path = node.path
-        stone = next((s for s in self.tombstones.values() if s.path == path), None)
+        stone = (
+            next((s for s in self.tombstones.values() if s.path == path), None)
+            if self.tombstones
+            else None
+        )
         if stone is None and self.full:
             if not self._said_full:
                 log.warning(
@@ -71,10 +78,9 @@ class LocalChanges(CacheCore):
                 f"{path}: the store holds at most {self.max_memories} memories; delete some first"
             )
         self._said_full = False
-        # One autocommitted INSERT is the common case (the content's row comes with
-        # the first write); adopting a pending delete changes two tables, in one
-        # transaction.
-        with self.transaction() if stone is not None else contextlib.nullcontext():
+        # One commit of the row is the common case (the content comes with the first
+        # write); adopting a pending delete changes two tables, in one transaction.
+        with self.transaction() if stone is not None else _ALONE:
             adopted = self._adopt_tombstone(path) if stone is not None else None
             if adopted is not None:
                 node.memory_id, node.base_sha = adopted.memory_id, adopted.base_sha
@@ -320,11 +326,11 @@ class LocalChanges(CacheCore):
         content[offset:end] = data
         now = now_ns()
         if not node.orphan:
+            flips = not (node.edited and node.pending)  # the row changes too: one transaction
             try:
-                with self.transaction():
+                with self.transaction() if flips else _ALONE:
                     self._mark_pending(node, content=True)
-                    self.journal.put_content(node.id, content)
-                    self.journal.written(node.id, len(content), now)
+                    self.journal.put_written(node.id, content, now)
             except BaseException:
                 # Not committed: what the file shows stays what the journal holds.
                 content[offset:end] = old
@@ -385,8 +391,7 @@ class LocalChanges(CacheCore):
                 self._save(node)
             if not node.orphan:
                 self._mark_pending(node, content=True)
-                self.journal.put_content(node.id, content)
-                self.journal.written(node.id, size, now)
+                self.journal.put_written(node.id, content, now)
         if node.live.data is not None:
             node.live.data = content
         node.size = size

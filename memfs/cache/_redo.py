@@ -42,6 +42,8 @@ would not fit makes it apply first, in the request that writes it)."""
 
 HEADER = struct.Struct("<8sQIII")
 """log id, sequence number, length of the operations, length of the contents, CRC-32."""
+_HEAD = struct.Struct("<8sQII")
+_CRC = struct.Struct("<I")
 
 _FILL_CHUNK = 1024 * 1024
 
@@ -105,17 +107,17 @@ class RedoLog:
             return  # the flushes of records cost a little more, nothing else
         self.filled = True
 
-    def append(self, seq: int, ops: list[Op], contents: list[bytes | bytearray]) -> int:
-        """Write one record after the others; returns the file offset of its first
-        content (they follow each other). Raises RedoLogError, and then the record
-        is not part of the log (what follows the last record is never read back)."""
+    def append(self, seq: int, ops: list[Op], contents: list[bytes | bytearray], size: int) -> int:
+        """Write one record after the others (`size`: the contents' length); returns
+        the file offset of its first content (they follow each other). Raises
+        RedoLogError, and then the record is not part of the log (what follows
+        the last record is never read back)."""
         encoded = marshal.dumps(ops)
-        size = sum(len(c) for c in contents)
-        head = HEADER.pack(self.log_id, seq, len(encoded), size, 0)[:-4]
+        head = _HEAD.pack(self.log_id, seq, len(encoded), size)
         crc = zlib.crc32(encoded, zlib.crc32(head))
         for c in contents:
             crc = zlib.crc32(c, crc)
-        parts = [head, struct.pack("<I", crc), encoded, *contents]
+        parts = [head, _CRC.pack(crc), encoded, *contents]
         with self._lock:
             try:
                 written = os.pwritev(self.fd, parts, self.offset)

@@ -43,27 +43,28 @@ CACHE_TIMEOUT = 300.0
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
+_HANDLERS: list[str] = []
+"""The name of every handler `_handler` wrapped: each mount keeps a histogram of each."""
+
 
 def _handler(fn: F) -> F:
-    """Wrap a handler so that nothing but FUSEError leaves it."""
+    """Wrap a handler so that nothing but FUSEError leaves it, and time it."""
 
     name = fn.__name__
+    _HANDLERS.append(name)
+    clock = time.perf_counter
 
     @functools.wraps(fn)
-    async def wrapper(self: MemoryStoreFS, *args: Any, **kwargs: Any) -> Any:
-        self.requests[name] += 1
-        self.last_request = started = time.perf_counter()
+    async def wrapper(self: MemoryStoreFS, *args: Any) -> Any:
+        self.last_request = started = clock()
         try:
-            return await fn(self, *args, **kwargs)
+            return await fn(self, *args)
         except pyfuse3.FUSEError:
             raise
         except Exception as e:  # noqa: BLE001 - the mount must survive any bug
             raise pyfuse3.FUSEError(errno_for(e)) from None
         finally:
-            latency = self.latency.get(name)
-            if latency is None:
-                latency = self.latency[name] = Histogram(FUSE_BUCKETS)
-            latency.observe(time.perf_counter() - started)
+            self._latency[name].observe(clock() - started)
 
     return wrapper  # type: ignore[return-value]
 
@@ -101,15 +102,26 @@ class MemoryStoreFS(pyfuse3.Operations):
         self.max_files = max_files
         self.marker = marker_content(cache.store_id)
         self._handles: dict[int, _Handle] = {}
-        self.requests: collections.Counter[str] = collections.Counter()
-        """FUSE requests answered, by operation: what the kernel did not cache."""
-        self.latency: dict[str, Histogram] = {}
-        """Seconds each kind of request took to answer, by operation."""
+        self._latency = {name: Histogram(FUSE_BUCKETS) for name in _HANDLERS}
         self.last_request = 0.0
         """time.perf_counter() when the latest request came."""
         self._next_fh = 1
         self._dir_listings: dict[int, list[tuple[bytes, int]]] = {}
         self._next_dir_fh = 1
+
+    @property
+    def requests(self) -> collections.Counter[str]:
+        """FUSE requests answered, by operation: what the kernel did not cache."""
+        return collections.Counter({n: h.count for n, h in self._latency.items() if h.count})
+
+    @property
+    def latency(self) -> dict[str, Histogram]:
+        """Seconds each kind of request took to answer, by operation answered."""
+        return {n: h for n, h in self._latency.items() if h.count}
+
+    def request_total(self) -> int:
+        """FUSE requests answered, all operations."""
+        return sum(h.count for h in self._latency.values())
 
     # ------------------------------------------------------------ attributes
 

@@ -111,7 +111,7 @@ class MountedStore:
 
     def fs_busy(self) -> bool:
         """Whether the filesystem answered requests since the last call."""
-        total = self.fs.requests.total()
+        total = self.fs.request_total()
         busy, self._fs_requests_seen = total != self._fs_requests_seen, total
         return busy
 

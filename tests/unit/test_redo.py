@@ -26,10 +26,14 @@ def log_at(tmp_path: Path, log_id: bytes = LOG_ID) -> RedoLog:
     return RedoLog(str(tmp_path / "log"), log_id)
 
 
+def append(log: RedoLog, seq: int, ops: list, contents: list[bytes]) -> int:
+    return log.append(seq, ops, contents, sum(map(len, contents)))
+
+
 def test_records_read_back_in_order_with_their_contents(tmp_path):
     log = log_at(tmp_path)
-    first = log.append(1, [("m", "k", "v"), ("c", 20, 5)], [b"hello"])
-    log.append(2, [("d", 20), ("c", 21, 0), ("c", 22, 3)], [b"", b"abc"])
+    first = append(log, 1, [("m", "k", "v"), ("c", 20, 5)], [b"hello"])
+    append(log, 2, [("d", 20), ("c", 21, 0), ("c", 22, 3)], [b"", b"abc"])
     assert log.read(first, 5) == b"hello"
     log.close()
 
@@ -46,10 +50,10 @@ def test_records_read_back_in_order_with_their_contents(tmp_path):
 
 def test_a_torn_record_ends_the_log(tmp_path):
     log = log_at(tmp_path)
-    log.append(1, [("c", 20, 5)], [b"whole"])
+    append(log, 1, [("c", 20, 5)], [b"whole"])
     torn_at = log.offset
-    log.append(2, [("c", 21, 4)], [b"torn"])
-    log.append(3, [("c", 22, 5)], [b"after"])
+    append(log, 2, [("c", 21, 4)], [b"torn"])
+    append(log, 3, [("c", 22, 5)], [b"after"])
     os.pwrite(log.fd, b"\xff", torn_at + HEADER.size + 2)  # a byte the kill never wrote
     assert [seq for seq, _ in log.records(0)] == [1]
     log.close()
@@ -57,8 +61,8 @@ def test_a_torn_record_ends_the_log(tmp_path):
 
 def test_records_of_another_log_or_out_of_sequence_are_not_read(tmp_path):
     log = log_at(tmp_path)
-    log.append(1, [("d", 20)], [])
-    log.append(3, [("d", 21)], [])
+    append(log, 1, [("d", 20)], [])
+    append(log, 3, [("d", 21)], [])
     assert [seq for seq, _ in log.records(0)] == [1]
     log.close()
     other = log_at(tmp_path, b"\x02" * 8)
@@ -69,9 +73,9 @@ def test_records_of_another_log_or_out_of_sequence_are_not_read(tmp_path):
 def test_after_a_restart_the_old_records_are_never_read_again(tmp_path):
     log = log_at(tmp_path)
     for seq in (1, 2, 3):
-        log.append(seq, [("c", 20 + seq, 100)], [bytes(100)])
+        append(log, seq, [("c", 20 + seq, 100)], [bytes(100)])
     log.restart()
-    log.append(4, [("d", 9)], [])  # shorter: the old records' bytes follow it
+    append(log, 4, [("d", 9)], [])  # shorter: the old records' bytes follow it
     assert list(log.records(3)) == [(4, [("d", 9)])]
     assert list(log.records(4)) == []
     log.close()
