@@ -37,6 +37,8 @@ def check_name(name: str) -> None:
         raise InvalidPath(f"a path segment may not be {name!r}")
     if "/" in name:
         raise InvalidPath("a path segment may not contain '/'")
+    if name.isascii() and name.isprintable():
+        return  # no control or format character, and NFC already
     for ch in name:
         if _forbidden_char(ch):
             raise InvalidPath(f"a path may not contain the character U+{ord(ch):04X}")
@@ -57,10 +59,13 @@ def normalize_path(path: Any) -> str:
         raise InvalidPath("path must start with '/'")
     if path == "/":
         raise InvalidPath("path must have at least one segment")
-    for ch in path:
-        if _forbidden_char(ch):
-            raise InvalidPath(f"path may not contain the character U+{ord(ch):04X}")
-    nfc = unicodedata.normalize("NFC", path)
+    if path.isascii() and path.isprintable():
+        nfc = path  # no control or format character, and NFC already
+    else:
+        for ch in path:
+            if _forbidden_char(ch):
+                raise InvalidPath(f"path may not contain the character U+{ord(ch):04X}")
+        nfc = unicodedata.normalize("NFC", path)
     if len(nfc.encode("utf-8")) > MAX_PATH_BYTES:
         raise InvalidPath(f"path is longer than {MAX_PATH_BYTES} bytes")
     for segment in nfc[1:].split("/"):

@@ -109,6 +109,11 @@ class CacheCore:
     def lookup(self, parent_id: int, name: str) -> Node:
         return self.tree.lookup(parent_id, name)
 
+    def child(self, parent_id: int, name: str) -> Node | None:
+        """The entry `name` of a folder, None when it has none (no exception to pay
+        for: most lookups of a name that is not there come before a create)."""
+        return self.tree.child(parent_id, name)
+
     def find(self, path: str) -> Node | None:
         return self.tree.find(path)
 

@@ -222,6 +222,16 @@ class LocalChanges(CacheCore):
                 await self._fetch(node)
             finally:
                 self.readers_waiting -= 1
+        return self._hold(node, writable)
+
+    def create_open(
+        self, parent_id: int, name: str, mode: int, owner: Owner, *, writable: bool
+    ) -> Node:
+        """`create`, then `open` of the new file (whose content is here: it is empty)."""
+        return self._hold(self.create(parent_id, name, mode, owner), writable)
+
+    def _hold(self, node: Node, writable: bool) -> Node:
+        """Hold a file whose content is here open (see `open`)."""
         live = node.live
         if live.data is None:
             live.data = bytearray(self.read_content(node) if node.size else b"")

@@ -70,6 +70,14 @@ class Tree:
         except KeyError:
             raise NoSuchEntry(f"no {name!r} in {self.nodes[parent_id].path}")
 
+    def child(self, parent_id: int, name: str) -> Node | None:
+        """`lookup`, with None for a name the folder does not hold."""
+        kids = self.children.get(parent_id)
+        if kids is None:
+            raise NotADirectory(f"{self.node(parent_id).path} is not a folder")
+        nid = kids.get(name)
+        return None if nid is None else self.nodes[nid]
+
     def entry(self, parent_id: int, name: str) -> Node | None:
         nid = self.children[parent_id].get(name)
         return None if nid is None else self.nodes[nid]

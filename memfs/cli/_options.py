@@ -257,7 +257,7 @@ MOUNT_OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "cache-dir",
-        "the local cache",
+        "the local cache (per store: the contents, plus 16 MiB of redo log)",
         path_value,
         kind="path",
         metavar="DIR",

@@ -187,7 +187,10 @@ class MemoryStoreFS(pyfuse3.Operations):
         if sname == "..":
             node = self.cache.node(parent_inode)
             return self._attrs(self.cache.node(node.parent if node.id != ROOT_ID else ROOT_ID))
-        return self._attrs(self.cache.lookup(parent_inode, sname))
+        child = self.cache.child(parent_inode, sname)
+        if child is None:
+            raise _fail(errno.ENOENT)
+        return self._attrs(child)
 
     @_handler
     async def forget(self, inode_list: Any) -> None:
@@ -417,9 +420,8 @@ class MemoryStoreFS(pyfuse3.Operations):
         if statmod.S_IFMT(mode) not in (0, statmod.S_IFREG):
             raise _fail(errno.EPERM)
         owner, mode = self.owners.for_new(parent_inode, ctx, statmod.S_IMODE(mode), is_dir=False)
-        node = self.cache.create(parent_inode, sname, mode, owner)
         writable = (flags & os.O_ACCMODE) != os.O_RDONLY
-        node = await self.cache.open(node.id, writable=writable)
+        node = self.cache.create_open(parent_inode, sname, mode, owner, writable=writable)
         return pyfuse3.FileInfo(fh=self._new_handle(node, writable), keep_cache=True), self._attrs(
             node
         )
