@@ -14,38 +14,27 @@ file, at most `MAX_CONTENT_BYTES` each), so that no change asks the
 filesystem for an inode (creating a file costs some ext4 disks 0.1-0.9 ms).
 
 Commits: a change (one method call, or everything inside `transaction()`) is
-committed by one record of the redo log (memfs/cache/_redo.py), a `pwritev`
-of a few microseconds where an SQLite commit costs 20-50: once it returned,
-a SIGKILL cannot undo it. The records are applied to SQLite later, many in
-one transaction (`apply_log`: while the filesystem is idle, when the log is
-full, before anything reads what they changed, at close), together with the
-number of the last one applied; opening the journal applies those a kill
-left. Until then the journal answers from what it logged (a content's place
-in the log, meta values). `batch()` writes SQLite itself, after applying the
-log: it runs while nothing else uses the journal.
-
-Durability: SQLite commits reach the WAL at once (synchronous=NORMAL);
-`make_durable` flushes the redo log (one `fdatasync`), which makes every
-change so far durable, and the WAL too when `batch()` wrote it. The log starts
-again from its beginning only once what applied it is flushed.
+one record of the redo log, applied to SQLite later, many at once; reads of
+what the records changed apply them first, or (contents, meta values) are
+answered from them. How, and what is durable when, is `Commits`
+(memfs/cache/_commits.py); this module says what each change is (`_SQL`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import operator
 import os
-import secrets
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .._exceptions import CacheCorrupt, CacheDiskFull, CacheInUse
+from .._exceptions import CacheCorrupt, CacheInUse
+from ._commits import META, Commits
 from ._node import FIRST_NODE_ID, ROOT_ID, Node, NodeKind, Tombstone, Upload
-from ._redo import CAPACITY, CONTENT, Op, RedoLog, RedoLogError
+from ._redo import CONTENT, RedoLogError
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS nodes (
@@ -124,11 +113,6 @@ MIGRATIONS: list[str] = [
 WAL_PAGES = 1000
 """The WAL is checkpointed at this many pages (SQLite's default)."""
 
-_LOG_ID = "redo_log_id"
-_LOG_APPLIED = "redo_log_applied"
-_LOG_FILLED = "redo_log_filled"
-"""Meta keys: the redo log's id, the last record applied, whether its space is written."""
-
 
 @dataclass(frozen=True)
 class Field:
@@ -206,7 +190,7 @@ _SQL: dict[str, str] = {
     "ON CONFLICT (node_id) DO UPDATE SET data = excluded.data",
     "x": "DELETE FROM contents WHERE node_id = ?",
     "w": "UPDATE nodes SET size = ?, mtime_ns = ?, ctime_ns = ? WHERE id = ?",
-    "m": "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+    META: "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
     "S": "DELETE FROM synced",
 }
 """What each operation of the redo log does to SQLite (its arguments are the
@@ -214,55 +198,14 @@ statement's parameters); "X" (contents of several files dropped) is the one
 with a list of them."""
 
 
-class _Transaction:
-    """`Journal.transaction()`: the outermost one gathers the operations inside
-    and commits them as one record at its end; an exception commits nothing."""
-
-    __slots__ = ("_journal", "_outer")
-
-    def __init__(self, journal: Journal) -> None:
-        self._journal = journal
-        self._outer = False
-
-    def __enter__(self) -> None:
-        journal = self._journal
-        self._outer = journal._group is None and not journal.db.in_transaction
-        if self._outer:
-            journal._group = []
-
-    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
-        if not self._outer:
-            return
-        journal = self._journal
-        ops, journal._group = journal._group or [], None
-        if kind is not None:
-            journal._names.clear()  # which names the rows will hold is not known now
-            return
-        if ops:
-            try:
-                journal._commit(ops)
-            except BaseException:
-                journal._names.clear()
-                raise
-
-
 class Journal:
     """The SQLite journal of one store, at `path`, and its redo log beside it."""
 
     def __init__(self, path: str, *, store_id: str) -> None:
         self.path = path
-        self._durable_changes = -1
-        self._wal_fd: int | None = None
         self._checkpointed_changes = 0
         self._names: dict[int, tuple[int, str]] = {}
         """(parent, name) of each row as the journal will hold it, by node id."""
-        self._group: list[Op] | None = None
-        """The operations of the open `transaction()`, logged together at its end."""
-        self._logged_contents: dict[int, tuple[int, int] | None] = {}
-        """Contents logged and not applied: (offset in the log, length), None if dropped."""
-        self._logged_meta: dict[str, str | None] = {}
-        self.commits = 0
-        """Commits since the journal opened: records logged, statements of a batch."""
         try:
             # timeout 0: a journal held by another process is refused at once (CacheInUse).
             self.db = sqlite3.connect(
@@ -275,7 +218,7 @@ class Journal:
             self.db.executescript(SCHEMA)
             self._migrate()
             self._ensure_root()
-            self._log = self._open_log()
+            self._commits = Commits(self.db, path, _SQL, self._names.clear)
         except sqlite3.OperationalError as e:
             if "locked" in str(e):
                 raise CacheInUse(
@@ -290,6 +233,19 @@ class Journal:
             "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'nodes'), 0), "
             "coalesce((SELECT max(id) FROM nodes), 0)) + 1"
         ).fetchone()
+        self._do = self._commits.do
+        self.transaction = self._commits.transaction
+        """One commit for everything inside (one record of the redo log); nested
+        uses join the outer one. An exception inside commits nothing."""
+        self.batch = self._commits.batch
+        """One SQLite commit for many changes while nothing else uses the journal
+        (see `Commits.batch`)."""
+        self.in_transaction = self._commits.in_transaction
+        self.apply_log = self._commits.apply
+        """Apply the redo log to SQLite now (see `Commits.apply`)."""
+        self.make_durable = self._commits.make_durable
+        """Make every change committed so far durable (one flush of the redo log)."""
+        self.note_log_filled = self._commits.note_log_filled
 
     def _migrate(self) -> None:
         version = self.db.execute("PRAGMA user_version").fetchone()[0]
@@ -307,54 +263,25 @@ class Journal:
                 "UPDATE sqlite_sequence SET seq = ? WHERE name = 'nodes'", (FIRST_NODE_ID - 1,)
             )
 
-    def _sql_meta(self, key: str) -> str | None:
-        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return row[0] if row else None
-
-    def _open_log(self) -> RedoLog:
-        """Open the redo log and apply what a kill left in it. A journal new to the
-        log (or made again beside an old one) gets a new id: records of another
-        id are never read."""
-        log_id = self._sql_meta(_LOG_ID)
-        if log_id is None:
-            log_id = secrets.token_hex(8)
-            self.db.execute(_SQL["m"], (_LOG_ID, log_id))
-            self.db.execute(_SQL["m"], (_LOG_FILLED, None))
-        self._applied = int(self._sql_meta(_LOG_APPLIED) or 0)
-        self._seq = self._applied
-        log = RedoLog(self.path + "-redo", bytes.fromhex(log_id))
-        self._log = log
-        self._apply(log.records(self._applied))
-        if self._sql_meta(_LOG_FILLED) is None:
-            log.start_filling()
-        return log
+    @property
+    def commits(self) -> int:
+        """Commits since the journal opened: records logged, statements of a batch."""
+        return self._commits.count
 
     def close(self) -> None:
-        with contextlib.suppress(sqlite3.Error, RedoLogError, OSError):
-            self.apply_log()  # else the next open applies what is left
-        self._log.close()
-        if self._wal_fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(self._wal_fd)
-            self._wal_fd = None
+        self._commits.close()
         with contextlib.suppress(sqlite3.Error):
             self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self.db.close()
 
     def abandon(self) -> None:
         """Close as a SIGKILL would: nothing applied, flushed or checkpointed."""
-        self._log.close()
+        self._commits.abandon()
         self.db.close()
-
-    def note_log_filled(self) -> None:
-        """Remember that the redo log's space is written (its filling thread is
-        done), so that no later open fills it again."""
-        if self._log.filled and self.get_meta(_LOG_FILLED) is None:
-            self.set_meta(_LOG_FILLED, "1")
 
     @property
     def unsaved_commits(self) -> bool:
-        """Something was committed since the last `checkpoint`."""
+        """Something was committed to SQLite since the last `checkpoint`."""
         return self.db.total_changes != self._checkpointed_changes
 
     def checkpoint(self) -> None:
@@ -362,165 +289,6 @@ class Journal:
         that no request pays for it; the WAL keeps its size."""
         self.db.execute("PRAGMA wal_checkpoint(PASSIVE)")
         self._checkpointed_changes = self.db.total_changes
-
-    # ---------------------------------------------------------- commits
-
-    def transaction(self) -> _Transaction:
-        """One commit for everything inside (one record of the redo log); nested
-        uses join the outer one. An exception inside commits nothing."""
-        return _Transaction(self)
-
-    @contextlib.contextmanager
-    def _disk_full_is_cache_disk_full(self) -> Iterator[None]:
-        """The one place a full disk (SQLite's, or the redo log's ENOSPC) becomes
-        the cache's `CacheDiskFull`."""
-        try:
-            yield
-        except sqlite3.Error as e:
-            if e.sqlite_errorcode == sqlite3.SQLITE_FULL:
-                raise CacheDiskFull(
-                    f"the disk of the cache at {os.path.dirname(self.path)} is full"
-                ) from e
-            raise
-        except RedoLogError as e:
-            raise self._log_failure(e) from e
-
-    def _log_failure(self, e: RedoLogError) -> Exception:
-        """What a failed write or flush of the redo log is to the cache's callers."""
-        if e.error.errno in (errno.ENOSPC, errno.EDQUOT):
-            return CacheDiskFull(f"the disk of the cache at {os.path.dirname(self.path)} is full")
-        return e.error
-
-    @contextlib.contextmanager
-    def batch(self) -> Iterator[None]:
-        """One SQLite commit for many changes made while nothing else uses the
-        journal (the pass before mounting), written to SQLite itself once the log
-        is applied: unlike `transaction`, what ran is committed even when an
-        exception ends the batch, since memory already holds it."""
-        if self._group is not None or self.db.in_transaction:
-            yield
-            return
-        self.apply_log()
-        self.db.execute("BEGIN")
-        try:
-            yield
-        finally:
-            if self.in_transaction():  # SQLite ends it itself after some errors
-                self.db.execute("COMMIT")
-            else:
-                self._names.clear()
-
-    def in_transaction(self) -> bool:
-        return self._group is not None or self.db.in_transaction
-
-    def _do(self, op: Op) -> None:
-        """Commit one operation: into the open transaction's record, into SQLite
-        inside a batch, else as a record of its own."""
-        if self._group is not None:
-            self._group.append(op)
-        elif self.db.in_transaction:
-            self.commits += 1
-            self._run(op)
-        else:
-            self._commit([op])
-
-    def _run(self, op: Op) -> None:
-        if op[0] == "X":
-            self.db.executemany(_SQL["x"], [(i,) for i in op[1]])
-        else:
-            self.db.execute(_SQL[op[0]], op[1:])
-
-    def _commit(self, ops: list[Op]) -> None:
-        """Append one record of `ops` to the redo log (applying the log first when
-        the record would not fit), then answer from it until it is applied."""
-        contents = [op[-1] for op in ops if op[0] == CONTENT]
-        if contents:
-            size = sum(map(len, contents))
-            stored = [(*op[:-1], len(op[-1])) if op[0] == CONTENT else op for op in ops]
-        else:
-            size, stored = 0, ops
-        log = self._log
-        if log.offset and log.offset + size + 4096 > CAPACITY:
-            self.apply_log()
-        try:
-            at = log.append(self._seq + 1, stored, contents, size)
-        except RedoLogError as e:
-            raise self._log_failure(e) from e
-        self._seq += 1
-        self.commits += 1
-        for op in ops:
-            code = op[0]
-            if code == CONTENT:
-                self._logged_contents[op[1]] = (at, len(op[2]))
-                at += len(op[2])
-            elif code == "x":
-                self._logged_contents[op[1]] = None
-            elif code == "X":
-                for i in op[1]:
-                    self._logged_contents[i] = None
-            elif code == "m":
-                self._logged_meta[op[1]] = op[2]
-        if log.offset > CAPACITY:
-            self.apply_log()
-
-    def apply_log(self) -> None:
-        """Apply every record of the redo log to SQLite in one transaction, flush
-        it, and start the log again (nothing to do when it is empty)."""
-        if self._seq == self._applied or self.db.in_transaction:
-            return
-        with self._disk_full_is_cache_disk_full():
-            self._apply(self._log.records(self._applied), expect=self._seq)
-
-    def _apply(self, records: Iterator[tuple[int, list[Op]]], expect: int | None = None) -> None:
-        """Apply `records` in one SQLite transaction with the number of the last one,
-        flush the WAL, and start the log again. `expect`: the last record this
-        process wrote, which must be among them (else the log lost some)."""
-        last = None
-        self.db.execute("BEGIN")
-        try:
-            for seq, ops in records:
-                for op in ops:
-                    self._run(op)
-                last = seq
-            if expect is not None and last != expect:
-                raise CacheCorrupt(
-                    f"the redo log {self._log.path} lost records "
-                    f"{(last or self._applied) + 1}-{expect}"
-                )
-            if last is not None:
-                self.db.execute(_SQL["m"], (_LOG_APPLIED, str(last)))
-            self.db.execute("COMMIT")
-        except BaseException:
-            if self.db.in_transaction:
-                self.db.execute("ROLLBACK")
-            raise
-        if last is not None:
-            self._applied = self._seq = last
-        self._sync_wal()  # before the log's start is written again
-        self._logged_contents.clear()
-        self._logged_meta.clear()
-        self._log.restart()
-
-    def _sync_wal(self) -> None:
-        changes = self.db.total_changes
-        if changes == self._durable_changes:
-            return
-        if self._wal_fd is None:
-            try:
-                self._wal_fd = os.open(self.path + "-wal", os.O_RDONLY | os.O_CLOEXEC)
-            except FileNotFoundError:
-                return  # nothing was ever written to a WAL: nothing to flush
-        os.fdatasync(self._wal_fd)
-        self._durable_changes = changes
-
-    def make_durable(self) -> None:
-        """Make every change committed so far durable: one flush of the redo log
-        (none when nothing was logged since), and of the WAL when a batch wrote it.
-        `fdatasync` is enough: what it leaves out (times) is not needed to read
-        either back."""
-        self._sync_wal()
-        with self._disk_full_is_cache_disk_full():
-            self._log.flush()
 
     # --------------------------------------------------------------- nodes
 
@@ -584,15 +352,9 @@ class Journal:
     def content(self, node_id: int) -> bytes | None:
         """A file's content, or None when it has no row (a cached file without one
         is empty: a new file gets its row at its first write)."""
-        if node_id in self._logged_contents:
-            place = self._logged_contents[node_id]
-            if place is None:
-                return None
-            with self._disk_full_is_cache_disk_full():
-                try:
-                    return self._log.read(*place)
-                except OSError as e:
-                    raise RedoLogError(e) from e
+        logged, content = self._commits.logged_content(node_id)
+        if logged:
+            return content
         row = self.db.execute("SELECT data FROM contents WHERE node_id = ?", (node_id,)).fetchone()
         return None if row is None else bytes(row[0])
 
@@ -609,15 +371,7 @@ class Journal:
     def put_written(self, node_id: int, data: bytes | bytearray, mtime_ns: int) -> None:
         """A file's whole content, changed at `mtime_ns` (its change time too), with
         its size: one commit (see `put_content` inside a transaction)."""
-        ops: list[Op] = [(CONTENT, node_id, data), ("w", len(data), mtime_ns, mtime_ns, node_id)]
-        if self._group is not None:
-            self._group.extend(ops)
-        elif self.db.in_transaction:
-            self.commits += 2
-            for op in ops:
-                self._run(op)
-        else:
-            self._commit(ops)
+        self._do((CONTENT, node_id, data), ("w", len(data), mtime_ns, mtime_ns, node_id))
 
     def drop_content(self, node_id: int) -> None:
         self._do(("x", node_id))
@@ -647,9 +401,7 @@ class Journal:
     # ---------------------------------------------------------------- meta
 
     def get_meta(self, key: str) -> str | None:
-        if key in self._logged_meta:
-            return self._logged_meta[key]
-        return self._sql_meta(key)
+        return self._commits.logged_meta(key)
 
     def set_meta(self, key: str, value: str | None) -> None:
-        self._do(("m", key, value))
+        self._do((META, key, value))

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from memfs.cache import ROOT_ID, StoreCache, _journal, invariant_problems
+from memfs.cache import ROOT_ID, StoreCache, _commits, invariant_problems
 from memfs.cache._redo import HEADER, RedoLog
 
 STORE = "memstore_redo"
@@ -127,7 +127,7 @@ async def test_an_apply_that_did_not_commit_is_applied_at_the_next_open(tmp_path
     for i in range(5):
         await new_file(cache, f"f{i}.md", f"content {i}".encode())
     done = 0
-    real_run = cache.journal._run
+    real_run = cache.journal._commits._run
 
     def dies_halfway(op):
         nonlocal done
@@ -136,7 +136,7 @@ async def test_an_apply_that_did_not_commit_is_applied_at_the_next_open(tmp_path
         done += 1
         real_run(op)
 
-    monkeypatch.setattr(cache.journal, "_run", dies_halfway)
+    monkeypatch.setattr(cache.journal._commits, "_run", dies_halfway)
     with pytest.raises(KeyboardInterrupt):
         cache.journal.apply_log()
     monkeypatch.undo()
@@ -166,7 +166,7 @@ async def test_an_applied_log_is_never_applied_twice(tmp_path):
 
 
 async def test_a_full_log_is_applied_inside_the_request_and_starts_again(tmp_path, monkeypatch):
-    monkeypatch.setattr(_journal, "CAPACITY", 64 * 1024)
+    monkeypatch.setattr(_commits, "CAPACITY", 64 * 1024)
     cache = StoreCache(str(tmp_path / "live"), STORE)
     written = {}
     for i in range(40):
@@ -174,7 +174,7 @@ async def test_a_full_log_is_applied_inside_the_request_and_starts_again(tmp_pat
         await new_file(cache, f"f{i:02}.md", content)
         written[f"/f{i:02}.md"] = content
     assert cache.journal.db.execute("SELECT count(*) FROM contents").fetchone()[0] > 0
-    assert cache.journal._log.offset < 64 * 1024
+    assert cache.journal._commits._log.offset < 64 * 1024
     assert contents(cache) == written
 
     again = killed_copy(cache, tmp_path / "after")

@@ -1,0 +1,325 @@
+"""How the journal's changes are committed: through its redo log, to SQLite.
+
+A change (one operation, or the operations of one `transaction()`) is
+committed by one record of the redo log (memfs/cache/_redo.py), a `pwritev`
+of a few microseconds where an SQLite commit costs 20-50: once it returned,
+a SIGKILL cannot undo it. `Commits.apply` writes the records to SQLite, many
+in one transaction, together with the number of the last one; it runs while
+the filesystem is idle, when the log is full, before anything reads what the
+records changed, and at close. Opening applies what a kill left. Until then
+the contents and meta values the records hold are answered from them
+(`logged_content`, `logged_meta`).
+
+`batch()` writes SQLite itself, after applying the log: it runs while nothing
+else uses the journal (the pass before mounting), so its one SQLite commit
+keeps its place in the order of changes.
+
+Durability: SQLite commits reach the WAL at once (synchronous=NORMAL);
+`make_durable` flushes the redo log (one `fdatasync`), which makes every
+change so far durable, and the WAL too when a batch wrote it. The log starts
+again from its beginning only once the WAL holding what applied it is
+flushed.
+
+What an operation does to SQLite is the journal's to say (`sql`: its code to
+the statement whose parameters are its arguments); "X" (the contents of
+several files dropped) is the one whose argument is a list.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import secrets
+import sqlite3
+from collections.abc import Callable, Iterator
+
+from .._exceptions import CacheCorrupt, CacheDiskFull
+from ._redo import CAPACITY, CONTENT, Op, RedoLog, RedoLogError
+
+LOG_ID = "redo_log_id"
+LOG_APPLIED = "redo_log_applied"
+LOG_FILLED = "redo_log_filled"
+"""Meta keys: the redo log's id, the last record applied, whether its space is written."""
+
+META = "m"
+"""The code of the operation that sets a meta value (key, value)."""
+
+
+class _Transaction:
+    """`Commits.transaction()`: the outermost one gathers the operations inside
+    and commits them as one record at its end; an exception commits nothing."""
+
+    __slots__ = ("_commits", "_outer")
+
+    def __init__(self, commits: Commits) -> None:
+        self._commits = commits
+        self._outer = False
+
+    def __enter__(self) -> None:
+        commits = self._commits
+        self._outer = commits.group is None and not commits.db.in_transaction
+        if self._outer:
+            commits.group = []
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        if not self._outer:
+            return
+        commits = self._commits
+        ops, commits.group = commits.group or [], None
+        if kind is not None:
+            commits.rolled_back()
+            return
+        if ops:
+            try:
+                commits.commit(ops)
+            except BaseException:
+                commits.rolled_back()
+                raise
+
+
+class Commits:
+    """The commits of one journal: its SQLite connection `db` and the redo log
+    beside the database at `path`. `rolled_back` is called when a transaction
+    commits nothing (the journal forgets what it assumed its rows hold)."""
+
+    def __init__(
+        self,
+        db: sqlite3.Connection,
+        path: str,
+        sql: dict[str, str],
+        rolled_back: Callable[[], None],
+    ) -> None:
+        self.db = db
+        self.path = path
+        self.sql = sql
+        self.rolled_back = rolled_back
+        self.group: list[Op] | None = None
+        """The operations of the open `transaction()`, logged together at its end."""
+        self.count = 0
+        """Commits since the journal opened: records logged, statements of a batch."""
+        self._logged_contents: dict[int, tuple[int, int] | None] = {}
+        """Contents logged and not applied: (offset in the log, length), None if dropped."""
+        self._logged_meta: dict[str, str | None] = {}
+        self._durable_changes = -1
+        self._wal_fd: int | None = None
+        log_id = self._sql_meta(LOG_ID)
+        if log_id is None:
+            # A journal new to the log, or made again beside an old one: records of
+            # another id are never read.
+            log_id = secrets.token_hex(8)
+            self.db.execute(sql[META], (LOG_ID, log_id))
+            self.db.execute(sql[META], (LOG_FILLED, None))
+        self._applied = int(self._sql_meta(LOG_APPLIED) or 0)
+        self._seq = self._applied
+        self._log = RedoLog(path + "-redo", bytes.fromhex(log_id))
+        self._apply(self._log.records(self._applied))
+        if self._sql_meta(LOG_FILLED) is None:
+            self._log.start_filling()
+
+    def _sql_meta(self, key: str) -> str | None:
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def close(self) -> None:
+        with contextlib.suppress(sqlite3.Error, RedoLogError, OSError, CacheDiskFull):
+            self.apply()  # else the next open applies what is left
+        self.abandon()
+        if self._wal_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._wal_fd)
+            self._wal_fd = None
+
+    def abandon(self) -> None:
+        """Close the log as a SIGKILL would: nothing applied or flushed."""
+        self._log.close()
+
+    def note_log_filled(self) -> None:
+        """Remember that the redo log's space is written (its filling thread is
+        done), so that no later open fills it again."""
+        if self._log.filled and self.logged_meta(LOG_FILLED) is None:
+            self.do((META, LOG_FILLED, "1"))
+
+    # ---------------------------------------------------------- commits
+
+    def transaction(self) -> _Transaction:
+        """One commit for everything inside (one record of the redo log); nested
+        uses join the outer one. An exception inside commits nothing."""
+        return _Transaction(self)
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """One SQLite commit for many changes made while nothing else uses the
+        journal, written to SQLite itself once the log is applied: unlike
+        `transaction`, what ran is committed even when an exception ends the
+        batch, since memory already holds it."""
+        if self.group is not None or self.db.in_transaction:
+            yield
+            return
+        self.apply()
+        self.db.execute("BEGIN")
+        try:
+            yield
+        finally:
+            if self.in_transaction():  # SQLite ends it itself after some errors
+                self.db.execute("COMMIT")
+            else:
+                self.rolled_back()
+
+    def in_transaction(self) -> bool:
+        return self.group is not None or self.db.in_transaction
+
+    def do(self, *ops: Op) -> None:
+        """Commit operations together: into the open transaction's record, into
+        SQLite inside a batch, else as a record of their own."""
+        if self.group is not None:
+            self.group.extend(ops)
+        elif self.db.in_transaction:
+            for op in ops:
+                self.count += 1
+                self._run(op)
+        else:
+            self.commit(list(ops))
+
+    def _run(self, op: Op) -> None:
+        if op[0] == "X":
+            self.db.executemany(self.sql["x"], [(i,) for i in op[1]])
+        else:
+            self.db.execute(self.sql[op[0]], op[1:])
+
+    def commit(self, ops: list[Op]) -> None:
+        """Append one record of `ops` to the redo log (applying the log first when
+        the record would not fit), then answer from it until it is applied."""
+        contents = [op[-1] for op in ops if op[0] == CONTENT]
+        if contents:
+            size = sum(map(len, contents))
+            stored = [(*op[:-1], len(op[-1])) if op[0] == CONTENT else op for op in ops]
+        else:
+            size, stored = 0, ops
+        log = self._log
+        if log.offset and log.offset + size + 4096 > CAPACITY:
+            self.apply()
+        try:
+            at = log.append(self._seq + 1, stored, contents, size)
+        except RedoLogError as e:
+            raise self._log_failure(e) from e
+        self._seq += 1
+        self.count += 1
+        for op in ops:
+            code = op[0]
+            if code == CONTENT:
+                self._logged_contents[op[1]] = (at, len(op[2]))
+                at += len(op[2])
+            elif code == "x":
+                self._logged_contents[op[1]] = None
+            elif code == "X":
+                for i in op[1]:
+                    self._logged_contents[i] = None
+            elif code == META:
+                self._logged_meta[op[1]] = op[2]
+        if log.offset > CAPACITY:
+            self.apply()
+
+    def apply(self) -> None:
+        """Apply every record of the redo log to SQLite in one transaction, flush
+        it, and start the log again (nothing to do when it is empty)."""
+        if self._seq == self._applied or self.db.in_transaction:
+            return
+        with self.disk_full_is_cache_disk_full():
+            self._apply(self._log.records(self._applied), expect=self._seq)
+
+    def _apply(self, records: Iterator[tuple[int, list[Op]]], expect: int | None = None) -> None:
+        """Apply `records` in one SQLite transaction with the number of the last one,
+        flush the WAL, and start the log again. `expect`: the last record this
+        process wrote, which must be among them (else the log lost some)."""
+        last = None
+        self.db.execute("BEGIN")
+        try:
+            for seq, ops in records:
+                for op in ops:
+                    self._run(op)
+                last = seq
+            if expect is not None and last != expect:
+                raise CacheCorrupt(
+                    f"the redo log {self._log.path} lost records "
+                    f"{(last or self._applied) + 1}-{expect}"
+                )
+            if last is not None:
+                self.db.execute(self.sql[META], (LOG_APPLIED, str(last)))
+            self.db.execute("COMMIT")
+        except BaseException:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+            raise
+        if last is not None:
+            self._applied = self._seq = last
+        self._sync_wal()  # before the log's start is written again
+        self._logged_contents.clear()
+        self._logged_meta.clear()
+        self._log.restart()
+
+    def _sync_wal(self) -> None:
+        changes = self.db.total_changes
+        if changes == self._durable_changes:
+            return
+        if self._wal_fd is None:
+            try:
+                self._wal_fd = os.open(self.path + "-wal", os.O_RDONLY | os.O_CLOEXEC)
+            except FileNotFoundError:
+                return  # nothing was ever written to a WAL: nothing to flush
+        os.fdatasync(self._wal_fd)
+        self._durable_changes = changes
+
+    def make_durable(self) -> None:
+        """Make every change committed so far durable: one flush of the redo log
+        (none when nothing was logged since), and of the WAL when a batch wrote it.
+        `fdatasync` is enough: what it leaves out (times) is not needed to read
+        either back."""
+        self._sync_wal()
+        with self.disk_full_is_cache_disk_full():
+            self._log.flush()
+
+    # ------------------------------------------------------- what is logged
+
+    def logged_content(self, node_id: int) -> tuple[bool, bytes | None]:
+        """(True, the content or None if dropped) when a record not applied yet
+        holds the latest word on a file's content, else (False, None)."""
+        if node_id not in self._logged_contents:
+            return False, None
+        place = self._logged_contents[node_id]
+        if place is None:
+            return True, None
+        with self.disk_full_is_cache_disk_full():
+            try:
+                return True, self._log.read(*place)
+            except OSError as e:
+                raise RedoLogError(e) from e
+
+    def logged_meta(self, key: str) -> str | None:
+        """A meta value, from a record not applied yet if one holds it."""
+        if key in self._logged_meta:
+            return self._logged_meta[key]
+        return self._sql_meta(key)
+
+    # --------------------------------------------------------------- errors
+
+    @contextlib.contextmanager
+    def disk_full_is_cache_disk_full(self) -> Iterator[None]:
+        """The one place a full disk (SQLite's, or the redo log's ENOSPC) becomes
+        the cache's `CacheDiskFull`."""
+        try:
+            yield
+        except sqlite3.Error as e:
+            if e.sqlite_errorcode == sqlite3.SQLITE_FULL:
+                raise CacheDiskFull(
+                    f"the disk of the cache at {os.path.dirname(self.path)} is full"
+                ) from e
+            raise
+        except RedoLogError as e:
+            raise self._log_failure(e) from e
+
+    def _log_failure(self, e: RedoLogError) -> Exception:
+        """What a failed write or flush of the redo log is to the cache's callers."""
+        if e.error.errno in (errno.ENOSPC, errno.EDQUOT):
+            return CacheDiskFull(f"the disk of the cache at {os.path.dirname(self.path)} is full")
+        return e.error
