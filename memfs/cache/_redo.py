@@ -21,8 +21,8 @@ a thread of its own (`start_filling`: ~20 ms of disk work, none of it in a
 request), so that records overwrite blocks the file already has: flushing
 such a file costs this kind of disk ~110 µs, against ~150 µs for one only
 preallocated and ~240 µs for one that grows. The thread writes from the end
-down, and never at or past the next record's place: the two take turns under
-one lock.
+down, and only past the next record's place, never over a record: the two
+take turns under one lock.
 """
 
 from __future__ import annotations
