@@ -114,7 +114,8 @@ class Commits:
         self._seq = self._applied
         self._log = RedoLog(path + "-redo", bytes.fromhex(log_id))
         self._apply(self._log.records(self._applied))
-        if self._sql_meta(LOG_FILLED) is None:
+        self._fill_noted = self._sql_meta(LOG_FILLED) is not None
+        if not self._fill_noted:
             self._log.start_filling()
 
     def _sql_meta(self, key: str) -> str | None:
@@ -137,8 +138,9 @@ class Commits:
     def note_log_filled(self) -> None:
         """Remember that the redo log's space is written (its filling thread is
         done), so that no later open fills it again."""
-        if self._log.filled and self.logged_meta(LOG_FILLED) is None:
+        if self._log.filled and not self._fill_noted:
             self.do((META, LOG_FILLED, "1"))
+            self._fill_noted = True
 
     # ---------------------------------------------------------- commits
 

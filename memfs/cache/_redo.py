@@ -46,6 +46,9 @@ _HEAD = struct.Struct("<8sQII")
 _CRC = struct.Struct("<I")
 
 _FILL_CHUNK = 1024 * 1024
+_READ_CHUNK = 256 * 1024
+"""Records are read back this much at a time (a log of small records is one
+`pread` per chunk, not two per record)."""
 
 Op = tuple[Any, ...]
 """One operation: its code, then its arguments (the journal gives them meaning)."""
@@ -156,14 +159,22 @@ class RedoLog:
         each as (seq, operations), a content operation's length replaced by the
         content itself."""
         at, expected = 0, after + 1
+        buffer, buffer_at = b"", 0
+
+        def read(start: int, size: int) -> bytes:
+            nonlocal buffer, buffer_at
+            if not buffer_at <= start <= start + size <= buffer_at + len(buffer):
+                buffer, buffer_at = os.pread(self.fd, max(size, _READ_CHUNK), start), start
+            return buffer[start - buffer_at : start - buffer_at + size]
+
         while True:
-            head = os.pread(self.fd, HEADER.size, at)
+            head = read(at, HEADER.size)
             if len(head) < HEADER.size:
                 return
             log_id, seq, ops_size, contents_size, crc = HEADER.unpack(head)
             if log_id != self.log_id or seq != expected:
                 return
-            body = os.pread(self.fd, ops_size + contents_size, at + HEADER.size)
+            body = read(at + HEADER.size, ops_size + contents_size)
             if len(body) != ops_size + contents_size:
                 return
             if zlib.crc32(body, zlib.crc32(head[:-4])) != crc:

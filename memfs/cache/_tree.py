@@ -62,13 +62,10 @@ class Tree:
             raise NoSuchEntry(f"no entry with id {node_id}")
 
     def lookup(self, parent_id: int, name: str) -> Node:
-        kids = self.children.get(parent_id)
-        if kids is None:
-            raise NotADirectory(f"{self.node(parent_id).path} is not a folder")
-        try:
-            return self.nodes[kids[name]]
-        except KeyError:
+        node = self.child(parent_id, name)
+        if node is None:
             raise NoSuchEntry(f"no {name!r} in {self.nodes[parent_id].path}")
+        return node
 
     def child(self, parent_id: int, name: str) -> Node | None:
         """`lookup`, with None for a name the folder does not hold."""
