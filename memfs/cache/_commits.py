@@ -281,6 +281,11 @@ class Commits:
         with self.disk_full_is_cache_disk_full():
             self._log.flush()
 
+    def start_writeback(self) -> None:
+        """Hand what the redo log holds unflushed to the disk, without waiting, so
+        that a `make_durable` soon after flushes less (`RedoLog.start_writeback`)."""
+        self._log.start_writeback()
+
     # ------------------------------------------------------- what is logged
 
     def logged_content(self, node_id: int) -> tuple[bool, bytes | None]:

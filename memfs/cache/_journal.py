@@ -246,6 +246,8 @@ class Journal:
         self.make_durable = self._commits.make_durable
         """Make every change committed so far durable (one flush of the redo log)."""
         self.note_log_filled = self._commits.note_log_filled
+        self.start_writeback = self._commits.start_writeback
+        """Start writing unflushed changes to the disk, without waiting (a hint)."""
 
     def _migrate(self) -> None:
         version = self.db.execute("PRAGMA user_version").fetchone()[0]

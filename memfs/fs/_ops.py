@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pyfuse3
+import trio
 
 from .._histogram import FUSE_BUCKETS, Histogram
 from ..api import MARKER_NAME, MAX_NAME_BYTES, marker_content
@@ -40,6 +41,9 @@ from ._owners import Owners
 MARKER_INODE = 2
 CACHE_TIMEOUT = 300.0
 """Seconds the kernel may keep entries and attributes: pulls invalidate what they change."""
+WRITEBACK_AFTER_FSYNC = 1.0
+"""For this many seconds after an `fsync()`, each write's change is handed to the
+disk right after the write is answered (see `MemoryStoreFS.write_back`)."""
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
@@ -108,6 +112,8 @@ class MemoryStoreFS(pyfuse3.Operations):
         self._next_fh = 1
         self._dir_listings: dict[int, list[tuple[bytes, int]]] = {}
         self._next_dir_fh = 1
+        self._fsynced_at = -WRITEBACK_AFTER_FSYNC
+        self._writeback = trio.lowlevel.ParkingLot()
 
     @property
     def requests(self) -> collections.Counter[str]:
@@ -442,7 +448,10 @@ class MemoryStoreFS(pyfuse3.Operations):
             raise _fail(errno.EROFS)
         if not h.writable:
             raise _fail(errno.EBADF)
-        return self.cache.write(h.node, off, buf)
+        written = self.cache.write(h.node, off, buf)
+        if self.last_request - self._fsynced_at < WRITEBACK_AFTER_FSYNC:
+            self._writeback.unpark()
+        return written
 
     @_handler
     async def flush(self, fh: int) -> None:
@@ -451,7 +460,22 @@ class MemoryStoreFS(pyfuse3.Operations):
     @_handler
     async def fsync(self, fh: int, datasync: bool) -> None:
         h = self._handle(fh)
+        self._fsynced_at = self.last_request
         self.cache.fsync(h.node)
+
+    async def write_back(self) -> None:
+        """Runs while mounted. While files are being fsynced (one was in the last
+        `WRITEBACK_AFTER_FSYNC` seconds), each write's change is handed to the
+        disk once the write is answered, while the writer is on its way to the
+        `fsync()` that typically follows (an editor's save, git's objects): that
+        `fsync()` then has only the disk's cache left to flush (bench/README.md
+        has what it saves)."""
+        while True:
+            await self._writeback.park()
+            try:
+                self.cache.start_writeback()
+            except Exception:  # noqa: BLE001 - a hint; the fsync reports what failed
+                pass
 
     @_handler
     async def release(self, fh: int) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from memfs.cache import ROOT_ID, StoreCache, _commits, invariant_problems
+from memfs.cache import ROOT_ID, StoreCache, _commits, _redo, invariant_problems
 from memfs.cache._redo import HEADER, RedoLog
 
 STORE = "memstore_redo"
@@ -79,6 +79,49 @@ def test_after_a_restart_the_old_records_are_never_read_again(tmp_path):
     assert list(log.records(3)) == [(4, [("d", 9)])]
     assert list(log.records(4)) == []
     log.close()
+
+
+def test_writeback_hands_each_record_to_the_disk_once_and_changes_nothing(tmp_path, monkeypatch):
+    """`start_writeback` starts the disk on the records written since its last
+    call (or the last flush, or the log's restart), never on one twice, and what
+    the log reads back is the same with it."""
+    handed: list[tuple[int, int]] = []
+    real = _redo._START_WRITEBACK
+
+    def spy(fd: int, start: int, size: int, flags: int) -> int:
+        handed.append((start, start + size))
+        return real(fd, start, size, flags) if real is not None else 0
+
+    monkeypatch.setattr(_redo, "_START_WRITEBACK", spy)
+    log = log_at(tmp_path)
+    log.start_writeback()
+    assert handed == []  # nothing written yet
+    append(log, 1, [("c", 21, 5)], [b"first"])
+    one = log.offset
+    log.start_writeback()
+    log.start_writeback()
+    assert handed == [(0, one)]
+    append(log, 2, [("c", 22, 6)], [b"second"])
+    two = log.offset
+    log.start_writeback()
+    assert handed == [(0, one), (one, two)]
+    append(log, 3, [("c", 23, 5)], [b"third"])
+    log.flush()
+    log.start_writeback()  # the flush wrote them all
+    assert handed == [(0, one), (one, two)]
+    log.close()
+
+    again = log_at(tmp_path)
+    assert list(again.records(0)) == [
+        (1, [("c", 21, b"first")]),
+        (2, [("c", 22, b"second")]),
+        (3, [("c", 23, b"third")]),
+    ]
+    again.restart()
+    append(again, 4, [("d", 9)], [])
+    again.start_writeback()
+    assert handed[-1] == (0, again.offset)
+    again.close()
 
 
 # ---- a cache over the log, killed ---------------------------------------------
