@@ -5,8 +5,10 @@ answers with, and the exception tree every layer raises from (drawn in
 `memfs._exceptions`). Everything else is the machinery of `memfs mount` and
 `memfs serve`, in one subpackage per layer (see docs/design.md).
 
-`StoreClient` is imported on first use, so that `import memfs` (and the
-commands that need no HTTP) do not load httpx.
+`StoreClient` and the wire types are imported on first use: `import memfs`
+loads the exceptions alone, so that the commands that need no HTTP do not
+load httpx, and `memfs mount` starts its store processes ~30 ms sooner
+(memfs._children).
 """
 
 from __future__ import annotations
@@ -40,10 +42,12 @@ from ._exceptions import (
     TransportError,
     UsageError,
 )
-from .api import Memory, MemoryPrefix, MemoryStore, MemoryVersion, Page
 
 if TYPE_CHECKING:
+    from .api import Memory, MemoryPrefix, MemoryStore, MemoryVersion, Page
     from .client import StoreClient
+
+_WIRE_TYPES = ("Memory", "MemoryPrefix", "MemoryStore", "MemoryVersion", "Page")
 
 
 __all__ = [
@@ -85,4 +89,8 @@ def __getattr__(name: str) -> Any:
         from .client import StoreClient
 
         return StoreClient
+    if name in _WIRE_TYPES:
+        from . import api
+
+        return getattr(api, name)
     raise AttributeError(f"module 'memfs' has no attribute {name!r}")

@@ -209,3 +209,41 @@ def test_a_store_process_gone_before_its_spec_is_a_mount_error_with_its_status()
     assert str(refused.value) == (
         "store memstore_a could not be mounted at /mnt/memory/a: the store process exited (3)"
     )
+
+
+def test_the_command_line_starts_its_store_processes_before_loading_memfs():
+    """`python -m memfs` reaches the early start of store processes with the
+    exceptions alone imported; the wire types still come from `memfs` on use."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, memfs\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith('memfs'))\n"
+        "assert loaded == ['memfs', 'memfs._exceptions'], loaded\n"
+        "from memfs import Memory, MemfsError, Page\n"
+        "import memfs.api\n"
+        "assert Memory is memfs.api.Memory and Page is memfs.api.Page\n"
+    )
+    subprocess.run([sys.executable, "-c", probe], check=True, timeout=60)
+
+
+def test_what_a_command_prints_into_a_pipe_arrives_before_it_exits(tmp_path):
+    """The program ends without the interpreter's teardown (`memfs.cli.run`):
+    what it printed into a pipe (block-buffered) is flushed first, and its exit
+    status is the command's."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "MEMFS_RUNTIME_DIR": str(tmp_path / "run")}
+    listed = subprocess.run(
+        [sys.executable, "-m", "memfs", "status", "--json"],
+        capture_output=True, text=True, env=env, timeout=60,
+    )  # fmt: skip
+    assert (listed.returncode, listed.stdout, listed.stderr) == (0, "[]\n", "")
+    refused = subprocess.run(
+        [sys.executable, "-m", "memfs", "unmount", str(tmp_path / "nothing")],
+        capture_output=True, text=True, env=env, timeout=60,
+    )  # fmt: skip
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("memfs: ") and refused.stderr.endswith("\n")
