@@ -164,7 +164,7 @@ class RedoLog:
         disk, and return without waiting: a hint, whose errors are the flush's to
         report."""
         start, end = self._written_back, self.offset
-        if end > start and self._unflushed and _START_WRITEBACK is not None:
+        if end > start and _START_WRITEBACK is not None:
             _START_WRITEBACK(self.fd, start, end - start, _SYNC_FILE_RANGE_WRITE)
             self._written_back = end
 
