@@ -203,6 +203,9 @@ class SyncEngine:
         self.puller.expect_own_writes(sent)
         remote, head, listed = await self.remote.read(full=full)
         report.full_listing = listed
+        for memory_id, waiting in self.ledger.deferred.items():
+            remote.setdefault(memory_id, waiting)
+        self.ledger.deferred.clear()
         await self.puller.apply_all(remote, report, limit=limit)
         self.remote.save_head(head)
         if listed:
@@ -253,6 +256,8 @@ class SyncEngine:
                 hold.edits == node.live.edits
             ):
                 out[node.path] = hold.reason
+        for path, reason in self.puller.waiting.values():
+            out[path] = reason
         for memory_id, hold in self.ledger.delete_holds.items():
             stone = self.cache.tombstones.get(memory_id)
             if stone is not None:

@@ -194,6 +194,10 @@ class Ledger:
     holds: dict[int, Hold] = field(default_factory=dict)
     """node id -> a push the store refused for another reason than the content."""
     delete_holds: dict[str, Hold] = field(default_factory=dict)
+    deferred: dict[str, RemoteMemory] = field(default_factory=dict)
+    """memory id -> a change of the store's that waits (a writer, a conflict copy
+    that could not be written): applied again at the next pass, unless the store
+    reports a newer state of the memory meanwhile."""
     logged: dict[object, str] = field(default_factory=dict)
 
     def log_once(
