@@ -12,6 +12,7 @@ listing), `_pull` (applying the store's changes), `_push` (local changes),
 from __future__ import annotations
 
 from ._decide import TABLE, Action, Local, Remote, decide, remote_state
+from ._deletes import EndOfSession
 from ._engine import SyncEngine
 from ._ledger import (
     DEFAULT_CONCURRENCY,
@@ -39,6 +40,7 @@ __all__ = [
     "TABLE",
     "Action",
     "Deletions",
+    "EndOfSession",
     "FollowMode",
     "KernelNotifier",
     "Local",
