@@ -24,6 +24,7 @@ from ._paths import (
     MARKER_PATH,
     MAX_NAME_BYTES,
     MAX_PATH_BYTES,
+    MAX_PATH_SEGMENTS,
     check_name,
     is_ancestor,
     join_path,
@@ -31,6 +32,7 @@ from ._paths import (
     normalize_path,
     normalize_prefix,
     parent_path,
+    path_segments,
     slugify,
 )
 from ._session import (
@@ -45,11 +47,13 @@ from ._session import (
 )
 from ._wire import (
     ANTHROPIC_VERSION,
+    ANTHROPIC_VERSIONS,
     BETA,
     DEFAULT_API_URL,
     MAX_CONTENT_BYTES,
     MAX_MEMORIES,
     OLD_BETA,
+    SDK_ANTHROPIC_VERSION,
     SERVE_DEFAULT_HOST,
     SERVE_DEFAULT_PORT,
     SERVE_TOKEN_ENV,
@@ -74,6 +78,7 @@ __all__ = [
     "ACCESS_READ_ONLY",
     "ACCESS_READ_WRITE",
     "ANTHROPIC_VERSION",
+    "ANTHROPIC_VERSIONS",
     "BETA",
     "DEFAULT_API_URL",
     "MARKER_NAME",
@@ -82,10 +87,12 @@ __all__ = [
     "MAX_MEMORIES",
     "MAX_NAME_BYTES",
     "MAX_PATH_BYTES",
+    "MAX_PATH_SEGMENTS",
     "MAX_STORES_PER_SESSION",
     "OLD_BETA",
     "SERVE_DEFAULT_HOST",
     "SERVE_DEFAULT_PORT",
+    "SDK_ANTHROPIC_VERSION",
     "SERVE_TOKEN_ENV",
     "SESSIONS_BETA",
     "STATUS_ERRORS_BY_STATUS",
@@ -117,5 +124,6 @@ __all__ = [
     "parse_error_envelope",
     "parse_resources",
     "parse_work_item_secret",
+    "path_segments",
     "slugify",
 ]

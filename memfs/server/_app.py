@@ -305,6 +305,7 @@ class MemoryStoreApp:
             created_lte=q.get("created_at[lte]") or None,
             session_id=q.get("session_id") or None,
             api_key_id=q.get("api_key_id") or None,
+            service_account_id=q.get("service_account_id") or None,
             full=full_view(request, View.BASIC),
             limit=q.get("limit"),
             page=q.get("page") or None,

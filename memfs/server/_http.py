@@ -15,7 +15,7 @@ from starlette.responses import Response
 
 from .._exceptions import InvalidRequest, RequestTooLarge, StatusError
 from ..api import (
-    ANTHROPIC_VERSION,
+    ANTHROPIC_VERSIONS,
     BETA,
     MAX_CONTENT_BYTES,
     OLD_BETA,
@@ -86,14 +86,17 @@ def full_view(request: Request, default: View) -> bool:
 
 
 def check_headers(request: Request, *, sessions: bool = False) -> None:
-    """`anthropic-version` must be 2023-06-01 when sent (a missing one is
-    tolerated); `anthropic-beta` must name exactly one of the two betas of
-    the Memory Store API, or, on the session endpoints (`sessions`), the
-    Managed Agents beta (other betas beside it are ignored)."""
+    """`anthropic-version`, when sent, must be 2023-06-01 (memfs's client)
+    or 2026-10-21 (the Python SDK); a missing one is tolerated.
+    `anthropic-beta` must name exactly one of the two betas of the Memory
+    Store API, or, on the session endpoints (`sessions`), the Managed Agents
+    beta (other betas beside it are ignored)."""
     headers = request.headers
     version = headers.get("anthropic-version")
-    if version is not None and version.strip() != ANTHROPIC_VERSION:
-        raise InvalidRequest(f"anthropic-version must be {ANTHROPIC_VERSION}, not {version!r}")
+    if version is not None and version.strip() not in ANTHROPIC_VERSIONS:
+        raise InvalidRequest(
+            f"anthropic-version must be {' or '.join(ANTHROPIC_VERSIONS)}, not {version!r}"
+        )
     betas = {
         item.strip()
         for value in headers.getlist("anthropic-beta")
