@@ -116,13 +116,23 @@ def check_headers(request: Request, *, sessions: bool = False) -> None:
 
 
 async def json_body(request: Request) -> dict[str, Any]:
-    """The request's JSON object; `{}` for an empty body; 400 or 413 otherwise."""
+    """The request's JSON object; `{}` for an empty body; 400 or 413 otherwise.
+
+    The body is read as it comes and refused (413) as soon as it passes
+    `MAX_BODY_BYTES`, whether its length was declared or it is chunked: no
+    more than that is ever held, however much the client sends."""
+    too_large = RequestTooLarge(f"the request body is larger than {MAX_BODY_BYTES} bytes")
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise RequestTooLarge(f"the request body is larger than {MAX_BODY_BYTES} bytes")
-    raw = await request.body()
-    if len(raw) > MAX_BODY_BYTES:
-        raise RequestTooLarge(f"the request body is larger than {MAX_BODY_BYTES} bytes")
+        raise too_large
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise too_large
+        chunks.append(chunk)
+    raw = b"".join(chunks)
     if not raw.strip():
         return {}
     try:

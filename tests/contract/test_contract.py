@@ -109,7 +109,9 @@ async def test_403_token_limited_to_other_stores(memfs_server: ServerProcess):
         mine = await admin.create_store("mine")
         other = await admin.create_store("other")
         await admin.create_memory(other.id, "/secret.md", "s")
-    memfs_server.extra_args += ["--token", f"limited@{mine.id}"]
+    token_file = memfs_server.db_path.with_name("limited-token")
+    token_file.write_text(f"limited@{mine.id}\n")
+    memfs_server.extra_args += ["--token-file", str(token_file)]
     memfs_server.restart()
     async with StoreClient(memfs_server.url, "limited") as limited:
         await limited.create_memory(mine.id, "/ok.md", "fine")

@@ -10,6 +10,7 @@ import base64
 import hashlib
 import itertools
 import json
+import os
 import signal
 import sqlite3
 import stat
@@ -167,7 +168,9 @@ def test_restricted_token_is_403_elsewhere(tmp_path):
             mine = admin.post("/v1/memory_stores", json={"name": "mine"}).json()["id"]
             theirs = admin.post("/v1/memory_stores", json={"name": "theirs"}).json()["id"]
         server.stop()
-        server.extra_args = ["--token", f"limited@{mine}"]
+        token_file = tmp_path / "tokens"
+        token_file.write_text(f"limited@{mine}\n")
+        server.extra_args = ["--token-file", str(token_file)]
         server.start()
         limited = api_headers("limited")
         r = httpx.get(f"{server.url}/v1/memory_stores/{mine}", headers=limited)
@@ -945,8 +948,9 @@ def bearer_headers(token: str) -> dict[str, str]:
 
 
 def test_user_tokens_record_user_actor(tmp_path):
+    (tmp_path / "tokens").write_text("# the people\nuser:alice:alice-secret\n")
     server = ServerProcess(
-        tmp_path / "s.sqlite3", extra_args=["--token", "user:alice:alice-secret"]
+        tmp_path / "s.sqlite3", extra_args=["--token-file", str(tmp_path / "tokens")]
     ).start()
     try:
         sid = server.create_store("users")["id"]
@@ -1022,9 +1026,10 @@ def test_user_tokens_may_be_limited_and_come_from_the_environment(tmp_path):
     "entry", ["user:", "user:alice", "user:alice:", "user:a b:secret", "user::x"]
 )
 def test_a_malformed_user_token_is_one_sentence(tmp_path, entry):
+    (tmp_path / "tokens").write_text(entry + "\n")
     r = subprocess.run(
-        [sys.executable, "-m", "memfs", "serve", "--port", "0", "--token", entry]
-        + ["--db", str(tmp_path / "s.sqlite3")],
+        [sys.executable, "-m", "memfs", "serve", "--port", "0"]
+        + ["--token-file", str(tmp_path / "tokens"), "--db", str(tmp_path / "s.sqlite3")],
         capture_output=True,
         text=True,
         timeout=20,
@@ -1386,14 +1391,13 @@ def test_port_in_use_is_one_sentence(memfs_server, tmp_path):
             "serve",
             "--port",
             str(memfs_server.port),
-            "--token",
-            "t",
             "--db",
             str(tmp_path / "other.sqlite3"),
         ],
         capture_output=True,
         text=True,
         timeout=20,
+        env={**os.environ, "MEMFS_SERVE_TOKEN": "t"},
     )
     assert r.returncode == 2, r.stderr
     assert r.stderr.startswith("memfs: cannot listen on 127.0.0.1")
@@ -1408,7 +1412,17 @@ def test_help_shows_the_flags():
         timeout=20,
     )
     assert r.returncode == 0
-    for flag in ("--db", "--host", "--port", "--max-memories", "--token", "--demo-store"):
+    for flag in (
+        "--db",
+        "--host",
+        "--port",
+        "--max-memories",
+        "--token-file",
+        "--token",
+        "--max-connections",
+        "--client-timeout",
+        "--demo-store",
+    ):
         assert flag in r.stdout
 
 
