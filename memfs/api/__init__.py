@@ -3,9 +3,11 @@ so the two cannot drift apart. Nothing here does I/O.
 
 - `_paths`: path rules, slugs, the marker;
 - `_wire`: headers and limits, the wire's words (views, operations, actor
-  types) and the objects answers hold;
+  types) and the objects answers hold (stores, memories, versions,
+  sessions and their resources);
 - `_envelope`: the error envelope, and which exception each refusal is;
-- `_session`: what a session hands `memfs mount` (resources, the secret).
+- `_session`: what a session hands `memfs mount` (resources, the secret,
+  and the secret's encoding for `memfs store session create`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from ._paths import (
     MARKER_PATH,
     MAX_NAME_BYTES,
     MAX_PATH_BYTES,
+    MAX_PATH_SEGMENTS,
     check_name,
     is_ancestor,
     join_path,
@@ -30,6 +33,7 @@ from ._paths import (
     normalize_path,
     normalize_prefix,
     parent_path,
+    path_segments,
     slugify,
 )
 from ._session import (
@@ -38,26 +42,33 @@ from ._session import (
     MAX_STORES_PER_SESSION,
     Resource,
     WorkItemSecret,
+    encode_work_item_secret,
     parse_resources,
     parse_work_item_secret,
 )
 from ._wire import (
     ANTHROPIC_VERSION,
+    ANTHROPIC_VERSIONS,
     BETA,
     DEFAULT_API_URL,
     MAX_CONTENT_BYTES,
     MAX_MEMORIES,
     OLD_BETA,
+    SDK_ANTHROPIC_VERSION,
     SERVE_DEFAULT_HOST,
     SERVE_DEFAULT_PORT,
     SERVE_TOKEN_ENV,
+    SESSIONS_BETA,
     ActorType,
     AuthHeader,
+    CreatedSession,
     Memory,
     MemoryPrefix,
     MemoryStore,
     MemoryVersion,
     Page,
+    Session,
+    SessionResource,
     VersionOperation,
     View,
     content_sha256,
@@ -68,6 +79,7 @@ __all__ = [
     "ACCESS_READ_ONLY",
     "ACCESS_READ_WRITE",
     "ANTHROPIC_VERSION",
+    "ANTHROPIC_VERSIONS",
     "BETA",
     "DEFAULT_API_URL",
     "MARKER_NAME",
@@ -76,25 +88,32 @@ __all__ = [
     "MAX_MEMORIES",
     "MAX_NAME_BYTES",
     "MAX_PATH_BYTES",
+    "MAX_PATH_SEGMENTS",
     "MAX_STORES_PER_SESSION",
     "OLD_BETA",
     "SERVE_DEFAULT_HOST",
     "SERVE_DEFAULT_PORT",
+    "SDK_ANTHROPIC_VERSION",
     "SERVE_TOKEN_ENV",
+    "SESSIONS_BETA",
     "STATUS_ERRORS_BY_STATUS",
     "STATUS_ERRORS_BY_TYPE",
     "ActorType",
+    "CreatedSession",
     "Memory",
     "MemoryPrefix",
     "MemoryStore",
     "MemoryVersion",
     "Page",
     "Resource",
+    "Session",
+    "SessionResource",
     "VersionOperation",
     "View",
     "WorkItemSecret",
     "check_name",
     "content_sha256",
+    "encode_work_item_secret",
     "error_class",
     "error_envelope",
     "is_ancestor",
@@ -107,5 +126,6 @@ __all__ = [
     "parse_error_envelope",
     "parse_resources",
     "parse_work_item_secret",
+    "path_segments",
     "slugify",
 ]
