@@ -61,14 +61,15 @@ def _check(st: os.stat_result, path: str, what: str) -> None:
         )
 
 
-def open_private_dir(path: str, what: str) -> int:
+def open_private_dir(path: str, what: str, *, follow: bool = False) -> int:
     """A descriptor of memfs's own folder (created 0700 when missing), opened
-    without following a symlink and checked through the descriptor itself:
-    entries are then reached relative to it, so a folder swapped afterwards
-    cannot redirect them."""
-    ensure_private_dir(path, what)
+    without following a symlink (`follow`: as `ensure_private_dir`) and
+    checked through the descriptor itself: entries are then reached relative
+    to it, so a folder swapped afterwards cannot redirect them."""
+    ensure_private_dir(path, what, follow=follow)
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, flags)
     except OSError as e:
         raise ConfigError(f"cannot open the {what} {path}: {e.strerror or e}")
     try:
@@ -79,8 +80,34 @@ def open_private_dir(path: str, what: str) -> int:
     return fd
 
 
-def open_log_file(path: str) -> int:
-    """A descriptor appending to the log file `path` (in a folder checked
-    above): created 0600, never opened through a symlink."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
-    return os.open(path, flags, 0o600)
+def check_entry_name(name: str) -> str:
+    """`name` itself when it names an entry of a folder (no `/`, not `.` or
+    `..`, no NUL): what memfs opens relative to a folder's descriptor can
+    then only be in that folder."""
+    if name in ("", ".", "..") or "/" in name or "\0" in name:
+        raise ValueError(f"{name!r} is not the name of an entry of a folder")
+    return name
+
+
+def open_file_at(dir_fd: int, name: str, flags: int, mode: int = 0o600) -> int:
+    """Open the entry `name` of the folder `dir_fd` (never through a symlink:
+    ELOOP when one stands there), for files memfs keeps in its own folders."""
+    return os.open(
+        check_entry_name(name), flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd
+    )
+
+
+def open_log_file(path: str, *, follow: bool = False) -> int:
+    """A descriptor appending to the log file `path`: its folder is checked as
+    memfs's own (`follow`: a folder the operator named, which may be a symlink
+    to one) and the file is created 0600 relative to the folder's descriptor,
+    never opened through a symlink. ConfigError when the folder is not
+    memfs's own; OSError when the file cannot be opened."""
+    folder, name = os.path.split(path)
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    dir_fd = os.open(folder, flags)
+    try:
+        _check(os.fstat(dir_fd), folder, "cache folder")
+        return open_file_at(dir_fd, name, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    finally:
+        os.close(dir_fd)

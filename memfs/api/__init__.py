@@ -5,7 +5,8 @@ so the two cannot drift apart. Nothing here does I/O.
 - `_wire`: headers and limits, the wire's words (views, operations, actor
   types) and the objects answers hold;
 - `_envelope`: the error envelope, and which exception each refusal is;
-- `_session`: what a session hands `memfs mount` (resources, the secret).
+- `_session`: what a session hands `memfs mount` (resources, the secret);
+- `_ids`: the form of a store id, checked before it names anything on disk.
 """
 
 from __future__ import annotations
@@ -16,6 +17,14 @@ from ._envelope import (
     error_class,
     error_envelope,
     parse_error_envelope,
+)
+from ._ids import (
+    MAX_STORE_ID_LENGTH,
+    STORE_ID_FORM,
+    STORE_ID_PREFIX,
+    check_store_id,
+    shown_store_id,
+    store_id_problem,
 )
 from ._paths import (
     MARKER_NAME,
@@ -76,12 +85,15 @@ __all__ = [
     "MAX_NAME_BYTES",
     "MAX_PATH_BYTES",
     "MAX_STORES_PER_SESSION",
+    "MAX_STORE_ID_LENGTH",
     "OLD_BETA",
     "SERVE_DEFAULT_HOST",
     "SERVE_DEFAULT_PORT",
     "SERVE_TOKEN_ENV",
     "STATUS_ERRORS_BY_STATUS",
     "STATUS_ERRORS_BY_TYPE",
+    "STORE_ID_FORM",
+    "STORE_ID_PREFIX",
     "ActorType",
     "Memory",
     "MemoryPrefix",
@@ -93,6 +105,7 @@ __all__ = [
     "View",
     "WorkItemSecret",
     "check_name",
+    "check_store_id",
     "content_sha256",
     "error_class",
     "error_envelope",
@@ -105,5 +118,7 @@ __all__ = [
     "parse_error_envelope",
     "parse_resources",
     "parse_work_item_secret",
+    "shown_store_id",
     "slugify",
+    "store_id_problem",
 ]

@@ -81,7 +81,9 @@ class _Transaction:
 class Commits:
     """The commits of one journal: its SQLite connection `db` and the redo log
     beside the database at `path`. `rolled_back` is called when a transaction
-    commits nothing (the journal forgets what it assumed its rows hold)."""
+    commits nothing (the journal forgets what it assumed its rows hold).
+    `folder_fd`: a descriptor of the database's folder, checked by the
+    journal: the redo log and the WAL are opened relative to it."""
 
     def __init__(
         self,
@@ -89,9 +91,12 @@ class Commits:
         path: str,
         sql: dict[str, str],
         rolled_back: Callable[[], None],
+        *,
+        folder_fd: int | None = None,
     ) -> None:
         self.db = db
         self.path = path
+        self.folder_fd = folder_fd
         self.sql = sql
         self.rolled_back = rolled_back
         self.group: list[Op] | None = None
@@ -112,7 +117,7 @@ class Commits:
             self.db.execute(sql[META], (LOG_FILLED, None))
         self._applied = int(self._sql_meta(LOG_APPLIED) or 0)
         self._seq = self._applied
-        self._log = RedoLog(path + "-redo", bytes.fromhex(log_id))
+        self._log = RedoLog(path + "-redo", bytes.fromhex(log_id), dir_fd=folder_fd)
         self._apply(self._log.records(self._applied))
         self._fill_noted = self._sql_meta(LOG_FILLED) is not None
         if not self._fill_noted:
@@ -265,8 +270,12 @@ class Commits:
         if changes == self._durable_changes:
             return
         if self._wal_fd is None:
+            wal = self.path + "-wal"
+            if self.folder_fd is not None:
+                wal = os.path.basename(wal)
+            flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW
             try:
-                self._wal_fd = os.open(self.path + "-wal", os.O_RDONLY | os.O_CLOEXEC)
+                self._wal_fd = os.open(wal, flags, dir_fd=self.folder_fd)
             except FileNotFoundError:
                 return  # nothing was ever written to a WAL: nothing to flush
         os.fdatasync(self._wal_fd)

@@ -26,12 +26,14 @@ import contextlib
 import operator
 import os
 import sqlite3
+import stat
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from .._exceptions import CacheCorrupt, CacheInUse
+from .._private import open_file_at, open_private_dir
 from ._commits import META, Commits
 from ._node import FIRST_NODE_ID, ROOT_ID, Node, NodeKind, Tombstone, Upload
 from ._redo import CONTENT, RedoLogError
@@ -198,36 +200,54 @@ statement's parameters); "X" (contents of several files dropped) is the one
 with a list of them."""
 
 
+def _own_file(folder_fd: int, name: str, folder: str) -> None:
+    """Refuse an entry of the cache folder that memfs would open and that is not
+    a file of its own (a symlink, a folder): SQLite follows symlinks."""
+    try:
+        st = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+        raise CacheCorrupt(
+            f"cannot open the cache at {folder}: {name} is not a file of memfs's own"
+        )
+
+
+def _open_database(folder_fd: int, name: str, folder: str) -> sqlite3.Connection:
+    """The database `name` of the checked folder `folder_fd`: made 0600 here
+    (never through a symlink), then opened by SQLite through the folder's
+    descriptor (`/proc/self/fd/N/name`, which SQLite resolves to the folder
+    the descriptor holds, wherever it is now)."""
+    for entry in (name, name + "-wal", name + "-journal", name + "-shm", name + "-redo"):
+        _own_file(folder_fd, entry, folder)
+    os.close(open_file_at(folder_fd, name, os.O_RDWR | os.O_CREAT))
+    through = f"/proc/self/fd/{folder_fd}"
+    where = os.path.join(through if os.path.isdir(through) else folder, name)
+    # timeout 0: a journal held by another process is refused at once (CacheInUse).
+    return sqlite3.connect(where, isolation_level=None, check_same_thread=False, timeout=0)
+
+
 class Journal:
-    """The SQLite journal of one store, at `path`, and its redo log beside it."""
+    """The SQLite journal of one store, at `path`, and its redo log beside it.
+
+    Its folder is opened once and checked as memfs's own (0700, the user's, not
+    a symlink); the database, its WAL and its redo log are reached relative to
+    that descriptor."""
 
     def __init__(self, path: str, *, store_id: str) -> None:
         self.path = path
         self._checkpointed_changes = 0
         self._names: dict[int, tuple[int, str]] = {}
         """(parent, name) of each row as the journal will hold it, by node id."""
+        folder, name = os.path.split(path)
+        self.folder_fd = open_private_dir(folder, "cache folder")
         try:
-            # timeout 0: a journal held by another process is refused at once (CacheInUse).
-            self.db = sqlite3.connect(
-                path, isolation_level=None, check_same_thread=False, timeout=0
-            )
-            self.db.execute("PRAGMA locking_mode=EXCLUSIVE")
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=NORMAL")
-            self.db.execute(f"PRAGMA wal_autocheckpoint={WAL_PAGES}")
-            self.db.executescript(SCHEMA)
-            self._migrate()
-            self._ensure_root()
-            self._commits = Commits(self.db, path, _SQL, self._names.clear)
-        except sqlite3.OperationalError as e:
-            if "locked" in str(e):
-                raise CacheInUse(
-                    f"the cache at {os.path.dirname(path)} is in use by another memfs "
-                    f"process of store {store_id}"
-                ) from e
-            raise CacheCorrupt(f"cannot open the cache at {os.path.dirname(path)}: {e}") from e
-        except (OSError, sqlite3.Error, RedoLogError) as e:
-            raise CacheCorrupt(f"cannot open the cache at {os.path.dirname(path)}: {e}") from e
+            self._open(name, store_id)
+        except BaseException:
+            if hasattr(self, "db"):
+                self.db.close()
+            self._close_folder()
+            raise
         self._next_id: int
         (self._next_id,) = self.db.execute(
             "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'nodes'), 0), "
@@ -265,6 +285,30 @@ class Journal:
                 "UPDATE sqlite_sequence SET seq = ? WHERE name = 'nodes'", (FIRST_NODE_ID - 1,)
             )
 
+    def _open(self, name: str, store_id: str) -> None:
+        path = self.path
+        try:
+            self.db = _open_database(self.folder_fd, name, os.path.dirname(path))
+            self.db.execute("PRAGMA locking_mode=EXCLUSIVE")
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.execute(f"PRAGMA wal_autocheckpoint={WAL_PAGES}")
+            self.db.executescript(SCHEMA)
+            self._migrate()
+            self._ensure_root()
+            self._commits = Commits(
+                self.db, path, _SQL, self._names.clear, folder_fd=self.folder_fd
+            )
+        except sqlite3.OperationalError as e:
+            if "locked" in str(e):
+                raise CacheInUse(
+                    f"the cache at {os.path.dirname(path)} is in use by another memfs "
+                    f"process of store {store_id}"
+                ) from e
+            raise CacheCorrupt(f"cannot open the cache at {os.path.dirname(path)}: {e}") from e
+        except (OSError, sqlite3.Error, RedoLogError) as e:
+            raise CacheCorrupt(f"cannot open the cache at {os.path.dirname(path)}: {e}") from e
+
     @property
     def commits(self) -> int:
         """Commits since the journal opened: records logged, statements of a batch."""
@@ -275,11 +319,19 @@ class Journal:
         with contextlib.suppress(sqlite3.Error):
             self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self.db.close()
+        self._close_folder()
 
     def abandon(self) -> None:
         """Close as a SIGKILL would: nothing applied, flushed or checkpointed."""
         self._commits.abandon()
         self.db.close()
+        self._close_folder()
+
+    def _close_folder(self) -> None:
+        if self.folder_fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.folder_fd)
+            self.folder_fd = -1
 
     @property
     def unsaved_commits(self) -> bool:

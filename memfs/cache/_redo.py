@@ -93,10 +93,14 @@ class RedoLogError(Exception):
 class RedoLog:
     """One journal's redo log, at `path`, written by this process alone."""
 
-    def __init__(self, path: str, log_id: bytes) -> None:
+    def __init__(self, path: str, log_id: bytes, *, dir_fd: int | None = None) -> None:
+        """`dir_fd`: a descriptor of the folder `path` is in, checked by the
+        caller; the log is then opened relative to it (by its name alone)."""
         self.path = path
         self.log_id = log_id
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+        name = path if dir_fd is None else os.path.basename(path)
+        self.fd = os.open(name, flags, 0o600, dir_fd=dir_fd)
         self.offset = 0
         """Where the next record goes; records before it are not applied yet."""
         self._unflushed = False
