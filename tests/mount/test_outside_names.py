@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 from pathlib import Path
 
 import pytest
 
+from memfs.testing import FakeStore
 from tests.support.mounts import Mounter, memfs_mounts_under
 
 pytestmark = pytest.mark.fuse
@@ -107,3 +109,31 @@ def test_an_entry_of_the_cache_folder_that_is_a_symlink_is_never_written_through
         "victim"
     ]
     assert memfs_mounts_under(mounter.tmp) == []
+
+
+def test_a_stale_mount_at_a_path_with_a_space_and_an_accent_is_cleaned_up(
+    mounter: Mounter, memfs_server
+):
+    """/proc/mounts writes a space as `\\040` and other bytes as they are (UTF-8
+    here): decoded as Latin-1, `Café Notes` was not the path, the stale mount
+    was not memfs's own, and the store could not be mounted again until
+    someone ran `umount -l`. `memfs unmount` finds it too."""
+    store_id = memfs_server.create_store("Café Notes")["id"]
+    path = mounter.root / "Café Notes"
+    mounter.mount(f"{store_id}={path}")
+    (path / "kept.md").write_text("written before the kill")
+    for pid in mounter.store_pids():
+        os.kill(pid, signal.SIGKILL)
+    _wait_for(lambda: not mounter.store_pids(), 10, "the store process to die")
+    assert memfs_mounts_under(mounter.root) == [str(path)]
+
+    r = mounter.mount(f"{store_id}={path}", check=False)
+    assert r.returncode == 0, r.stderr
+    assert (path / "kept.md").read_text() == "written before the kill"
+    assert memfs_mounts_under(mounter.root) == [str(path)]
+    log = (mounter.cache_dir / store_id / "memfs.log").read_text()
+    assert f"cleaning up a stale memfs mount of {store_id} at {path}" in log
+    assert mounter.unmount(path).returncode == 0
+    assert not path.exists()
+    assert memfs_mounts_under(mounter.root) == []
+    assert FakeStore(memfs_server, store_id).memories() == {"/kept.md": "written before the kill"}
