@@ -6,7 +6,9 @@ of a few microseconds where an SQLite commit costs 20-50: once it returned,
 a SIGKILL cannot undo it. `Commits.apply` writes the records to SQLite, many
 in one transaction, together with the number of the last one; it runs while
 the filesystem is idle, when the log is full, before anything reads what the
-records changed, and at close. Opening applies what a kill left. Until then
+records changed, and at close. Opening applies what a kill left, and tells
+the end a kill leaves from damage (`RedoDamage`: the journal names what was
+lost; the log then starts again under a new id). Until then
 the contents and meta values the records hold are answered from them
 (`logged_content`, `logged_meta`).
 
@@ -33,9 +35,10 @@ import os
 import secrets
 import sqlite3
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from .._exceptions import CacheCorrupt, CacheDiskFull
-from ._redo import CAPACITY, CONTENT, Op, RedoLog, RedoLogError
+from ._redo import CAPACITY, CONTENT, LogEnd, Op, RedoLog, RedoLogError
 
 LOG_ID = "redo_log_id"
 LOG_APPLIED = "redo_log_applied"
@@ -44,6 +47,18 @@ LOG_FILLED = "redo_log_filled"
 
 META = "m"
 """The code of the operation that sets a meta value (key, value)."""
+
+
+@dataclass(frozen=True)
+class RedoDamage:
+    """What opening the journal found lost from its redo log: why (`reason`, the
+    end of a sentence about the log), the operations of the lost records that
+    can still be read (the journal names the files from them), and the number
+    of the first record lost."""
+
+    reason: str
+    lost: list[Op]
+    first_lost: int
 
 
 class _Transaction:
@@ -108,6 +123,8 @@ class Commits:
         self._logged_meta: dict[str, str | None] = {}
         self._durable_changes = -1
         self._wal_fd: int | None = None
+        self.damage: RedoDamage | None = None
+        """What opening found lost from the redo log (None: it ended as a kill leaves it)."""
         log_id = self._sql_meta(LOG_ID)
         if log_id is None:
             # A journal new to the log, or made again beside an old one: records of
@@ -115,13 +132,79 @@ class Commits:
             log_id = secrets.token_hex(8)
             self.db.execute(sql[META], (LOG_ID, log_id))
             self.db.execute(sql[META], (LOG_FILLED, None))
+        else:
+            log_id = self._check_log_is_there(log_id)
         self._applied = int(self._sql_meta(LOG_APPLIED) or 0)
         self._seq = self._applied
         self._log = RedoLog(path + "-redo", bytes.fromhex(log_id), dir_fd=folder_fd)
-        self._apply(self._log.records(self._applied))
+        chain, end = self._log.recover(self._applied)
+        self._apply(iter(chain))
+        if self.damage is None:
+            self.damage = self._damage(end)
+            if self.damage is not None:
+                self._start_new_log()
         self._fill_noted = self._sql_meta(LOG_FILLED) is not None
         if not self._fill_noted:
             self._log.start_filling()
+
+    def _check_log_is_there(self, log_id: str) -> str:
+        """The redo log of a journal that has one must be there: a missing file
+        is damage (whatever it held is lost), and a new log starts."""
+        name = self.path + "-redo"
+        try:
+            if self.folder_fd is None:
+                os.stat(name, follow_symlinks=False)
+            else:
+                os.stat(os.path.basename(name), dir_fd=self.folder_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            self.damage = RedoDamage("the file is missing", [], self._applied_meta() + 1)
+            log_id = self._new_log_id()
+        return log_id
+
+    def _applied_meta(self) -> int:
+        return int(self._sql_meta(LOG_APPLIED) or 0)
+
+    def _damage(self, end: LogEnd) -> RedoDamage | None:
+        """Damage, told from the end a kill leaves (see `LogEnd`): intact records
+        of the chain after one that fails its check, or a chain that runs into
+        the end of a file cut shorter than it was made (its space was written
+        whole once: `LOG_FILLED`)."""
+        lost = list(end.partial or [])
+        for _, ops in end.later:
+            lost += ops
+        if end.later:
+            n = len(end.later)
+            reason = (
+                f"record {end.expected} is damaged or missing, and "
+                f"{n} later {'one follows' if n == 1 else 'ones follow'} it"
+            )
+            return RedoDamage(reason, lost, end.expected)
+        filled = self._sql_meta(LOG_FILLED) is not None
+        if end.cut and filled and end.size < CAPACITY:
+            reason = f"the file is cut short at {end.size} bytes of {CAPACITY}"
+            return RedoDamage(reason, lost, end.expected)
+        return None
+
+    def _new_log_id(self) -> str:
+        """A new id for the redo log, committed to SQLite at once: the records of
+        the old one, whatever is left of them, are never read again (their
+        numbers would come again)."""
+        log_id = secrets.token_hex(8)
+        self.db.execute("BEGIN")
+        try:
+            self.db.execute(self.sql[META], (LOG_ID, log_id))
+            self.db.execute(self.sql[META], (LOG_FILLED, None))
+            self.db.execute("COMMIT")
+        except BaseException:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+            raise
+        return log_id
+
+    def _start_new_log(self) -> None:
+        """After damage: the log starts again under a new id, and its space is
+        written with zeros again."""
+        self._log.log_id = bytes.fromhex(self._new_log_id())
 
     def _sql_meta(self, key: str) -> str | None:
         row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()

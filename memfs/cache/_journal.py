@@ -23,6 +23,7 @@ answered from them. How, and what is durable when, is `Commits`
 from __future__ import annotations
 
 import contextlib
+import logging
 import operator
 import os
 import sqlite3
@@ -34,9 +35,11 @@ from typing import Any
 
 from .._exceptions import CacheCorrupt, CacheInUse
 from .._private import open_file_at, open_private_dir
-from ._commits import META, Commits
+from ._commits import META, Commits, RedoDamage
 from ._node import FIRST_NODE_ID, ROOT_ID, Node, NodeKind, Tombstone, Upload
-from ._redo import CONTENT, RedoLogError
+from ._redo import CONTENT, Op, RedoLogError
+
+log = logging.getLogger("memfs.cache")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS nodes (
@@ -114,6 +117,11 @@ MIGRATIONS: list[str] = [
 
 WAL_PAGES = 1000
 """The WAL is checkpointed at this many pages (SQLite's default)."""
+
+LOST_PATHS_LOGGED = 20
+"""Paths a damaged redo log's warning names (`memfs status --json` has them all)."""
+MAX_DEPTH = 512
+"""More folders than a path of 1,024 bytes can hold: a deeper chain is a loop."""
 
 
 @dataclass(frozen=True)
@@ -227,6 +235,18 @@ def _open_database(folder_fd: int, name: str, folder: str) -> sqlite3.Connection
     return sqlite3.connect(where, isolation_level=None, check_same_thread=False, timeout=0)
 
 
+def _path_in(names: dict[int, tuple[int, str]], node_id: int) -> str | None:
+    """The path of `node_id` by (parent, name) pairs; None for the root or a
+    node whose folders are not all known."""
+    parts: list[str] = []
+    while node_id != ROOT_ID:
+        if node_id not in names or len(parts) > MAX_DEPTH:
+            return None
+        node_id, name = names[node_id]
+        parts.append(name)
+    return "/" + "/".join(reversed(parts)) if parts else None
+
+
 class Journal:
     """The SQLite journal of one store, at `path`, and its redo log beside it.
 
@@ -248,6 +268,12 @@ class Journal:
                 self.db.close()
             self._close_folder()
             raise
+        self.lost_paths: list[str] = []
+        """The files whose changes opening found lost from a damaged redo log."""
+        self.damage: str | None = None
+        """That sentence, as logged; None when nothing was lost."""
+        if self._commits.damage is not None:
+            self._report_damage(self._commits.damage)
         self._next_id: int
         (self._next_id,) = self.db.execute(
             "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'nodes'), 0), "
@@ -308,6 +334,70 @@ class Journal:
             raise CacheCorrupt(f"cannot open the cache at {os.path.dirname(path)}: {e}") from e
         except (OSError, sqlite3.Error, RedoLogError) as e:
             raise CacheCorrupt(f"cannot open the cache at {os.path.dirname(path)}: {e}") from e
+
+    def _report_damage(self, damage: RedoDamage) -> None:
+        """Name what a damaged redo log lost (the files its remaining records
+        name), log it once, and keep it for `memfs status`."""
+        self.lost_paths = self._paths_of(damage.lost)
+        folder = os.path.dirname(self.path)
+        if self.lost_paths:
+            shown = ", ".join(self.lost_paths[:LOST_PATHS_LOGGED])
+            more = len(self.lost_paths) - LOST_PATHS_LOGGED
+            if more > 0:
+                shown += f" and {more} more"
+            what = (
+                f"the changes it held to {shown} are lost; "
+                "those files show their state from before them"
+            )
+        else:
+            what = (
+                "changes written before memfs stopped may be lost "
+                "(the records left do not say to which files)"
+            )
+        self.damage = f"the redo log of the cache at {folder} is damaged ({damage.reason}): {what}"
+        log.warning(
+            "the redo log of the cache at %s is damaged (%s): %s",
+            folder,
+            damage.reason,
+            what,
+            extra={"event": "redo_log_damaged"},
+        )
+
+    def _paths_of(self, ops: list[Op]) -> list[str]:
+        """The paths the operations of lost records are about: their files as
+        the journal holds them now (or as the lost records named them, for a
+        file they made or moved), and the paths of deletes and uploads."""
+        names = {
+            row[0]: (row[1], row[2])
+            for row in self.db.execute("SELECT id, parent, name FROM nodes")
+        }
+        touched: list[int] = []
+        paths: set[str] = set()
+        for op in ops:
+            code = op[0]
+            if code == "i":
+                names[op[1]] = (op[2], op[3])
+                touched.append(op[1])
+            elif code == "u":
+                names[op[-1]] = (op[1], op[2])
+                touched.append(op[-1])
+            elif code == "p":
+                touched.append(op[-1])
+            elif code == "w":
+                touched.append(op[4])
+            elif code in ("d", "x", "A", CONTENT):
+                touched.append(op[1])
+            elif code == "X":
+                touched += op[1]
+            elif code == "U":
+                paths.add(op[3])
+            elif code == "t":
+                paths.add(op[2])
+        for node_id in touched:
+            path = _path_in(names, node_id)
+            if path is not None:
+                paths.add(path)
+        return sorted(paths)
 
     @property
     def commits(self) -> int:

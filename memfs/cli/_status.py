@@ -1,7 +1,7 @@
 """`memfs status` for a person: one table row per mounted store, within 100
 columns, and the details that do not fit a row (the store, the last pass,
-traffic since the mount, errors, refused files, conflict copies, what is
-pending) indented below it. `memfs status --json` prints the same status
+traffic since the mount, errors, changes a damaged cache lost, refused files,
+conflict copies, what is pending) indented below it. `memfs status --json` prints the same status
 field for field (`memfs.control.StoreStatus`).
 """
 
@@ -102,6 +102,8 @@ def _details(st: StoreStatus) -> Iterator[str]:
         yield "  the store is full: new files are refused (ENOSPC)"
     if st.last_error:
         yield f"  error: {st.last_error}"
+    if st.cache_damage:
+        yield f"  cache damaged: {st.cache_damage}"
     for path, reason in st.refused.items():
         yield f"  refused: {path}: {reason}"
     for path, reason in st.not_shown.items():

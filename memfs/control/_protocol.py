@@ -120,6 +120,11 @@ class StoreStatus:
     not_shown: dict[str, str] = field(default_factory=dict)
     """Memories of the store this folder cannot show (a name over 255 bytes, the
     marker's path), left as they are in the store: path -> reason."""
+    cache_damage: str | None = None
+    """Why changes the cache held were lost when this mount opened it (its redo
+    log was damaged), as the log said it; None when nothing was lost."""
+    lost_changes: list[str] = field(default_factory=list)
+    """The files whose changes were lost with it (those its remaining records name)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -247,6 +247,8 @@ class MountedStore:
             last_error=st.last_error,
             requests=self.client.stats.requests,
             fuse_requests=dict(self.fs.requests),
+            cache_damage=self.cache.journal.damage,
+            lost_changes=list(self.cache.journal.lost_paths),
         )
 
     def metrics(self) -> dict[str, Any]:

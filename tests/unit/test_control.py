@@ -63,6 +63,8 @@ STATUS_FIELDS = [
     "bytes_up",
     "bytes_down",
     "not_shown",
+    "cache_damage",
+    "lost_changes",
 ]
 
 
