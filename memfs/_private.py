@@ -11,8 +11,10 @@ whatever the umask.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import stat
+from typing import Any
 
 from ._exceptions import ConfigError
 
@@ -97,17 +99,46 @@ def open_file_at(dir_fd: int, name: str, flags: int, mode: int = 0o600) -> int:
     )
 
 
+LOG_ROOM = 256 * 1024
+"""Bytes past its end a log file keeps allocated: what memfs says about a full
+disk (the cache's, which the daemon's log shares) still reaches the log."""
+
+_FALLOC_FL_KEEP_SIZE = 1
+
+
+def _fallocate() -> Any:
+    """libc's `fallocate`, or None where there is none."""
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).fallocate
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def keep_room(fd: int, size: int = LOG_ROOM) -> None:
+    """Allocate `size` bytes past the end of the file `fd` without growing it, so
+    that appends up to there need no more room on the disk (best effort)."""
+    fallocate = _fallocate()
+    if fallocate is not None:
+        fallocate(fd, _FALLOC_FL_KEEP_SIZE, os.fstat(fd).st_size, size)
+
+
 def open_log_file(path: str, *, follow: bool = False) -> int:
     """A descriptor appending to the log file `path`: its folder is checked as
     memfs's own (`follow`: a folder the operator named, which may be a symlink
     to one) and the file is created 0600 relative to the folder's descriptor,
-    never opened through a symlink. ConfigError when the folder is not
-    memfs's own; OSError when the file cannot be opened."""
+    never opened through a symlink; it keeps `LOG_ROOM` allocated past its end.
+    ConfigError when the folder is not memfs's own; OSError when the file
+    cannot be opened."""
     folder, name = os.path.split(path)
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     dir_fd = os.open(folder, flags)
     try:
         _check(os.fstat(dir_fd), folder, "cache folder")
-        return open_file_at(dir_fd, name, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        fd = open_file_at(dir_fd, name, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     finally:
         os.close(dir_fd)
+    keep_room(fd)
+    return fd

@@ -275,10 +275,11 @@ class Journal:
         if self._commits.damage is not None:
             self._report_damage(self._commits.damage)
         self._next_id: int
-        (self._next_id,) = self.db.execute(
-            "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'nodes'), 0), "
-            "coalesce((SELECT max(id) FROM nodes), 0)) + 1"
-        ).fetchone()
+        with self._commits.applied():
+            (self._next_id,) = self.db.execute(
+                "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'nodes'), 0), "
+                "coalesce((SELECT max(id) FROM nodes), 0)) + 1"
+            ).fetchone()
         self._do = self._commits.do
         self.transaction = self._commits.transaction
         """One commit for everything inside (one record of the redo log); nested
@@ -287,8 +288,9 @@ class Journal:
         """One SQLite commit for many changes while nothing else uses the journal
         (see `Commits.batch`)."""
         self.in_transaction = self._commits.in_transaction
-        self.apply_log = self._commits.apply
-        """Apply the redo log to SQLite now (see `Commits.apply`)."""
+        self.apply_log = self._commits.apply_when_idle
+        """Apply the redo log to SQLite now, unless its disk is known full (see
+        `Commits.apply_when_idle`)."""
         self.make_durable = self._commits.make_durable
         """Make every change committed so far durable (one flush of the redo log)."""
         self.note_log_filled = self._commits.note_log_filled
@@ -334,6 +336,17 @@ class Journal:
             raise CacheCorrupt(f"cannot open the cache at {os.path.dirname(path)}: {e}") from e
         except (OSError, sqlite3.Error, RedoLogError) as e:
             raise CacheCorrupt(f"cannot open the cache at {os.path.dirname(path)}: {e}") from e
+
+    @property
+    def disk_full(self) -> bool:
+        """SQLite's disk is full: the redo log holds what it could not take, and
+        changes to the files are refused (see memfs/cache/_commits.py)."""
+        return self._commits.disk_full
+
+    @property
+    def disk_full_reason(self) -> str | None:
+        """Why changes are refused, as a sentence; None when they are not."""
+        return self._commits.full_reason if self._commits.disk_full else None
 
     def _report_damage(self, damage: RedoDamage) -> None:
         """Name what a damaged redo log lost (the files its remaining records
@@ -430,15 +443,19 @@ class Journal:
 
     def checkpoint(self) -> None:
         """Copy the WAL into the database now (while the filesystem is idle), so
-        that no request pays for it; the WAL keeps its size."""
+        that no request pays for it; the WAL keeps its size. Not while the disk
+        is full: the database may need to grow."""
+        if self.disk_full:
+            return
         self.db.execute("PRAGMA wal_checkpoint(PASSIVE)")
         self._checkpointed_changes = self.db.total_changes
 
     # --------------------------------------------------------------- nodes
 
     def nodes(self) -> Iterator[Node]:
-        self.apply_log()
-        for row in self.db.execute(_SELECT).fetchall():
+        with self._commits.applied():
+            rows = self.db.execute(_SELECT).fetchall()
+        for row in rows:
             values = {f.attribute: f.from_row(v) for f, v in zip(NODE_FIELDS, row[1:], strict=True)}
             self._names[row[0]] = (values["parent"], values["name"])
             yield Node(id=row[0], **values)
@@ -468,8 +485,11 @@ class Journal:
     # ---------------------------------------------------------- tombstones
 
     def tombstones(self) -> Iterator[Tombstone]:
-        self.apply_log()
-        for row in self.db.execute("SELECT memory_id, path, base_sha, deleted_at FROM tombstones"):
+        with self._commits.applied():
+            rows = self.db.execute(
+                "SELECT memory_id, path, base_sha, deleted_at FROM tombstones"
+            ).fetchall()
+        for row in rows:
             yield Tombstone(*row)
 
     def add_tombstone(self, stone: Tombstone) -> None:
@@ -487,8 +507,8 @@ class Journal:
         self._do(("A", node_id))
 
     def uploads(self) -> list[Upload]:
-        self.apply_log()
-        rows = self.db.execute("SELECT node_id, memory_id, path, sha FROM uploads")
+        with self._commits.applied():
+            rows = self.db.execute("SELECT node_id, memory_id, path, sha FROM uploads").fetchall()
         return [Upload(*row) for row in rows]
 
     # ------------------------------------------------------------ contents
@@ -504,8 +524,8 @@ class Journal:
 
     def content_sizes(self) -> dict[int, int]:
         """The size of every cached content, by node id."""
-        self.apply_log()
-        return dict(self.db.execute("SELECT node_id, length(data) FROM contents"))
+        with self._commits.applied():
+            return dict(self.db.execute("SELECT node_id, length(data) FROM contents"))
 
     def put_content(self, node_id: int, data: bytes | bytearray) -> None:
         """A file's whole content; inside a transaction, `data` is written at its
@@ -524,19 +544,27 @@ class Journal:
         self._do(("X", list(node_ids)))
 
     def drop_stray_contents(self) -> int:
-        """Delete contents no node owns; returns how many went."""
+        """Delete contents no node owns; returns how many went (none while the
+        disk is full: the next open's sweep takes them)."""
         self.apply_log()
-        return self.db.execute(
-            "DELETE FROM contents WHERE node_id NOT IN (SELECT id FROM nodes)"
-        ).rowcount
+        if self.disk_full:
+            return 0
+        try:
+            return self.db.execute(
+                "DELETE FROM contents WHERE node_id NOT IN (SELECT id FROM nodes)"
+            ).rowcount
+        except sqlite3.Error as e:
+            if e.sqlite_errorcode != sqlite3.SQLITE_FULL:
+                raise
+            return 0
 
     # -------------------------------------------------------------- synced
 
     def synced(self) -> list[tuple[int, str, bytes]]:
         """The copies fsync left in caches made before contents lived here:
         (node id, boot id, content)."""
-        self.apply_log()
-        rows = self.db.execute("SELECT node_id, boot_id, content FROM synced")
+        with self._commits.applied():
+            rows = self.db.execute("SELECT node_id, boot_id, content FROM synced").fetchall()
         return [(r[0], r[1], bytes(r[2])) for r in rows]
 
     def clear_synced(self) -> None:

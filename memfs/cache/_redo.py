@@ -49,7 +49,7 @@ import threading
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 CAPACITY = 16 * 1024 * 1024
 """Bytes of records the log holds before the journal applies them (a record that
@@ -198,6 +198,27 @@ class RedoLog:
         self._unflushed = False
         self._written_back = self.offset
 
+    def continue_at(self, offset: int) -> None:
+        """The next record goes at `offset`: the records before it (a kill's
+        chain the journal could not apply) are kept, not applied yet."""
+        with self._lock:
+            self.offset = self._written_back = offset
+
+    def clear_after(self, offset: int) -> None:
+        """Write zeros over the log from `offset` to its end, and flush them: what
+        damage left past the chain is then never read again (a later record
+        with its number would follow the chain). Nothing when it cannot be done
+        (the flush of a later record will fail too)."""
+        zeros = bytes(_FILL_CHUNK)
+        end = max(os.fstat(self.fd).st_size, CAPACITY)
+        try:
+            with self._lock:
+                for at in range(offset, end, _FILL_CHUNK):
+                    os.pwrite(self.fd, zeros[: min(_FILL_CHUNK, end - at)], at)
+            os.fdatasync(self.fd)
+        except OSError:
+            return
+
     def restart(self) -> None:
         """The next record goes to the start again: every record is applied, and what
         applied them is durable (the caller made it so)."""
@@ -223,19 +244,19 @@ class RedoLog:
             yield found.seq, found.ops
             at, expected = found.next_at, expected + 1
 
-    def recover(self, after: int) -> tuple[list[tuple[int, list[Op]]], LogEnd]:
-        """What opening finds: the chain that follows `after` (as `records`), and
-        how the log ends after it (`LogEnd`), for the journal to tell a clean
-        end from damage."""
+    def recover(self, after: int) -> tuple[list[ChainRecord], LogEnd]:
+        """What opening finds: the chain that follows `after` (as `records`, with
+        where each record's contents are), and how the log ends after it
+        (`LogEnd`), for the journal to tell a clean end from damage."""
         reader = _Reader(self.fd)
-        chain: list[tuple[int, list[Op]]] = []
+        chain: list[ChainRecord] = []
         at, expected = 0, after + 1
         while True:
             found = self._record_at(reader, at)
             if found.kind is not _Kind.INTACT or found.seq != expected:
                 break
             assert found.ops is not None
-            chain.append((found.seq, found.ops))
+            chain.append(ChainRecord(found.seq, found.ops, found.contents_at))
             at, expected = found.next_at, expected + 1
         size = self.size_at_open
         partial = None
@@ -326,10 +347,10 @@ class RedoLog:
         something else (zeros, another log's bytes, the middle of an old record)."""
         head = reader.read(at, HEADER.size)
         if len(head) < HEADER.size:
-            return _Found(_Kind.END if not head else _Kind.CUT, 0, None, at)
+            return _Found(_Kind.END if not head else _Kind.CUT, 0, None, at, at)
         log_id, seq, ops_size, contents_size, crc = HEADER.unpack(head)
         if log_id != self.log_id:
-            return _Found(_Kind.OTHER, 0, None, at)
+            return _Found(_Kind.OTHER, 0, None, at, at)
         body = reader.read(at + HEADER.size, ops_size + contents_size)
         next_at = at + HEADER.size + ops_size + contents_size
         try:
@@ -338,17 +359,18 @@ class RedoLog:
             ops = None
         if not isinstance(ops, list):
             ops = None
+        contents_at = at + HEADER.size + ops_size
         if len(body) != ops_size + contents_size:
-            return _Found(_Kind.CUT, seq, ops, next_at)
+            return _Found(_Kind.CUT, seq, ops, next_at, contents_at)
         if zlib.crc32(body, zlib.crc32(head[:-4])) != crc or ops is None:
-            return _Found(_Kind.DAMAGED, seq, ops, next_at)
+            return _Found(_Kind.DAMAGED, seq, ops, next_at, contents_at)
         content_at = ops_size
         for i, op in enumerate(ops):
             if op[0] == CONTENT:
                 length = op[-1]
                 ops[i] = (*op[:-1], body[content_at : content_at + length])
                 content_at += length
-        return _Found(_Kind.INTACT, seq, ops, next_at)
+        return _Found(_Kind.INTACT, seq, ops, next_at, contents_at)
 
 
 class _Kind(enum.Enum):
@@ -369,6 +391,17 @@ class _Found:
     seq: int
     ops: list[Op] | None
     next_at: int
+    contents_at: int
+
+
+class ChainRecord(NamedTuple):
+    """One record of the chain opening found: its number, its operations (a
+    content operation's length replaced by the content) and the offset of its
+    first content (they follow each other)."""
+
+    seq: int
+    ops: list[Op]
+    contents_at: int
 
 
 class _Reader:

@@ -104,6 +104,11 @@ def _details(st: StoreStatus) -> Iterator[str]:
         yield f"  error: {st.last_error}"
     if st.cache_damage:
         yield f"  cache damaged: {st.cache_damage}"
+    if st.cache_disk_full:
+        yield (
+            "  the cache's disk is full: changes are refused (ENOSPC) until space is freed; "
+            "reads and uploads go on"
+        )
     for path, reason in st.refused.items():
         yield f"  refused: {path}: {reason}"
     for path, reason in st.not_shown.items():

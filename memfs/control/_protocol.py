@@ -125,6 +125,9 @@ class StoreStatus:
     log was damaged), as the log said it; None when nothing was lost."""
     lost_changes: list[str] = field(default_factory=list)
     """The files whose changes were lost with it (those its remaining records name)."""
+    cache_disk_full: str | None = None
+    """Why changes to the files are refused (ENOSPC): the cache's disk is full;
+    None when it has room. Reads and uploads go on meanwhile."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -249,6 +249,7 @@ class MountedStore:
             fuse_requests=dict(self.fs.requests),
             cache_damage=self.cache.journal.damage,
             lost_changes=list(self.cache.journal.lost_paths),
+            cache_disk_full=self.cache.journal.disk_full_reason,
         )
 
     def metrics(self) -> dict[str, Any]:

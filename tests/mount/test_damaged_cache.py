@@ -4,9 +4,11 @@ were lost, and `memfs status` shows it; a clean SIGKILL says nothing."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -151,3 +153,149 @@ def test_a_clean_kill_leaves_a_log_that_opens_without_a_word(mounter, memfs_serv
         _kill(mounter)
     log = (folder / "memfs.log").read_text()
     assert "is damaged" not in log and "redo log" not in log, log
+
+
+# ---- a full cache disk ------------------------------------------------------------
+
+
+SMALL_DISK = "40m"
+LATE_FILES = 24
+"""Files of 60 kB written on the full disk: applying them needs more than the WAL has."""
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A tmpfs of its own (40 MiB: a cache needs 16 MiB for its redo log and a
+    little more), unmounted at the end."""
+    disk = tmp_path / "disk"
+    disk.mkdir(mode=0o700)
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={SMALL_DISK},mode=0700", "memfs-test", str(disk)],
+        check=True,
+    )
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+@pytest.fixture
+def small_disk_mounter(memfs_server, tmp_path, small_disk):
+    """A `Mounter` whose cache folder is on `small_disk`, its mounts gone before the disk is."""
+    m = Mounter(memfs_server, tmp_path)
+    m.cache_dir = small_disk / "cache"
+    try:
+        yield m, small_disk
+    finally:
+        m.cleanup()
+
+
+def _fill(disk: Path) -> Path:
+    """Fill the disk to its last byte with a file of zeros; returns the file."""
+    fill = disk / "fill"
+    fd = os.open(fill, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        for size in (1 << 20, 1 << 12, 1):
+            chunk = bytes(size)
+            while True:
+                try:
+                    os.write(fd, chunk)
+                except OSError as e:
+                    assert e.errno == errno.ENOSPC, e
+                    break
+    finally:
+        os.close(fd)
+    return fill
+
+
+def _errno_of(fn) -> int:
+    with pytest.raises(OSError) as info:
+        fn()
+    return info.value.errno
+
+
+def test_a_cache_killed_on_a_full_disk_mounts_reads_and_uploads(small_disk_mounter, memfs_server):
+    """A kill on a full disk left the cache unopenable ("database or disk is
+    full") until space was freed. Now it mounts on the still-full disk: the
+    files read, the changes the cache holds reach the store, a change that
+    needs space fails with ENOSPC, and the log and `memfs status` say why;
+    once space is freed, changes are taken again."""
+    mounter, disk = small_disk_mounter
+    store_id = memfs_server.create_store("full disk")["id"]
+    FakeStore(memfs_server, store_id).put("/from-store.md", "in the store first")
+    mnt = mounter.mount_one(store_id)
+    assert (mnt / "from-store.md").read_text() == "in the store first"
+    (mnt / "early.md").write_text("written while there was room")
+    mounter.unmount(mnt)  # its WAL is emptied: what comes next needs room of its own
+    mnt = mounter.mount_one(store_id)
+    time.sleep(1)  # idle: the journal takes what its log holds while there is room
+    fill = _fill(disk)
+    late = {}
+    for i in range(LATE_FILES):
+        content = f"{i:03} written on the full disk\n" * 2000
+        try:
+            (mnt / f"late-{i:03}.md").write_text(content)
+        except OSError as e:  # the mount found the disk full meanwhile: it says so
+            assert e.errno == errno.ENOSPC and late, e
+            break
+        late[f"/late-{i:03}.md"] = content
+    _kill(mounter)
+
+    mnt = mounter.mount_one(store_id)
+    assert (mnt / "from-store.md").read_text() == "in the store first"
+    assert (mnt / "early.md").read_text() == "written while there was room"
+    for path, content in late.items():
+        assert (mnt / path.lstrip("/")).read_text() == content
+    mounter.sync(mnt)
+    assert FakeStore(memfs_server, store_id).memories() == {
+        "/from-store.md": "in the store first",
+        "/early.md": "written while there was room",
+        **late,
+    }
+    assert _errno_of(lambda: (mnt / "new.md").write_text("needs room")) == errno.ENOSPC
+    fd = os.open(mnt / "early.md", os.O_WRONLY | os.O_APPEND)
+    try:
+        assert _errno_of(lambda: os.write(fd, b"more")) == errno.ENOSPC
+    finally:
+        os.close(fd)
+    assert _errno_of(lambda: os.mkdir(mnt / "folder")) == errno.ENOSPC
+    assert _errno_of(lambda: os.unlink(mnt / "early.md")) == errno.ENOSPC
+    assert (mnt / "early.md").read_text() == "written while there was room"
+    assert mounter.store_pids(), "the store process is alive"
+    log = (mounter.cache_dir / store_id / "memfs.log").read_text()
+    assert f"the disk of the cache at {mounter.cache_dir / store_id} is full" in log, log
+    status, human = _status(mounter)
+    assert "is full" in (status["cache_disk_full"] or "")
+    assert "the cache's disk is full: changes are refused (ENOSPC)" in human
+
+    fill.unlink()
+    deadline = time.monotonic() + 40
+    while _status(mounter)[0]["cache_disk_full"]:
+        assert time.monotonic() < deadline, "the mount never took changes again"
+        time.sleep(0.5)
+    (mnt / "new.md").write_text("once there is room again")
+    mounter.unmount(mnt)
+    assert FakeStore(memfs_server, store_id).memories()["/new.md"] == "once there is room again"
+    assert (
+        "has room again: changes are taken again"
+        in (mounter.cache_dir / store_id / "memfs.log").read_text()
+    )
+
+
+def test_a_daemon_log_keeps_room_for_what_it_says_on_a_full_disk(small_disk):
+    """The log of a daemon's store process shares the cache's disk: it keeps
+    room allocated past its end, so that the lines saying the disk is full
+    reach it."""
+    from memfs._private import LOG_ROOM, open_log_file
+
+    folder = small_disk / "cache"
+    folder.mkdir(mode=0o700)
+    fd = open_log_file(str(folder / "memfs.log"))
+    try:
+        os.write(fd, b"a first line\n")
+        _fill(small_disk)
+        line = b"the disk of the cache is full: ...\n"
+        for _ in range(LOG_ROOM // 2 // len(line)):
+            assert os.write(fd, line) == len(line)
+    finally:
+        os.close(fd)

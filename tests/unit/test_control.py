@@ -65,6 +65,7 @@ STATUS_FIELDS = [
     "not_shown",
     "cache_damage",
     "lost_changes",
+    "cache_disk_full",
 ]
 
 

@@ -358,3 +358,92 @@ async def test_the_record_a_kill_interrupted_is_no_damage(tmp_path, torn_at):
     assert again.journal.damage is None
     assert set(contents(again)) == {"/kept.md", "/a.md", "/b.md", "/c.md"}
     again.close()
+
+
+# ---- a full disk: what SQLite cannot take stays in the log ---------------------------
+
+
+class _FullDisk:
+    """The journal's connection, whose disk is full for the statements `full` picks."""
+
+    def __init__(self, db, full):
+        self._db, self._full = db, full
+
+    def execute(self, sql, params=()):
+        if self._full(sql):
+            import sqlite3
+
+            e = sqlite3.OperationalError("database or disk is full")
+            e.sqlite_errorcode = sqlite3.SQLITE_FULL
+            raise e
+        return self._db.execute(sql, params)
+
+    def __getattr__(self, name):
+        return getattr(self._db, name)
+
+
+async def test_a_batch_that_fills_the_disk_goes_on_in_the_log(tmp_path, monkeypatch, expect_log):
+    """The disk fills inside a batch (the pass before mounting): what SQLite
+    took goes back, and the whole batch is one record of the log, read back
+    after a kill like any other."""
+    expect_log("memfs.cache", "is full: changes to the files are refused", count=1)
+    cache = StoreCache(str(tmp_path / "live"), STORE)
+    kept = await new_file(cache, "kept.md", b"before the batch")
+    commits = cache.journal._commits
+    monkeypatch.setattr(
+        commits, "db", _FullDisk(commits.db, lambda sql: sql.startswith("INSERT INTO contents"))
+    )
+    with cache.batch():
+        a = cache.create(ROOT_ID, "a.md", 0o644)
+        cache._put_content(a, b"content of a")
+        cache.rename(ROOT_ID, "kept.md", ROOT_ID, "moved.md")
+    assert cache.disk_full
+    assert cache.journal.content(a.id) == b"content of a"
+    assert {n.path for n in cache.files()} == {"/a.md", "/moved.md"}
+    monkeypatch.undo()
+
+    again = killed_copy(cache, tmp_path / "after")
+    assert contents(again) == {"/a.md": b"content of a", "/moved.md": b"before the batch"}
+    assert again.find("/moved.md").id == kept.id
+    assert not again.disk_full
+    again.close()
+
+
+async def test_a_cache_whose_disk_is_full_opens_from_its_log(tmp_path, monkeypatch, expect_log):
+    """Killed with records SQLite cannot take: the cache opens with them in the
+    log, answers from it (contents, the tree, new ids after the log's), adds to
+    it, and applies it all once the disk has room."""
+    expect_log("memfs.cache", "is full: changes to the files are refused", count=1)
+    cache = StoreCache(str(tmp_path / "live"), STORE)
+    await new_file(cache, "applied.md", b"in SQLite")
+    cache.journal.apply_log()
+    logged = await new_file(cache, "logged.md", b"in the log only")
+    where = tmp_path / "killed"
+    shutil.copytree(cache.dir, where / STORE)
+    cache.journal.abandon()
+
+    import sqlite3
+
+    real_connect = sqlite3.connect
+
+    def full_connect(*args, **kwargs):
+        return _FullDisk(real_connect(*args, **kwargs), lambda sql: sql == "COMMIT")
+
+    monkeypatch.setattr(sqlite3, "connect", full_connect)
+    full = StoreCache(str(where), STORE)
+    assert full.disk_full
+    assert contents(full) == {"/applied.md": b"in SQLite", "/logged.md": b"in the log only"}
+    newer = await new_file(full, "newer.md", b"on the full disk")
+    assert newer.id > logged.id
+    assert full.uploads() == []  # read with the log applied in a transaction rolled back
+    full.journal.abandon()
+    monkeypatch.undo()
+
+    again = StoreCache(str(where), STORE)
+    assert contents(again) == {
+        "/applied.md": b"in SQLite",
+        "/logged.md": b"in the log only",
+        "/newer.md": b"on the full disk",
+    }
+    assert invariant_problems(again) == []
+    again.close()
