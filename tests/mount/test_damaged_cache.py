@@ -159,6 +159,8 @@ def test_a_clean_kill_leaves_a_log_that_opens_without_a_word(mounter, memfs_serv
 
 
 SMALL_DISK = "40m"
+REMOTE_FILES = 30
+"""Memories put in the store while the cache was down: more than one listing page."""
 LATE_FILES = 24
 """Files of 60 kB written on the full disk: applying them needs more than the WAL has."""
 
@@ -240,6 +242,9 @@ def test_a_cache_killed_on_a_full_disk_mounts_reads_and_uploads(small_disk_mount
             break
         late[f"/late-{i:03}.md"] = content
     _kill(mounter)
+    remote = {f"/remote/{i:02}.md": f"put in the store meanwhile {i}" for i in range(REMOTE_FILES)}
+    for path, content in remote.items():
+        FakeStore(memfs_server, store_id).put(path, content)
 
     mnt = mounter.mount_one(store_id)
     assert (mnt / "from-store.md").read_text() == "in the store first"
@@ -251,7 +256,13 @@ def test_a_cache_killed_on_a_full_disk_mounts_reads_and_uploads(small_disk_mount
         "/from-store.md": "in the store first",
         "/early.md": "written while there was room",
         **late,
+        **remote,
     }
+    # The background download waits: the log's room goes to the uploads.
+    status, _ = _status(mounter)
+    assert not status["prefetched"]
+    assert status["cached"] == status["files"] - REMOTE_FILES
+    assert (mnt / "remote" / "07.md").read_text() == remote["/remote/07.md"]  # read: fetched
     assert _errno_of(lambda: (mnt / "new.md").write_text("needs room")) == errno.ENOSPC
     fd = os.open(mnt / "early.md", os.O_WRONLY | os.O_APPEND)
     try:
@@ -274,6 +285,10 @@ def test_a_cache_killed_on_a_full_disk_mounts_reads_and_uploads(small_disk_mount
         assert time.monotonic() < deadline, "the mount never took changes again"
         time.sleep(0.5)
     (mnt / "new.md").write_text("once there is room again")
+    deadline = time.monotonic() + 30
+    while not _status(mounter)[0]["prefetched"]:
+        assert time.monotonic() < deadline, "the background download never went on"
+        time.sleep(0.5)
     mounter.unmount(mnt)
     assert FakeStore(memfs_server, store_id).memories()["/new.md"] == "once there is room again"
     assert (
