@@ -380,10 +380,9 @@ class Journal:
         """The paths the operations of lost records are about: their files as
         the journal holds them now (or as the lost records named them, for a
         file they made or moved), and the paths of deletes and uploads."""
-        names = {
-            row[0]: (row[1], row[2])
-            for row in self.db.execute("SELECT id, parent, name FROM nodes")
-        }
+        with self._commits.applied():
+            rows = self.db.execute("SELECT id, parent, name FROM nodes").fetchall()
+        names = {row[0]: (row[1], row[2]) for row in rows}
         touched: list[int] = []
         paths: set[str] = set()
         for op in ops:
