@@ -49,5 +49,5 @@ format: install
 	$(VENV)/bin/ruff format memfs tests bench
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .mypy_cache .import_linter_cache bench/results
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache .mypy_cache .import_linter_cache bench/results
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -40,6 +40,7 @@ sentences. The tree::
     │   ├── ContentUnavailable       content not cached and the store cannot be reached
     │   ├── CacheCorrupt             the journal or a content in it is unusable
     │   ├── CacheDiskFull            the cache's disk is full: a change could not be kept
+    │   ├── ConflictCopyFailed       a conflict copy could not be written whole and durably
     │   └── CacheInUse               another process of the store holds the cache
     └── MountError                   a store could not be mounted or unmounted, or reached (mount, supervisor, control)
         └── SyncError                a sync pass, or a request for one, failed (sync, supervisor)
@@ -233,6 +234,12 @@ class CacheCorrupt(CacheError):
 
 class CacheDiskFull(CacheError):
     pass
+
+
+class ConflictCopyFailed(CacheError):
+    """A conflict copy could not be written whole and made durable (a full
+    disk, a quota, an I/O error): the local version it was to keep stays as
+    it is, and whatever was to replace it waits."""
 
 
 class CacheInUse(CacheError):

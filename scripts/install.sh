@@ -41,6 +41,13 @@ stamp=".venv/.memfs-installed-${extras//,/-}"
 target=".[$extras]"
 [[ "$extras" != none ]] || target=.
 if [[ ! -f "$stamp" || pyproject.toml -nt "$stamp" ]]; then
+    # The distribution was called `memfs` before it became `memfs-stores`: an
+    # older .venv's editable `memfs` (and its egg-info here) would stay beside it.
+    if .venv/bin/python -m pip show -q memfs >/dev/null 2>&1; then
+        echo "install: pip uninstall memfs (the distribution is memfs-stores now)"
+        .venv/bin/python -m pip uninstall -q -y memfs
+    fi
+    rm -rf memfs.egg-info
     echo "install: pip install -e '$target'"
     .venv/bin/python -m pip install -q -e "$target"
     touch "$stamp"

@@ -109,3 +109,39 @@ def slugify(name: str) -> str:
     "user-preferences". An empty result becomes "store"."""
     slug = _SLUG_RUN.sub("-", name.lower()).strip("-")
     return slug or "store"
+
+
+def listed_path_problem(path: Any) -> str | None:
+    """Why a path the store lists cannot stand for a file here, or None.
+
+    The store is trusted for nothing it names: a path that is not a clean
+    absolute path (a `.` or `..` segment, an empty segment, a trailing `/`,
+    NUL, over 1,024 bytes, no segment at all) or that is the marker's path or
+    below it is never shown, written or deleted. The answer ends a sentence
+    that names the path first ("... is not shown: <problem>")."""
+    if not isinstance(path, str):
+        return "it is not a string"
+    if "\x00" in path:
+        return "it holds a NUL character"
+    if not path.startswith("/"):
+        return "it does not start with '/'"
+    if path == "/":
+        return "it names no file"
+    if path.endswith("/"):
+        return "it ends with '/'"
+    try:
+        size = len(path.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "it is not valid Unicode"
+    if size > MAX_PATH_BYTES:
+        return f"it is longer than {MAX_PATH_BYTES:,} bytes"
+    for segment in path[1:].split("/"):
+        if segment == "":
+            return "it has an empty segment"
+        if segment in (".", ".."):
+            return f"it has a {segment!r} segment"
+    if path == MARKER_PATH:
+        return "it is the marker's path, which memfs keeps"
+    if path.startswith(MARKER_PATH + "/"):
+        return "it is under the marker's path, which memfs keeps"
+    return None

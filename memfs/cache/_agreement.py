@@ -141,12 +141,25 @@ class Agreement(CacheCore):
         node: Node | None = None,
     ) -> Placement:
         """Show the store's memory at `path`: create the file (and its folders), or
-        move and update `node`, the clean file that has this memory id. Whatever
-        stands in the way goes (see `_set_aside`)."""
+        move and update `node`, the file that has this memory id. A file here with
+        no memory that already holds exactly these bytes takes the memory (they
+        agree: nothing is copied or fetched). Whatever else stands in the way
+        goes (see `in_the_way`); its local changes are kept as conflict copies
+        first, all of them whole and durable before anything here changes
+        (ConflictCopyFailed: nothing changed)."""
+        if node is None:
+            node = self._new_file_holding(path, sha)
+        copies = [
+            (f.path, self.keep_conflict_copy(f))
+            for f in self.in_the_way(path, node)
+            if self.changed_here(f)
+        ]
         with self.transaction():
-            placed = Placement(self.nodes[ROOT_ID])
+            placed = Placement(self.nodes[ROOT_ID], copies=copies)
             parent_path, _, name = path.rpartition("/")
             parent = self._ensure_dirs(parent_path or "/", placed)
+            if node is not None and (node.id not in self.nodes or node.orphan):
+                node = None  # it stood where the store has a folder, and went
             existing = self.tree.entry(parent.id, name)
             if existing is not None and existing is not node:
                 self._set_aside(existing, placed)
@@ -172,10 +185,62 @@ class Agreement(CacheCore):
             elif not (node.cached and node.size == size and self._cached_sha(node) == sha):
                 self._uncache(node)
                 node.size = size
+            elif not node.live.open_count:
+                self._lru[node.id] = node.size
             if mtime_ns:
                 node.mtime_ns = mtime_ns
             self._save(node)
         return placed
+
+    def in_the_way(self, path: str, node: Node | None = None) -> list[Node]:
+        """The files placing the store's memory at `path` takes out of the way: a
+        file standing where a folder of the path goes, and whatever stands at
+        the path itself (a folder: every file in it) unless it is `node`, the
+        file that holds the memory."""
+        here = self.nodes[ROOT_ID]
+        parent_path, _, name = path.rpartition("/")
+        for part in parent_path.strip("/").split("/") if parent_path else []:
+            child = self.tree.entry(here.id, part)
+            if child is None:
+                return []
+            if not child.is_dir:
+                return [child]
+            here = child
+        existing = self.tree.entry(here.id, name)
+        if existing is None or existing is node:
+            return []
+        return list(self.tree.files_under(existing)) if existing.is_dir else [existing]
+
+    def local_sha(self, node: Node) -> str | None:
+        """The sha of the file's bytes here: its base's when it was not edited
+        here; None when its content cannot be read."""
+        if not node.edited:
+            return node.base_sha
+        return self._cached_sha(node)
+
+    def changed_here(self, node: Node) -> bool:
+        """Whether a file holds something the store has not seen: no memory yet,
+        or bytes that differ from its base (a save of the same bytes is no change)."""
+        if node.is_dir:
+            return False
+        return node.memory_id is None or self.local_sha(node) != node.base_sha
+
+    def _new_file_holding(self, path: str, sha: str) -> Node | None:
+        """The file at `path` when it has no memory and holds exactly the bytes `sha`."""
+        found = self.find(path)
+        if found is None or found.is_dir or found.memory_id is not None or not found.cached:
+            return None
+        return found if self._cached_sha(found) == sha else None
+
+    def adopt_content(self, node: Node, memory_id: str, sha: str) -> None:
+        """The file holds exactly the store's new bytes `sha`, but was moved here
+        while the store kept its path: the bytes are agreed, the move is still
+        to be pushed."""
+        self._bind(node, memory_id, sha, node.base_path)
+        node.edited = False
+        node.pending = True
+        self.pending_ids.add(node.id)
+        self._save(node)
 
     def _insert_remote(
         self,
@@ -280,17 +345,15 @@ class Agreement(CacheCore):
 
     def _set_aside(self, node: Node, placed: Placement) -> None:
         """Take a local file, or a folder and everything in it, out of the way of
-        the store's state: files with local changes (or no memory) are kept as
-        conflict copies first. Decided once: nothing is left to disagree."""
-        files = [node] if not node.is_dir else list(self.tree.files_under(node))
-        for f in files:
-            if f.pending or f.memory_id is None:
-                placed.copies.append((f.path, self.keep_conflict_copy(f)))
+        the store's state (their conflict copies are made before, by the caller:
+        see `place_remote`). Decided once: nothing is left to disagree."""
         for n in self.tree.subtree(node):
             self._detach(n, gone=placed.gone, tombstone=False)
 
     def _cached_sha(self, node: Node) -> str | None:
+        if not node.cached:
+            return None
         try:
             return content_sha256(self.read_content(node))
-        except CacheCorrupt:
+        except (CacheCorrupt, OSError):
             return None

@@ -4,23 +4,34 @@ the mount for a person to merge.
 Each copy goes into a folder of its own, `conflicts/<UTC time>-<n>/`, made
 exclusively (so no copy is ever overwritten), under the file's own path (so
 `/p/q` and `/p__q` cannot meet, and no name grows past its limit; a path this
-disk cannot hold is named by its hash, the path beside it). Files are 0600,
-folders 0700, and nothing is written through a symlink.
+disk cannot hold, or one that is not a clean memory path, is named by its
+hash, the path beside it). Files are 0600, folders 0700.
+
+Nothing here follows a name it did not make: every folder and file is made
+relative to a descriptor of the folder above it (`dir_fd`, `O_NOFOLLOW`),
+starting from the conflicts folder itself, checked when the cache opens.
+
+A copy is promised whole and durable before `keep` returns: every byte is
+written (a short write is written on), the file and each folder made for it
+are flushed. When that cannot be done (a full disk, a quota, an I/O error),
+what was made is removed and `ConflictCopyFailed` says why: the caller keeps
+the local version as it is.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import itertools
 import os
 import time
 
+from .._exceptions import ConflictCopyFailed
 from .._private import ensure_private_dir
-from ..api import content_sha256
+from ..api import content_sha256, listed_path_problem
 
-
-def _private_opener(path: str, flags: int) -> int:
-    return os.open(path, flags | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class ConflictCopies:
@@ -39,33 +50,95 @@ class ConflictCopies:
         return out
 
     def keep(self, path: str, content: bytes) -> str:
-        """Keep `content`, the local version of the file at `path`; returns the copy's path."""
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        for n in itertools.count(1):
-            folder = os.path.join(self.dir, f"{stamp}-{n}")
-            try:
-                os.mkdir(folder, 0o700)
-                break
-            except FileExistsError:
-                continue
-        dest = os.path.join(folder, *path.strip("/").split("/"))
+        """Keep `content`, the local version of the file at `path`, whole and
+        durably; returns the copy's path, or raises ConflictCopyFailed."""
         try:
-            os.makedirs(os.path.dirname(dest), mode=0o700, exist_ok=True)
-            _write_private_file(dest, content)
+            return self._keep(path, content)
         except OSError as e:
-            if e.errno != errno.ENAMETOOLONG:
+            raise ConflictCopyFailed(
+                f"the conflict copy of {path} could not be written in {self.dir}: {e.strerror or e}"
+            )
+
+    def _keep(self, path: str, content: bytes) -> str:
+        top = os.open(self.dir, _DIR_FLAGS)
+        try:
+            stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+            for n in itertools.count(1):
+                name = f"{stamp}-{n}"
+                try:
+                    os.mkdir(name, 0o700, dir_fd=top)
+                    break
+                except FileExistsError:
+                    continue
+            try:
+                dest = self._write_under(top, name, path, content)
+                os.fsync(top)
+            except OSError:
+                _remove_tree(top, name)
                 raise
-            dest = os.path.join(folder, "path-sha256-" + content_sha256(path.encode()))
-            _write_private_file(dest, content)
-            with open(dest + ".path", "w", encoding="utf-8", opener=_private_opener) as f:
-                f.write(path + "\n")
-        return dest
+            return os.path.join(self.dir, *dest)
+        finally:
+            os.close(top)
+
+    def _write_under(self, top: int, name: str, path: str, content: bytes) -> list[str]:
+        """Write the copy in the new folder `name` of `top`; the names under
+        the conflicts folder it was written at."""
+        folder = os.open(name, _DIR_FLAGS, dir_fd=top)
+        try:
+            parts = path.strip("/").split("/")
+            if listed_path_problem(path) is None:
+                try:
+                    return [name, *_write_at(folder, parts, content)]
+                except OSError as e:
+                    if e.errno != errno.ENAMETOOLONG:
+                        raise
+            # A path no folder here can hold (or not a clean path): its hash names it.
+            hashed = "path-sha256-" + content_sha256(path.encode("utf-8", "surrogatepass"))
+            _write_file(folder, hashed, content)
+            _write_file(folder, hashed + ".path", (path + "\n").encode("utf-8", "surrogatepass"))
+            os.fsync(folder)
+            return [name, hashed]
+        finally:
+            os.close(folder)
 
 
-def _write_private_file(path: str, content: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+def _write_at(folder: int, parts: list[str], content: bytes) -> list[str]:
+    """Make the folders of `parts[:-1]` under `folder`, the file `parts[-1]` in
+    the last, each flushed; returns `parts`."""
+    fds = [os.dup(folder)]
     try:
-        os.write(fd, content)
+        for part in parts[:-1]:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(part, 0o700, dir_fd=fds[-1])
+            fds.append(os.open(part, _DIR_FLAGS, dir_fd=fds[-1]))
+        _write_file(fds[-1], parts[-1], content)
+        for fd in reversed(fds):
+            os.fsync(fd)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    return parts
+
+
+def _write_file(folder: int, name: str, content: bytes) -> None:
+    """`name` in `folder`, new, 0600, holding all of `content`, flushed."""
+    fd = os.open(name, _FILE_FLAGS, 0o600, dir_fd=folder)
+    try:
+        view = memoryview(content)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _remove_tree(top: int, name: str) -> None:
+    """Take out what a failed copy made (best effort: the disk may be failing)."""
+    with contextlib.suppress(OSError):
+        for _root, dirs, files, fd in os.fwalk(name, dir_fd=top, topdown=False):
+            for f in files:
+                os.unlink(f, dir_fd=fd)
+            for d in dirs:
+                os.rmdir(d, dir_fd=fd)
+        os.rmdir(name, dir_fd=top)

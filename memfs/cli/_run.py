@@ -78,9 +78,14 @@ def run(args: argparse.Namespace) -> int:
             )
     if result.left_behind:
         what = f"{left} file{'s' if left != 1 else ''}" if left else "changes"
+        then = (
+            "the log says what becomes of each"
+            if left
+            else "the next mount of the store uploads them"
+        )
         sys.stderr.write(
             f"memfs: the final sync left {what} behind; they stay in the cache "
-            f"({specs[0].cache_dir}) and the next mount of the store uploads them\n"
+            f"({specs[0].cache_dir}): {then}\n"
         )
         if result.status == 0:
             return EXIT_LEFT_BEHIND

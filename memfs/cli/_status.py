@@ -1,8 +1,12 @@
 """`memfs status` for a person: one table row per mounted store, within 100
 columns, and the details that do not fit a row (the store, the last pass,
-traffic since the mount, errors, changes a damaged cache lost, refused files,
-conflict copies, what is pending) indented below it. `memfs status --json` prints the same status
-field for field (`memfs.control.StoreStatus`).
+traffic since the mount, errors, changes a damaged cache lost, a full cache
+disk, refused files, conflict copies, what is pending) indented below it.
+Nothing is cut: a mount path longer than the MOUNT column stands whole on a
+line of its own, its row below it with that cell empty (a terminal may wrap
+that line; the output does not depend on the terminal's width). `memfs
+status --json` prints the same status field for field
+(`memfs.control.StoreStatus`).
 """
 
 from __future__ import annotations
@@ -47,17 +51,22 @@ def _ago(seconds: float) -> str:
     return f"{seconds / 3600:.0f}h"
 
 
-def _fit(text: str, width: int) -> str:
-    """`text` in `width` columns; a long path keeps its end (the part that differs)."""
-    return text if len(text) <= width else "…" + text[-(width - 1) :]
-
-
 def _row(values: list[str]) -> str:
-    cells = [f"{_fit(v, w):{align}{w}}" for v, (_, w, align) in zip(values, COLUMNS, strict=True)]
+    """The cells padded to their columns; a wider one is not cut, it pushes the rest right."""
+    cells = [f"{v:{align}{w}}" for v, (_, w, align) in zip(values, COLUMNS, strict=True)]
     return " ".join(cells).rstrip()
 
 
+def _rows(mount_path: str, values: list[str]) -> list[str]:
+    """A store's row: the whole mount path in its cell when it fits, else on a
+    line of its own above the row."""
+    if len(mount_path) <= COLUMNS[0][1]:
+        return [_row([mount_path, *values])]
+    return [mount_path, _row(["", *values])]
+
+
 def _cells(st: StoreStatus, now: float) -> list[str]:
+    """The row's cells after MOUNT."""
     last = st.last_pass
     if last is None:
         last_text = "never"
@@ -69,7 +78,6 @@ def _cells(st: StoreStatus, now: float) -> list[str]:
     else:
         next_text = f"in {_ago(st.next_pass_at - now)}"
     return [
-        st.mount_path,
         "ro" if st.read_only else "rw",
         str(st.memories),
         human_bytes(st.cached_bytes),
@@ -126,10 +134,10 @@ def table(results: list[tuple[StoreState, StatusReply | ErrorReply]], now: float
     lines = [_row([name for name, _, _ in COLUMNS])]
     for store, reply in results:
         if isinstance(reply, ErrorReply):
-            lines.append(_row([store.mount_path, "?", *[""] * (len(COLUMNS) - 2)]))
+            lines.extend(_rows(store.mount_path, ["?", *[""] * (len(COLUMNS) - 2)]))
             lines.append(f"  store {store.store_id}: unreachable: {reply.error}")
             continue
-        lines.append(_row(_cells(reply.status, now)))
+        lines.extend(_rows(reply.status.mount_path, _cells(reply.status, now)))
         lines.extend(_details(reply.status))
     return lines
 

@@ -85,7 +85,12 @@ class StoreProcess:
         self.stopping = trio.Event()
         """Set by SIGTERM, SIGINT, `stop`, the lifeline or the end of pyfuse3's loop."""
         self._final_sync_done = trio.Event()
-        self._not_uploaded: list[str] = []
+        self._not_uploaded: dict[str, str] = {}
+        self._waive_window = False
+        """Set by `stop` (`memfs unmount`, `memfs run` after its command): no writer
+        outlives it, so the final sync waives the delete window. SIGTERM, SIGINT
+        and the lifeline may be outlived by writers: they send only the deletes
+        whose window has passed."""
         self.state = StateFile(spec.runtime_dir, spec.store_id, spec.cache_dir)
         self.socket_path = socket_path(spec.runtime_dir, spec.store_id, spec.cache_dir)
 
@@ -132,7 +137,9 @@ class StoreProcess:
             # The final sync runs while the folder is still mounted.
             shown = ProgressReport(f"memfs: final sync of {spec.store_id}", after=PROGRESS_AFTER)
             try:
-                self._not_uploaded = await store.final_sync(progress=shown)
+                self._not_uploaded = await store.final_sync(
+                    progress=shown, waive_window=self._waive_window
+                )
             finally:
                 shown.finish()
             self._final_sync_done.set()
@@ -191,11 +198,13 @@ class StoreProcess:
                 return StatusReply(store.status())
             case Command.SYNC:
                 try:
-                    report = await store.engine.run_pass()
+                    report = await store.engine.run_pass(asked=True)
                 except SyncError as e:
                     return ErrorReply(str(e))
                 return SyncReply(report.as_dict())
             case Command.STOP:
+                if not self.stopping.is_set():
+                    self._waive_window = True
                 self.stopping.set()
                 await self._final_sync_done.wait()
                 return StopReply(list(self._not_uploaded))

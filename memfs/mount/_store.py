@@ -22,7 +22,7 @@ from ..cache import StoreCache
 from ..client import StoreClient
 from ..control import StoreSpec, StoreStatus
 from ..fs import MemoryStoreFS
-from ..sync import FINAL_CONCURRENCY, SyncEngine, backoff_delay
+from ..sync import FINAL_CONCURRENCY, EndOfSession, SyncEngine, backoff_delay
 
 log = logging.getLogger("memfs.mount")
 
@@ -100,7 +100,7 @@ class MountedStore:
         if self.spec.read_only:
             self.engine.set_aside_local_changes()
         try:
-            await self.engine.run_pass(full=True)
+            await self.engine.run_pass(full=True, before_mount=True)
         except SyncError as e:
             if self.cache.get_meta("feed_ts") is None and not self.cache.file_count():
                 raise MountError(f"cannot mount {self.spec.store_id}: {e}")
@@ -177,21 +177,29 @@ class MountedStore:
         while self.cache.disk_full:
             await trio.sleep(FULL_DISK_WAIT)
 
-    async def final_sync(self, progress: Callable[[int, int], None] | None = None) -> list[str]:
-        """A full two-way pass within the timeout (deletes waive their window),
-        then more while they make progress (deletes are capped per pass) and
-        something is still pending. Returns what is left, each path logged.
+    async def final_sync(
+        self,
+        progress: Callable[[int, int], None] | None = None,
+        *,
+        waive_window: bool = True,
+    ) -> dict[str, str]:
+        """A full two-way pass within the timeout, then more while they make
+        progress and something is still pending. Deletes: at most one pass's
+        cap in all; `waive_window` sends those deleted less than the window ago
+        too (no writer may outlive this stop), else only those whose window has
+        passed. Returns what is left, path -> what becomes of it, each logged.
         `progress(done, total)` hears, a few times a second, how many of the
         files pending at the start the store holds now."""
         spec = self.spec
+        end = EndOfSession(waive_window=waive_window)
         with trio.move_on_after(spec.final_sync_timeout) as scope:
             async with trio.open_nursery() as watching:
                 if progress is not None:
                     watching.start_soon(self._tell_pending, progress)
                 try:
-                    report = await self.engine.run_pass(final=True)
+                    report = await self.engine.run_pass(final=True, end=end)
                     while self.engine.pending() and (report.pushed or report.deleted_remote):
-                        report = await self.engine.run_pass(final=True)
+                        report = await self.engine.run_pass(final=True, end=end)
                 except SyncError as e:
                     log.error(
                         "final sync of %s failed: %s",
@@ -207,17 +215,18 @@ class MountedStore:
                 spec.final_sync_timeout,
                 extra={"event": "final_sync_timeout"},
             )
-        pending = self.engine.pending()
+        left = self.engine.left_behind()
         if progress is not None and self._pending_at_start:
-            progress(max(0, self._pending_at_start - len(pending)), self._pending_at_start)
-        for path in pending:
+            progress(max(0, self._pending_at_start - len(left)), self._pending_at_start)
+        for path, fate in left.items():
             log.error(
-                "not uploaded to %s: %s (kept in the cache; the next mount uploads it)",
+                "not uploaded to %s: %s (%s)",
                 spec.store_id,
                 path,
+                fate,
                 extra={"event": "final_sync_incomplete", "path": path},
             )
-        return pending
+        return left
 
     async def _tell_pending(self, progress: Callable[[int, int], None]) -> None:
         self._pending_at_start = total = len(self.engine.pending())

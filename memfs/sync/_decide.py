@@ -2,6 +2,12 @@
 and what changed in the store, relative to the base last agreed, to what the
 sync does. The engine computes the two states, asks `decide`, and executes
 the action; nothing here does I/O.
+
+Both states are decided by bytes, as the reference sync decides them: a file
+here is changed only when its bytes differ from its base (a save that wrote
+the same bytes, or an edit undone, is unchanged), and a file that already
+holds exactly the store's new bytes agrees with the store whatever happened
+between (`same_bytes`): no conflict copy, no fetch, no upload.
 """
 
 from __future__ import annotations
@@ -15,8 +21,8 @@ class Local(enum.Enum):
     ABSENT = "not here"
     """No file holds it and no delete is pending: the store's memory is new here."""
     UNCHANGED = "unchanged"
-    EDITED = "content changed"
-    MOVED = "moved or renamed, content unchanged"
+    EDITED = "content changed: its bytes differ from the base's"
+    MOVED = "moved or renamed, its bytes the base's"
     DELETED = "deleted, the delete not yet in the store"
 
 
@@ -43,6 +49,7 @@ class Action(enum.Enum):
     RESTORE = "restore the store's version over the local delete"
     FORGET_DELETE = "both sides deleted it: forget the pending delete"
     AGREE = "the store holds memfs's own upload whose answer was lost: agree on it"
+    ADOPT = "the file here already holds the store's new bytes: agree on them, fetch nothing"
 
 
 TABLE: dict[tuple[Local, Remote], Action] = {
@@ -82,17 +89,26 @@ def remote_state(
 
 
 def decide(
-    local: Local, remote: Remote, *, read_only: bool = False, own_write: bool = False
+    local: Local,
+    remote: Remote,
+    *,
+    read_only: bool = False,
+    own_write: bool = False,
+    same_bytes: bool = False,
 ) -> Action:
     """What to do with one memory.
 
     `own_write`: the store holds exactly what memfs sent for it last (an
     upload whose answer was lost), which is agreed rather than decided.
+    `same_bytes`: the file here holds exactly the store's bytes, which is
+    agreed too (only a changed remote can differ from an unchanged base).
     `read_only`: nothing is created in the store; a local change the store
     deleted stays here.
     """
     if own_write and remote is not Remote.DELETED:
         return Action.AGREE
+    if same_bytes and local is Local.EDITED and remote is Remote.CHANGED:
+        return Action.ADOPT
     action = TABLE[(local, remote)]
     if read_only and action is Action.RECREATE:
         return Action.KEEP_LOCAL

@@ -6,29 +6,48 @@ must not empty a shared store. So a delete is sent only once a pass at least
 missing (a delete made again after a re-create starts a window of its own),
 at most max(8, min(50, n/4)) a pass, re-checked just before sending and sent
 with `expected_content_sha256`; a 409 or 412 restores the store's version.
-When every file of a store that had more than one is missing at once, that
-is a wipe: nothing is deleted and the files are restored.
+
+A wipe is a store that had two or more files and has no file at all left
+(the marker does not count): nothing is deleted and the files are restored.
+Deleting some files while others remain, or while a new one is written, is
+ordinary deletes, with the window and the cap.
+
+`log_only` is a dry run of `enabled`: the same window, cap and wipe rule (a
+wipe is restored too); where `enabled` deletes, it logs "would delete" and
+counts the delete as done for the pacing of later passes.
+
+The end of a session (`EndOfSession`) sends at most one pass's cap of
+deletes in all, and waives the window only when no writer may outlive it
+(`memfs unmount`, `memfs run` after its command): a SIGTERM sends only the
+deletes whose window has passed. What it holds back stays pending in the
+cache for the next mount of the store.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from .._exceptions import Conflict, NotFound, PreconditionFailed, StatusError, StoreError
 from ..cache import Tombstone
-from ._ledger import (
-    Deletions,
-    Hold,
-    Part,
-    PassReport,
-    RemoteMemory,
-    Shared,
-    delete_cap,
-    each,
-    log,
-    whole_store,
-)
+from ._ledger import Hold
+from ._part import Part, Shared, each, log
 from ._pull import Puller
+from ._reports import PassReport
+from ._rules import Deletions, delete_cap
+from ._store_api import RemoteMemory, whole_store
+
+
+@dataclass
+class EndOfSession:
+    """How the final sync of a session sends deletes: whether it waives the
+    window (no writer may outlive the stop), and how many of the cap are left
+    for the passes it still runs (None: not counted yet)."""
+
+    waive_window: bool = True
+    deletes_left: int | None = None
+    cap: int = 0
+    """The cap of the first pass: all the final sync may send."""
 
 
 class DeletePacer(Part):
@@ -43,15 +62,18 @@ class DeletePacer(Part):
         self.delete_window = delete_window
         self._first_missing: dict[str, tuple[float, float]] = {}
         """memory id -> (its pending delete's time, the first pass that saw that delete)."""
-        self._logged_only: set[str] = set()
+        self._dry_run_done: set[str] = set()
+        """log_only: the pending deletes a dry run counts as sent."""
+        self.held_at_end: dict[str, str] = {}
+        """memory id -> why the final sync held its delete back."""
 
     # ---------------------------------------------------------------- wipes
 
     def is_wipe(self) -> bool:
-        """Every file of a store that had more than one is missing at once."""
-        if self.deletions is not Deletions.ENABLED or len(self.cache.tombstones) < 2:
+        """No file at all is left here of a store that had two or more."""
+        if self.deletions is Deletions.DISABLED or len(self.cache.tombstones) < 2:
             return False
-        return not any(n.memory_id is not None for n in self.cache.files())
+        return self.cache.file_count() == 0
 
     async def undo_wipe(self, relist: Callable[[], Awaitable[None]], report: PassReport) -> None:
         """Delete nothing; forget the pending deletes and `relist` the store so that
@@ -72,43 +94,57 @@ class DeletePacer(Part):
 
     # -------------------------------------------------------------- deletes
 
-    async def run(self, report: PassReport, *, final: bool, limit: int) -> None:
+    async def run(
+        self, report: PassReport, *, end: EndOfSession | None, limit: int, asked: bool = False
+    ) -> None:
+        """Send the deletes that are due this pass (`end`: the final sync's;
+        `asked`: a pass a person asked for, which does not wait for holds)."""
         cache = self.cache
+        self.held_at_end.clear()
         if not cache.tombstones or self.deletions is Deletions.DISABLED:
-            return
-        if self.deletions is Deletions.LOG_ONLY:
-            for stone in list(cache.tombstones.values()):
-                if stone.memory_id not in self._logged_only:
-                    log.warning(
-                        "%s was deleted here; not deleted in the store (deletions: log_only)",
-                        stone.path,
-                        extra={"event": "delete_logged", "path": stone.path},
-                    )
-                    self._logged_only.add(stone.memory_id)
             return
         now = self.clock()
         for memory_id in list(self._first_missing):
             if memory_id not in cache.tombstones:
                 del self._first_missing[memory_id]
+        self._dry_run_done &= set(cache.tombstones)
         for stone in cache.tombstones.values():
             seen = self._first_missing.get(stone.memory_id)
             if seen is None or seen[0] != stone.deleted_at:
                 # A delete made again after a re-create starts a window of its own.
                 self._first_missing[stone.memory_id] = (stone.deleted_at, now)
+                self._dry_run_done.discard(stone.memory_id)
+        waive = end is not None and end.waive_window
 
         def held(memory_id: str) -> bool:
             hold = self.ledger.delete_holds.get(memory_id)
-            return hold is not None and now < hold.retry_at and not final
+            return hold is not None and now < hold.retry_at and end is None and not asked
 
-        due = [
-            s
-            for s in cache.tombstones.values()
-            if (final or now - self._first_missing[s.memory_id][1] >= self.delete_window)
-            and not held(s.memory_id)
-        ]
-        cap = delete_cap(cache.file_count() + len(cache.tombstones))
+        def window_passed(stone: Tombstone) -> bool:
+            return now - self._first_missing[stone.memory_id][1] >= self.delete_window
+
+        pending = [s for s in cache.tombstones.values() if s.memory_id not in self._dry_run_done]
+        due = [s for s in pending if (waive or window_passed(s)) and not held(s.memory_id)]
+        cap = delete_cap(cache.file_count() + len(pending))
+        if end is not None:
+            if end.deletes_left is None:
+                end.deletes_left = end.cap = cap
+            cap = end.deletes_left
         chosen = sorted(due, key=lambda s: self._first_missing[s.memory_id][1])[:cap]
-        await each(chosen, lambda s: self._delete(s, report), limit)
+        if self.deletions is Deletions.LOG_ONLY:
+            for stone in chosen:
+                log.warning(
+                    "%s was deleted here; not deleted in the store: memfs would delete it now "
+                    "(deletions: log_only)",
+                    stone.path,
+                    extra={"event": "delete_logged", "path": stone.path},
+                )
+                self._dry_run_done.add(stone.memory_id)
+        else:
+            await each(chosen, lambda s: self._delete(s, report), limit)
+        if end is not None:
+            end.deletes_left = max(0, cap - len(chosen))
+            self._note_held_at_end(pending, chosen, due, end)
         if len(due) > cap:
             log.info(
                 "%d deletes wait for the next pass (at most %d a pass)",
@@ -116,6 +152,30 @@ class DeletePacer(Part):
                 cap,
                 extra={"event": "deletes_capped"},
             )
+
+    def _note_held_at_end(
+        self,
+        pending: list[Tombstone],
+        chosen: list[Tombstone],
+        due: list[Tombstone],
+        end: EndOfSession,
+    ) -> None:
+        """Why each delete the final sync does not send is held back."""
+        sent = {s.memory_id for s in chosen}
+        due_ids = {s.memory_id for s in due}
+        for stone in pending:
+            if stone.memory_id in sent:
+                continue
+            if stone.memory_id in due_ids:
+                why = f"held back: the end of a session sends at most {end.cap} deletes"
+            elif not end.waive_window:
+                why = (
+                    f"held back: deleted less than {self.delete_window:.0f} s before a stop "
+                    "that writers may outlive"
+                )
+            else:
+                why = "held back: the store refused it"
+            self.held_at_end[stone.memory_id] = why
 
     async def _delete(self, stone: Tombstone, report: PassReport) -> None:
         cache = self.cache

@@ -41,26 +41,16 @@ from .._exceptions import (
 )
 from ..api import MAX_CONTENT_BYTES
 from ..cache import SyncFace
-from ._deletes import DeletePacer
-from ._ledger import (
-    DEFAULT_CONCURRENCY,
-    DELETE_WINDOW,
-    FINAL_CONCURRENCY,
-    QUIET_SECONDS,
-    Deletions,
-    KernelNotifier,
-    Ledger,
-    PassReport,
-    Shared,
-    StoreAPI,
-    SyncStatus,
-    each,
-    log,
-)
+from ._deletes import DeletePacer, EndOfSession
+from ._ledger import Ledger
+from ._part import Shared, each, log
 from ._prefetch import prefetch
 from ._pull import Puller
 from ._push import Pusher
 from ._remote import RemoteChanges
+from ._reports import PassReport, SyncStatus
+from ._rules import DEFAULT_CONCURRENCY, DELETE_WINDOW, FINAL_CONCURRENCY, QUIET_SECONDS, Deletions
+from ._store_api import KernelNotifier, StoreAPI
 
 
 class SyncEngine:
@@ -142,14 +132,37 @@ class SyncEngine:
 
     # --------------------------------------------------------------- passes
 
-    async def run_pass(self, *, final: bool = False, full: bool = False) -> PassReport:
-        """One whole pass; raises SyncError when the store could not be reached or refused us."""
+    async def run_pass(
+        self,
+        *,
+        final: bool = False,
+        full: bool = False,
+        end: EndOfSession | None = None,
+        asked: bool = False,
+        before_mount: bool = False,
+    ) -> PassReport:
+        """One whole pass; raises SyncError when the store could not be reached or refused us.
+
+        `final`: a pass of the final sync, which pushes files still being written
+        and sends deletes as `end` says (default: one pass's cap, window waived;
+        the passes of one final sync share one `end`). `asked`: a pass a person
+        asked for (`memfs sync`), which tries every refused file and delete again
+        at once; the backoff is for the periodic passes. `before_mount`: nothing
+        else uses the cache yet, so the store's state is placed in one commit."""
+        if final and end is None:
+            end = EndOfSession()
         async with self._lock:
             report = PassReport()
             before = self.client.stats.requests
             started = time.monotonic()
             try:
-                await self._pass(report, final=final, full=full)
+                await self._pass(
+                    report,
+                    end=end if final else None,
+                    full=full,
+                    asked=asked,
+                    before_mount=before_mount,
+                )
             except AuthenticationFailed as e:
                 report.error = (
                     f"the store refused the token (401); local changes are kept: {e.message}"
@@ -197,13 +210,25 @@ class SyncEngine:
             self.status.last_error = None
             return report
 
-    async def _pass(self, report: PassReport, *, final: bool, full: bool) -> None:
+    async def _pass(
+        self,
+        report: PassReport,
+        *,
+        end: EndOfSession | None,
+        full: bool,
+        asked: bool,
+        before_mount: bool,
+    ) -> None:
+        final = end is not None
         limit = self.final_concurrency if final else self.concurrency
         sent = self.cache.uploads()
         self.puller.expect_own_writes(sent)
         remote, head, listed = await self.remote.read(full=full)
         report.full_listing = listed
-        await self.puller.apply_all(remote, report, limit=limit)
+        for memory_id, waiting in self.ledger.deferred.items():
+            remote.setdefault(memory_id, waiting)
+        self.ledger.deferred.clear()
+        await self.puller.apply_all(remote, report, limit=limit, in_one_commit=before_mount)
         self.remote.save_head(head)
         if listed:
             self.remote.listed()
@@ -221,8 +246,8 @@ class SyncEngine:
 
             await self.pacer.undo_wipe(relist, report)
         changes = self.cache.changes(quiet_for=0.0 if final else QUIET_SECONDS)
-        await each(changes, lambda c: self.pusher.push(c, report, final=final), limit)
-        await self.pacer.run(report, final=final, limit=limit)
+        await each(changes, lambda c: self.pusher.push(c, report, final=final, asked=asked), limit)
+        await self.pacer.run(report, end=end, limit=limit, asked=asked)
 
     # ---------------------------------------------------------------- status
 
@@ -231,6 +256,42 @@ class SyncEngine:
         out = [c.path for c in self.cache.changes()]
         if self.deletions is Deletions.ENABLED:
             out += [f"{s.path} (deleted)" for s in self.cache.tombstones.values()]
+        return out
+
+    def left_behind(self) -> dict[str, str]:
+        """What the store does not hold yet, path -> what will become of it:
+        the line the final sync logs and the stop's output prints for each."""
+        out: dict[str, str] = {}
+        for change in self.cache.changes():
+            node = self.cache.nodes.get(change.node_id)
+            if node is None:
+                continue
+            hold = self.ledger.holds.get(node.id)
+            if node.too_large:
+                out[node.path] = (
+                    f"a write past {MAX_CONTENT_BYTES:,} bytes was refused (EFBIG): it stays in "
+                    "the cache and is uploaded only once it is written again within the limit"
+                )
+            elif node.refused_reason:
+                out[node.path] = (
+                    f"{node.refused_reason}: it stays in the cache and is uploaded once it changes"
+                )
+            elif hold is not None and hold.edits == node.live.edits:
+                out[node.path] = (
+                    f"{hold.reason}: it stays in the cache; the next mount of the store tries again"
+                )
+            else:
+                out[node.path] = "it stays in the cache; the next mount of the store uploads it"
+        if self.deletions is Deletions.ENABLED:
+            for stone in self.cache.tombstones.values():
+                why = self.pacer.held_at_end.get(stone.memory_id)
+                hold = self.ledger.delete_holds.get(stone.memory_id)
+                if why is None:
+                    why = f"the store refused it ({hold.reason})" if hold else "not sent"
+                out[f"{stone.path} (deleted)"] = (
+                    f"the delete is {why}; it stays pending in the cache and the next mount of "
+                    "the store with this cache sends it"
+                )
         return out
 
     def not_shown(self) -> dict[str, str]:
@@ -253,6 +314,8 @@ class SyncEngine:
                 hold.edits == node.live.edits
             ):
                 out[node.path] = hold.reason
+        for path, reason in self.puller.waiting.values():
+            out[path] = reason
         for memory_id, hold in self.ledger.delete_holds.items():
             stone = self.cache.tombstones.get(memory_id)
             if stone is not None:

@@ -1,31 +1,37 @@
 """Applying the store's changes here: the decision table, memory by memory.
 
 Contents that will be pulled are fetched ahead, in parallel; then each
-memory's local and remote states are computed against its base, `decide`
-says what to do, and this module does it: shows, moves or removes files,
-keeps conflict copies, agrees on memfs's own uploads whose answers were
-lost, and tells the kernel to forget exactly what changed.
+memory's local and remote states are computed against its base, by bytes
+(`decide`), and this module does what it says: shows, moves or removes
+files, keeps conflict copies, agrees on memfs's own uploads whose answers
+were lost and on files that already hold the store's bytes, and tells the
+kernel to forget exactly what changed.
+
+What the store lists is trusted for nothing: a path that is not a clean
+memory path (`listed_path_problem`), or a name no folder here can hold, is
+never shown, written or deleted (`not_shown`). A change that would replace or
+remove a file open for writing waits until its last writer closes it (or no
+write touched it for `QUIET_SECONDS`), so that the decision is taken on the
+whole local version; a change whose conflict copy cannot be written whole
+waits too (`waiting`), and the local version stays as it is.
 """
 
 from __future__ import annotations
 
 import contextlib
+import time
 
-from .._exceptions import CacheError, NotFound, StoreError
-from ..api import MARKER_PATH, MAX_NAME_BYTES, content_sha256
+from .._exceptions import CacheError, ConflictCopyFailed, NotFound, StoreError
+from ..api import MARKER_PATH, MAX_NAME_BYTES, content_sha256, listed_path_problem
 from ..cache import Node, Tombstone, Upload
 from ._decide import Action, Local, Remote, decide, remote_state
-from ._ledger import (
-    KernelNotifier,
-    NoKernel,
-    Part,
-    PassReport,
-    RemoteMemory,
-    Shared,
-    each,
-    log,
-    whole_store,
-)
+from ._part import Part, Shared, each, log
+from ._reports import PassReport
+from ._rules import QUIET_SECONDS
+from ._store_api import KernelNotifier, NoKernel, RemoteMemory, whole_store
+
+WAITS_FOR_WRITERS = frozenset({Action.PULL, Action.PULL_KEEP_LOCAL, Action.REMOVE_LOCAL})
+"""Actions that replace or remove a file's content: they wait for its writers."""
 
 
 class Puller(Part):
@@ -41,6 +47,9 @@ class Puller(Part):
         self.not_shown: dict[str, tuple[str, str]] = {}
         """Memories of the store this folder does not show: id -> (path, reason);
         each is logged once."""
+        self.waiting: dict[str, tuple[str, str]] = {}
+        """Memories whose change waits because a conflict copy could not be
+        written: id -> (path, reason)."""
 
     async def fetch_content(self, memory_id: str) -> tuple[bytes, str]:
         memory = await self.client.get_memory(self.store_id, memory_id, view="full")
@@ -57,15 +66,20 @@ class Puller(Part):
         self._sent_by_memory, self._sent_creates = {}, {}
 
     async def apply_all(
-        self, remote: dict[str, RemoteMemory], report: PassReport, *, limit: int
+        self,
+        remote: dict[str, RemoteMemory],
+        report: PassReport,
+        *,
+        limit: int,
+        in_one_commit: bool = False,
     ) -> None:
         """Fetch what must be pulled in parallel, then decide memory by memory.
-        Before the mount (nothing else runs: no kernel, no filesystem) the whole
-        listing is placed with one commit."""
+        `in_one_commit`: nothing else uses the cache (the pass before the mount:
+        no kernel, no filesystem), so the whole listing is placed with one
+        commit, held across the awaits of the pass."""
         wanted = [r for r in remote.values() if self._wants_content(r)]
         await each(wanted, self._fetch_ahead, limit)
-        alone = isinstance(self.kernel, NoKernel)
-        with self.cache.batch() if alone else contextlib.nullcontext():
+        with self.cache.batch() if in_one_commit else contextlib.nullcontext():
             await self._apply_each(remote, report)
 
     async def _apply_each(self, remote: dict[str, RemoteMemory], report: PassReport) -> None:
@@ -94,7 +108,7 @@ class Puller(Part):
 
     def _wants_content(self, r: RemoteMemory) -> bool:
         """Whether applying `r` will likely pull its content (fetched ahead, in parallel)."""
-        if r.deleted or r.path == MARKER_PATH:
+        if r.deleted or listed_path_problem(r.path) is not None:
             return False
         sent = self._sent_by_memory.get(r.memory_id)
         if sent is not None and sent.sha == r.sha:
@@ -107,6 +121,8 @@ class Puller(Part):
             node is not None
             and r.sha != node.base_sha
             and (node.cached or node.live.open_count > 0)
+            and not being_written(node)
+            and self.cache.local_sha(node) != r.sha
         )
 
     async def _fetch_ahead(self, r: RemoteMemory) -> None:
@@ -123,9 +139,10 @@ class Puller(Part):
         self, r: RemoteMemory, node: Node | None, stone: Tombstone | None
     ) -> tuple[Local, Remote]:
         if node is not None:
-            local = (
-                Local.EDITED if node.edited else Local.MOVED if node.pending else Local.UNCHANGED
-            )
+            if self.cache.changed_here(node):
+                local = Local.EDITED
+            else:
+                local = Local.MOVED if node.path != node.base_path else Local.UNCHANGED
             return local, remote_state(node.base_sha, node.base_path, r.sha, r.path)
         if stone is not None:
             return Local.DELETED, remote_state(stone.base_sha, stone.path, r.sha, r.path)
@@ -140,21 +157,35 @@ class Puller(Part):
         return node is None and stone is None and (r.path, r.sha) in self._sent_creates
 
     def _unshowable(self, r: RemoteMemory) -> bool:
-        """A memory with a name over 255 bytes (the contract limits paths, not
-        names; no folder here can hold one) is left alone in the store."""
-        if r.deleted or r.path is None:
-            return False
-        if all(len(part.encode("utf-8")) <= MAX_NAME_BYTES for part in r.path.split("/")):
-            return False
-        if r.memory_id not in self.not_shown:
-            log.warning(
-                "the store holds %s, with a name over %d bytes that no folder here can show; "
-                "it is not shown, and left as it is in the store",
-                r.path,
-                MAX_NAME_BYTES,
-                extra={"event": "name_unshowable", "path": r.path},
+        """Whether the store's path for `r` cannot stand for a file here: not a
+        clean memory path, or a name over 255 bytes (the contract limits paths,
+        not names; no folder here can hold one). Such a memory is recorded in
+        `not_shown` and logged once; it is never shown, written or deleted."""
+        path = r.path
+        problem = listed_path_problem(path)
+        key = ("not_shown", r.memory_id)
+        if problem is None and path is not None:
+            if all(len(part.encode("utf-8")) <= MAX_NAME_BYTES for part in path.split("/")):
+                return False
+            self.ledger.log_once(
+                key,
+                f"the store holds {path}, with a name over {MAX_NAME_BYTES} bytes that no "
+                "folder here can show; it is not shown, and left as it is in the store",
+                event="name_unshowable",
+                path=path,
             )
-        self.not_shown[r.memory_id] = (r.path, f"a name over {MAX_NAME_BYTES} bytes")
+            self.not_shown[r.memory_id] = (path, f"a name over {MAX_NAME_BYTES} bytes")
+            return True
+        reason = problem or "it has no path"
+        shown = path if isinstance(path, str) else repr(path)
+        self.ledger.log_once(
+            key,
+            f"the store lists the memory {r.memory_id} at {shown!r}, which is not shown: "
+            f"{reason}; it is left as it is in the store",
+            event="path_unshowable",
+            path=shown,
+        )
+        self.not_shown[r.memory_id] = (shown, reason)
         return True
 
     async def apply(self, r: RemoteMemory, report: PassReport) -> None:
@@ -169,20 +200,37 @@ class Puller(Part):
                 extra={"event": "marker_taken", "path": MARKER_PATH},
             )
             return
-        self.not_shown.pop(r.memory_id, None)  # gone from the store, or moved
         cache = self.cache
         node = cache.node_of_memory(r.memory_id)
         stone = cache.tombstones.get(r.memory_id)
-        if node is None and stone is None and self._unshowable(r):
-            return
+        listed = r
+        if not r.deleted and self._unshowable(r):
+            if node is None and stone is None:
+                return
+            # What is here of it goes as if the store had deleted it, and nothing
+            # is ever sent for it (it is not at a path memfs may use).
+            r = RemoteMemory(r.memory_id, deleted=True)
+        else:
+            self.not_shown.pop(r.memory_id, None)  # gone from the store, or moved
+        self.waiting.pop(r.memory_id, None)
         local, remote = self._states(r, node, stone)
         action = decide(
-            local, remote, read_only=self.read_only, own_write=self._own_write(r, node, stone)
+            local,
+            remote,
+            read_only=self.read_only,
+            own_write=self._own_write(r, node, stone),
+            same_bytes=node is not None and r.sha is not None and cache.local_sha(node) == r.sha,
         )
         if action in (Action.NOTHING, Action.PUSH, Action.DELETE_REMOTE):
             return
+        if node is not None and action in WAITS_FOR_WRITERS and being_written(node):
+            self._wait_for_writers(listed, node)
+            return
         if action is Action.AGREE:
             self._agree(r, node)
+        elif action is Action.ADOPT:
+            assert node is not None and r.path is not None and r.sha is not None
+            await self._adopt(r, node, report)
         elif action is Action.FORGET_DELETE:
             cache.tombstone_done(r.memory_id)
         elif action is Action.REMOVE_LOCAL:
@@ -216,7 +264,11 @@ class Puller(Part):
             await self.place(r, report, fetch=True)
         elif action is Action.PULL_KEEP_LOCAL:
             assert node is not None
-            copy = cache.keep_conflict_copy(node)
+            try:
+                copy = cache.keep_conflict_copy(node)
+            except ConflictCopyFailed as e:
+                self._wait_for_copy(listed, node.path, e)
+                return
             log.warning(
                 "conflict on %s: changed here and in the store; the store's version wins, "
                 "the local version is kept at %s",
@@ -232,6 +284,46 @@ class Puller(Part):
         else:
             assert action is Action.SHOW
             await self.place(r, report, fetch=False)
+
+    def _wait_for_writers(self, r: RemoteMemory, node: Node) -> None:
+        """A change that would replace a file still being written waits: the
+        next pass decides it on the whole local version."""
+        self.ledger.deferred[r.memory_id] = r
+        log.info(
+            "%s changed in the store while open for writing here; the change waits "
+            "until it is closed",
+            node.path,
+            extra={"event": "pull_waits_for_writer", "path": node.path},
+        )
+
+    def _wait_for_copy(self, r: RemoteMemory, path: str, e: ConflictCopyFailed) -> None:
+        """The local version could not be kept as a conflict copy: it stays as it
+        is, and the store's change waits for the next pass."""
+        self.ledger.deferred[r.memory_id] = r
+        self.waiting[r.memory_id] = (
+            path,
+            f"the store's version waits: {e}; the local version is kept as it is",
+        )
+        self.ledger.log_once(
+            ("waiting", r.memory_id),
+            f"the store's version of {path} waits: {e}; the local version is kept as it is",
+            event="conflict_copy_failed",
+            path=path,
+        )
+
+    async def _adopt(self, r: RemoteMemory, node: Node, report: PassReport) -> None:
+        """The file already holds the store's new bytes: they are agreed, with no
+        fetch and no copy. The store's path wins unless only this side moved it."""
+        assert r.sha is not None
+        if node.path != node.base_path and r.path == node.base_path:
+            self.cache.adopt_content(node, r.memory_id, r.sha)
+        else:
+            await self.place(r, report, fetch=False)
+        log.info(
+            "%s already holds the store's version: agreed",
+            node.path,
+            extra={"event": "agreed", "path": node.path},
+        )
 
     def _agree(self, r: RemoteMemory, node: Node | None) -> None:
         """The store holds exactly what memfs sent (the answer was lost): agree on it."""
@@ -287,6 +379,14 @@ class Puller(Part):
         """Show the store's memory `r` here. Whatever stands where it goes is set
         aside; a local file with changes the store has not seen is kept as a
         conflict copy."""
+        if self._unshowable(r):
+            return
+        assert r.path is not None and r.sha is not None
+        old = self.cache.node_of_memory(r.memory_id)
+        busy = [f for f in self.cache.in_the_way(r.path, old) if being_written(f)]
+        if busy:
+            self._wait_for_writers(r, busy[0])
+            return
         content = None
         if fetch:
             try:
@@ -294,11 +394,12 @@ class Puller(Part):
             except NotFound:
                 return
             r.sha, r.size = sha, len(content)
-        assert r.path is not None and r.sha is not None
-        old = self.cache.node_of_memory(r.memory_id)
         old_place = (old.parent, old.name) if old is not None else None
         try:
             placed = self.cache.place_remote(r.memory_id, r.path, r.sha, r.size, content, node=old)
+        except ConflictCopyFailed as e:
+            self._wait_for_copy(r, r.path, e)
+            return
         except CacheError as e:
             log.warning(
                 "cannot show %s from the store here: %s",
@@ -335,3 +436,10 @@ class Puller(Part):
         for folder, name in gone:
             await self.kernel.forget_entry(folder, name)
         await self.kernel.forget_content(parent)
+
+
+def being_written(node: Node) -> bool:
+    """Whether a file is open for writing and was written within `QUIET_SECONDS`:
+    a writer may be half way through."""
+    live = node.live
+    return live.writers > 0 and time.monotonic() - live.last_write < QUIET_SECONDS

@@ -25,7 +25,11 @@ from .._exceptions import (
 )
 from ..api import MAX_CONTENT_BYTES, Memory, content_sha256
 from ..cache import Change, Node, Upload
-from ._ledger import Deletions, Hold, Part, PassReport, Shared, log, whole_store
+from ._ledger import Hold
+from ._part import Part, Shared, log
+from ._reports import PassReport
+from ._rules import Deletions
+from ._store_api import whole_store
 
 
 class Pusher(Part):
@@ -35,9 +39,12 @@ class Pusher(Part):
         super().__init__(shared)
         self.deletions = deletions
 
-    async def push(self, change: Change, report: PassReport, *, final: bool) -> None:
+    async def push(
+        self, change: Change, report: PassReport, *, final: bool, asked: bool = False
+    ) -> None:
         """Push one changed file. `change` names the file; what is sent is the
-        file's state now (the filesystem may have moved on since the pass began)."""
+        file's state now (the filesystem may have moved on since the pass began).
+        `asked`: a pass a person asked for tries a refused file again at once."""
         cache = self.cache
         node = cache.nodes.get(change.node_id)
         if node is None or node.orphan or not node.pending:
@@ -53,7 +60,7 @@ class Pusher(Part):
                 path=change.path,
             )
             return
-        if self._held(node, final=final):
+        if self._held(node, final=final or asked):
             return
         try:
             raw = cache.read_content(node) if node.cached else None
@@ -72,7 +79,7 @@ class Pusher(Part):
             text = None
         else:
             sha = content_sha256(raw)
-            if node.refused_sha == sha and node.refused_reason:
+            if node.refused_sha == sha and node.refused_reason and not asked:
                 return
             try:
                 text = raw.decode("utf-8")
@@ -94,7 +101,7 @@ class Pusher(Part):
             if whole_store(e):
                 raise  # the upload may have landed: its record stays
             cache.upload_answered(node.id)
-            await self._refused_by_store(change, node, sha, e, report, final=final)
+            await self._refused_by_store(change, node, sha, e, report, final=final, asked=asked)
             return
         with cache.transaction():
             cache.upload_answered(node.id)
@@ -127,6 +134,7 @@ class Pusher(Part):
         report: PassReport,
         *,
         final: bool,
+        asked: bool = False,
     ) -> None:
         """One memory refused: decide what it means for that memory alone."""
         if isinstance(e, NotFound) and change.memory_id is not None:
@@ -138,7 +146,7 @@ class Pusher(Part):
                 extra={"event": "recreated", "path": change.path},
             )
             self.cache.forget_memory(node)
-            await self.push(Change.of(node), report, final=final)
+            await self.push(Change.of(node), report, final=final, asked=asked)
             return
         if isinstance(e, PreconditionFailed):
             log.info("%s changed in the store meanwhile; the next pass pulls it", change.path)

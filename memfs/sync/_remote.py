@@ -6,6 +6,11 @@ happened. A full listing in the basic view heals what a feed can miss: at
 mount, after a conflict, every `full_listing_every` passes, and for good once
 the store refuses the feed (400, 401, 403 or 404 while listings work: the
 feed is an optimisation, never a requirement).
+
+A memory a listing does not show is not taken as deleted on that word alone:
+a memory moved while the pages were read can be missing from every page. It
+is deleted only once the store confirms it (`GET` by id answers 404); a
+memory found so is taken at the path and sha the store gives.
 """
 
 from __future__ import annotations
@@ -21,7 +26,10 @@ from .._exceptions import (
     StatusError,
 )
 from ..api import Memory, MemoryVersion
-from ._ledger import FollowMode, Part, RemoteMemory, Shared, log
+from ._part import Part, Shared, each, log
+from ._reports import FollowMode
+from ._rules import DEFAULT_CONCURRENCY
+from ._store_api import RemoteMemory
 
 FEED_START = "1970-01-01T00:00:00Z"
 """The feed position of a store that has no versions yet: every later version is new."""
@@ -96,10 +104,19 @@ class RemoteChanges(Part):
         if feed_refused is not None and self.status.mode is FollowMode.FEED:
             self._follow_by_listings(feed_refused)
         known: Iterable[str] = [*self.cache.by_memory_id(), *self.cache.tombstones]
-        for memory_id in known:
-            if memory_id not in remote:
-                remote[memory_id] = RemoteMemory(memory_id, deleted=True)
+        missing = sorted({m for m in known if m not in remote})
+        await each(missing, lambda m: self._confirm(m, remote), DEFAULT_CONCURRENCY)
         return remote, head
+
+    async def _confirm(self, memory_id: str, remote: dict[str, RemoteMemory]) -> None:
+        """A memory known here that the listing did not show: deleted only when
+        the store says so by id; otherwise as the store holds it now."""
+        try:
+            m = await self.client.get_memory(self.store_id, memory_id, view="basic")
+        except NotFound:
+            remote[memory_id] = RemoteMemory(memory_id, deleted=True)
+            return
+        remote[memory_id] = RemoteMemory(memory_id, m.path, m.content_sha256, m.content_size_bytes)
 
     def _follow_by_listings(self, refusal: StatusError) -> None:
         """Listings work and the feed does not: follow the store by listings."""

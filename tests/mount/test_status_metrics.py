@@ -71,8 +71,9 @@ def test_status_in_both_forms_says_what_is_pending(mounter, busy_store):
 
     r = mounter.memfs("status", check=True)
     lines = r.stdout.splitlines()
-    rows = [line for line in lines if not line.startswith("  ")]  # details name whole paths
-    assert len(rows) == 2 and all(len(row) <= 100 for row in rows), rows
+    assert len(str(path)) > 21 and lines[1] == str(path)  # too long for its cell: a line of its own
+    assert all(len(row) <= 100 for row in (lines[0], lines[2])), lines
+    assert lines[3].startswith("  store ")  # the details, indented, name whole paths
     header = lines[0]
     names = header.split()
     assert names == [
@@ -83,11 +84,11 @@ def test_status_in_both_forms_says_what_is_pending(mounter, busy_store):
     cells = dict(
         zip(
             names,
-            (lines[1][a:b].strip() for a, b in zip(starts, starts[1:], strict=False)),
+            (lines[2][a:b].strip() for a, b in zip(starts, starts[1:], strict=False)),
             strict=True,
         )
     )
-    assert cells["MOUNT"].endswith("busy") and cells["ACCESS"] == "rw"
+    assert cells["MOUNT"] == "" and cells["ACCESS"] == "rw"
     assert (cells["MEMORIES"], cells["DIRTY"], cells["DELETES"]) == ("3", "3", "1")
     assert (cells["CONFL"], cells["REFUSED"], cells["MODE"]) == ("1", "1", "feed")
     assert cells["LAST"].startswith("ok ") and cells["NEXT"].startswith("in ")
@@ -200,3 +201,26 @@ def test_status_counts_requests_through_a_proxy(mounter, memfs_server):
         [st1] = mounter.status()
         crossed = proxy.state()["counters"]["requests_seen"] - before
         assert st1["requests"] - st0["requests"] == crossed >= 1
+
+
+def test_status_shows_a_long_mount_path_whole_at_any_width(mounter, memfs_server):
+    """A mount path longer than the MOUNT column is printed whole on a line of
+    its own, its row below it; never cut, on a narrow terminal too."""
+    store_id = memfs_server.create_store("Long Path")["id"]
+    path = mounter.mount_one(
+        store_id, "a-project-with-a-rather-long-name/notes-of-a-session-that-ran-for-a-long-time"
+    )
+    (path / "n.md").write_text("note")
+    mounter.sync(path)
+    assert len(str(path)) > 100
+    for columns in (None, "40"):
+        env = mounter.env
+        if columns is not None:
+            env["COLUMNS"] = columns
+        lines = mounter.memfs("status", env=env, check=True).stdout.splitlines()
+        assert lines[0].startswith("MOUNT ")
+        assert lines[1] == str(path), (columns, lines)
+        row = lines[2]
+        assert row.startswith(" " * 22 + "rw ") and len(row) <= 100, row
+        assert row.split()[:4] == ["rw", "1", "4", "B"], row  # ACCESS, MEMORIES, CACHED
+        assert lines[3].startswith(f"  store {store_id}")

@@ -1,11 +1,11 @@
 """docker/ and systemd/ where no container engine or systemd runs: what can be
-checked of them without one. The image installs memfs with the script CI
-runs (so every CI run proves those steps), copies only files that exist,
-runs the agent as a user of its own and hands over to `memfs run`; compose
-starts the sandbox with FUSE's device and capability; the systemd unit
-passes `systemd-analyze verify` and gives the final sync time to finish.
-The entrypoint's behaviour is tested for real in tests/mount/test_entrypoint.py
-and tests/system/test_sandbox.py."""
+checked of them without one. The image builds memfs's wheel and installs it
+by the steps CI's scripts/check_wheel.sh takes (which then mounts from it),
+copies only files that exist, runs the agent as a user of its own and hands
+over to `memfs run`; compose starts the sandbox with FUSE's device and
+capability; the systemd unit passes `systemd-analyze verify` and gives the
+final sync time to finish. The entrypoint's behaviour is tested for real in
+tests/mount/test_entrypoint.py and tests/system/test_sandbox.py."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ DOCKERFILE = ROOT / "docker" / "Dockerfile"
 ENTRYPOINT = ROOT / "docker" / "entrypoint.sh"
 COMPOSE = ROOT / "docker" / "compose.yaml"
 UNIT = ROOT / "systemd" / "memfs@.service"
+CHECK_WHEEL = ROOT / "scripts" / "check_wheel.sh"
 
 
 def _instructions(text: str) -> list[tuple[str, str]]:
@@ -36,16 +38,55 @@ def _instructions(text: str) -> list[tuple[str, str]]:
     return out
 
 
-def test_the_image_installs_memfs_with_the_script_ci_runs():
+def _stages(steps: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
+    """The Dockerfile's stages, each from its FROM on."""
+    stages: list[list[tuple[str, str]]] = []
+    for word, args in steps:
+        if word == "FROM":
+            stages.append([])
+        stages[-1].append((word, args))
+    return stages
+
+
+def _pyproject() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def test_the_image_builds_the_wheel_and_installs_it_as_ci_does():
     steps = _instructions(DOCKERFILE.read_text())
-    runs = [args for word, args in steps if word == "RUN"]
-    assert any(re.search(r"\bbash scripts/install\.sh\b", r) for r in runs), runs
-    assert "bash scripts/install.sh" in (ROOT / "Makefile").read_text()  # what CI's make runs
-    copies = [args.split() for word, args in steps if word == "COPY"]
-    for *sources, _dest in copies:
-        for source in sources:
-            assert (ROOT / source).exists(), f"COPY {source}: not in the repository"
-    assert ["scripts/install.sh", "scripts/"] in copies
+    builder, image = _stages(steps)
+    (source,) = [args for word, args in builder if word == "FROM"]
+    stage = source.split()[-1]
+    assert re.fullmatch(r".+ AS \w+", source, re.I), source
+    dist = _pyproject()["project"]["name"]
+    assert dist == "memfs-stores"  # PyPI's `memfs` is another project
+
+    built = " ".join(args for word, args in builder if word == "RUN")
+    assert "python -m build " in built and "pip wheel --wheel-dir /wheels " in built
+    copied = [source for word, args in builder if word == "COPY" for source in args.split()[:-1]]
+    assert copied == ["pyproject.toml", _pyproject()["project"]["readme"], "memfs"]  # what it reads
+
+    (wheels,) = [args.split() for word, args in image if word == "COPY" and "--from" in args]
+    assert wheels[:2] == [f"--from={stage}", "/wheels"]
+    installed = " ".join(args for word, args in image if word == "RUN")
+    assert f"pip install --no-index --find-links {wheels[2]} {dist}" in installed
+    assert "memfs --version" in installed
+    assert not re.search(r"\b(gcc|libfuse3-dev|install\.sh)\b", installed), (
+        "no compiler in the image"
+    )
+    assert re.search(r"apt-get install .*\bfuse3\b", installed)
+
+    # What CI runs installs by the same two pip steps, then mounts from the result.
+    assert "bash scripts/check_wheel.sh" in (ROOT / ".ci" / "run").read_text()
+    script = CHECK_WHEEL.read_text()
+    assert "-m build " in script and "-m pip wheel --wheel-dir " in script
+    assert re.search(rf"-m pip install --no-index --find-links \S+ {dist}\n", script)
+    assert re.search(r'"\$memfs" mount ', script) and re.search(r'"\$memfs" --version', script)
+
+    for word, args in steps:
+        if word == "COPY" and "--from" not in args:
+            for source in args.split()[:-1]:
+                assert (ROOT / source).exists(), f"COPY {source}: not in the repository"
 
 
 def test_the_image_runs_memfs_run_for_an_agent_user_of_its_own():
@@ -71,7 +112,7 @@ def test_the_entrypoint_is_executable_and_hands_over_to_memfs_run():
 
 @pytest.mark.skipif(not shutil.which("shellcheck"), reason="shellcheck is not installed")
 def test_the_shell_scripts_pass_shellcheck():
-    scripts = [ENTRYPOINT, ROOT / "scripts" / "install.sh"]
+    scripts = [ENTRYPOINT, ROOT / "scripts" / "install.sh", CHECK_WHEEL]
     r = subprocess.run(["shellcheck", *map(str, scripts)], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout
 

@@ -1,0 +1,100 @@
+"""A pull never makes a version that exists nowhere: a change of the store's
+waits for a file's writers, and a conflict copy is written whole and durably
+before the local version is replaced (or the pull waits). Real mounts, a real
+`memfs serve`; a full disk is a real, small tmpfs."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.support import conflict_files
+from tests.system.test_sync import put_remote, remote_files
+
+
+def test_a_change_of_the_store_waits_for_the_file_s_writer(mounter, memfs_server):
+    store_id = memfs_server.create_store("writer")["id"]
+    put_remote(memfs_server, store_id, "/doc.md", "base")
+    mnt = mounter.mount_one(store_id)
+    assert (mnt / "doc.md").read_text() == "base"
+    fd = os.open(mnt / "doc.md", os.O_WRONLY | os.O_TRUNC)
+    try:
+        os.write(fd, b"A" * 100)
+        put_remote(memfs_server, store_id, "/doc.md", "theirs")
+        mounter.sync(mnt)  # within 2 s of the write: the store's change waits
+        assert "/doc.md" in mounter.status()[0]["pending"]
+        os.write(fd, b"B" * 100)
+    finally:
+        os.close(fd)
+    mounter.sync(mnt)  # closed: decided on the whole local version
+    assert (mnt / "doc.md").read_text() == "theirs"
+    (copy,) = conflict_files(mounter.cache_dir / store_id / "conflicts")
+    assert copy.read_bytes() == b"A" * 100 + b"B" * 100
+    mounter.unmount(mnt)
+    assert remote_files(memfs_server, store_id) == {"/doc.md": "theirs"}
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):
+    """Mounts a 1 MiB tmpfs at a folder: `mount(path)`; unmounted at teardown."""
+    mounted: list[Path] = []
+
+    def mount(path: Path) -> Path:
+        path.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(path)], check=True
+        )
+        mounted.append(path)
+        return path
+
+    yield mount
+    for path in reversed(mounted):
+        with contextlib.suppress(subprocess.CalledProcessError):
+            subprocess.run(["umount", "-l", str(path)], check=True, capture_output=True)
+
+
+def fill(folder: Path, leave: int) -> Path:
+    """A file that leaves about `leave` bytes free in `folder`'s filesystem."""
+    filler = folder / "filler"
+    with open(filler, "wb") as f:
+        while True:
+            st = os.statvfs(folder)
+            free = st.f_bavail * st.f_frsize
+            if free <= leave:
+                break
+            try:
+                f.write(b"\0" * min(free - leave, 65536))
+                f.flush()
+            except OSError:
+                break
+    return filler
+
+
+def test_a_conflict_copy_that_cannot_be_written_whole_keeps_the_local_version(
+    mounter, memfs_server, small_disk
+):
+    store_id = memfs_server.create_store("full disk")["id"]
+    put_remote(memfs_server, store_id, "/c.md", "base")
+    mnt = mounter.mount_one(store_id)
+    conflicts = small_disk(mounter.cache_dir / store_id / "conflicts")
+    filler = fill(conflicts, leave=8192)
+    mine = "mine " * 10_000  # 50 KB: a write of it here is cut short
+    (mnt / "c.md").write_text(mine)
+    put_remote(memfs_server, store_id, "/c.md", "theirs")
+    mounter.sync(mnt)
+    assert (mnt / "c.md").read_text() == mine  # kept as it is: no copy could hold it
+    assert conflict_files(conflicts) == [filler]  # and no part of a copy is left
+    reason = mounter.status()[0]["refused"]["/c.md"]
+    assert "waits" in reason and "No space left on device" in reason
+    log = (mounter.cache_dir / store_id / "memfs.log").read_text()
+    assert "No space left on device" in log and "is kept at" not in log
+    filler.unlink()
+    mounter.sync(mnt)
+    assert (mnt / "c.md").read_text() == "theirs"
+    (copy,) = conflict_files(conflicts)
+    assert copy.read_text() == mine
+    assert mounter.status()[0]["refused"] == {}
