@@ -1,6 +1,6 @@
 """Memory stores: their rows, their life (created, changed, archived,
-deleted) and the rule every write to a store's memories checks first: the
-store exists and is not archived.
+deleted) and the rule creating or updating a store's memories checks first:
+the store exists and is not archived.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def store_json(row: sqlite3.Row) -> dict[str, Any]:
 
 class Stores:
     """The `stores` table. Deleting a store deletes its memories and versions
-    in the same transaction."""
+    in the same transaction, and detaches it from every session."""
 
     def __init__(self, db: SQLiteFile) -> None:
         self.db = db
@@ -44,7 +44,9 @@ class Stores:
         )
 
     def writable(self, store_id: str) -> sqlite3.Row:
-        """The store's row; 404 when there is none, 400 when it is archived."""
+        """The store's row; 404 when there is none, 400 when it is archived:
+        the rule of creating and updating memories (deleting them and
+        redacting versions stay allowed)."""
         row = self.row(store_id)
         if row["archived_at"] is not None:
             raise InvalidRequest(f"memory store {store_id} is archived and cannot be changed")
@@ -144,6 +146,7 @@ class Stores:
             self.row(store_id)
             self.db.run("DELETE FROM versions WHERE store_id = ?", (store_id,))
             self.db.run("DELETE FROM memories WHERE store_id = ?", (store_id,))
+            self.db.run("DELETE FROM session_resources WHERE store_id = ?", (store_id,))
             self.db.run("DELETE FROM stores WHERE id = ?", (store_id,))
             return {"id": store_id, "type": "memory_store_deleted"}
 
