@@ -239,8 +239,9 @@ MOUNT_OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "token-file",
-        "a file holding the token (or set MEMFS_TOKEN, ANTHROPIC_API_KEY or "
-        "ANTHROPIC_AUTH_TOKEN); an sk-ant-api... key travels as x-api-key",
+        "a file holding the token (or set MEMFS_TOKEN; ANTHROPIC_API_KEY or "
+        "ANTHROPIC_AUTH_TOKEN count only when no work item secret is given); an "
+        "sk-ant-api... key travels as x-api-key",
         path_value,
         kind="path",
         metavar="FILE",
@@ -249,7 +250,8 @@ MOUNT_OPTIONS: tuple[Option, ...] = (
     Option(
         "secret-file",
         "a file holding the work item secret (or set MEMFS_WORK_ITEM_SECRET or "
-        "ANTHROPIC_WORK_SECRET)",
+        "ANTHROPIC_WORK_SECRET); its sessions token is then the credential of every "
+        "memory request",
         path_value,
         kind="path",
         metavar="FILE",
