@@ -9,6 +9,7 @@ sentences. The tree::
     │   ├── InvalidPath              a memory path the contract forbids (api)
     │   ├── InvalidSecret            a work item secret that does not decode (api)
     │   ├── InvalidResources         a resources array that is not the contract's (api)
+    │   ├── InvalidWorkItem          a work item that is not a session's, or not one at all (api)
     │   └── ConfigError              a flag, file or environment value memfs cannot use
     ├── StoreError                   the Memory Store API said no, or could not be reached (client)
     │   ├── TransportError           no answer after every retry: DNS, refused, reset, timeout
@@ -67,6 +68,10 @@ class InvalidSecret(UsageError):
 
 class InvalidResources(UsageError):
     """A `resources` array that does not follow the contract."""
+
+
+class InvalidWorkItem(UsageError):
+    """A claimed work item that is not the poll's JSON, or not a session's."""
 
 
 class ConfigError(UsageError):

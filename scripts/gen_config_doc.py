@@ -201,7 +201,8 @@ def render() -> str:
         "or environment.",
         "",
         "When a work item secret is given, by any source (`--secret-file`, `MEMFS_SECRET_FILE`,",
-        "`MEMFS_WORK_ITEM_SECRET`, `ANTHROPIC_WORK_SECRET`, or `secret-file` in the config file),",
+        "the `secret` of `--work-item`, `MEMFS_WORK_ITEM_SECRET`, `ANTHROPIC_WORK_SECRET`, or",
+        "`secret-file` in the config file),",
         " and ".join(f"`{n}`" for n in WORKER_OWN_ENV) + " are not read at all: on a",
         "worker host they hold the worker's own credential (its environment key), and the",
         "secret's sessions token is the credential of every memory request, so that the",
@@ -214,8 +215,10 @@ def render() -> str:
         "| token 2 | `--secret-file FILE` | " + HOLDS["secret"] + " |",
         "| token 3 | `MEMFS_TOKEN_FILE` | as `--token-file` |",
         "| token 4 | `MEMFS_SECRET_FILE` | as `--secret-file` |",
+        "| token 5 | the `secret` of the work item of `--work-item FILE` (or `MEMFS_WORK_ITEM`, "
+        "`work-item` in the config file) | as `--secret-file` |",
     ]
-    n = 5
+    n = 6
     for name, kind in _ENV_SOURCES:
         holds = HOLDS[kind]
         if name in WORKER_OWN_ENV:

@@ -38,10 +38,13 @@ from ._session import (
     ACCESS_READ_WRITE,
     MAX_STORES_PER_SESSION,
     Resource,
+    WorkItem,
     WorkItemSecret,
     encode_work_item_secret,
     parse_resources,
+    parse_work_item,
     parse_work_item_secret,
+    session_id_problem,
 )
 from ._wire import (
     ANTHROPIC_VERSION,
@@ -102,6 +105,7 @@ __all__ = [
     "SessionResource",
     "VersionOperation",
     "View",
+    "WorkItem",
     "WorkItemSecret",
     "check_name",
     "content_sha256",
@@ -116,6 +120,8 @@ __all__ = [
     "parent_path",
     "parse_error_envelope",
     "parse_resources",
+    "parse_work_item",
     "parse_work_item_secret",
+    "session_id_problem",
     "slugify",
 ]

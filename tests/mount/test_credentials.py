@@ -190,6 +190,7 @@ SECRET_SOURCES = [
     "--secret-file",
     "MEMFS_WORK_ITEM_SECRET",
     "ANTHROPIC_WORK_SECRET",
+    "--work-item",
     "the config file",
 ]
 
@@ -210,17 +211,24 @@ def test_on_a_worker_host_the_secret_beats_the_hosts_own_sdk_credentials(
     env = {**mounter.env, "ANTHROPIC_API_KEY": WRONG_KEY, "ANTHROPIC_AUTH_TOKEN": WRONG_AUTH_TOKEN}
     del env["MEMFS_API_URL"]  # the URL comes from the secret
     args = ["mount", "--daemon", "--cache-dir", str(mounter.cache_dir)]
-    args += ["--store", f"{store_id}={path}"]
-    secret_file = tmp_path / "secret"
-    secret_file.write_text(secret)
-    if source == "--secret-file":
-        args += ["--secret-file", str(secret_file)]
-    elif source == "the config file":
-        config = Path(env["XDG_CONFIG_HOME"]) / "memfs" / "config.toml"
-        config.parent.mkdir(parents=True)
-        config.write_text(f'secret-file = "{secret_file}"\n')
+    if source == "--work-item":
+        item = server.work_item(session)
+        item["secret"] = secret
+        item_file = tmp_path / "work-item.json"
+        item_file.write_text(json.dumps(item))
+        args += ["--work-item", str(item_file)]
     else:
-        env[source] = secret
+        args += ["--store", f"{store_id}={path}"]
+        secret_file = tmp_path / "secret"
+        secret_file.write_text(secret)
+        if source == "--secret-file":
+            args += ["--secret-file", str(secret_file)]
+        elif source == "the config file":
+            config = Path(env["XDG_CONFIG_HOME"]) / "memfs" / "config.toml"
+            config.parent.mkdir(parents=True)
+            config.write_text(f'secret-file = "{secret_file}"\n')
+        else:
+            env[source] = secret
     r = mounter.memfs(*args, env=env)
     assert r.returncode == 0, r.stderr
     (path / "note.md").write_text("written on a worker host")
