@@ -10,6 +10,7 @@ sentences. The tree::
     │   ├── InvalidSecret            a work item secret that does not decode (api)
     │   ├── InvalidResources         a resources array that is not the contract's (api)
     │   ├── InvalidStoreId           a store id that is not the API's form (api)
+    │   ├── InvalidWorkItem          a work item that is not a session's, or not one at all (api)
     │   └── ConfigError              a flag, file or environment value memfs cannot use
     ├── StoreError                   the Memory Store API said no, or could not be reached (client)
     │   ├── TransportError           no answer after every retry: DNS, refused, reset, timeout
@@ -74,6 +75,10 @@ class InvalidResources(UsageError):
 class InvalidStoreId(UsageError):
     """A store id that is not the API's form (`memstore_` and letters and
     digits): it would name files and mount options, so it names nothing."""
+
+
+class InvalidWorkItem(UsageError):
+    """A claimed work item that is not the poll's JSON, or not a session's."""
 
 
 class ConfigError(UsageError):

@@ -29,7 +29,7 @@ from memfs.cli._options import (  # noqa: E402
     Option,
 )
 from memfs.supervisor import URL_ENV  # noqa: E402
-from memfs.supervisor._credentials import _ENV_SOURCES  # noqa: E402
+from memfs.supervisor._credentials import _ENV_SOURCES, WORKER_OWN_ENV  # noqa: E402
 
 DOC = ROOT / "docs" / "configuration.md"
 
@@ -200,16 +200,30 @@ def render() -> str:
         "user), never in the config file, and never reach a store process's command line",
         "or environment.",
         "",
+        "When a work item secret is given, by any source (`--secret-file`, `MEMFS_SECRET_FILE`,",
+        "the `secret` of `--work-item`, `MEMFS_WORK_ITEM_SECRET`, `ANTHROPIC_WORK_SECRET`, or",
+        "`secret-file` in the config file),",
+        " and ".join(f"`{n}`" for n in WORKER_OWN_ENV) + " are not read at all: on a",
+        "worker host they hold the worker's own credential (its environment key), and the",
+        "secret's sessions token is the credential of every memory request, so that the",
+        "memories a session writes are recorded as that session's (`session_actor`).",
+        "`--token-file` and `MEMFS_TOKEN`, given to memfs itself, keep their ranks in the table.",
+        "",
         "| order | source | what it holds |",
         "| --- | --- | --- |",
         f"| token 1 | `--token-file FILE` | {HOLDS['token']} |",
         "| token 2 | `--secret-file FILE` | " + HOLDS["secret"] + " |",
         "| token 3 | `MEMFS_TOKEN_FILE` | as `--token-file` |",
         "| token 4 | `MEMFS_SECRET_FILE` | as `--secret-file` |",
+        "| token 5 | the `secret` of the work item of `--work-item FILE` (or `MEMFS_WORK_ITEM`, "
+        "`work-item` in the config file) | as `--secret-file` |",
     ]
-    n = 5
+    n = 6
     for name, kind in _ENV_SOURCES:
-        out.append(f"| token {n} | `{name}` | {HOLDS[kind]} |")
+        holds = HOLDS[kind]
+        if name in WORKER_OWN_ENV:
+            holds += "; not read when a work item secret is given by any source"
+        out.append(f"| token {n} | `{name}` | {holds} |")
         n += 1
     out += [
         f"| token {n} | `token-file` in the config file | as `--token-file` |",

@@ -50,10 +50,13 @@ from ._session import (
     ACCESS_READ_WRITE,
     MAX_STORES_PER_SESSION,
     Resource,
+    WorkItem,
     WorkItemSecret,
     encode_work_item_secret,
     parse_resources,
+    parse_work_item,
     parse_work_item_secret,
+    session_id_problem,
 )
 from ._wire import (
     ANTHROPIC_VERSION,
@@ -122,6 +125,7 @@ __all__ = [
     "SessionResource",
     "VersionOperation",
     "View",
+    "WorkItem",
     "WorkItemSecret",
     "check_name",
     "check_store_id",
@@ -138,9 +142,11 @@ __all__ = [
     "parent_path",
     "parse_error_envelope",
     "parse_resources",
+    "parse_work_item",
     "parse_work_item_secret",
     "path_segments",
     "shown_store_id",
+    "session_id_problem",
     "slugify",
     "store_id_problem",
 ]

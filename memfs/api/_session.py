@@ -1,5 +1,5 @@
-"""What a session hands `memfs mount`: the work item secret and the `resources`
-array, decoded and checked as `store-api.md` says.
+"""What a session hands `memfs mount`: the claimed work item, its secret and
+the `resources` array, decoded and checked as `store-api.md` says.
 
 The secret's token is never shown: its repr hides it, and every refusal
 names what is wrong without quoting what was given.
@@ -14,10 +14,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .._exceptions import InvalidResources, InvalidSecret
+from .._exceptions import InvalidResources, InvalidSecret, InvalidWorkItem
 from ._ids import shown_store_id, store_id_problem
 
 MAX_STORES_PER_SESSION = 8
+MAX_SESSION_ID_LENGTH = 128
 
 ACCESS_READ_WRITE = "read_write"
 ACCESS_READ_ONLY = "read_only"
@@ -137,3 +138,69 @@ def encode_work_item_secret(sessions_token: str, api_base_url: str | None = None
         payload["api_base_url"] = api_base_url
     raw = json.dumps(payload, separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+_SESSION_ID = re.compile(f"[A-Za-z0-9_-]{{1,{MAX_SESSION_ID_LENGTH}}}")
+
+
+def session_id_problem(value: object) -> str | None:
+    """Why `value` is not a session id (letters, digits, `_` and `-`, at most
+    128 characters, as `sesn_...`), as the end of a sentence; None when it is
+    one. A session id names the file where memfs keeps what it saw of the
+    session, so it may hold nothing else."""
+    if not isinstance(value, str) or not value:
+        return "is not a session id"
+    if not _SESSION_ID.fullmatch(value):
+        return f"is not a session id (letters, digits, _ and -, at most {MAX_SESSION_ID_LENGTH})"
+    return None
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    """A claimed work item, as the worker's poll returns it (and as
+    `ant beta:worker poll --on-work` hands it to its script on stdin):
+    `{"id", "environment_id", "data": {"type": "session", "id"}, "secret", ...}`.
+    Only a session's work item gets here; `secret` is its text as given
+    (None when the poll gave none), decoded by whoever uses it."""
+
+    id: str
+    environment_id: str
+    session_id: str
+    secret: str | None = None
+
+    def __repr__(self) -> str:
+        secret = "<hidden>" if self.secret else None
+        return (
+            f"WorkItem(id={self.id!r}, environment_id={self.environment_id!r}, "
+            f"session_id={self.session_id!r}, secret={secret})"
+        )
+
+
+def parse_work_item(obj: Any, where: str = "the work item") -> WorkItem:
+    """Check a decoded work item: an object whose `data` is a session's
+    (`{"type": "session", "id": "sesn_..."}`); `secret` a string or null;
+    unknown fields ignored. `where` names it in the refusals, which never
+    quote the secret."""
+    if not isinstance(obj, dict):
+        raise InvalidWorkItem(f"{where} is not a JSON object")
+    data = obj.get("data")
+    if not isinstance(data, dict):
+        raise InvalidWorkItem(f"{where} has no data object: it is not a work item of a session")
+    kind = data.get("type")
+    if kind != "session":
+        shown = repr(kind) if isinstance(kind, str) and len(kind) <= 40 else 'not "session"'
+        raise InvalidWorkItem(f"{where} is not a session's: its data.type is {shown}")
+    session_id = data.get("id")
+    problem = session_id_problem(session_id)
+    if problem is not None:
+        raise InvalidWorkItem(f"{where} names a data.id that {problem}")
+    secret = obj.get("secret")
+    if secret is not None and not isinstance(secret, str):
+        raise InvalidWorkItem(f"{where} has a secret that is not a string")
+    assert isinstance(session_id, str)
+    return WorkItem(
+        id=str(obj.get("id") or ""),
+        environment_id=str(obj.get("environment_id") or ""),
+        session_id=session_id,
+        secret=secret if secret and secret.strip() else None,
+    )

@@ -225,11 +225,18 @@ def log_sources(args: argparse.Namespace) -> None:
 
 
 def mount_credentials(
-    args: argparse.Namespace, env: Mapping[str, str] | None = None
+    args: argparse.Namespace,
+    env: Mapping[str, str] | None = None,
+    *,
+    work_item_secret: str | None = None,
+    work_item_source: str = "the work item",
+    for_session: bool = False,
 ) -> Credentials | None:
     """The credentials for a mount: `--token-file` / `--secret-file` or their
-    variables first, then the credential variables, then the config file's
-    `token-file` / `secret-file`; the URL from `--api-url`, its variable,
+    variables first, then the work item's secret, then the credential
+    variables (`ANTHROPIC_API_KEY` and `ANTHROPIC_AUTH_TOKEN` only when no
+    secret is given anywhere, and never `for_session`), then the config file's `token-file` /
+    `secret-file`; the URL from `--api-url`, its variable,
     `ANTHROPIC_BASE_URL`, the config file, the secret, the public API."""
     sources: dict[str, Found] = args.sources
     token, secret, url = sources["token_file"], sources["secret_file"], sources["api_url"]
@@ -256,4 +263,7 @@ def mount_credentials(
         secret_file_source=secret.source,
         fallback=fallback,
         env=env,
+        work_item_secret=work_item_secret,
+        work_item_source=work_item_source,
+        for_session=for_session,
     )

@@ -1,4 +1,17 @@
-"""`memfs mount`, `memfs unmount`, `memfs sync` and `memfs status`."""
+"""`memfs mount`, `memfs unmount`, `memfs sync` and `memfs status`.
+
+Which stores to mount: `--store` and `--resources` name them; `--work-item`
+(a claimed work item's JSON, `-` for standard input) and `--session` take
+them from a session, read with the work item secret's sessions token, and
+then follow the session (stores attached later are mounted, stores detached
+unmounted: `memfs.supervisor._follow`). `ANTHROPIC_SESSION_ID`, which `ant
+beta:worker poll --on-work` sets, names the session when nothing else names
+the stores.
+
+From standard input memfs reads one JSON object and no further (it waits for
+no end of input: the writer may keep its end open); `memfs run` then gives
+its command /dev/null as standard input, since the secret came that way.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +20,23 @@ import json
 import logging
 import os
 import sys
+from dataclasses import dataclass
+from typing import Any
 
 from .. import supervisor as sup
-from .._exceptions import ConfigError
-from ..api import MAX_STORES_PER_SESSION
+from .._exceptions import ConfigError, MountError
+from ..api import (
+    MAX_STORES_PER_SESSION,
+    WorkItem,
+    parse_work_item,
+    parse_work_item_secret,
+    session_id_problem,
+)
 from ..control import ErrorReply, StoreSpec
 from ._config import mount_credentials
 from ._main import SecretOnCommandLine
 from ._options import add_options
-from ._status import print_table
+from ._status import print_sessions, print_table
 
 log = logging.getLogger("memfs")
 
@@ -40,10 +61,171 @@ def setup_mount(p: argparse.ArgumentParser) -> None:
     )
 
 
+SESSION_ENV = "ANTHROPIC_SESSION_ID"
+"""The session `ant beta:worker poll --on-work` hands its script: counts only
+when nothing else names the stores."""
+STDIN = "-"
+MAX_WORK_ITEM_BYTES = 1 << 20
+
+
+@dataclass
+class MountPlan:
+    """What a command that mounts will mount, and the session it follows."""
+
+    specs: list[StoreSpec]
+    session: sup.SessionToFollow | None = None
+    """The session whose stores these are (`--work-item`, `--session`): followed."""
+    nothing: str | None = None
+    """The sentence saying that the session has no memory store, when it has none."""
+    read_stdin: bool = False
+    """The work item came on standard input."""
+
+
+def _read_stdin_json(where: str) -> str:
+    """One JSON value from standard input, read up to its end and no
+    further in time: the writer may keep its end open after it."""
+    decoder = json.JSONDecoder()
+    data = b""
+    while len(data) <= MAX_WORK_ITEM_BYTES:
+        try:
+            chunk = os.read(0, 65536)
+        except OSError as e:
+            raise ConfigError(f"cannot read {where}: {e.strerror or e}")
+        if not chunk:
+            break
+        data += chunk
+        try:
+            text = data.decode("utf-8").lstrip()
+        except UnicodeDecodeError:
+            continue  # a character cut in two: its end comes with the next read
+        if text and text[0] != "{":
+            break
+        try:
+            decoder.raw_decode(text)
+        except ValueError:
+            continue
+        return text
+    if not data.strip():
+        raise ConfigError(f"{where} is empty: give the work item's JSON there")
+    return data.decode("utf-8", "replace")
+
+
+def read_work_item(path: str) -> WorkItem:
+    """The work item in `path` (`-`: standard input), its secret checked;
+    one sentence, quoting nothing of it, when it is not a session's work item."""
+    if path == STDIN:
+        where = "the work item on standard input"
+        text = _read_stdin_json(where)
+    else:
+        where = f"the work item {path}"
+        try:
+            with open(path, "rb") as f:
+                raw = f.read(MAX_WORK_ITEM_BYTES + 1)
+        except OSError as e:
+            raise ConfigError(f"cannot read the work item file {path}: {e.strerror or e}")
+        if len(raw) > MAX_WORK_ITEM_BYTES:
+            raise ConfigError(f"{where} is over {MAX_WORK_ITEM_BYTES} bytes: not a work item")
+        text = raw.decode("utf-8", "replace")
+    try:
+        obj, end = json.JSONDecoder().raw_decode(text.strip())
+    except ValueError as e:
+        raise ConfigError(f"{where} is not JSON ({getattr(e, 'msg', 'unreadable')})")
+    if text.strip()[end:].strip() and path != STDIN:
+        raise ConfigError(f"{where} holds more than one JSON value")
+    item = parse_work_item(obj, where)
+    if item.secret is not None:
+        parse_work_item_secret(item.secret)  # refused now, even where another token ranks first
+    return item
+
+
+def _the_session(args: argparse.Namespace) -> tuple[str | None, WorkItem | None, str]:
+    """The session whose stores to mount, the work item that named it, and
+    where it came from; (None, None, "") when the stores are named otherwise."""
+    sources = args.sources
+    if args.work_item and args.session:
+        raise ConfigError(
+            "give --work-item or --session, not both: the work item names its session"
+        )
+    if args.store or args.resources:
+        if args.work_item or args.session:
+            raise ConfigError(
+                "--store and --resources name the stores, --work-item and --session take "
+                "them from a session: give one or the other"
+            )
+        return None, None, ""
+    if args.work_item:
+        item = read_work_item(args.work_item)
+        return item.session_id, item, sources["work_item"].source
+    if args.session:
+        return args.session, None, sources["session"].source
+    raw = os.environ.get(SESSION_ENV, "").strip()
+    if raw:
+        problem = session_id_problem(raw)
+        if problem is not None:
+            raise ConfigError(f"{SESSION_ENV} (environment) {problem}")
+        return raw, None, SESSION_ENV
+    return None, None, ""
+
+
+def _spec_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """`build_specs`' settings from the options `setup_mount` defines."""
+    return {
+        "root": args.root,
+        "cache_dir": os.path.abspath(args.cache_dir or sup.default_cache_dir()),
+        "uid": args.uid,
+        "gid": args.gid,
+        "allow_other": args.allow_other,
+        "sync_interval": args.sync_interval,
+        "sync_deletions": args.sync_deletions,
+        "final_sync_timeout": args.final_sync_timeout,
+        "sync_concurrency": args.sync_concurrency,
+    }
+
+
+def mount_plan(args: argparse.Namespace) -> MountPlan:
+    """The specs of the stores to mount from the options `setup_mount`
+    defines, and the session to follow, every refusal (a store, the
+    resources file, the work item, the credentials, a value, a session that
+    cannot be read) raised before anything mounts: `memfs mount` and
+    `memfs run` share it."""
+    session_id, item, named_by = _the_session(args)
+    if session_id is None:
+        return MountPlan(mount_specs(args))
+    creds = mount_credentials(
+        args,
+        work_item_secret=item.secret if item else None,
+        work_item_source=f"the secret of the work item ({named_by})",
+        for_session=True,
+    )
+    if creds is None:
+        given = "the work item has no secret" if item else f"{named_by} names only the session"
+        raise ConfigError(
+            f"session {session_id}'s stores cannot be read without its sessions token: "
+            f"{given}; give the work item secret with --secret-file, MEMFS_WORK_ITEM_SECRET "
+            "or ANTHROPIC_WORK_SECRET (the host's own ANTHROPIC_API_KEY and "
+            "ANTHROPIC_AUTH_TOKEN are never used for a session)"
+        )
+    log.info("the token comes from %s and travels as %s", creds.source, creds.auth)
+    resources = sup.fetch_session_resources(creds, session_id)
+    settings = _spec_settings(args)
+    specs = sup.build_specs(resources, creds, **settings)
+    mounted = [
+        sup.FollowedStore(r, s.store_id, s.mount_path, s.read_only)
+        for r, s in zip(resources, specs, strict=True)
+    ]
+    nothing = None if specs else f"session {session_id} has no memory store: nothing mounted"
+    return MountPlan(
+        specs,
+        sup.SessionToFollow(session_id, creds, settings, mounted),
+        nothing,
+        read_stdin=bool(item) and args.work_item == STDIN,
+    )
+
+
 def mount_specs(args: argparse.Namespace) -> list[StoreSpec]:
-    """One spec per store from the options `setup_mount` defines, every refusal
-    (a store, the resources file, the credentials, a value) raised before
-    anything mounts: `memfs mount` and `memfs run` share it."""
+    """One spec per store named by `--store` and `--resources` (or their
+    variables and keys), every refusal (a store, the resources file, the
+    credentials, a value) raised before anything mounts."""
     resources = [sup.parse_store_arg(s) for s in args.store]
     if args.resources:
         resources += sup.load_resources(args.resources)
@@ -57,23 +239,19 @@ def mount_specs(args: argparse.Namespace) -> list[StoreSpec]:
     creds = mount_credentials(args)
     if creds is not None:
         log.info("the token comes from %s and travels as %s", creds.source, creds.auth)
-    return sup.build_specs(
-        resources,
-        creds,
-        root=args.root,
-        cache_dir=os.path.abspath(args.cache_dir or sup.default_cache_dir()),
-        uid=args.uid,
-        gid=args.gid,
-        allow_other=args.allow_other,
-        sync_interval=args.sync_interval,
-        sync_deletions=args.sync_deletions,
-        final_sync_timeout=args.final_sync_timeout,
-        sync_concurrency=args.sync_concurrency,
-    )
+    return sup.build_specs(resources, creds, **_spec_settings(args))
+
+
+def _to_stdout(line: str, problem: bool) -> None:
+    if problem:
+        sys.stderr.write(f"memfs: {line}\n")
+    else:
+        print(line, flush=True)
 
 
 def run_mount(args: argparse.Namespace) -> int:
-    specs = mount_specs(args)
+    plan = mount_plan(args)
+    specs = plan.specs
     # Store processes log each pass at INFO unless --log-level, -v or MEMFS_LOG_LEVEL say otherwise.
     supervisor = sup.Supervisor(
         specs,
@@ -89,6 +267,25 @@ def run_mount(args: argparse.Namespace) -> int:
     for spec in specs:
         access = "read-only" if spec.read_only else "read-write"
         print(f"mounted {spec.store_id} at {spec.mount_path} ({access})", flush=True)
+    if plan.nothing:
+        print(plan.nothing, flush=True)
+    session = plan.session
+    if session is not None:
+        if args.daemon:
+            try:
+                sup.start_daemon_follower(
+                    session, log_level=args.log_level or "INFO", log_format=args.log_format
+                )
+            except MountError:
+                supervisor.stop_all()
+                raise
+        else:
+            sup.SessionFollower(session, supervisor, announce=_to_stdout).start()
+        print(
+            f"following session {session.session_id}: stores attached to it are mounted, "
+            "stores detached are unmounted",
+            flush=True,
+        )
     if args.daemon:
         return 0
     return supervisor.wait()
@@ -100,6 +297,10 @@ def setup_unmount(p: argparse.ArgumentParser) -> None:
 
 
 def run_unmount(args: argparse.Namespace) -> int:
+    if args.all:
+        # First, so that no follower mounts a store attached meanwhile.
+        for session_id in sup.stop_daemon_followers():
+            print(f"stopped following session {session_id}")
     return sup.unmount(args.mount_paths, all_=args.all)
 
 
@@ -137,23 +338,24 @@ def setup_status(p: argparse.ArgumentParser) -> None:
 
 def run_status(args: argparse.Namespace) -> int:
     results = sup.status()
+    sessions = sup.session_records()
     if args.json:
-        print(
-            json.dumps(
-                [
-                    {"mount_path": s.mount_path, **r.to_json()}
-                    if isinstance(r, ErrorReply)
-                    else r.status.to_json()
-                    for s, r in results
-                ],
-                indent=2,
-            )
-        )
+        entries: list[dict[str, Any]] = [
+            {"mount_path": s.mount_path, **r.to_json()}
+            if isinstance(r, ErrorReply)
+            else r.status.to_json()
+            for s, r in results
+        ]
+        # A followed session is an entry of its own, after the stores: no mount_path.
+        entries += [record.to_json() for record in sessions]
+        print(json.dumps(entries, indent=2))
         return 0
-    if not results:
+    if not results and not sessions:
         print("no memfs mounts are running")
         return 0
-    print_table(results)
+    if results:
+        print_table(results)
+    print_sessions(sessions)
     return 0
 
 

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from .._exceptions import ConfigError
 from .._logging import LOG_FORMATS, LOG_LEVELS, parse_format, parse_level
+from ..api import session_id_problem
 from ..supervisor import (
     MAX_SYNC_CONCURRENCY,
     MIN_SYNC_INTERVAL,
@@ -183,6 +184,14 @@ def store_spec(raw: Any) -> list[str]:
     return [text]
 
 
+def session_id(raw: Any) -> str:
+    text = _text(raw)
+    problem = session_id_problem(text)
+    if problem is not None:
+        raise ValueError(problem)
+    return text
+
+
 def metrics_addr(raw: Any) -> str:
     text = _text(raw)
     try:
@@ -222,6 +231,24 @@ MOUNT_OPTIONS: tuple[Option, ...] = (
         group="stores",
     ),
     Option(
+        "work-item",
+        "a claimed work item's JSON as the worker's poll returns it (- for standard input): "
+        "its session's memory stores are mounted, read with its secret's sessions token, "
+        "and followed as stores are attached and detached",
+        path_value,
+        kind="path",
+        metavar="FILE|-",
+        group="stores",
+    ),
+    Option(
+        "session",
+        "a session whose memory stores to mount and follow, read with the work item secret "
+        "(--secret-file...); ANTHROPIC_SESSION_ID counts when nothing else names the stores",
+        session_id,
+        metavar="ID",
+        group="stores",
+    ),
+    Option(
         "root",
         "where stores without a mount path go",
         path_value,
@@ -239,8 +266,9 @@ MOUNT_OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "token-file",
-        "a file holding the token (or set MEMFS_TOKEN, ANTHROPIC_API_KEY or "
-        "ANTHROPIC_AUTH_TOKEN); an sk-ant-api... key travels as x-api-key",
+        "a file holding the token (or set MEMFS_TOKEN; ANTHROPIC_API_KEY or "
+        "ANTHROPIC_AUTH_TOKEN count only when no work item secret is given); an "
+        "sk-ant-api... key travels as x-api-key",
         path_value,
         kind="path",
         metavar="FILE",
@@ -249,7 +277,8 @@ MOUNT_OPTIONS: tuple[Option, ...] = (
     Option(
         "secret-file",
         "a file holding the work item secret (or set MEMFS_WORK_ITEM_SECRET or "
-        "ANTHROPIC_WORK_SECRET)",
+        "ANTHROPIC_WORK_SECRET, or give --work-item); its sessions token is then the "
+        "credential of every memory request",
         path_value,
         kind="path",
         metavar="FILE",
@@ -439,6 +468,19 @@ OTHER_VARIABLES: tuple[tuple[str, str, str], ...] = (
         "all",
         "where state files and control sockets live (default `/run/memfs` as root, else "
         "`$XDG_RUNTIME_DIR/memfs`, else `/tmp/memfs-<uid>`)",
+    ),
+    (
+        "ANTHROPIC_SESSION_ID",
+        "mount",
+        "the session whose stores to mount (as `--session`), when no flag, variable or "
+        "config file names stores, a work item or a session; `ant beta:worker poll --on-work` "
+        "sets it",
+    ),
+    (
+        "MEMFS_SESSION_CHECK_INTERVAL",
+        "mount",
+        "for tests only: seconds between two reads of a followed session's resources "
+        "(default and normal value: 60)",
     ),
     ("XDG_CONFIG_HOME", "mount", "the folder of the default config file (`~/.config`)"),
     ("XDG_CACHE_HOME", "mount", "the folder of the default cache (`~/.cache`)"),

@@ -21,7 +21,7 @@ import sys
 
 from .. import supervisor as sup
 from .._exceptions import ConfigError
-from ._mount import mount_specs, setup_mount
+from ._mount import mount_plan, setup_mount
 
 log = logging.getLogger("memfs")
 
@@ -43,6 +43,11 @@ def setup(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _to_stderr(line: str, problem: bool) -> None:
+    """What the session follower did: stdout is the command's."""
+    sys.stderr.write(f"memfs: {line}\n")
+
+
 def run(args: argparse.Namespace) -> int:
     if args.daemon:
         raise ConfigError(
@@ -54,7 +59,10 @@ def run(args: argparse.Namespace) -> int:
         command = command[1:]
     if not command:
         raise ConfigError("no command to run: give it after --, as in memfs run --store ID -- sh")
-    specs = mount_specs(args)
+    plan = mount_plan(args)
+    specs = plan.specs
+    if plan.nothing:
+        sys.stderr.write(f"memfs: {plan.nothing}\n")
     # Its stderr is the command's too: store processes say only what needs reading.
     result = sup.run(
         specs,
@@ -63,6 +71,9 @@ def run(args: argparse.Namespace) -> int:
         log_format=args.log_format,
         metrics_addr=args.metrics_addr,
         early=args.early,
+        session=plan.session,
+        announce=_to_stderr,
+        stdin_devnull=plan.read_stdin,
     )
     if result.not_started:
         sys.stderr.write(f"memfs: {result.not_started}\n")
@@ -85,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
         )
         sys.stderr.write(
             f"memfs: the final sync left {what} behind; they stay in the cache "
-            f"({specs[0].cache_dir}): {then}\n"
+            f"({result.stores[0].spec.cache_dir}): {then}\n"
         )
         if result.status == 0:
             return EXIT_LEFT_BEHIND

@@ -1,12 +1,14 @@
 """`memfs status` for a person: one table row per mounted store, within 100
 columns, and the details that do not fit a row (the store, the last pass,
 traffic since the mount, errors, changes a damaged cache lost, a full cache
-disk, refused files, conflict copies, what is pending) indented below it.
-Nothing is cut: a mount path longer than the MOUNT column stands whole on a
-line of its own, its row below it with that cell empty (a terminal may wrap
-that line; the output does not depend on the terminal's width). `memfs
-status --json` prints the same status field for field
-(`memfs.control.StoreStatus`).
+disk, refused files, conflict copies, what is pending) indented below it;
+then each followed session, with a line per store attached to it or
+detached from it while it was followed. Nothing is cut: a mount path longer
+than the MOUNT column stands whole on a line of its own, its row below it
+with that cell empty (a terminal may wrap that line; the output does not
+depend on the terminal's width). `memfs status --json` prints the same
+status field for field (`memfs.control.StoreStatus`, then
+`memfs.supervisor.SessionRecord`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import time
 from collections.abc import Iterator
 
 from ..control import ErrorReply, StatusReply, StoreState, StoreStatus
+from ..supervisor import SessionRecord
 
 WIDTH = 100
 COLUMNS = (
@@ -144,4 +147,38 @@ def table(results: list[tuple[StoreState, StatusReply | ErrorReply]], now: float
 
 def print_table(results: list[tuple[StoreState, StatusReply | ErrorReply]]) -> None:
     for line in table(results, time.time()):
+        print(line)
+
+
+def _when(at: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
+
+
+def session_lines(records: list[SessionRecord], now: float) -> list[str]:
+    """The lines `memfs status` prints for the followed sessions."""
+    lines = []
+    for r in records:
+        how = "memfs mount --daemon" if r.daemon else "its memfs mount or run"
+        checked = (
+            "not checked yet" if r.checked_at is None else f"checked {_ago(now - r.checked_at)} ago"
+        )
+        later = "" if r.next_check_at is None else f", next in {_ago(r.next_check_at - now)}"
+        lines.append(f"session {r.session_id}: followed by pid {r.pid} ({how}), {checked}{later}")
+        if r.last_error:
+            lines.append(f"  error: {r.last_error}")
+        for e in r.events:
+            access = "read-only" if e.access == "read_only" else "read-write"
+            if e.event == "attached":
+                text = f"attached {e.store_id}: mounted at {e.mount_path} ({access})"
+            elif e.event == "detached":
+                text = f"detached {e.store_id}: unmounted {e.mount_path}, {e.detail}"
+            else:
+                text = f"attached {e.store_id}: not mounted: {e.detail}"
+            lines.append(f"  {_when(e.at)} {text}")
+            lines.extend(f"    not uploaded: {path}" for path in e.not_uploaded[:MAX_LISTED])
+    return lines
+
+
+def print_sessions(records: list[SessionRecord]) -> None:
+    for line in session_lines(records, time.time()):
         print(line)

@@ -2,7 +2,13 @@
 
 import contextlib
 import errno
+import signal
 import sys
+
+# A mask of blocked signals survives exec: a store process that a session's
+# follower started while `memfs run` held its signals blocked (it takes them
+# with sigtimedwait) would never see the SIGTERM that stops it.
+signal.pthread_sigmask(signal.SIG_SETMASK, ())
 
 # httpx imports its own command line when `rich` and `click` are installed (a
 # test venv has them, for import-linter): ~45 ms of every store process's start,

@@ -7,6 +7,7 @@ supervisor (readiness, signal fan-out), and the `unmount`, `sync` and
 - `_supervisor`: starting the store processes and seeing them to the end.
 - `_commands`: `memfs unmount`, `memfs sync`, `memfs status`.
 - `_run`: `memfs run`: one command in the foreground between mount and final sync.
+- `_follow`: a session's stores attached and detached while it runs, followed.
 - `_notify`: systemd's readiness messages (`Type=notify`), without a library.
 
 Importing this package loads neither trio, pyfuse3 nor httpx.
@@ -35,6 +36,20 @@ from ._credentials import (
     Credentials,
     resolve_credentials,
 )
+from ._follow import (
+    CHECK_INTERVAL_ENV,
+    SESSION_CHECK_INTERVAL,
+    FollowedStore,
+    SessionEvent,
+    SessionFollower,
+    SessionRecord,
+    SessionToFollow,
+    check_interval,
+    fetch_session_resources,
+    session_records,
+    start_daemon_follower,
+    stop_daemon_followers,
+)
 from ._notify import notify
 from ._run import (
     EXIT_NOT_EXECUTABLE,
@@ -59,6 +74,18 @@ from ._specs import (
 from ._supervisor import READY_TIMEOUT, STOP_MARGIN, FinalSync, Supervisor
 
 __all__ = [
+    "CHECK_INTERVAL_ENV",
+    "SESSION_CHECK_INTERVAL",
+    "FollowedStore",
+    "SessionEvent",
+    "SessionFollower",
+    "SessionRecord",
+    "SessionToFollow",
+    "check_interval",
+    "fetch_session_resources",
+    "session_records",
+    "start_daemon_follower",
+    "stop_daemon_followers",
     "parse_metrics_addr",
     "API_KEY_PREFIX",
     "AUTH_API_KEY",

@@ -31,10 +31,13 @@ always travels in one header."""
 _ENV_SOURCES: tuple[tuple[str, _Found], ...] = (
     ("MEMFS_TOKEN", "token"),
     ("MEMFS_WORK_ITEM_SECRET", "secret"),
+    ("ANTHROPIC_WORK_SECRET", "secret"),
     ("ANTHROPIC_API_KEY", AUTH_API_KEY),
     ("ANTHROPIC_AUTH_TOKEN", AUTH_BEARER),
-    ("ANTHROPIC_WORK_SECRET", "secret"),
 )
+WORKER_OWN_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+"""The SDKs' credentials of a worker host's own client (its environment key):
+never used for memory requests when a work item secret is given by any source."""
 URL_ENV = ("MEMFS_API_URL", "ANTHROPIC_BASE_URL")
 CREDENTIAL_SOURCES = (*(name for name, _ in _ENV_SOURCES), SERVE_TOKEN_ENV)
 """The variables memfs reads secrets from: every one is in `SECRET_ENV`."""
@@ -93,29 +96,57 @@ def resolve_credentials(
     token_file_source: str = "--token-file",
     secret_file_source: str = "--secret-file",
     fallback: ConfigFallback | None = None,
+    work_item_secret: str | None = None,
+    work_item_source: str = "the work item",
+    for_session: bool = False,
 ) -> Credentials | None:
     """The token, how it travels, and the URL; None when there is no token.
 
-    Token, first found: --token-file, --secret-file, MEMFS_TOKEN,
-    MEMFS_WORK_ITEM_SECRET, ANTHROPIC_API_KEY (x-api-key), ANTHROPIC_AUTH_TOKEN
-    (bearer), ANTHROPIC_WORK_SECRET. A token from --token-file or MEMFS_TOKEN
-    is an API key when it starts with `sk-ant-api`; a work item secret's
-    sessions token is a bearer token. URL, first found: `api_url`,
-    MEMFS_API_URL, ANTHROPIC_BASE_URL, the api_base_url of the secret in use,
-    `default_url`. A variable set to blanks counts as unset.
+    Token, first found: --token-file, --secret-file (either may come from its
+    variable), the secret of the work item (`work_item_secret`, from
+    `--work-item`), MEMFS_TOKEN,
+    MEMFS_WORK_ITEM_SECRET, ANTHROPIC_WORK_SECRET, ANTHROPIC_API_KEY
+    (x-api-key), ANTHROPIC_AUTH_TOKEN (bearer). When a work item secret is
+    given by any source (the config file's secret-file too), the last two are
+    not read at all: they are the worker host's own client's, and the
+    secret's sessions token is the credential of every memory request. A
+    token from --token-file or MEMFS_TOKEN is an API key when it starts with
+    `sk-ant-api`; a work item secret's sessions token is a bearer token.
+    URL, first found: `api_url`, MEMFS_API_URL, ANTHROPIC_BASE_URL, the
+    api_base_url of the secret in use, `default_url`. A variable set to
+    blanks counts as unset.
+
+    `for_session`: the credentials of a session's work (`--work-item`,
+    `--session`), which the host's own ANTHROPIC_API_KEY and
+    ANTHROPIC_AUTH_TOKEN never are, secret or not.
 
     `token_file` and `secret_file` may come from a variable (`MEMFS_TOKEN_FILE`):
     `*_source` names it. `fallback`, the config file's, ranks after every
     variable: its token file or secret file, and its URL before the secret's."""
     env = os.environ if env is None else env
+
+    def given(name: str) -> bool:
+        return bool(env.get(name, "").strip())
+
+    secret_given = bool(
+        secret_file
+        or work_item_secret
+        or given("MEMFS_WORK_ITEM_SECRET")
+        or given("ANTHROPIC_WORK_SECRET")
+        or (fallback is not None and fallback.secret_file)
+    )
     found: tuple[str, _Found, str] | None = None  # (source, what it holds, text)
     if token_file:
         found = (token_file_source, "token", _read_secret_file(token_file, "token"))
     elif secret_file:
         found = (secret_file_source, "secret", _read_secret_file(secret_file, "work item secret"))
+    elif work_item_secret:
+        found = (work_item_source, "secret", work_item_secret.strip())
     else:
         for name, kind in _ENV_SOURCES:
-            if env.get(name, "").strip():
+            if (secret_given or for_session) and name in WORKER_OWN_ENV:
+                continue
+            if given(name):
                 found = (name, kind, env[name].strip())
                 break
     if found is None and fallback is not None:

@@ -13,6 +13,12 @@ interactive programs quit). To tell the two apart, and to lose none between
 starting the command and waiting for it, memfs holds these signals blocked
 and takes them with sigtimedwait, which says who sent each (`si_code`).
 
+With a session to follow (`--work-item`, `--session`), its follower runs in
+a thread while the command runs (`_follow`): stores attached meanwhile are
+mounted, stores detached are final-synced and unmounted. It is started with
+memfs's signals held, so that they still reach memfs's wait and none of its
+threads, and it is stopped before the final sync.
+
 When the command has exited, the final sync runs (`Supervisor.final_sync`).
 Signals that arrive meanwhile are held and dropped: the final sync is bounded
 by `--final-sync-timeout`, and a store process outliving it is killed.
@@ -21,7 +27,10 @@ The command gets memfs's environment without the variables that may hold a
 credential (`SECRET_ENV`: memfs took them for the stores) and without
 `NOTIFY_SOCKET` (readiness is memfs's to tell), and only stdin, stdout and
 stderr of memfs's descriptors: in particular not the lifelines to the store
-processes, nor a descriptor a credential was handed in on.
+processes, nor a descriptor a credential was handed in on. When memfs read
+the work item from its standard input (`--work-item -`), the command's
+standard input is /dev/null: the secret came that way, and a file could be
+read again from its start.
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ from dataclasses import dataclass, field
 
 from .._children import EarlyStores, child_env
 from ..control import StoreSpec
+from ._follow import Announce, SessionFollower, SessionToFollow
 from ._supervisor import FinalSync, Supervisor
 
 log = logging.getLogger("memfs.supervisor")
@@ -87,9 +97,14 @@ def run(
     log_format: str = "text",
     metrics_addr: str | None = None,
     early: EarlyStores | None = None,
+    session: SessionToFollow | None = None,
+    announce: Announce | None = None,
+    stdin_devnull: bool = False,
 ) -> RunResult:
     """Mount every store (MountError, with nothing left mounted, when one
-    cannot be), run `argv` to its end, then the final sync and the unmount."""
+    cannot be), run `argv` to its end, then the final sync and the unmount.
+    `session`: follow it meanwhile, telling `announce` what it mounts and
+    unmounts. `stdin_devnull`: the command's stdin is /dev/null."""
     supervisor = Supervisor(
         specs,
         daemon=False,
@@ -101,7 +116,9 @@ def run(
     supervisor.start_all()
     try:
         with _held_signals():
-            result = _run_command(supervisor, argv)
+            if session is not None:
+                SessionFollower(session, supervisor, announce=announce).start()
+            result = _run_command(supervisor, argv, stdin_devnull=stdin_devnull)
             result.stores = supervisor.final_sync()
     except BaseException:
         # Whatever went wrong here, no store stays mounted behind memfs.
@@ -110,9 +127,12 @@ def run(
     return result
 
 
-def _run_command(supervisor: Supervisor, argv: Sequence[str]) -> RunResult:
+def _run_command(
+    supervisor: Supervisor, argv: Sequence[str], *, stdin_devnull: bool = False
+) -> RunResult:
+    stdin = subprocess.DEVNULL if stdin_devnull else None
     try:
-        child = subprocess.Popen(list(argv), env=child_env(), preexec_fn=_in_child)
+        child = subprocess.Popen(list(argv), env=child_env(), stdin=stdin, preexec_fn=_in_child)
     except OSError as e:
         code = EXIT_NOT_FOUND if isinstance(e, FileNotFoundError) else EXIT_NOT_EXECUTABLE
         return RunResult(code, not_started=f"cannot run {argv[0]}: {_reason(argv[0], e)}")

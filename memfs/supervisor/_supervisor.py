@@ -13,6 +13,12 @@ learn what each could not upload.
 In the foreground, a store process's stdin stays open as a lifeline: when
 the supervisor dies, by any signal, the store process reads its end and
 stops with its final sync.
+
+While it runs, a store can be added (`add`: its process started and READY
+awaited, as for the first ones) or removed (`remove`: its final sync, as
+`final_sync` does it for all): the session follower (`_follow`) does so for
+stores attached to or detached from its session, from a thread of its own,
+so the list of children is changed and read under a lock.
 """
 
 from __future__ import annotations
@@ -25,11 +31,12 @@ import os
 import selectors
 import signal
 import subprocess
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 from .._children import EarlyStores, child_env, start_process
 from .._exceptions import MountError, SyncError
@@ -67,6 +74,13 @@ class _Child:
         """How `memfs unmount` would find it: its control socket and pid."""
         socket = socket_path(self.spec.runtime_dir, self.spec.store_id, self.spec.cache_dir)
         return StoreState(self.spec.store_id, self.spec.mount_path, self.proc.pid, socket)
+
+
+class Follower(Protocol):
+    """What the supervisor needs of a session follower: to stop it (and wait
+    for what it is doing to finish) before the stores stop."""
+
+    def stop(self) -> None: ...
 
 
 @dataclass
@@ -109,6 +123,11 @@ class Supervisor:
         self.metrics: subprocess.Popen[str] | None = None
         self._stop_asked = False
         self._old_handlers: dict[int, Any] | None = None
+        self._lock = threading.Lock()
+        self.follower: Follower | None = None
+        """A session follower that may add and remove stores: with one, a
+        foreground `wait` goes on when no store runs (one may be attached), and
+        every stop stops it first."""
 
     def _start(self, spec: StoreSpec) -> _Child:
         spec = dataclasses.replace(spec, follow_parent=not self.daemon)
@@ -150,12 +169,24 @@ class Supervisor:
             raise
         finally:
             self.early.close()
+        failed = self._await_ready(self.children)
+        if failed:
+            self.stop_all()
+            raise self._mount_error(failed[0])
+        if self.metrics_addr:
+            self._start_metrics(self.metrics_addr)
+        if not self.daemon:
+            notify("READY=1")
+
+    def _await_ready(self, children: list[_Child]) -> list[_Child]:
+        """Wait until each of `children` says READY or fails (at most
+        READY_TIMEOUT); those that did not become ready."""
         sel = selectors.DefaultSelector()
-        for child in self.children:
+        for child in children:
             assert child.proc.stdout is not None
             sel.register(child.proc.stdout, selectors.EVENT_READ, child)
         deadline = time.monotonic() + READY_TIMEOUT
-        waiting = len(self.children)
+        waiting = len(children)
         while waiting:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -172,23 +203,58 @@ class Supervisor:
                     error = line[6:].strip() if line.startswith("ERROR ") else None
                     answered.error = error or f"the store process exited ({answered.proc.wait()})"
         sel.close()
-        failed = [c for c in self.children if not c.ready]
-        if failed:
-            self.stop_all()
-            first = failed[0]
-            cause = first.error or f"it did not become ready within {READY_TIMEOUT:.0f} s"
-            if first.spec.store_id in cause and first.spec.mount_path in cause:
-                raise MountError(cause)
-            raise MountError(
-                f"store {first.spec.store_id} could not be mounted at {first.spec.mount_path}: {cause}"
-            )
-        for child in self.children:
-            if child.proc.stdout is not None:
-                child.proc.stdout.close()
-        if self.metrics_addr:
-            self._start_metrics(self.metrics_addr)
-        if not self.daemon:
-            notify("READY=1")
+        failed = [c for c in children if not c.ready]
+        if not failed:
+            for child in children:
+                if child.proc.stdout is not None:
+                    child.proc.stdout.close()
+        return failed
+
+    @staticmethod
+    def _mount_error(child: _Child) -> MountError:
+        cause = child.error or f"it did not become ready within {READY_TIMEOUT:.0f} s"
+        if child.spec.store_id in cause and child.spec.mount_path in cause:
+            return MountError(cause)
+        return MountError(
+            f"store {child.spec.store_id} could not be mounted at {child.spec.mount_path}: {cause}"
+        )
+
+    def running_specs(self) -> list[StoreSpec]:
+        """The specs of the stores this supervisor started and has not removed."""
+        with self._lock:
+            return [c.spec for c in self.children]
+
+    def add(self, spec: StoreSpec) -> None:
+        """Mount one more store while the others run: start its process and
+        wait for its READY; MountError, its process stopped, when it cannot be
+        mounted."""
+        child = self._start(spec)
+        if self._await_ready([child]):
+            if child.proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    child.proc.send_signal(signal.SIGTERM)
+            self._wait_stopped(child)
+            raise self._mount_error(child)
+        with self._lock:
+            self.specs.append(spec)
+            self.children.append(child)
+
+    def remove(self, mount_path: str) -> FinalSync | None:
+        """Stop the store this supervisor mounted at `mount_path` with its
+        final sync, and forget it; what the final sync left behind. None when
+        no store of this supervisor is mounted there."""
+        with self._lock:
+            child = next((c for c in self.children if c.spec.mount_path == mount_path), None)
+            if child is None:
+                return None
+            self.children.remove(child)
+            self.specs[:] = [s for s in self.specs if s.mount_path != mount_path]
+        return self._final_sync(child)
+
+    def _stop_follower(self) -> None:
+        follower = self.follower
+        if follower is not None and threading.current_thread() is threading.main_thread():
+            follower.stop()
 
     def _start_metrics(self, addr: str) -> None:
         """The metrics endpoint of these stores, a process of its own (it outlives a
@@ -210,15 +276,18 @@ class Supervisor:
             raise MountError(f"cannot serve the metrics endpoint: {cause}")
 
     def stop_all(self) -> int:
-        """SIGTERM every store process and wait; 0 when all of them exited 0.
-        The metrics endpoint ends with them."""
+        """Stop the session follower, if any, then SIGTERM every store process
+        and wait; 0 when all of them exited 0. The metrics endpoint ends with them."""
+        self._stop_follower()
         if not self.daemon:
             notify("STOPPING=1")
-        for child in self.children:
+        with self._lock:
+            children = list(self.children)
+        for child in children:
             if child.proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     child.proc.send_signal(signal.SIGTERM)
-        code = 0 if all([self._wait_stopped(child) == 0 for child in self.children]) else 1
+        code = 0 if all([self._wait_stopped(child) == 0 for child in children]) else 1
         self._stop_metrics()
         return code
 
@@ -246,16 +315,20 @@ class Supervisor:
             return rc
 
     def final_sync(self) -> list[FinalSync]:
-        """Stop every store with its final sync, all at once, and wait for
-        each process to exit; what each left behind, in the order of the specs.
+        """Stop the session follower, if any, then every store with its final
+        sync, all at once, and wait for each process to exit; what each left
+        behind, in the order they were mounted.
 
         Each is asked over its control socket (`stop`, answered when its final
         sync is done, with the files it could not upload), the way `memfs
         unmount` asks: a SIGTERM would stop it the same way but name nothing."""
+        self._stop_follower()
         if not self.daemon:
             notify("STOPPING=1")
-        with ThreadPoolExecutor(max_workers=max(1, len(self.children))) as pool:
-            results = list(pool.map(self._final_sync, self.children))
+        with self._lock:
+            children = list(self.children)
+        with ThreadPoolExecutor(max_workers=max(1, len(children))) as pool:
+            results = list(pool.map(self._final_sync, children))
         self._stop_metrics()
         return results
 
@@ -286,7 +359,9 @@ class Supervisor:
         """Log, once each, the store processes that stopped with an error
         before they were asked to; the number still running."""
         alive = 0
-        for c in self.children:
+        with self._lock:
+            children = list(self.children)
+        for c in children:
             if c.proc.poll() is None:
                 alive += 1
             elif c.proc.returncode != 0 and not c.reported:
@@ -313,11 +388,12 @@ class Supervisor:
         self._stop_asked = True
 
     def wait(self) -> int:
-        """Foreground: run until SIGTERM/SIGINT (or every store has ended), then stop all."""
+        """Foreground: run until SIGTERM/SIGINT (or every store has ended, when
+        no session follower may add one), then stop all."""
         self.catch_stop_signals()
         try:
             while not self._stop_asked:
-                if not self.report_ended():
+                if not self.report_ended() and self.follower is None:
                     break
                 time.sleep(0.2)
         finally:

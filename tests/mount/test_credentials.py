@@ -132,9 +132,9 @@ def test_no_secret_shows_in_ps_a_store_process_its_log_or_status(mounter, server
     store_id = server.create_store("secrets stay hidden")["id"]
     work_secret = _secret_for(server, OTHER_TOKEN)
     variables = {
-        "ANTHROPIC_API_KEY": API_KEY,  # the one in use
+        "ANTHROPIC_API_KEY": API_KEY,
         "ANTHROPIC_AUTH_TOKEN": SESSION_TOKEN,
-        "ANTHROPIC_WORK_SECRET": work_secret,
+        "ANTHROPIC_WORK_SECRET": work_secret,  # the one in use: a secret beats the host's own
         "MEMFS_SERVE_TOKEN": OTHER_TOKEN,
     }
     env = {**mounter.env, **variables}
@@ -158,7 +158,7 @@ def test_no_secret_shows_in_ps_a_store_process_its_log_or_status(mounter, server
     said = [r.stdout, r.stderr, synced.stdout, synced.stderr, status.stdout, status.stderr]
     for text in [log, *(s.encode() for s in said)]:
         assert not any(v in text for v in values)
-    assert _actors(server, store_id) == ["api_actor"]
+    assert _actors(server, store_id) == ["session_actor"]
 
 
 def test_memfs_store_takes_the_same_sources(server):
@@ -202,3 +202,74 @@ def test_memfs_store_takes_the_same_sources(server):
         "api_actor",
         "session_actor",
     ]
+
+
+WRONG_KEY = "sk-ant-api03-" + "wrong" * 5
+WRONG_AUTH_TOKEN = "sk-ant-oat01-" + "wrong" * 5
+SECRET_SOURCES = [
+    "--secret-file",
+    "MEMFS_WORK_ITEM_SECRET",
+    "ANTHROPIC_WORK_SECRET",
+    "--work-item",
+    "the config file",
+]
+
+
+@pytest.mark.parametrize("source", SECRET_SOURCES)
+def test_on_a_worker_host_the_secret_beats_the_hosts_own_sdk_credentials(
+    source, mounter, server, tmp_path
+):
+    """A worker host exports ANTHROPIC_API_KEY and ANTHROPIC_AUTH_TOKEN for its
+    own SDK client (here wrong ones, which the server refuses). With a work
+    item secret from any source, memfs never sends them: the mount works on
+    the secret's sessions token, and what it writes is recorded as the
+    session's session_actor."""
+    store_id = server.create_store(f"worker host {source}")["id"]
+    path = mounter.root / "s"
+    session = _session_of(server, store_id, path)
+    secret = _secret_for(server, session["sessions_token"])
+    env = {**mounter.env, "ANTHROPIC_API_KEY": WRONG_KEY, "ANTHROPIC_AUTH_TOKEN": WRONG_AUTH_TOKEN}
+    del env["MEMFS_API_URL"]  # the URL comes from the secret
+    args = ["mount", "--daemon", "--cache-dir", str(mounter.cache_dir)]
+    if source == "--work-item":
+        item = server.work_item(session)
+        item["secret"] = secret
+        item_file = tmp_path / "work-item.json"
+        item_file.write_text(json.dumps(item))
+        args += ["--work-item", str(item_file)]
+    else:
+        args += ["--store", f"{store_id}={path}"]
+        secret_file = tmp_path / "secret"
+        secret_file.write_text(secret)
+        if source == "--secret-file":
+            args += ["--secret-file", str(secret_file)]
+        elif source == "the config file":
+            config = Path(env["XDG_CONFIG_HOME"]) / "memfs" / "config.toml"
+            config.parent.mkdir(parents=True)
+            config.write_text(f'secret-file = "{secret_file}"\n')
+        else:
+            env[source] = secret
+    r = mounter.memfs(*args, env=env)
+    assert r.returncode == 0, r.stderr
+    (path / "note.md").write_text("written on a worker host")
+    mounter.sync(path)
+    with server.http() as http:
+        versions = http.get(f"/v1/memory_stores/{store_id}/memory_versions").json()["data"]
+    assert [v["created_by"] for v in versions] == [
+        {"type": "session_actor", "session_id": session["id"]}
+    ]
+    said = r.stdout + r.stderr
+    assert WRONG_KEY not in said and session["sessions_token"] not in said
+
+
+def _session_of(server: ServerProcess, store_id: str, path: Path) -> dict:
+    """A session of `server` holding `store_id` read-write, mounted at `path`."""
+    resource = {"type": "memory_store", "memory_store_id": store_id, "mount_path": str(path)}
+    with server.http() as http:
+        r = http.post(
+            "/v1/sessions",
+            json={"resources": [resource]},
+            headers={"anthropic-beta": "managed-agents-2026-04-01"},
+        )
+    r.raise_for_status()
+    return r.json()

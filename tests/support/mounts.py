@@ -153,7 +153,14 @@ class Mounter:
         return pids
 
     def cleanup(self) -> None:
-        # Only this mounter's mounts: `--all` would also clean other tests' stale mounts.
+        # The session followers of `memfs mount --daemon --work-item` first, so
+        # that none mounts anything again; `memfs unmount --all` would stop them,
+        # but it would also clean other tests' stale mounts.
+        with contextlib.suppress(Exception):
+            from memfs.supervisor import stop_daemon_followers
+
+            stop_daemon_followers(str(self.runtime_dir))
+        # Only this mounter's mounts.
         mine = memfs_mounts_under(self.tmp)
         if mine:
             with contextlib.suppress(Exception):

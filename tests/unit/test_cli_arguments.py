@@ -85,3 +85,28 @@ def test_full_flag_names_still_work(tmp_path):
         2,
         "memfs: no store to mount: give --store ID or --resources FILE\n",
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "sentence"),
+    [
+        (
+            ["--work-item", "-", "--session", "sesn_x"],
+            "give --work-item or --session, not both: the work item names its session",
+        ),
+        (
+            ["--store", "memstore_x", "--work-item", "-"],
+            "--store and --resources name the stores, --work-item and --session take them "
+            "from a session: give one or the other",
+        ),
+        (["--work-item", "/no/such/work-item.json"], "cannot read the work item file"),
+        (["--work-item", "-"], "the work item on standard input is empty"),
+        (["--session", "sesn_x"], "session sesn_x's stores cannot be read without"),
+        (["--session", "../x"], "argument --session: '../x' is not a session id"),
+    ],
+)
+def test_a_work_item_or_session_that_cannot_be_used_is_one_sentence(argv, sentence, tmp_path):
+    r = _memfs("mount", *argv, tmp=tmp_path)
+    assert r.returncode == 2, r.stderr
+    (line,) = r.stderr.splitlines()
+    assert line.startswith(f"memfs: {sentence}"), line

@@ -22,6 +22,8 @@ SAMPLES: dict[str, tuple[list[str], str, object, tuple[object, object, object]]]
     "metrics-addr": (["--metrics-addr", "127.0.0.1:9001"], "127.0.0.1:9002", "127.0.0.1:9003",
                      ("127.0.0.1:9001", "127.0.0.1:9002", "127.0.0.1:9003")),
     "resources": (["--resources", "/f.json"], "/e.json", "/t.json", ("/f.json", "/e.json", "/t.json")),
+    "work-item": (["--work-item", "/f.json"], "/e.json", "/t.json", ("/f.json", "/e.json", "/t.json")),
+    "session": (["--session", "sesn_f"], "sesn_e", "sesn_t", ("sesn_f", "sesn_e", "sesn_t")),
     "root": (["--root", "/f"], "/e", "/t", ("/f", "/e", "/t")),
     "api-url": (["--api-url", "http://f"], "http://e", "http://t", ("http://f", "http://e", "http://t")),
     "token-file": (["--token-file", "/f"], "/e", "/t", ("/f", "/e", "/t")),
@@ -94,6 +96,17 @@ def test_store_and_resources_come_from_one_source(tmp_path):
     assert (args.store, args.resources) == (["memstore_e"], None)
     args = _settle(["--resources", "/f.json"], {"MEMFS_STORE": "memstore_e"}, None, tmp_path)
     assert (args.store, args.resources) == ([], "/f.json")
+
+
+def test_a_work_item_or_a_session_names_the_stores_as_store_and_resources_do(tmp_path):
+    """They are one setting with `store` and `resources`: the strongest source
+    that names stores at all wins, the weaker ones count for nothing."""
+    args = _settle(["--work-item", "-"], {"MEMFS_STORE": "memstore_e"}, None, tmp_path)
+    assert (args.work_item, args.store, args.session) == ("-", [], None)
+    args = _settle([], {"MEMFS_SESSION": "sesn_e"}, 'store = ["memstore_t"]\n', tmp_path)
+    assert (args.session, args.store) == ("sesn_e", [])
+    args = _settle(["--store", "memstore_f"], {"MEMFS_WORK_ITEM": "/w.json"}, None, tmp_path)
+    assert (args.store, args.work_item) == (["memstore_f"], None)
 
 
 def test_minus_v_is_a_flag_and_wins_over_the_variable(tmp_path):

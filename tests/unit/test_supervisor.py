@@ -338,14 +338,20 @@ def test_text_that_is_not_base64_json_is_not_a_secret(text):
 
 
 def test_credential_sources_in_their_order_of_precedence(tmp_path: Path):
-    """Flags, then MEMFS_*, then the SDKs' ANTHROPIC_*: take the winner away
-    and the next one speaks. API keys travel as x-api-key, everything else
-    (sessions tokens above all) as a bearer token."""
+    """Flags, then the work item's secret, then MEMFS_*, then the SDKs'
+    ANTHROPIC_*: take the winner away and the next one speaks. API keys travel
+    as x-api-key, everything else (sessions tokens above all) as a bearer
+    token. The host's own ANTHROPIC_API_KEY and ANTHROPIC_AUTH_TOKEN speak
+    only once no work item secret is left anywhere."""
     token_file = tmp_path / "token"
     token_file.write_text("file-token\n")
     secret_file = tmp_path / "secret"
     secret_file.write_text(_secret({"sessions_token": "file-secret"}))
-    flags = {"token_file": str(token_file), "secret_file": str(secret_file)}
+    flags = {
+        "token_file": str(token_file),
+        "secret_file": str(secret_file),
+        "work_item_secret": _secret({"sessions_token": "work-item-secret"}),
+    }
     env = {
         "MEMFS_TOKEN": "memfs-token",
         "MEMFS_WORK_ITEM_SECRET": _secret({"sessions_token": "memfs-secret"}),
@@ -356,11 +362,12 @@ def test_credential_sources_in_their_order_of_precedence(tmp_path: Path):
     expected = [
         ("token_file", "file-token", "bearer"),
         ("secret_file", "file-secret", "bearer"),
+        ("work_item_secret", "work-item-secret", "bearer"),
         ("MEMFS_TOKEN", "memfs-token", "bearer"),
         ("MEMFS_WORK_ITEM_SECRET", "memfs-secret", "bearer"),
+        ("ANTHROPIC_WORK_SECRET", "sk-ant-api-session", "bearer"),
         ("ANTHROPIC_API_KEY", "api-key-of-any-shape", "x-api-key"),
         ("ANTHROPIC_AUTH_TOKEN", "sk-ant-api-but-an-auth-token", "bearer"),
-        ("ANTHROPIC_WORK_SECRET", "sk-ant-api-session", "bearer"),
     ]
     for source, token, auth in expected:
         creds = resolve_credentials(api_url=None, env=env, **flags)
@@ -374,6 +381,48 @@ def test_credential_sources_in_their_order_of_precedence(tmp_path: Path):
     blank = {"MEMFS_TOKEN": " ", "ANTHROPIC_API_KEY": "", "ANTHROPIC_AUTH_TOKEN": "tok"}
     creds = resolve_credentials(api_url=None, token_file=None, secret_file=None, env=blank)
     assert (creds.token, creds.auth) == ("tok", "bearer")
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "secret_file",
+        "work_item_secret",
+        "MEMFS_WORK_ITEM_SECRET",
+        "ANTHROPIC_WORK_SECRET",
+        "config",
+    ],
+)
+def test_with_a_work_item_secret_the_hosts_own_sdk_credentials_are_never_used(
+    tmp_path: Path, where
+):
+    """A worker host exports ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN for its
+    own client; a secret from any source makes its sessions token the
+    credential, even one ranked after them (the config file's secret-file).
+    A token given to memfs itself (MEMFS_TOKEN) keeps its rank."""
+    from memfs.supervisor import ConfigFallback
+
+    secret = _secret({"sessions_token": "the-sessions-token"})
+    secret_file = tmp_path / "secret"
+    secret_file.write_text(secret)
+    host = {"ANTHROPIC_API_KEY": "sk-ant-api03-wrong", "ANTHROPIC_AUTH_TOKEN": "wrong"}
+    kwargs: dict = {}
+    env = dict(host)
+    if where == "secret_file":
+        kwargs["secret_file"] = str(secret_file)
+    elif where == "work_item_secret":
+        kwargs["work_item_secret"] = secret
+    elif where == "config":
+        kwargs["fallback"] = ConfigFallback(secret_file=str(secret_file), where="config.toml")
+    else:
+        env[where] = secret
+    creds = resolve_credentials(api_url=None, env=env, **kwargs)
+    assert creds is not None
+    assert (creds.token, creds.auth) == ("the-sessions-token", "bearer")
+    creds = resolve_credentials(api_url=None, env={**env, "MEMFS_TOKEN": "mine"}, **kwargs)
+    assert creds is not None
+    expected = "the-sessions-token" if where in ("secret_file", "work_item_secret") else "mine"
+    assert creds.token == expected
 
 
 @pytest.mark.parametrize("where", ["token_file", "MEMFS_TOKEN"])

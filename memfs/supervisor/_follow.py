@@ -1,0 +1,634 @@
+"""Following a session while it runs: the stores attached to it or detached
+from it after memfs mounted its stores (`--work-item`, `--session`).
+
+A follower reads the session again (`GET /v1/sessions/{id}`: one request per
+session, whatever the number of its stores) at most once per
+`SESSION_CHECK_INTERVAL`, and compares its memory stores with those it has
+mounted: a store detached since is final-synced and unmounted first, then a
+store attached since is mounted at its path, with the same credentials and
+settings as the first ones. A store is the same store while its id, access,
+mount path and name stay the same; a change of any is a detach and an attach.
+
+Where it runs:
+
+- `memfs run` and a foreground `memfs mount`: a thread of the supervisor
+  process (`SessionFollower.start`), which starts and stops the store
+  processes through its `Supervisor` (`add`, `remove`). The supervisor stops
+  the follower, waiting for what it is doing, before any final sync.
+- `memfs mount --daemon`: a process of its own (`python -m
+  memfs.supervisor._followd`, `start_daemon_follower`), which gets the
+  session, its credentials and the settings as one line of JSON on stdin (so
+  the token is in no argv and no environment), starts store processes as a
+  daemon mount does, stops one as `memfs unmount` does, and runs until
+  SIGTERM: `memfs unmount --all` sends it (`stop_daemon_followers`).
+
+What a follower saw is in a file of the runtime folder,
+`session-<session id>-<key>.session` (the key a hash of the cache folder),
+rewritten whole after each check: the session, the follower's pid, when it
+last checked and checks next, its last error, and each store attached or
+detached (or that could not be mounted) with its time. `memfs status` shows
+it (`session_records`); the file goes when the follower ends.
+
+A check that fails (no answer, an error answer) is logged once, until a
+check succeeds again, and tried again at the next period: it never unmounts
+anything. So is a store listed that memfs cannot use (its id, its access or
+its path), and a store that cannot be mounted is logged once and tried again
+at each check while the session lists it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .._exceptions import MemfsError, MountError, StoreError, SyncError
+from .._private import ensure_private_dir
+from ..api import Resource, parse_resources
+from ..control import ControlClient, ErrorReply, StoreSpec, running_stores, runtime_dir
+from ._commands import GONE_TIMEOUT, _wait_gone
+from ._credentials import Credentials
+from ._specs import build_specs
+from ._supervisor import FinalSync, Supervisor
+
+log = logging.getLogger("memfs.supervisor")
+
+SESSION_CHECK_INTERVAL = 60.0
+"""Seconds between two reads of a followed session: at most one a minute."""
+CHECK_INTERVAL_ENV = "MEMFS_SESSION_CHECK_INTERVAL"
+"""For tests only: a shorter period than `SESSION_CHECK_INTERVAL`, in seconds."""
+MIN_CHECK_INTERVAL = 0.1
+SESSION_FILE_SUFFIX = ".session"
+MAX_EVENTS = 200
+"""Events a session's file keeps (the oldest go first)."""
+CHECK_TIMEOUT = 15.0
+CHECK_RETRIES = 2
+FOLLOWER_MODULE = "memfs.supervisor._followd"
+"""The daemon follower's program: its own module, which the package does not import."""
+
+Announce = Callable[[str, bool], None]
+"""Where a follower tells a person what it did: a line, and whether it is a
+problem (a file a final sync left behind) rather than news."""
+
+
+def check_interval(env: Mapping[str, str] | None = None) -> float:
+    """`SESSION_CHECK_INTERVAL`, or the shorter one a test set in
+    `MEMFS_SESSION_CHECK_INTERVAL` (a bad value counts as unset)."""
+    raw = (os.environ if env is None else env).get(CHECK_INTERVAL_ENV, "").strip()
+    try:
+        value = float(raw)
+    except ValueError:
+        return SESSION_CHECK_INTERVAL
+    return max(MIN_CHECK_INTERVAL, value) if value == value else SESSION_CHECK_INTERVAL
+
+
+def _resource_key(r: Resource) -> tuple[str, str, str, str]:
+    """What makes a store of the session the same store for the follower."""
+    return (r.memory_store_id, r.access, r.mount_path or "", r.name or "")
+
+
+def _access(read_only: bool) -> str:
+    return "read-only" if read_only else "read-write"
+
+
+@dataclass(frozen=True)
+class FollowedStore:
+    """A store the follower holds mounted: which, where, how."""
+
+    resource: Resource
+    store_id: str
+    mount_path: str
+    read_only: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "resource": asdict(self.resource),
+            "store_id": self.store_id,
+            "mount_path": self.mount_path,
+            "read_only": self.read_only,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> FollowedStore:
+        return cls(Resource(**d["resource"]), d["store_id"], d["mount_path"], d["read_only"])
+
+
+@dataclass
+class SessionToFollow:
+    """A session whose stores are mounted, and what a follower needs to mount
+    more of them: the credentials, the settings every spec is built with
+    (`build_specs`' keyword arguments) and the stores mounted at the start."""
+
+    session_id: str
+    creds: Credentials = field(repr=False)
+    spec_settings: dict[str, Any]
+    mounted: list[FollowedStore] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """For the daemon follower's stdin only: it holds the token."""
+        return {
+            "session_id": self.session_id,
+            "creds": {
+                "api_url": self.creds.api_url,
+                "token": self.creds.token,
+                "auth": self.creds.auth,
+                "source": self.creds.source,
+            },
+            "spec_settings": self.spec_settings,
+            "mounted": [m.to_json() for m in self.mounted],
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> SessionToFollow:
+        return cls(
+            session_id=d["session_id"],
+            creds=Credentials(**d["creds"]),
+            spec_settings=dict(d["spec_settings"]),
+            mounted=[FollowedStore.from_json(m) for m in d["mounted"]],
+        )
+
+
+def _as_resource_json(r: Any) -> dict[str, Any]:
+    """A session's store (`memfs.api.SessionResource`) as `parse_resources` reads it."""
+    return {
+        "type": "memory_store",
+        "memory_store_id": r.memory_store_id,
+        "access": r.access,
+        "name": r.name,
+        "description": r.description,
+        "mount_path": r.mount_path,
+    }
+
+
+async def _session_stores(
+    creds: Credentials, session_id: str, *, retries: int, timeout: float
+) -> list[dict[str, Any]]:
+    from ..client import StoreClient
+
+    async with StoreClient(
+        creds.api_url, creds.token, auth=creds.auth, max_retries=retries, timeout=timeout
+    ) as client:
+        session = await client.get_session(session_id)
+    return [_as_resource_json(r) for r in session.memory_stores]
+
+
+def read_session_stores(
+    creds: Credentials, session_id: str, *, retries: int = 3, timeout: float = 30.0
+) -> list[dict[str, Any]]:
+    """The memory stores of the session, as its resources list them (JSON
+    objects for `parse_resources`); StoreError when it cannot be read."""
+    import trio
+
+    return trio.run(lambda: _session_stores(creds, session_id, retries=retries, timeout=timeout))
+
+
+def fetch_session_resources(creds: Credentials, session_id: str) -> list[Resource]:
+    """The session's memory stores, checked as a resources file is; MountError
+    with one sentence when the session cannot be read."""
+    try:
+        stores = read_session_stores(creds, session_id)
+    except StoreError as e:
+        raise MountError(f"cannot read session {session_id} at {creds.api_url}: {e}")
+    return parse_resources(stores)
+
+
+# ---------------------------------------------------------------- the session's file
+
+
+def _session_file(runtime_dir: str, session_id: str, cache_dir: str) -> str:
+    key = hashlib.sha256(os.fsencode(os.path.realpath(cache_dir))).hexdigest()[:12]
+    return os.path.join(runtime_dir, f"session-{session_id}-{key}{SESSION_FILE_SUFFIX}")
+
+
+@dataclass
+class SessionEvent:
+    """A store attached to the session or detached from it while followed
+    (or one that could not be mounted: `not_mounted`)."""
+
+    at: float
+    event: str
+    """`attached`, `detached` or `not_mounted`."""
+    store_id: str
+    mount_path: str
+    access: str
+    """`read_write` or `read_only`."""
+    detail: str | None = None
+    """What came of it: the final sync of a detached store, why one was not mounted."""
+    not_uploaded: list[str] = field(default_factory=list)
+    """Files the final sync of a detached store left in the cache."""
+
+
+@dataclass
+class SessionRecord:
+    """What a session's file says: `memfs status` prints it."""
+
+    session_id: str
+    pid: int
+    daemon: bool
+    started_at: float
+    checked_at: float | None = None
+    next_check_at: float | None = None
+    last_error: str | None = None
+    events: list[SessionEvent] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Any) -> SessionRecord:
+        if not isinstance(data, dict):
+            raise ValueError("a session file holds a JSON object")
+        events = [SessionEvent(**e) for e in data.get("events", [])]
+        fields = {f.name for f in dataclasses.fields(cls)} - {"events"}
+        return cls(**{k: v for k, v in data.items() if k in fields}, events=events)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True
+
+
+def session_records(folder: str | None = None) -> list[SessionRecord]:
+    """Every followed session of this machine whose follower is alive, by
+    the files in the runtime folder (default `runtime_dir()`)."""
+    folder = runtime_dir() if folder is None else folder
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    records = []
+    for name in names:
+        if not name.endswith(SESSION_FILE_SUFFIX):
+            continue
+        try:
+            with open(os.path.join(folder, name), "rb") as f:
+                record = SessionRecord.from_json(json.loads(f.read()))
+        except (OSError, ValueError, TypeError):
+            continue
+        if _alive(record.pid):
+            records.append(record)
+    return records
+
+
+def _is_follower_process(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return FOLLOWER_MODULE.encode() in f.read()
+    except OSError:
+        return False
+
+
+def stop_daemon_followers(folder: str | None = None, timeout: float = 10.0) -> list[str]:
+    """End every daemon follower (of `memfs mount --daemon`), so that none
+    mounts a store attached later; the ids of their sessions. Their mounts
+    stay: `memfs unmount --all` stops them next."""
+    stopped = []
+    for record in session_records(folder):
+        if not record.daemon or not _is_follower_process(record.pid):
+            continue
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(record.pid, signal.SIGTERM)
+        _wait_gone(record.pid, timeout)
+        stopped.append(record.session_id)
+    return stopped
+
+
+# ---------------------------------------------------------------- the follower
+
+
+class SessionFollower:
+    """Keeps the stores of one session mounted as the session lists them."""
+
+    def __init__(
+        self,
+        session: SessionToFollow,
+        supervisor: Supervisor,
+        *,
+        daemon: bool = False,
+        announce: Announce | None = None,
+        interval: float | None = None,
+    ) -> None:
+        self.session = session
+        self.supervisor = supervisor
+        self.daemon = daemon
+        self.announce: Announce = announce or (lambda line, problem: None)
+        self.interval = check_interval() if interval is None else interval
+        self.mounted: dict[tuple[str, str, str, str], FollowedStore] = {
+            _resource_key(m.resource): m for m in session.mounted
+        }
+        self.runtime_dir = runtime_dir()
+        self.path = _session_file(
+            self.runtime_dir, session.session_id, session.spec_settings["cache_dir"]
+        )
+        self.record = SessionRecord(session.session_id, os.getpid(), daemon, time.time())
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._failing: str | None = None
+        """The failure of the last check, logged once until a check succeeds."""
+        self._refused: dict[tuple[str, str, str, str], str] = {}
+        """Stores listed that could not be mounted, and why (each logged once)."""
+        self._refused_items: set[str] = set()
+
+    # -------------------------------------------------------------- the file
+
+    def write_record(self) -> None:
+        """The session's file, rewritten whole (a temporary file renamed over it)."""
+        ensure_private_dir(self.runtime_dir, "runtime folder")
+        tmp = self.path + ".tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(self.record.to_json()))
+        os.replace(tmp, self.path)
+
+    def remove_record(self) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
+
+    def _event(self, event: SessionEvent) -> None:
+        self.record.events.append(event)
+        del self.record.events[:-MAX_EVENTS]
+
+    # -------------------------------------------------------------- running
+
+    def start(self) -> None:
+        """Follow the session from a thread of its own; the supervisor stops
+        it (`stop`) before its stores stop."""
+        self.write_record()
+        self.supervisor.follower = self
+        self._thread = threading.Thread(target=self._run, name="session-follower", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop following and wait for what the follower is doing (a check, a
+        mount, a final sync) to finish; its file goes."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+        self.supervisor.follower = None
+        self.remove_record()
+
+    def stop_soon(self) -> None:
+        """Ask the follower to stop after what it is doing (a signal handler may call it)."""
+        self._stop.set()
+
+    def run_until_stopped(self) -> None:
+        """Follow the session in this thread until `stop` (the daemon follower)."""
+        self.write_record()
+        try:
+            self._run()
+        finally:
+            self.remove_record()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.check()
+            except Exception:
+                log.exception(
+                    "following session %s failed unexpectedly",
+                    self.session.session_id,
+                    extra={"event": "session_follow_bug"},
+                )
+
+    # -------------------------------------------------------------- one check
+
+    def check(self) -> None:
+        """Read the session once; unmount what was detached, mount what was attached."""
+        sid = self.session.session_id
+        now = time.time()
+        self.record.checked_at = now
+        self.record.next_check_at = now + self.interval
+        try:
+            listed = read_session_stores(
+                self.session.creds, sid, retries=CHECK_RETRIES, timeout=CHECK_TIMEOUT
+            )
+        except StoreError as e:
+            # The kind of failure, not its text: each answer has its own request id.
+            kind = f"{type(e).__name__} {getattr(e, 'status', '')}"
+            self.record.last_error = f"cannot read session {sid}: {e}"
+            if self._failing != kind:
+                log.warning(
+                    "cannot read session %s: %s; trying again in %g s, the mounts stay",
+                    sid,
+                    e,
+                    self.interval,
+                    extra={"event": "session_check_failed"},
+                )
+            self._failing = kind
+            self.write_record()
+            return
+        if self._failing is not None:
+            log.info("session %s can be read again", sid, extra={"event": "session_check_ok"})
+        self._failing = None
+        self.record.last_error = None
+        wanted = self._usable(listed)
+        for key in [k for k in self.mounted if k not in wanted]:
+            if self._stop.is_set():
+                break
+            self._detach(self.mounted.pop(key))
+        for key, resource in wanted.items():
+            if self._stop.is_set():
+                break
+            if key not in self.mounted:
+                self._attach(key, resource)
+        for key in [k for k in self._refused if k not in wanted]:
+            del self._refused[key]
+        self.write_record()
+
+    def _usable(self, listed: list[dict[str, Any]]) -> dict[tuple[str, str, str, str], Resource]:
+        """The stores listed, by key; one memfs cannot use is logged (once) and left out."""
+        out: dict[tuple[str, str, str, str], Resource] = {}
+        for item in listed:
+            try:
+                (resource,) = parse_resources([item])
+            except MemfsError as e:
+                shown = str(item.get("memory_store_id"))[:80]
+                if shown not in self._refused_items:
+                    log.warning(
+                        "session %s lists a store memfs cannot use: %s",
+                        self.session.session_id,
+                        str(e).replace("resources[0]", f"the store {shown!r}"),
+                        extra={"event": "session_store_refused"},
+                    )
+                    self._refused_items.add(shown)
+                continue
+            out[_resource_key(resource)] = resource
+        return out
+
+    def _attach(self, key: tuple[str, str, str, str], resource: Resource) -> None:
+        sid = self.session.session_id
+        try:
+            (spec,) = build_specs([resource], self.session.creds, **self.session.spec_settings)
+            self._check_free(spec)
+            self.supervisor.add(spec)
+        except MemfsError as e:
+            reason = str(e)
+            if self._refused.get(key) != reason:
+                log.error(
+                    "cannot mount store %s, attached to session %s: %s",
+                    resource.memory_store_id,
+                    sid,
+                    reason,
+                    extra={"event": "session_attach_failed", "store_id": resource.memory_store_id},
+                )
+                self._event(
+                    SessionEvent(
+                        time.time(),
+                        "not_mounted",
+                        resource.memory_store_id,
+                        resource.mount_path or "",
+                        resource.access,
+                        reason,
+                    )
+                )
+            self._refused[key] = reason
+            return
+        self._refused.pop(key, None)
+        store = FollowedStore(resource, spec.store_id, spec.mount_path, spec.read_only)
+        self.mounted[key] = store
+        self._event(
+            SessionEvent(time.time(), "attached", spec.store_id, spec.mount_path, resource.access)
+        )
+        log.info(
+            "store %s was attached to session %s: mounted at %s (%s)",
+            spec.store_id,
+            sid,
+            spec.mount_path,
+            _access(spec.read_only),
+            extra={"event": "session_store_attached", "store_id": spec.store_id},
+        )
+        self.announce(
+            f"mounted {spec.store_id} at {spec.mount_path} ({_access(spec.read_only)}), "
+            f"attached to session {sid}",
+            False,
+        )
+
+    def _check_free(self, spec: StoreSpec) -> None:
+        for other in self.mounted.values():
+            if other.mount_path == spec.mount_path:
+                raise MountError(f"store {other.store_id} is mounted at {spec.mount_path} already")
+            if other.store_id == spec.store_id:
+                raise MountError(f"store {spec.store_id} is mounted at {other.mount_path} already")
+
+    def _detach(self, store: FollowedStore) -> None:
+        sid = self.session.session_id
+        result = self._unmount(store)
+        if result.failure is not None:
+            detail = f"its final sync could not be confirmed: {result.failure}"
+        elif result.not_uploaded:
+            n = len(result.not_uploaded)
+            detail = (
+                f"its final sync left {n} file{'s' if n != 1 else ''} behind, "
+                "kept in the cache for its next mount"
+            )
+        else:
+            detail = "final sync done, nothing left to upload"
+        self._event(
+            SessionEvent(
+                time.time(),
+                "detached",
+                store.store_id,
+                store.mount_path,
+                store.resource.access,
+                detail,
+                list(result.not_uploaded),
+            )
+        )
+        if result.ok:
+            log.info(
+                "store %s was detached from session %s: %s; unmounted %s",
+                store.store_id,
+                sid,
+                detail,
+                store.mount_path,
+                extra={"event": "session_store_detached", "store_id": store.store_id},
+            )
+        else:
+            log.warning(
+                "store %s was detached from session %s: %s; unmounted %s",
+                store.store_id,
+                sid,
+                detail,
+                store.mount_path,
+                extra={"event": "session_detach_left", "store_id": store.store_id},
+            )
+        for path in result.not_uploaded:
+            self.announce(f"not uploaded from {store.mount_path}: {path}", True)
+        self.announce(
+            f"unmounted {store.mount_path}, detached from session {sid} ({detail})",
+            not result.ok,
+        )
+
+    def _unmount(self, store: FollowedStore) -> FinalSync:
+        """The final sync and unmount of a store: through the supervisor when
+        it started the store, else over the store's control socket as `memfs
+        unmount` does (the daemon follower's first stores)."""
+        result = self.supervisor.remove(store.mount_path)
+        if result is not None:
+            return result
+        spec = StoreSpec(
+            store.store_id,
+            store.mount_path,
+            self.session.creds.api_url,
+            "",
+            self.session.spec_settings["cache_dir"],
+            self.runtime_dir,
+        )
+        for state in running_stores(self.runtime_dir):
+            if state.store_id != store.store_id or state.mount_path != store.mount_path:
+                continue
+            timeout = float(self.session.spec_settings["final_sync_timeout"]) + 30.0
+            try:
+                reply = ControlClient(state).stop(timeout=timeout)
+            except SyncError as e:
+                return FinalSync(spec, failure=str(e))
+            _wait_gone(state.pid, GONE_TIMEOUT)
+            if isinstance(reply, ErrorReply):
+                return FinalSync(spec, failure=reply.error)
+            return FinalSync(spec, not_uploaded=list(reply.not_uploaded))
+        return FinalSync(spec, failure="it was no longer mounted")
+
+
+# ---------------------------------------------------------------- the daemon follower
+
+
+def start_daemon_follower(
+    session: SessionToFollow, *, log_level: str, log_format: str, interval: float | None = None
+) -> int:
+    """Start the follower of a `--daemon` mount, a process of its own, and
+    wait until it follows; its pid. MountError when it could not start."""
+    from .._children import child_env, start_process
+
+    cache_dir = session.spec_settings["cache_dir"]
+    stderr = Supervisor._daemon_log(cache_dir, f"session-{session.session_id}.log")
+    env = {**child_env(), "MEMFS_LOG_LEVEL": log_level, "MEMFS_LOG_FORMAT": log_format}
+    proc = start_process(FOLLOWER_MODULE, env, stderr)
+    assert proc.stdin is not None and proc.stdout is not None
+    launch = {
+        "session": session.to_json(),
+        "interval": check_interval() if interval is None else interval,
+    }
+    with contextlib.suppress(BrokenPipeError):
+        proc.stdin.write(json.dumps(launch) + "\n")
+        proc.stdin.close()
+    line = proc.stdout.readline()
+    proc.stdout.close()
+    if not line.startswith("READY"):
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        proc.wait()
+        cause = line[6:].strip() if line.startswith("ERROR ") else "its process exited"
+        raise MountError(f"cannot follow session {session.session_id}: {cause}")
+    return proc.pid
