@@ -157,6 +157,7 @@ class Supervisor:
     @staticmethod
     def _daemon_log(folder: str, name: str) -> TextIO:
         """A daemon's log file (its stderr), 0600 in a private folder."""
+        ensure_private_dir(folder, "cache folder", follow=True)
         return os.fdopen(open_log_file(os.path.join(folder, name), follow=True), "a")
 
     def start_all(self) -> None:

@@ -130,7 +130,8 @@ def test_a_work_item_secret_without_a_sessions_token_is_one_sentence(mounter, se
 
 def test_no_secret_shows_in_ps_a_store_process_its_log_or_status(mounter, server, tmp_path):
     store_id = server.create_store("secrets stay hidden")["id"]
-    work_secret = _secret_for(server, OTHER_TOKEN)
+    minted = session_token(server, store_id)
+    work_secret = _secret_for(server, minted)
     variables = {
         "ANTHROPIC_API_KEY": API_KEY,
         "ANTHROPIC_AUTH_TOKEN": SESSION_TOKEN,
@@ -145,7 +146,9 @@ def test_no_secret_shows_in_ps_a_store_process_its_log_or_status(mounter, server
     synced = mounter.sync(path)
     status = mounter.memfs("status", "--json", check=True)
 
-    values = [v.strip().encode() for v in (API_KEY, SESSION_TOKEN, OTHER_TOKEN, work_secret)]
+    values = [
+        v.strip().encode() for v in (API_KEY, SESSION_TOKEN, OTHER_TOKEN, minted, work_secret)
+    ]
     assert cmdlines_holding(values) == []
     (pid,) = mounter.store_pids()
     with open(f"/proc/{pid}/environ", "rb") as f:
@@ -158,7 +161,7 @@ def test_no_secret_shows_in_ps_a_store_process_its_log_or_status(mounter, server
     said = [r.stdout, r.stderr, synced.stdout, synced.stderr, status.stdout, status.stderr]
     for text in [log, *(s.encode() for s in said)]:
         assert not any(v in text for v in values)
-    assert _actors(server, store_id) == ["session_actor"]
+    assert _actors(server, store_id) == ["session_actor"]  # the secret's minted token
 
 
 def test_memfs_store_takes_the_same_sources(server):
