@@ -239,14 +239,26 @@ def render() -> str:
         if name in mounting:
             continue
         out += [f"### memfs {name}", "", _cell(sub.description or ""), "", *_flags_table(sub), ""]
-        for action_name, action_parser in _commands(sub).items():
-            table = _flags_table(action_parser, sub)
-            out += [f"#### memfs {name} {action_name}", "", _cell(action_parser.description or "")]
-            if len(table) > 2:
-                out += ["", f"The flags of `memfs {name}` above, and:", "", *table, ""]
-            else:
-                out += ["", f"The flags of `memfs {name}` above.", ""]
+        out += _actions(f"memfs {name}", sub, sub, level=4)
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _actions(
+    command: str, parser: argparse.ArgumentParser, top: argparse.ArgumentParser, level: int
+) -> list[str]:
+    """A section for each action of `parser` (and for theirs, one level
+    deeper), listing the flags it adds to those of `top`."""
+    out: list[str] = []
+    for action_name, action_parser in _commands(parser).items():
+        table = _flags_table(action_parser, top)
+        heading = "#" * level
+        out += [f"{heading} {command} {action_name}", "", _cell(action_parser.description or "")]
+        if len(table) > 2:
+            out += ["", f"The flags of `{top.prog}` above, and:", "", *table, ""]
+        else:
+            out += ["", f"The flags of `{top.prog}` above.", ""]
+        out += _actions(f"{command} {action_name}", action_parser, top, level + 1)
+    return out
 
 
 def main() -> int:

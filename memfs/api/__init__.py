@@ -3,9 +3,11 @@ so the two cannot drift apart. Nothing here does I/O.
 
 - `_paths`: path rules, slugs, the marker;
 - `_wire`: headers and limits, the wire's words (views, operations, actor
-  types) and the objects answers hold;
+  types) and the objects answers hold (stores, memories, versions,
+  sessions and their resources);
 - `_envelope`: the error envelope, and which exception each refusal is;
-- `_session`: what a session hands `memfs mount` (resources, the secret).
+- `_session`: what a session hands `memfs mount` (resources, the secret,
+  and the secret's encoding for `memfs store session create`).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from ._session import (
     MAX_STORES_PER_SESSION,
     Resource,
     WorkItemSecret,
+    encode_work_item_secret,
     parse_resources,
     parse_work_item_secret,
 )
@@ -51,13 +54,17 @@ from ._wire import (
     SERVE_DEFAULT_HOST,
     SERVE_DEFAULT_PORT,
     SERVE_TOKEN_ENV,
+    SESSIONS_BETA,
     ActorType,
     AuthHeader,
+    CreatedSession,
     Memory,
     MemoryPrefix,
     MemoryStore,
     MemoryVersion,
     Page,
+    Session,
+    SessionResource,
     VersionOperation,
     View,
     content_sha256,
@@ -81,20 +88,25 @@ __all__ = [
     "SERVE_DEFAULT_HOST",
     "SERVE_DEFAULT_PORT",
     "SERVE_TOKEN_ENV",
+    "SESSIONS_BETA",
     "STATUS_ERRORS_BY_STATUS",
     "STATUS_ERRORS_BY_TYPE",
     "ActorType",
+    "CreatedSession",
     "Memory",
     "MemoryPrefix",
     "MemoryStore",
     "MemoryVersion",
     "Page",
     "Resource",
+    "Session",
+    "SessionResource",
     "VersionOperation",
     "View",
     "WorkItemSecret",
     "check_name",
     "content_sha256",
+    "encode_work_item_secret",
     "error_class",
     "error_envelope",
     "is_ancestor",

@@ -117,3 +117,16 @@ def parse_resources(obj: Any) -> list[Resource]:
             )
         )
     return out
+
+
+def encode_work_item_secret(sessions_token: str, api_base_url: str | None = None) -> str:
+    """A work item secret `parse_work_item_secret` reads back: URL-safe base64
+    (unpadded) of `{"sessions_token": ..., "api_base_url": ...}`, as
+    `memfs store session create` hands one to a worker."""
+    if not sessions_token.strip():
+        raise ValueError("a work item secret needs a sessions token")
+    payload: dict[str, str] = {"sessions_token": sessions_token}
+    if api_base_url:
+        payload["api_base_url"] = api_base_url
+    raw = json.dumps(payload, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")

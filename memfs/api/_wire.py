@@ -13,12 +13,16 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Generic, Literal, TypeVar
 
+from ._session import ACCESS_READ_ONLY, ACCESS_READ_WRITE, Resource
+
 AuthHeader = Literal["bearer", "x-api-key"]
 """The header a token travels in: `Authorization: Bearer` or `x-api-key`."""
 
 ANTHROPIC_VERSION = "2023-06-01"
 BETA = "agent-memory-2026-07-22"
 OLD_BETA = "managed-agents-2026-04-01"
+SESSIONS_BETA = OLD_BETA
+"""The beta the session endpoints (`/v1/sessions...`) carry: the Managed Agents one."""
 DEFAULT_API_URL = "https://api.anthropic.com"
 SERVE_DEFAULT_HOST = "127.0.0.1"
 SERVE_DEFAULT_PORT = 8377
@@ -161,3 +165,120 @@ T = TypeVar("T")
 class Page(Generic[T]):
     data: list[T]
     next_page: str | None = None
+
+
+@dataclass(frozen=True)
+class SessionResource:
+    """One entry of a session's `resources`, as `GET /v1/sessions/{id}/resources`
+    answers it. Only `type` is always there: a `memory_store` resource has
+    `memory_store_id` and `access` (None: read-write); other types (files,
+    repositories) keep their `id` and `type` and nothing else memfs reads.
+    `id` is what `DELETE /v1/sessions/{id}/resources/{resource_id}` takes
+    (`memfs serve` takes the store's id there too)."""
+
+    type: str
+    id: str | None = None
+    memory_store_id: str | None = None
+    access: str | None = None
+    name: str | None = None
+    description: str | None = None
+    instructions: str | None = None
+    mount_path: str | None = None
+    created_at: str = ""
+    updated_at: str = ""
+
+    @property
+    def is_memory_store(self) -> bool:
+        return self.type == "memory_store" and bool(self.memory_store_id)
+
+    @property
+    def read_only(self) -> bool:
+        return self.access == ACCESS_READ_ONLY
+
+    def as_resource(self) -> Resource:
+        """The entry `memfs mount` takes for this store (`memfs.api.Resource`);
+        ValueError for a resource that is not a memory store."""
+        if not self.is_memory_store or self.memory_store_id is None:
+            raise ValueError(f"session resource {self.id or '?'} is a {self.type}, not a store")
+        return Resource(
+            memory_store_id=self.memory_store_id,
+            access=self.access or ACCESS_READ_WRITE,
+            name=self.name or None,
+            description=self.description or "",
+            mount_path=self.mount_path or None,
+        )
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> SessionResource:
+        def text(key: str) -> str | None:
+            value = d.get(key)
+            return value if isinstance(value, str) else None
+
+        return cls(
+            type=str(d.get("type") or ""),
+            id=text("id"),
+            memory_store_id=text("memory_store_id"),
+            access=text("access"),
+            name=text("name"),
+            description=text("description"),
+            instructions=text("instructions"),
+            mount_path=text("mount_path"),
+            created_at=text("created_at") or "",
+            updated_at=text("updated_at") or "",
+        )
+
+
+@dataclass(frozen=True)
+class Session:
+    """A session as `GET /v1/sessions/{id}` answers it: the fields memfs
+    reads (the SDK's `BetaManagedAgentsSession` has more: the agent, usage,
+    stats, which memfs has no use for)."""
+
+    id: str
+    status: str = ""
+    resources: list[SessionResource] = field(default_factory=list)
+    environment_id: str = ""
+    title: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+    created_at: str = ""
+    updated_at: str = ""
+    archived_at: str | None = None
+    type: str = "session"
+
+    @property
+    def memory_stores(self) -> list[SessionResource]:
+        """The resources that are memory stores, in the session's order."""
+        return [r for r in self.resources if r.is_memory_store]
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Session:
+        resources = d.get("resources")
+        return cls(
+            id=d["id"],
+            status=str(d.get("status") or ""),
+            resources=[
+                SessionResource.from_json(r)
+                for r in (resources if isinstance(resources, list) else [])
+                if isinstance(r, dict)
+            ],
+            environment_id=str(d.get("environment_id") or ""),
+            title=d.get("title") if isinstance(d.get("title"), str) else None,
+            metadata=dict(d.get("metadata") or {}),
+            created_at=d.get("created_at", ""),
+            updated_at=d.get("updated_at", ""),
+            archived_at=d.get("archived_at"),
+        )
+
+
+@dataclass(frozen=True)
+class CreatedSession:
+    """What `POST /v1/sessions` on `memfs serve` answers: the session and the
+    sessions token it minted for it, which only this answer carries (the
+    hosted API hands it to a worker in the work item's secret instead).
+    The token is never shown by `repr()`."""
+
+    session: Session
+    sessions_token: str = field(repr=False)
+
+    def __repr__(self) -> str:
+        return f"CreatedSession(session={self.session!r}, sessions_token=<hidden>)"

@@ -7,6 +7,12 @@
     memfs store cat STORE_ID PATH                 the content, byte for byte
     memfs store rm STORE_ID PATH
     memfs store log STORE_ID [PATH]               time, operation, path, sha prefix
+    memfs store session create [--store ID[:read_only][=PATH]]...
+                                                  a work item JSON for the new session
+    memfs store session show SESSION_ID           its stores: resource, store, access, path
+    memfs store session attach SESSION_ID --store ID[:read_only][=PATH]
+    memfs store session detach SESSION_ID RESOURCE_ID|STORE_ID
+    memfs store session delete SESSION_ID         its sessions token stops working
 
 The API URL and the token come from the same places as `memfs mount`'s
 (`memfs.supervisor.resolve_credentials`): `--api-url`, `MEMFS_API_URL` or
@@ -15,6 +21,12 @@ The API URL and the token come from the same places as `memfs mount`'s
 `ANTHROPIC_AUTH_TOKEN`, never a flag, so `ps` cannot show it. A token that
 starts with `sk-ant-api` travels as x-api-key unless `--auth` says otherwise.
 Output is tab-separated lines, or JSON with `--json`.
+
+`session create` prints what a worker's poll hands it, one line of JSON:
+`{"id", "environment_id", "data": {"type": "session", "id"}, "secret"}`, the
+secret being base64 of `{"sessions_token", "api_base_url"}` (this server's
+URL), so `memfs run --work-item -` can take it on standard input. That line
+is the only place the sessions token appears: it is never logged.
 """
 
 from __future__ import annotations
@@ -23,10 +35,18 @@ import argparse
 import dataclasses
 import json
 import os
+import secrets
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ..api import MAX_CONTENT_BYTES, Memory, normalize_path, normalize_prefix
+from ..api import (
+    MAX_CONTENT_BYTES,
+    Memory,
+    SessionResource,
+    encode_work_item_secret,
+    normalize_path,
+    normalize_prefix,
+)
 from ._main import SecretOnCommandLine
 
 if TYPE_CHECKING:
@@ -116,6 +136,47 @@ def setup(p: argparse.ArgumentParser) -> None:
     a = action("log", "list versions, newest first: time, operation, path, sha")
     a.add_argument("store_id", metavar="STORE_ID")
     a.add_argument("path", nargs="?", default=None, metavar="PATH")
+
+    _setup_session(action("session", "sessions and their stores: create, show, attach, detach"))
+
+
+def _setup_session(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="session_command", metavar="ACTION", parser_class=type(p))
+    sub.required = True
+
+    def action(name: str, help_text: str) -> argparse.ArgumentParser:
+        a = sub.add_parser(name, help=help_text, description=help_text)
+        _add_connection_options(a, top=False)
+        return a
+
+    store_help = (
+        "a store of the session, read-write unless :read_only, mounted at PATH"
+        " (default /mnt/memory/<slug of its name>); repeatable, at most 8"
+    )
+    a = action("create", "create a session holding these stores and print its work item JSON")
+    a.add_argument(
+        "--store", action="append", default=[], metavar="ID[:read_only][=PATH]", help=store_help
+    )
+    a.add_argument(
+        "--environment-id", default=None, metavar="ENV", help="the session's environment_id"
+    )
+    a.add_argument("--title", default=None, help="the session's title")
+
+    a = action("show", "list a session's stores: resource id, store id, access, mount path")
+    a.add_argument("session_id", metavar="SESSION_ID")
+
+    a = action("attach", "attach a store to a running session")
+    a.add_argument("session_id", metavar="SESSION_ID")
+    a.add_argument(
+        "--store", required=True, metavar="ID[:read_only][=PATH]", help="the store to attach"
+    )
+
+    a = action("detach", "detach a store from a running session")
+    a.add_argument("session_id", metavar="SESSION_ID")
+    a.add_argument("resource_id", metavar="RESOURCE_ID|STORE_ID")
+
+    a = action("delete", "delete a session; its sessions token stops working")
+    a.add_argument("session_id", metavar="SESSION_ID")
 
 
 def _client(args: argparse.Namespace) -> StoreClient:
@@ -288,7 +349,73 @@ async def _log(client: StoreClient, args: argparse.Namespace) -> None:
         _out(f"{v.created_at}\t{v.operation}\t{shown_path}\t{sha}")
 
 
+def _resource_line(r: SessionResource) -> str:
+    store = r.memory_store_id or r.type
+    return f"{r.id or '-'}\t{store}\t{r.access or 'read_write'}\t{r.mount_path or '-'}"
+
+
+async def _session_create(client: StoreClient, args: argparse.Namespace) -> None:
+    from ..supervisor import parse_store_arg
+
+    created = await client.create_session(
+        [parse_store_arg(spec) for spec in args.store],
+        environment_id=args.environment_id,
+        title=args.title,
+    )
+    work_item = {
+        "id": "work_" + secrets.token_hex(12),
+        "environment_id": created.session.environment_id,
+        "data": {"type": "session", "id": created.session.id},
+        "secret": encode_work_item_secret(created.sessions_token, client.base_url),
+    }
+    _out(json.dumps(work_item))
+
+
+async def _session_show(client: StoreClient, args: argparse.Namespace) -> None:
+    session = await client.get_session(args.session_id)
+    resources = await client.list_session_resources(args.session_id)
+    if args.json:
+        _out_json(dataclasses.replace(session, resources=resources))
+        return
+    for r in resources:
+        _out(_resource_line(r))
+
+
+async def _session_attach(client: StoreClient, args: argparse.Namespace) -> None:
+    from ..supervisor import parse_store_arg
+
+    attached = await client.add_session_resource(args.session_id, parse_store_arg(args.store))
+    _out_json(attached) if args.json else _out("attached\t" + _resource_line(attached))
+
+
+async def _session_detach(client: StoreClient, args: argparse.Namespace) -> None:
+    await client.delete_session_resource(args.session_id, args.resource_id)
+    if args.json:
+        _out_json({"detached": args.resource_id, "session_id": args.session_id})
+    else:
+        _out(f"detached\t{args.resource_id}")
+
+
+async def _session_delete(client: StoreClient, args: argparse.Namespace) -> None:
+    await client.delete_session(args.session_id)
+    _out_json({"deleted": args.session_id}) if args.json else _out(f"deleted\t{args.session_id}")
+
+
+_SESSION_ACTIONS = {
+    "create": _session_create,
+    "show": _session_show,
+    "attach": _session_attach,
+    "detach": _session_detach,
+    "delete": _session_delete,
+}
+
+
+async def _session(client: StoreClient, args: argparse.Namespace) -> None:
+    await _SESSION_ACTIONS[args.session_command](client, args)
+
+
 _ACTIONS = {
+    "session": _session,
     "create": _create,
     "list": _list,
     "ls": _ls,
@@ -306,7 +433,9 @@ async def _main(args: argparse.Namespace) -> None:
             await _ACTIONS[args.store_command](client, args)
         except AuthenticationFailed:
             raise StoreError(f"the store at {client.base_url} refused the token (401)")
-        except PermissionDenied:
+        except PermissionDenied as e:
+            if args.store_command == "session":
+                raise StoreError(f"the token may not do this (403): {e.message}")
             raise StoreError("the token may not touch this store (403)")
         except NotFound as e:
             raise StoreError(f"not found: {e.message}")

@@ -6,7 +6,7 @@ anyio). What it promises:
 
 - Every request carries `anthropic-version`, `anthropic-beta`, the auth header
   and `user-agent: memfs/<version>`, and `?beta=true` on its URL, as the SDKs
-  send it. The token is never logged and never shown by `repr()`.
+  send it; session requests carry the Managed Agents beta (`_sessions`). The token is never logged and never shown by `repr()`.
 - One bounded connection pool per client; or any httpx transport given as
   `transport` (`httpx.ASGITransport` drives `memfs serve`'s app in-process).
 - Retries of what may be retried, with backoff and jitter, every attempt
@@ -30,6 +30,7 @@ from .._exceptions import ConfigError
 from ..api import ANTHROPIC_VERSION, BETA, AuthHeader
 from ._endpoints import MemoryEndpoints, StoreEndpoints, VersionEndpoints
 from ._sending import ClientStats, RetryPolicy, Sender
+from ._sessions import SessionEndpoints
 
 
 def _tls_for(base_url: str) -> ssl.SSLContext | bool:
@@ -41,7 +42,7 @@ def _tls_for(base_url: str) -> ssl.SSLContext | bool:
     return True
 
 
-class StoreClient(StoreEndpoints, MemoryEndpoints, VersionEndpoints):
+class StoreClient(StoreEndpoints, MemoryEndpoints, VersionEndpoints, SessionEndpoints):
     """Async client of the Memory Store API; use under trio.
 
     `async with StoreClient(url, token) as c:` or call `aclose()` when done.

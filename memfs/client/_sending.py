@@ -125,9 +125,13 @@ class Sender:
         *,
         params: dict[str, str] | None = None,
         json: Any = None,
+        headers: dict[str, str] | None = None,
     ) -> Any:
         """The decoded body of a successful answer; a StoreError otherwise."""
-        return self.decode(await self.exchange(operation, method, url, params=params, json=json))
+        answer = await self.exchange(
+            operation, method, url, params=params, json=json, headers=headers
+        )
+        return self.decode(answer)
 
     async def exchange(
         self,
@@ -137,8 +141,10 @@ class Sender:
         *,
         params: dict[str, str] | None = None,
         json: Any = None,
+        headers: dict[str, str] | None = None,
     ) -> Answer:
-        """Send one call, retrying what may be retried.
+        """Send one call, retrying what may be retried. `headers` are added to
+        (or replace) the client's own for this call.
 
         Returns the final answer (a success, an answer that is not retried, or
         the last retryable one once retries ran out); raises TransportError
@@ -149,7 +155,7 @@ class Sender:
         while True:
             try:
                 response = await self._attempt(
-                    operation, method, url, params, json, retry=attempt > 0
+                    operation, method, url, params, json, headers, retry=attempt > 0
                 )
             except (httpx.HTTPError, httpx.InvalidURL) as e:
                 if attempt >= self.policy.max_retries or isinstance(e, _NEVER_RETRIED):
@@ -173,6 +179,7 @@ class Sender:
         url: str,
         params: dict[str, str] | None,
         json: Any,
+        headers: dict[str, str] | None,
         *,
         retry: bool,
     ) -> httpx.Response:
@@ -183,7 +190,9 @@ class Sender:
         self.stats.by_method[method] += 1
         started = time.monotonic()
         try:
-            response = await self.http.request(method, url, params=params, json=json)
+            response = await self.http.request(
+                method, url, params=params, json=json, headers=headers
+            )
         except (httpx.HTTPError, httpx.InvalidURL):
             self.stats.by_status[0] += 1
             self.stats.by_outcome[(operation, "transport_error")] += 1

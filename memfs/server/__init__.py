@@ -5,11 +5,14 @@ hide each other in the contract tests.
 - `_serve`: running the server (socket, signals, the demo store);
 - `_http11`: HTTP/1.1 (h11 on trio) running the ASGI app;
 - `_app`: the routes, each one call to a table of the database;
+  `_session_routes` the session endpoints;
 - `_http`: request headers, query values and bodies; JSON answers;
-- `_auth`: tokens, grants, and the actor a change is recorded as;
-- `_db`: the database, made of `_sqlite` (the file, schema, clock and
-  transactions), `_stores`, `_memories` and `_versions` (one table each),
-  `_pages` (limits and cursors) and `_fields` (rules for request values).
+- `_auth`: tokens, grants, what a sessions token reaches, and the actor a
+  change is recorded as;
+- `_db`: the database, made of `_sqlite` (the file, schema and its
+  migration, clock and transactions), `_stores`, `_memories`, `_versions`
+  and `_sessions` (sessions with their resources and tokens), `_pages`
+  (limits and cursors) and `_fields` (rules for request values).
 """
 
 from __future__ import annotations

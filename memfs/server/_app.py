@@ -2,7 +2,8 @@
 
 Each endpoint checks the credentials and the beta headers, parses the
 request, calls one method of the `Database`'s tables (one SQLite transaction)
-and answers JSON. Every answer, success or error, carries a `request-id`
+and answers JSON. The store, memory and version endpoints are here; the
+session endpoints are `_session_routes`. Every answer, success or error, carries a `request-id`
 header; errors use the contract's envelope and never show a traceback.
 """
 
@@ -40,6 +41,7 @@ from ._http import (
     query_bool,
     query_choice,
 )
+from ._session_routes import SessionRoutes
 
 log = logging.getLogger("memfs.serve")
 
@@ -117,8 +119,12 @@ class MemoryStoreApp:
         ]
         self.routes = RouteTable()
         routes = []
-        for method, template, handler in table:
-            endpoint = self._endpoint(handler)
+        sessions = SessionRoutes(db)
+        for method, template, handler, of_sessions in [
+            *((*route, False) for route in table),
+            *((*route, True) for route in sessions.routes()),
+        ]:
+            endpoint = self._endpoint(handler, sessions=of_sessions)
             self.routes.add(method, template, endpoint)
             routes.append(Route(template, endpoint, methods=[method]))
         self.app = Starlette(
@@ -176,12 +182,18 @@ class MemoryStoreApp:
         )
         return error_response(ServerError("internal server error"), new_request_id())
 
-    def _endpoint(self, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    def _endpoint(
+        self, handler: Handler, *, sessions: bool = False
+    ) -> Callable[[Request], Awaitable[Response]]:
+        """The endpoint running `handler`; `sessions`: a session endpoint,
+        which carries the Managed Agents beta."""
+        lookup = self.db.sessions.grant_for
+
         async def endpoint(request: Request) -> Response:
             rid = new_request_id()
             try:
-                caller = authenticate(request.headers, self.tokens)
-                check_headers(request)
+                caller = authenticate(request.headers, self.tokens, lookup)
+                check_headers(request, sessions=sessions)
                 body = await handler(request, caller)
             except StatusError as e:
                 return error_response(e, rid)
@@ -200,6 +212,7 @@ class MemoryStoreApp:
     # -- stores --------------------------------------------------------------
 
     async def create_store(self, request: Request, caller: Caller) -> dict[str, Any]:
+        caller.check_not_session("create memory stores")
         if caller.allowed is not None:
             raise PermissionDenied(
                 "these credentials are limited to some stores and cannot create one"
@@ -207,6 +220,7 @@ class MemoryStoreApp:
         return self.db.stores.create(await json_body(request))
 
     async def list_stores(self, request: Request, caller: Caller) -> dict[str, Any]:
+        caller.check_not_session("list memory stores")
         q = request.query_params
         return self.db.stores.list(
             limit=q.get("limit"),
@@ -222,22 +236,25 @@ class MemoryStoreApp:
         return self.db.stores.get(sid)
 
     async def update_store(self, request: Request, caller: Caller) -> dict[str, Any]:
+        caller.check_not_session("change memory stores")
         sid = _store_of(request, caller)
         return self.db.stores.update(sid, await json_body(request))
 
     async def archive_store(self, request: Request, caller: Caller) -> dict[str, Any]:
+        caller.check_not_session("archive memory stores")
         sid = _store_of(request, caller)
         await json_body(request)
         return self.db.stores.archive(sid)
 
     async def delete_store(self, request: Request, caller: Caller) -> dict[str, Any]:
+        caller.check_not_session("delete memory stores")
         sid = _store_of(request, caller)
         return self.db.stores.delete(sid)
 
     # -- memories -----------------------------------------------------------
 
     async def create_memory(self, request: Request, caller: Caller) -> dict[str, Any]:
-        sid = _store_of(request, caller)
+        sid = _store_of(request, caller, write=True)
         full = full_view(request, View.BASIC)
         return self.db.memories.create(sid, await json_body(request), caller.actor, full)
 
@@ -265,13 +282,13 @@ class MemoryStoreApp:
         return self.db.memories.get(sid, request.path_params["mid"], full)
 
     async def update_memory(self, request: Request, caller: Caller) -> dict[str, Any]:
-        sid = _store_of(request, caller)
+        sid = _store_of(request, caller, write=True)
         full = full_view(request, View.BASIC)
         body = await json_body(request)
         return self.db.memories.update(sid, request.path_params["mid"], body, caller.actor, full)
 
     async def delete_memory(self, request: Request, caller: Caller) -> dict[str, Any]:
-        sid = _store_of(request, caller)
+        sid = _store_of(request, caller, write=True)
         expected = request.query_params.get("expected_content_sha256") or None
         return self.db.memories.delete(sid, request.path_params["mid"], expected, caller.actor)
 
@@ -299,13 +316,18 @@ class MemoryStoreApp:
         return self.db.versions.get(sid, request.path_params["vid"], full)
 
     async def redact_version(self, request: Request, caller: Caller) -> dict[str, Any]:
-        sid = _store_of(request, caller)
+        sid = _store_of(request, caller, write=True)
         await json_body(request)
         return self.db.versions.redact(sid, request.path_params["vid"], caller.actor)
 
 
-def _store_of(request: Request, caller: Caller) -> str:
-    """The store a request names, once the caller may touch it (else 403)."""
+def _store_of(request: Request, caller: Caller, *, write: bool = False) -> str:
+    """The store a request names, once the caller may touch it (else 403);
+    `write`: change its memories, which a session that attached it
+    read-only may not."""
     sid: str = request.path_params["sid"]
-    caller.check_store(sid)
+    if write:
+        caller.check_write(sid)
+    else:
+        caller.check_store(sid)
     return sid

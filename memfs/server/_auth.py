@@ -6,6 +6,11 @@ Tokens: each accepted token may be restricted to some stores, written
 and cannot create stores. A token written `user:NAME:TOKEN` (restricted or
 not) acts as a person: its changes are recorded as `user_actor` `user_NAME`
 whichever header carries it. No id recorded anywhere holds a token.
+
+Sessions tokens are minted by the server, one per session (`_sessions`),
+and taken as `Authorization: Bearer` only. One reaches the stores attached to
+its session now, writes only those attached read-write, manages no store and
+no session, and is recorded as the `session_actor` of its session.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -105,15 +110,57 @@ def _token_digest(token: str) -> str:
 
 @dataclass(frozen=True)
 class Caller:
-    """Who is asking: the actor recorded on versions and the stores they may touch."""
+    """Who is asking: the actor recorded on versions and the stores they may
+    touch; for a sessions token, its session and the stores it may only read."""
 
     actor: dict[str, str]
     allowed: frozenset[str] | None
+    session_id: str | None = None
+    read_only: frozenset[str] = frozenset()
 
     def check_store(self, store_id: str) -> None:
         """403 when a token restricted to some stores reaches for another."""
         if self.allowed is not None and store_id not in self.allowed:
+            if self.session_id is not None:
+                raise PermissionDenied(
+                    f"this sessions token reaches only the memory stores of session"
+                    f" {self.session_id}, not {store_id}"
+                )
             raise PermissionDenied(f"these credentials may not use memory store {store_id}")
+
+    def check_write(self, store_id: str) -> None:
+        """`check_store`, and 403 when the caller's session has the store read-only."""
+        self.check_store(store_id)
+        if store_id in self.read_only:
+            raise PermissionDenied(
+                f"session {self.session_id} has memory store {store_id} attached read-only"
+            )
+
+    def check_not_session(self, what: str) -> None:
+        """403 for a sessions token, which may not do `what` (a sentence's end)."""
+        if self.session_id is not None:
+            raise PermissionDenied(f"a sessions token cannot {what}")
+
+    def check_session(self, session_id: str) -> None:
+        """403 when a sessions token reaches for another session than its own."""
+        if self.session_id is not None and session_id != self.session_id:
+            raise PermissionDenied(
+                f"this sessions token belongs to session {self.session_id}, not {session_id}"
+            )
+
+
+@dataclass(frozen=True)
+class SessionGrant:
+    """What a sessions token reaches: its session, the stores attached to it
+    now, and which of them are attached read-only."""
+
+    session_id: str
+    stores: frozenset[str]
+    read_only: frozenset[str]
+
+
+SessionLookup = Callable[[str], SessionGrant | None]
+"""A sessions token's grant, None when no live session has that token."""
 
 
 def grants(tokens: Mapping[str, Grant | frozenset[str] | None]) -> dict[str, Grant]:
@@ -125,9 +172,14 @@ def grants(tokens: Mapping[str, Grant | frozenset[str] | None]) -> dict[str, Gra
     }
 
 
-def authenticate(headers: Mapping[str, str], table: Mapping[str, Grant]) -> Caller:
+def authenticate(
+    headers: Mapping[str, str],
+    table: Mapping[str, Grant],
+    sessions: SessionLookup | None = None,
+) -> Caller:
     """The caller a request's `Authorization: Bearer` or `x-api-key` header
-    names; 401 when it names none, or a token the table does not hold."""
+    names: a token of the table, else (as a bearer token) a session's token
+    that `sessions` finds; 401 when it names none, or a token neither holds."""
     token: str | None = None
     scheme: Scheme = "api_key"
     authorization = headers.get("authorization")
@@ -142,6 +194,11 @@ def authenticate(headers: Mapping[str, str], table: Mapping[str, Grant]) -> Call
             "no credentials: send Authorization: Bearer <token> or x-api-key: <token>"
         )
     grant = table.get(token)
-    if grant is None:
-        raise AuthenticationFailed("invalid credentials: this token is not accepted")
-    return Caller(actor_for(token, scheme, grant.user), grant.stores)
+    if grant is not None:
+        return Caller(actor_for(token, scheme, grant.user), grant.stores)
+    if sessions is not None and scheme == "bearer":
+        found = sessions(token)
+        if found is not None:
+            actor = {"type": ActorType.SESSION.value, "session_id": found.session_id}
+            return Caller(actor, found.stores, found.session_id, found.read_only)
+    raise AuthenticationFailed("invalid credentials: this token is not accepted")

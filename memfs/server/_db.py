@@ -10,7 +10,7 @@ conflict_error).
 
 The parts: `_sqlite` (the file, its schema, clock and transactions),
 `_stores`, `_memories` and `_versions` (one table each, answering
-wire-shaped dicts), `_pages` (limits and cursors) and `_fields` (the rules
+wire-shaped dicts), `_sessions` (sessions, their resources and tokens), `_pages` (limits and cursors) and `_fields` (the rules
 for request values).
 """
 
@@ -18,20 +18,22 @@ from __future__ import annotations
 
 from ..api import MAX_MEMORIES
 from ._memories import Memories
+from ._sessions import Sessions
 from ._sqlite import SQLiteFile
 from ._stores import Stores
 from ._versions import Versions
 
 
 class Database:
-    """One SQLite file holding every store: `stores`, `memories` and
-    `versions`, whose methods are one transaction each at most."""
+    """One SQLite file holding every store: `stores`, `memories`,
+    `versions` and `sessions`, whose methods are one transaction each at most."""
 
     def __init__(self, path: str, *, max_memories: int = MAX_MEMORIES) -> None:
         self.file = SQLiteFile(path)
         self.stores = Stores(self.file)
         self.versions = Versions(self.file, self.stores)
         self.memories = Memories(self.file, self.stores, self.versions, max_memories=max_memories)
+        self.sessions = Sessions(self.file, self.stores)
 
     def close(self) -> None:
         self.file.close()

@@ -14,7 +14,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .._exceptions import InvalidRequest, RequestTooLarge, StatusError
-from ..api import ANTHROPIC_VERSION, BETA, MAX_CONTENT_BYTES, OLD_BETA, View, error_envelope
+from ..api import (
+    ANTHROPIC_VERSION,
+    BETA,
+    MAX_CONTENT_BYTES,
+    OLD_BETA,
+    SESSIONS_BETA,
+    View,
+    error_envelope,
+)
 from ._fields import LONE_SURROGATE
 
 # A JSON body holding the largest content, escaped at worst (\uXXXX per byte), with room to spare.
@@ -77,9 +85,11 @@ def full_view(request: Request, default: View) -> bool:
     return query_choice(request, "view", tuple(View), default) == View.FULL
 
 
-def check_headers(request: Request) -> None:
+def check_headers(request: Request, *, sessions: bool = False) -> None:
     """`anthropic-version` must be 2023-06-01 when sent (a missing one is
-    tolerated); `anthropic-beta` must name exactly one of the two betas."""
+    tolerated); `anthropic-beta` must name exactly one of the two betas of
+    the Memory Store API, or, on the session endpoints (`sessions`), the
+    Managed Agents beta (other betas beside it are ignored)."""
     headers = request.headers
     version = headers.get("anthropic-version")
     if version is not None and version.strip() != ANTHROPIC_VERSION:
@@ -90,6 +100,12 @@ def check_headers(request: Request) -> None:
         for item in value.split(",")
         if item.strip()
     }
+    if sessions:
+        if SESSIONS_BETA not in betas:
+            raise InvalidRequest(
+                f"the session endpoints need the header anthropic-beta: {SESSIONS_BETA}"
+            )
+        return
     if BETA in betas and OLD_BETA in betas:
         raise InvalidRequest(f"send one anthropic-beta of {BETA} or {OLD_BETA}, not both")
     if BETA not in betas and OLD_BETA not in betas:

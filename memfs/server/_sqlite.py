@@ -73,7 +73,40 @@ CREATE TABLE IF NOT EXISTS versions (
 );
 CREATE INDEX IF NOT EXISTS versions_by_store ON versions (store_id, created_at, seq);
 CREATE INDEX IF NOT EXISTS versions_by_memory ON versions (memory_id, created_at, seq);
+CREATE TABLE IF NOT EXISTS sessions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    token_sha256 TEXT NOT NULL UNIQUE,
+    environment_id TEXT NOT NULL,
+    title TEXT,
+    metadata TEXT NOT NULL,
+    agent_id TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS session_resources (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    session_id TEXT NOT NULL,
+    store_id TEXT NOT NULL,
+    access TEXT NOT NULL,
+    name TEXT NOT NULL,
+    description TEXT NOT NULL,
+    instructions TEXT,
+    mount_path TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    UNIQUE (session_id, store_id)
+);
+CREATE INDEX IF NOT EXISTS session_resources_by_store ON session_resources (store_id);
 """
+
+SCHEMA_VERSION = 1
+"""`PRAGMA user_version` of a file this server has opened: 0 is a file from
+before sessions (stores, memories, versions only); 1 adds `sessions` and
+`session_resources`. `SCHEMA` creates what is missing (every statement is
+IF NOT EXISTS), so opening an older file migrates it in place, keeping every
+row; a file of a newer version than this server knows is refused."""
 
 _ID_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _STORED_TIMESTAMP = "%Y-%m-%dT%H:%M:%S.%fZ"
@@ -149,12 +182,34 @@ class SQLiteFile:
         self.conn.execute("PRAGMA synchronous=NORMAL")
         self.conn.execute("PRAGMA busy_timeout=10000")
         self.conn.execute("PRAGMA foreign_keys=OFF")
-        self.conn.executescript(SCHEMA)
+        self._migrate()
         row = self.conn.execute(
             "SELECT max(t) FROM (SELECT max(created_at) AS t FROM versions"
-            " UNION ALL SELECT max(updated_at) FROM stores)"
+            " UNION ALL SELECT max(updated_at) FROM stores"
+            " UNION ALL SELECT max(updated_at) FROM sessions"
+            " UNION ALL SELECT max(updated_at) FROM session_resources)"
         ).fetchone()
         self._last_time: str = row[0] or ""
+
+    def _migrate(self) -> None:
+        """Bring the file to `SCHEMA_VERSION` in one transaction."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = int(self.conn.execute("PRAGMA user_version").fetchone()[0])
+            if version > SCHEMA_VERSION:
+                raise sqlite3.DatabaseError(
+                    f"its schema is version {version}; this memfs serve knows up to"
+                    f" {SCHEMA_VERSION}: run a newer memfs"
+                )
+            for statement in SCHEMA.split(";"):
+                if statement.strip():
+                    self.conn.execute(statement)
+            if version < SCHEMA_VERSION:
+                self.conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
 
     def close(self) -> None:
         self.conn.close()

@@ -30,7 +30,7 @@ def store_json(row: sqlite3.Row) -> dict[str, Any]:
 
 class Stores:
     """The `stores` table. Deleting a store deletes its memories and versions
-    in the same transaction."""
+    in the same transaction, and detaches it from every session."""
 
     def __init__(self, db: SQLiteFile) -> None:
         self.db = db
@@ -144,6 +144,7 @@ class Stores:
             self.row(store_id)
             self.db.run("DELETE FROM versions WHERE store_id = ?", (store_id,))
             self.db.run("DELETE FROM memories WHERE store_id = ?", (store_id,))
+            self.db.run("DELETE FROM session_resources WHERE store_id = ?", (store_id,))
             self.db.run("DELETE FROM stores WHERE id = ?", (store_id,))
             return {"id": store_id, "type": "memory_store_deleted"}
 

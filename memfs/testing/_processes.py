@@ -26,7 +26,15 @@ from typing import IO, Any
 
 import httpx
 
-from ..api import ANTHROPIC_VERSION, BETA, SERVE_TOKEN_ENV
+from ..api import (
+    ACCESS_READ_ONLY,
+    ACCESS_READ_WRITE,
+    ANTHROPIC_VERSION,
+    BETA,
+    SERVE_TOKEN_ENV,
+    SESSIONS_BETA,
+    encode_work_item_secret,
+)
 from ._proxy import CONTROL_PATH, FaultCounters
 
 START_TIMEOUT = 15.0
@@ -187,6 +195,37 @@ class ServerProcess:
         r.raise_for_status()
         store: dict[str, Any] = r.json()
         return store
+
+    def create_session(
+        self, *store_ids: str, read_only: tuple[str, ...] = (), **fields: Any
+    ) -> dict[str, Any]:
+        """Create a session holding `store_ids` read-write and `read_only`
+        read-only, over HTTP; its JSON, whose `sessions_token` (only this
+        answer carries it) reaches those stores as `Authorization: Bearer`."""
+        resources = [
+            {"type": "memory_store", "memory_store_id": sid, "access": access}
+            for sids, access in ((store_ids, ACCESS_READ_WRITE), (read_only, ACCESS_READ_ONLY))
+            for sid in sids
+        ]
+        with self.http() as client:
+            r = client.post(
+                "/v1/sessions",
+                json={"resources": resources, **fields},
+                headers={"anthropic-beta": SESSIONS_BETA},
+            )
+        r.raise_for_status()
+        session: dict[str, Any] = r.json()
+        return session
+
+    def work_item(self, session: dict[str, Any]) -> dict[str, Any]:
+        """The work item a worker's poll would hand out for `session` (as
+        `create_session` answers it): `{id, environment_id, data, secret}`."""
+        return {
+            "id": "work_" + secrets.token_hex(12),
+            "environment_id": session["environment_id"],
+            "data": {"type": "session", "id": session["id"]},
+            "secret": encode_work_item_secret(session["sessions_token"], self.url),
+        }
 
     def __enter__(self) -> ServerProcess:
         return self.start()
