@@ -76,11 +76,13 @@ def update_content(i: int) -> str:
 
 
 def start_server(command: list[str], db: str, token: str) -> tuple[subprocess.Popen[str], str]:
+    """The server, its token in MEMFS_SERVE_TOKEN (never on its command line)."""
     proc = subprocess.Popen(
-        [*command, "--db", db, "--port", "0", "--token", token],
+        [*command, "--db", db, "--port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
+        env={**os.environ, "MEMFS_SERVE_TOKEN": token},
     )
     assert proc.stdout is not None
     url = proc.stdout.readline().strip()
@@ -429,7 +431,7 @@ def main() -> int:
     parser.add_argument(
         "--serve",
         default=f"{shlex.quote(sys.executable)} -m memfs serve",
-        help="the command starting the server, before --db, --port and --token"
+        help="the command starting the server, before --db and --port (its token in MEMFS_SERVE_TOKEN)"
         " (another checkout: 'env PYTHONPATH=DIR python -m memfs serve', or more flags)",
     )
     args = parser.parse_args()

@@ -3,8 +3,8 @@
 # with a seeded demo store and mounts that store at /mnt/memory/demo in the
 # foreground; Ctrl-C unmounts (after a final sync) and stops the server.
 #
-# The token is generated once into a 0600 file and reaches the server through
-# MEMFS_SERVE_TOKEN and the clients through --token-file or MEMFS_TOKEN: it
+# The token is generated once into a 0600 file and reaches the server and the
+# mount through --token-file (the `memfs store` hints through MEMFS_TOKEN): it
 # never appears on a command line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,8 +35,8 @@ trap stop_server EXIT
 : >"$demo_dir/serve.out"
 # In its own session, so Ctrl-C reaches only the mount: the server must stay
 # up for the mount's final sync, and is stopped after it.
-MEMFS_SERVE_TOKEN="$(cat "$token_file")" \
-    setsid "$memfs" serve --port 0 --db "$demo_dir/store.sqlite3" --demo-store demo \
+env -u MEMFS_SERVE_TOKEN setsid "$memfs" serve --port 0 --token-file "$token_file" \
+    --db "$demo_dir/store.sqlite3" --demo-store demo \
     >"$demo_dir/serve.out" 2>"$demo_dir/serve.log" &
 server_pid=$!
 

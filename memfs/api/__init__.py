@@ -24,6 +24,7 @@ from ._paths import (
     MARKER_PATH,
     MAX_NAME_BYTES,
     MAX_PATH_BYTES,
+    MAX_PATH_SEGMENTS,
     check_name,
     is_ancestor,
     join_path,
@@ -32,6 +33,7 @@ from ._paths import (
     normalize_path,
     normalize_prefix,
     parent_path,
+    path_segments,
     slugify,
 )
 from ._session import (
@@ -46,11 +48,13 @@ from ._session import (
 )
 from ._wire import (
     ANTHROPIC_VERSION,
+    ANTHROPIC_VERSIONS,
     BETA,
     DEFAULT_API_URL,
     MAX_CONTENT_BYTES,
     MAX_MEMORIES,
     OLD_BETA,
+    SDK_ANTHROPIC_VERSION,
     SERVE_DEFAULT_HOST,
     SERVE_DEFAULT_PORT,
     SERVE_TOKEN_ENV,
@@ -75,6 +79,7 @@ __all__ = [
     "ACCESS_READ_ONLY",
     "ACCESS_READ_WRITE",
     "ANTHROPIC_VERSION",
+    "ANTHROPIC_VERSIONS",
     "BETA",
     "DEFAULT_API_URL",
     "MARKER_NAME",
@@ -83,10 +88,12 @@ __all__ = [
     "MAX_MEMORIES",
     "MAX_NAME_BYTES",
     "MAX_PATH_BYTES",
+    "MAX_PATH_SEGMENTS",
     "MAX_STORES_PER_SESSION",
     "OLD_BETA",
     "SERVE_DEFAULT_HOST",
     "SERVE_DEFAULT_PORT",
+    "SDK_ANTHROPIC_VERSION",
     "SERVE_TOKEN_ENV",
     "SESSIONS_BETA",
     "STATUS_ERRORS_BY_STATUS",
@@ -119,5 +126,6 @@ __all__ = [
     "parse_error_envelope",
     "parse_resources",
     "parse_work_item_secret",
+    "path_segments",
     "slugify",
 ]

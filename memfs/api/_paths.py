@@ -15,6 +15,7 @@ from .._exceptions import InvalidPath
 
 MAX_PATH_BYTES = 1_024
 MAX_NAME_BYTES = 255
+MAX_PATH_SEGMENTS = 20
 
 MARKER_NAME = ".anthropic-memory-store"
 MARKER_PATH = "/" + MARKER_NAME
@@ -27,8 +28,9 @@ def marker_content(store_id: str) -> bytes:
 
 def _forbidden_char(ch: str) -> bool:
     # Cc: control characters; Cf: format characters (zero-width, bidi marks...);
-    # Cs: lone surrogates, which cannot be UTF-8 at all.
-    return unicodedata.category(ch) in ("Cc", "Cf", "Cs")
+    # Cs: lone surrogates, which cannot be UTF-8 at all; Zl and Zp: the line
+    # and paragraph separators U+2028 and U+2029, which the SDK names apart.
+    return unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp")
 
 
 def check_name(name: str) -> None:
@@ -50,8 +52,9 @@ def normalize_path(path: Any) -> str:
     """Return the NFC form of a memory path, or raise InvalidPath with the rule it breaks.
 
     Rules, in the order they are checked: a string; starts with `/`; at least
-    one segment; no control or format characters; at most 1,024 bytes of
-    UTF-8 (after NFC); no empty, `.` or `..` segment.
+    one segment; no control or format characters, nor U+2028 or U+2029; at
+    most 1,024 bytes of UTF-8 (after NFC); no empty, `.` or `..` segment; at
+    most 20 segments.
     """
     if not isinstance(path, str):
         raise InvalidPath("path must be a string")
@@ -68,12 +71,22 @@ def normalize_path(path: Any) -> str:
         nfc = unicodedata.normalize("NFC", path)
     if len(nfc.encode("utf-8")) > MAX_PATH_BYTES:
         raise InvalidPath(f"path is longer than {MAX_PATH_BYTES} bytes")
-    for segment in nfc[1:].split("/"):
+    segments = nfc[1:].split("/")
+    for segment in segments:
         if segment == "":
             raise InvalidPath("path may not have an empty segment")
         if segment in (".", ".."):
             raise InvalidPath(f"path may not have a {segment!r} segment")
+    if len(segments) > MAX_PATH_SEGMENTS:
+        raise InvalidPath(
+            f"path has {len(segments)} segments; a path has at most {MAX_PATH_SEGMENTS}"
+        )
     return nfc
+
+
+def path_segments(path: str) -> int:
+    """How many segments a clean absolute path has (`/a/b` has 2, `/` none)."""
+    return 0 if path == "/" else path.count("/")
 
 
 def normalize_prefix(prefix: Any) -> str:

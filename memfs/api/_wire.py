@@ -19,6 +19,11 @@ AuthHeader = Literal["bearer", "x-api-key"]
 """The header a token travels in: `Authorization: Bearer` or `x-api-key`."""
 
 ANTHROPIC_VERSION = "2023-06-01"
+"""What memfs's own client sends."""
+SDK_ANTHROPIC_VERSION = "2026-10-21"
+"""What the Python SDK (`anthropic` 2.10 and later) sends on every request."""
+ANTHROPIC_VERSIONS = (ANTHROPIC_VERSION, SDK_ANTHROPIC_VERSION)
+"""The `anthropic-version` values `memfs serve` accepts."""
 BETA = "agent-memory-2026-07-22"
 OLD_BETA = "managed-agents-2026-04-01"
 SESSIONS_BETA = OLD_BETA
@@ -50,11 +55,13 @@ class VersionOperation(StrEnum):
 
 class ActorType(StrEnum):
     """Who made a change, as a version's `created_by.type` says: a person
-    (`user_id`), an agent session (`session_id`) or an API key (`api_key_id`)."""
+    (`user_id`), an agent session (`session_id`), an API key (`api_key_id`)
+    or a service account (`service_account_id`)."""
 
     USER = "user_actor"
     SESSION = "session_actor"
     API = "api_actor"
+    SERVICE_ACCOUNT = "service_account_actor"
 
 
 def content_sha256(content: bytes) -> str:

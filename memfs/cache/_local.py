@@ -41,7 +41,7 @@ class LocalChanges(CacheCore):
 
     def _new(self, kind: NodeKind, parent_id: int, name: str, mode: int, owner: Owner) -> Node:
         """A node for a new name made here (not inserted yet), or the rule it breaks."""
-        path = self.tree.check_new_name(self.node(parent_id), name)
+        path = self.tree.check_new_name(self.node(parent_id), name, folder=kind is NodeKind.DIR)
         now = now_ns()
         return Node(
             id=0, kind=kind, parent=parent_id, name=name, path=path, mode=mode & 0o7777,
@@ -127,7 +127,7 @@ class LocalChanges(CacheCore):
         if target is node:
             return node
         if target is None:
-            self.tree.check_new_name(dest, new_name)
+            self.tree.check_new_name(dest, new_name, folder=node.is_dir)
         else:
             if noreplace:
                 raise EntryExists(f"{join_path(dest.path, new_name)} already exists")

@@ -19,8 +19,22 @@ from .._exceptions import (
     NoSuchEntry,
     NotADirectory,
 )
-from ..api import MARKER_NAME, MAX_NAME_BYTES, MAX_PATH_BYTES, check_name, join_path
+from ..api import (
+    MARKER_NAME,
+    MAX_NAME_BYTES,
+    MAX_PATH_BYTES,
+    MAX_PATH_SEGMENTS,
+    check_name,
+    join_path,
+    path_segments,
+)
 from ._node import ROOT_ID, Node, NodeKind
+
+
+def _deepest(folder: bool) -> int:
+    """How many names a path may have: a memory's at most 20, a folder's one
+    fewer, so that a file fits in it."""
+    return MAX_PATH_SEGMENTS - 1 if folder else MAX_PATH_SEGMENTS
 
 
 class Tree:
@@ -122,8 +136,10 @@ class Tree:
 
     # -------------------------------------------------------------- rules
 
-    def check_new_name(self, parent: Node, name: str) -> str:
-        """The path a new entry `name` in `parent` would have, or the rule it breaks."""
+    def check_new_name(self, parent: Node, name: str, *, folder: bool = False) -> str:
+        """The path a new entry `name` in `parent` would have, or the rule it
+        breaks. A file's path has at most 20 names; a folder's 19, since a
+        folder deeper than that could hold no memory."""
         if not parent.is_dir:
             raise NotADirectory(f"{parent.path} is not a folder")
         if len(name.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES:
@@ -132,6 +148,8 @@ class Tree:
         path = join_path(parent.path, name)
         if len(path.encode("utf-8")) > MAX_PATH_BYTES:
             raise NameTooLong(f"the path {path[:40]!r}... is longer than {MAX_PATH_BYTES} bytes")
+        if path_segments(path) > _deepest(folder):
+            raise NameTooLong(f"the path {path[:40]!r}... is deeper than {_deepest(folder)} names")
         if parent.id == ROOT_ID and name == MARKER_NAME:
             raise EntryExists(f"{MARKER_NAME} is the store's marker")
         if name in self.children[parent.id]:
@@ -140,7 +158,7 @@ class Tree:
 
     def check_move(self, node: Node, dest: Node, name: str) -> None:
         """A folder may not move into itself, nor where a path under it would pass
-        1,024 bytes."""
+        1,024 bytes or 20 names (a folder's 19)."""
         if not node.is_dir:
             return
         p: Node | None = dest
@@ -148,14 +166,21 @@ class Tree:
             if p.id == node.id:
                 raise InvalidMove(f"cannot move {node.path} into itself")
             p = self.nodes.get(p.parent)
-        growth = len(join_path(dest.path, name).encode("utf-8")) - len(node.path.encode("utf-8"))
-        if growth <= 0:
+        new_path = join_path(dest.path, name)
+        growth = len(new_path.encode("utf-8")) - len(node.path.encode("utf-8"))
+        deeper = path_segments(new_path) - path_segments(node.path)
+        if growth <= 0 and deeper <= 0:
             return
         for child in self.subtree(node):
             if len(child.path.encode("utf-8")) + growth > MAX_PATH_BYTES:
                 raise NameTooLong(
                     f"moving {node.path} would make {child.path[:40]!r}... "
                     f"longer than {MAX_PATH_BYTES} bytes"
+                )
+            if path_segments(child.path) + deeper > _deepest(child.is_dir):
+                raise NameTooLong(
+                    f"moving {node.path} would put {child.path[:40]!r}... "
+                    f"deeper than {_deepest(child.is_dir)} names"
                 )
 
     # ----------------------------------------------------------- changes

@@ -426,7 +426,7 @@ OTHER_VARIABLES: tuple[tuple[str, str, str], ...] = (
     (
         "MEMFS_SERVE_TOKEN",
         "serve",
-        "the tokens `memfs serve` accepts, comma-separated (or `--token`)",
+        "the tokens `memfs serve` accepts, comma-separated (with those of `--token-file`)",
     ),
     (
         "MEMFS_TOKEN_FILE",

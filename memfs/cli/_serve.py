@@ -2,17 +2,31 @@
 
 The first line on stdout is the URL the server listens on; everything else
 (log lines, a generated token, the demo store's id) goes to stderr.
+
+Its tokens come from `--token-file FILE` and `MEMFS_SERVE_TOKEN`, where no
+other user can read them. `--token TOKEN` puts the token in the process's
+command line, which every local user reads (`ps`, /proc/PID/cmdline): it is
+kept for a demo on a loopback address only, with a warning, and refused
+with any other `--host`, where the token guards what other machines reach.
 """
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
+import resource
 import secrets
 import sys
 
 from .._exceptions import ConfigError
 from ..api import MAX_MEMORIES
+
+DEFAULT_MAX_CONNECTIONS = 512
+DEFAULT_CLIENT_TIMEOUT = 10.0
+FD_RESERVE = 64
+"""Descriptors kept for the database, the listener and the log, below the
+process's limit, when that limit is what caps the connections."""
 
 
 def setup(p: argparse.ArgumentParser) -> None:
@@ -42,14 +56,45 @@ def setup(p: argparse.ArgumentParser) -> None:
         help=f"memories a store may hold (default {MAX_MEMORIES})",
     )
     p.add_argument(
+        "--token-file",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help=(
+            "accept the tokens this file holds, one per line (or comma-separated), as x-api-key "
+            "or Bearer; repeatable; TOKEN@STORE_ID[,STORE_ID...] limits one to those stores; "
+            f"blank lines and lines starting with # are skipped. Also read from {TOKEN_ENV} "
+            "(comma-separated). With neither, a random token is generated and printed on stderr"
+        ),
+    )
+    p.add_argument(
         "--token",
         action="append",
         default=[],
         metavar="TOKEN",
         help=(
-            "accept this token as x-api-key or Bearer; repeatable; TOKEN@STORE_ID[,STORE_ID...] "
-            f"limits it to those stores. Also read from {TOKEN_ENV} (comma-separated). "
-            "With neither, a random token is generated and printed on stderr"
+            "accept this token (as --token-file's lines); every local user can read it in ps, "
+            "so it is taken only with a loopback --host, with a warning"
+        ),
+    )
+    p.add_argument(
+        "--max-connections",
+        type=int,
+        default=DEFAULT_MAX_CONNECTIONS,
+        metavar="N",
+        help=(
+            "connections open at once; one more is answered 503 and closed "
+            f"(default {DEFAULT_MAX_CONNECTIONS}, lowered to fit the descriptor limit)"
+        ),
+    )
+    p.add_argument(
+        "--client-timeout",
+        type=float,
+        default=DEFAULT_CLIENT_TIMEOUT,
+        metavar="SECONDS",
+        help=(
+            "drop a client that stops reading its answer, or sending its request body, this long "
+            f"(default {DEFAULT_CLIENT_TIMEOUT:g})"
         ),
     )
     p.add_argument(
@@ -60,6 +105,40 @@ def setup(p: argparse.ArgumentParser) -> None:
     p.add_argument("--access-log", action="store_true", help="log every request on stderr")
 
 
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _token_file_entries(path: str) -> list[str]:
+    """The token entries of a `--token-file`: its lines, but blank ones and comments."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        raise ConfigError(f"cannot read the token file {path}: {e.strerror or e}")
+    except UnicodeDecodeError:
+        raise ConfigError(f"the token file {path} is not UTF-8 text")
+    entries = [line.strip() for line in lines]
+    entries = [e for e in entries if e and not e.startswith("#")]
+    if not entries:
+        raise ConfigError(f"the token file {path} holds no token")
+    return entries
+
+
+def _connection_cap(asked: int) -> int:
+    """`--max-connections`, lowered so that the connections cannot use up the
+    process's descriptors (their limit less `FD_RESERVE`)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return asked
+    return max(1, min(asked, soft - FD_RESERVE))
+
+
 def run(args: argparse.Namespace) -> int:
     from ..server import TOKEN_ENV, Grant, default_db_path, parse_tokens, serve
 
@@ -67,7 +146,27 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--port must be from 0 to 65535, not {args.port}")
     if args.max_memories < 1:
         raise ConfigError(f"--max-memories must be at least 1, not {args.max_memories}")
-    entries = list(args.token)
+    if args.max_connections < 1:
+        raise ConfigError(f"--max-connections must be at least 1, not {args.max_connections}")
+    if not 0 < args.client_timeout <= 3600:
+        raise ConfigError(
+            f"--client-timeout must be more than 0 and at most 3600 seconds, not {args.client_timeout:g}"
+        )
+    entries: list[str] = []
+    for path in args.token_file:
+        entries += _token_file_entries(path)
+    if args.token:
+        if not _is_loopback(args.host):
+            raise ConfigError(
+                f"--token is refused with --host {args.host}: every local user can read it in ps;"
+                f" give --token-file FILE or set {TOKEN_ENV}"
+            )
+        sys.stderr.write(
+            "memfs serve: warning: --token shows the token to every local user (ps,"
+            f" /proc/PID/cmdline); give --token-file FILE or set {TOKEN_ENV} instead\n"
+        )
+        sys.stderr.flush()
+        entries += args.token
     env = os.environ.get(TOKEN_ENV)
     if env:
         entries.append(env)
@@ -76,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
         generated = secrets.token_urlsafe(24)
         tokens = {generated: Grant()}
         sys.stderr.write(
-            f"memfs serve: no --token or {TOKEN_ENV} given; generated token: {generated}\n"
+            f"memfs serve: no --token-file or {TOKEN_ENV} given; generated token: {generated}\n"
         )
         sys.stderr.flush()
     if args.access_log:
@@ -91,5 +190,7 @@ def run(args: argparse.Namespace) -> int:
         max_memories=args.max_memories,
         demo_store=args.demo_store,
         access_log=args.access_log,
+        max_connections=_connection_cap(args.max_connections),
+        client_timeout=args.client_timeout,
     )
     return 0

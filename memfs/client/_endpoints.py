@@ -351,17 +351,19 @@ class VersionEndpoints(_Endpoints):
         created_at_lte: str | None = None,
         session_id: str | None = None,
         api_key_id: str | None = None,
+        service_account_id: str | None = None,
         view: str | None = None,
         limit: int | None = None,
         page: str | None = None,
     ) -> Page[MemoryVersion]:
-        """One page of versions, newest first. `session_id` / `api_key_id` keep
-        the versions whose `created_by` carries that id."""
+        """One page of versions, newest first. `session_id`, `api_key_id` and
+        `service_account_id` keep the versions whose `created_by` carries that id."""
         params = _params(
             memory_id=memory_id,
             operation=operation,
             session_id=session_id,
             api_key_id=api_key_id,
+            service_account_id=service_account_id,
             view=view,
             limit=limit,
             page=page,
@@ -387,6 +389,7 @@ class VersionEndpoints(_Endpoints):
         created_at_lte: str | None = None,
         session_id: str | None = None,
         api_key_id: str | None = None,
+        service_account_id: str | None = None,
         view: str | None = None,
         limit: int = 100,
     ) -> AsyncGenerator[MemoryVersion, None]:
@@ -400,6 +403,7 @@ class VersionEndpoints(_Endpoints):
                 created_at_lte=created_at_lte,
                 session_id=session_id,
                 api_key_id=api_key_id,
+                service_account_id=service_account_id,
                 view=view,
                 limit=limit,
                 page=page,

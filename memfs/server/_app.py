@@ -15,7 +15,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
@@ -25,6 +25,7 @@ from .._exceptions import (
     InvalidRequest,
     NotFound,
     PermissionDenied,
+    RequestTooLarge,
     ServerError,
     StatusError,
 )
@@ -195,8 +196,14 @@ class MemoryStoreApp:
                 caller = authenticate(request.headers, self.tokens, lookup)
                 check_headers(request, sessions=sessions)
                 body = await handler(request, caller)
+            except RequestTooLarge as e:
+                # The rest of the body is never read: the connection ends with this answer.
+                return error_response(e, rid, {"connection": "close"})
             except StatusError as e:
                 return error_response(e, rid)
+            except ClientDisconnect:
+                # The client left, or was dropped, mid-body: this answer goes nowhere.
+                return error_response(InvalidRequest("the request body did not come whole"), rid)
             except Exception:
                 log.exception(
                     "internal error on %s %s",
@@ -305,6 +312,7 @@ class MemoryStoreApp:
             created_lte=q.get("created_at[lte]") or None,
             session_id=q.get("session_id") or None,
             api_key_id=q.get("api_key_id") or None,
+            service_account_id=q.get("service_account_id") or None,
             full=full_view(request, View.BASIC),
             limit=q.get("limit"),
             page=q.get("page") or None,

@@ -3,9 +3,12 @@ recorded as.
 
 Tokens: each accepted token may be restricted to some stores, written
 `TOKEN@STORE_ID[,STORE_ID...]`; a restricted token gets 403 on any other store
-and cannot create stores. A token written `user:NAME:TOKEN` (restricted or
-not) acts as a person: its changes are recorded as `user_actor` `user_NAME`
-whichever header carries it. No id recorded anywhere holds a token.
+and cannot create stores. A token is an API key: its changes are recorded as
+an `api_actor` whichever header carries it (`x-api-key`, or `Authorization:
+Bearer` as the SDKs send `api_key=`). A token written `user:NAME:TOKEN`
+(restricted or not) acts as a person instead (`user_actor` `user_NAME`), one
+written `service_account:NAME:TOKEN` as a service account
+(`service_account_actor` `svac_NAME`). No id recorded anywhere holds a token.
 
 Sessions tokens are minted by the server, one per session (`_sessions`),
 and taken as `Authorization: Bearer` only. One reaches the stores attached to
@@ -26,6 +29,7 @@ from .._exceptions import AuthenticationFailed, ConfigError, PermissionDenied
 from ..api import ActorType
 
 USER_PREFIX = "user:"
+SERVICE_ACCOUNT_PREFIX = "service_account:"
 _USER_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 # The header a token came in: `Authorization: Bearer` or `x-api-key`.
@@ -35,30 +39,41 @@ Scheme = Literal["bearer", "api_key"]
 @dataclass(frozen=True)
 class Grant:
     """What one accepted token may do: `stores` it is limited to (None: every
-    store) and the `user` it acts as (None: a session or an API key, by the
-    header it comes in)."""
+    store), and the `user` or `service_account` it acts as (neither: an API
+    key)."""
 
     stores: frozenset[str] | None = None
     user: str | None = None
+    service_account: str | None = None
+
+    def limited_to(self, stores: frozenset[str] | None) -> Grant:
+        return Grant(stores, self.user, self.service_account)
 
 
-def _split_user(token: str) -> tuple[str, str | None]:
-    """`user:NAME:TOKEN` → (TOKEN, NAME); any other token → (token, None)."""
-    if not token.startswith(USER_PREFIX):
-        return token, None
-    name, colon, secret = token[len(USER_PREFIX) :].partition(":")
-    if not colon or not secret or not _USER_NAME.fullmatch(name):
-        raise ConfigError(
-            "a user token is written user:NAME:TOKEN, NAME being 1 to 64 of A-Z a-z 0-9 . _ -"
-        )
-    return secret, name
+def _split_actor(token: str) -> tuple[str, Grant]:
+    """`user:NAME:TOKEN` and `service_account:NAME:TOKEN` → (TOKEN, a grant
+    acting as NAME); any other token → (token, an API key's grant)."""
+    for prefix, what in ((USER_PREFIX, "user"), (SERVICE_ACCOUNT_PREFIX, "service account")):
+        if not token.startswith(prefix):
+            continue
+        name, colon, secret = token[len(prefix) :].partition(":")
+        if not colon or not secret or not _USER_NAME.fullmatch(name):
+            raise ConfigError(
+                f"a {what} token is written {prefix}NAME:TOKEN, NAME being 1 to 64 of"
+                " A-Z a-z 0-9 . _ -"
+            )
+        if prefix == USER_PREFIX:
+            return secret, Grant(user=name)
+        return secret, Grant(service_account=name)
+    return token, Grant()
 
 
 def parse_tokens(entries: Iterable[str]) -> dict[str, Grant]:
     """Token table from `--token` values and `MEMFS_SERVE_TOKEN` pieces.
 
     Each entry is `TOKEN` (every store) or `TOKEN@STORE_ID[,STORE_ID...]`,
-    where TOKEN may be `user:NAME:TOKEN` to act as that user. Entries may be
+    where TOKEN may be `user:NAME:TOKEN` to act as that user, or
+    `service_account:NAME:TOKEN` as that service account. Entries may be
     comma-separated; a piece starting with `memstore_` that follows a
     restricted token adds to that token's stores."""
     table: dict[str, Grant] = {}
@@ -70,36 +85,38 @@ def parse_tokens(entries: Iterable[str]) -> dict[str, Grant]:
                 continue
             if piece.startswith("memstore_") and last_restricted is not None:
                 grant = table[last_restricted]
-                stores = (grant.stores or frozenset()) | {piece}
-                table[last_restricted] = Grant(stores, grant.user)
+                table[last_restricted] = grant.limited_to((grant.stores or frozenset()) | {piece})
                 continue
             token, at, listed = piece.partition("@")
             if not token:
                 raise ConfigError("a token may not be empty")
-            token, user = _split_user(token)
+            token, grant = _split_actor(token)
             if at:
                 allowed = frozenset(s for s in (x.strip() for x in listed.split(",")) if s)
-                table[token] = Grant(allowed, user)
+                table[token] = grant.limited_to(allowed)
                 last_restricted = token
             else:
-                table[token] = Grant(None, user)
+                table[token] = grant
                 last_restricted = None
     return table
 
 
-def actor_for(token: str, scheme: Scheme, user: str | None = None) -> dict[str, str]:
+def actor_for(token: str, grant: Grant) -> dict[str, str]:
     """Who made a change, as versions record it, derived from the token so it
-    is stable across restarts and never reveals the token: a token configured
-    for a user is a `user_actor` with `user_id` `user_<name>`, whatever the
-    scheme; otherwise an x-api-key is an `api_actor` with `api_key_id`
-    `apikey_<hash>` and a bearer token a `session_actor` with `session_id`
-    `sesn_<hash>`."""
-    if user is not None:
-        return {"type": ActorType.USER.value, "user_id": "user_" + user}
-    digest = _token_digest(token)
-    if scheme == "bearer":
-        return {"type": ActorType.SESSION.value, "session_id": "sesn_" + digest}
-    return {"type": ActorType.API.value, "api_key_id": "apikey_" + digest}
+    is stable across restarts and never reveals the token, whatever header
+    it came in: a token configured for a user is a `user_actor` with
+    `user_id` `user_<name>`, one for a service account a
+    `service_account_actor` with `service_account_id` `svac_<name>`, any
+    other an `api_actor` with `api_key_id` `apikey_<hash>`. (Only a sessions
+    token is a `session_actor`: see `authenticate`.)"""
+    if grant.user is not None:
+        return {"type": ActorType.USER.value, "user_id": "user_" + grant.user}
+    if grant.service_account is not None:
+        return {
+            "type": ActorType.SERVICE_ACCOUNT.value,
+            "service_account_id": "svac_" + grant.service_account,
+        }
+    return {"type": ActorType.API.value, "api_key_id": "apikey_" + _token_digest(token)}
 
 
 @functools.lru_cache(maxsize=1024)
@@ -195,7 +212,7 @@ def authenticate(
         )
     grant = table.get(token)
     if grant is not None:
-        return Caller(actor_for(token, scheme, grant.user), grant.stores)
+        return Caller(actor_for(token, grant), grant.stores)
     if sessions is not None and scheme == "bearer":
         found = sessions(token)
         if found is not None:

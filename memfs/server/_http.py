@@ -15,7 +15,7 @@ from starlette.responses import Response
 
 from .._exceptions import InvalidRequest, RequestTooLarge, StatusError
 from ..api import (
-    ANTHROPIC_VERSION,
+    ANTHROPIC_VERSIONS,
     BETA,
     MAX_CONTENT_BYTES,
     OLD_BETA,
@@ -86,14 +86,17 @@ def full_view(request: Request, default: View) -> bool:
 
 
 def check_headers(request: Request, *, sessions: bool = False) -> None:
-    """`anthropic-version` must be 2023-06-01 when sent (a missing one is
-    tolerated); `anthropic-beta` must name exactly one of the two betas of
-    the Memory Store API, or, on the session endpoints (`sessions`), the
-    Managed Agents beta (other betas beside it are ignored)."""
+    """`anthropic-version`, when sent, must be 2023-06-01 (memfs's client)
+    or 2026-10-21 (the Python SDK); a missing one is tolerated.
+    `anthropic-beta` must name exactly one of the two betas of the Memory
+    Store API, or, on the session endpoints (`sessions`), the Managed Agents
+    beta (other betas beside it are ignored)."""
     headers = request.headers
     version = headers.get("anthropic-version")
-    if version is not None and version.strip() != ANTHROPIC_VERSION:
-        raise InvalidRequest(f"anthropic-version must be {ANTHROPIC_VERSION}, not {version!r}")
+    if version is not None and version.strip() not in ANTHROPIC_VERSIONS:
+        raise InvalidRequest(
+            f"anthropic-version must be {' or '.join(ANTHROPIC_VERSIONS)}, not {version!r}"
+        )
     betas = {
         item.strip()
         for value in headers.getlist("anthropic-beta")
@@ -113,13 +116,23 @@ def check_headers(request: Request, *, sessions: bool = False) -> None:
 
 
 async def json_body(request: Request) -> dict[str, Any]:
-    """The request's JSON object; `{}` for an empty body; 400 or 413 otherwise."""
+    """The request's JSON object; `{}` for an empty body; 400 or 413 otherwise.
+
+    The body is read as it comes and refused (413) as soon as it passes
+    `MAX_BODY_BYTES`, whether its length was declared or it is chunked: no
+    more than that is ever held, however much the client sends."""
+    too_large = RequestTooLarge(f"the request body is larger than {MAX_BODY_BYTES} bytes")
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise RequestTooLarge(f"the request body is larger than {MAX_BODY_BYTES} bytes")
-    raw = await request.body()
-    if len(raw) > MAX_BODY_BYTES:
-        raise RequestTooLarge(f"the request body is larger than {MAX_BODY_BYTES} bytes")
+        raise too_large
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise too_large
+        chunks.append(chunk)
+    raw = b"".join(chunks)
     if not raw.strip():
         return {}
     try:

@@ -11,7 +11,8 @@ and the same messages. What this server keeps of Hypercorn's behaviour, as a
 client sees it:
 
 - keep-alive connections, pipelining, `Connection: close` and HTTP/1.0 as h11
-  handles them; an idle connection is closed after 5 s without a request;
+  handles them; an idle connection is closed after 5 s without a request,
+  and so is one whose request head is not whole 5 s after it began;
 - `Expect: 100-continue` answered at once; HEAD answers carry no body;
 - a request h11 cannot parse (a bad content-length, raw non-ASCII bytes in
   the request line; 431 for a head still incomplete past 16 KiB) is refused
@@ -26,6 +27,18 @@ client sees it:
 
 Not kept: HTTP/2 (h2c upgrades, prior knowledge) and WebSockets, which no
 client of the Memory Store API uses, and Hypercorn's `server` header.
+
+What it adds, so that no client, with or without credentials, can hold the
+server's descriptors or memory:
+
+- at most `max_connections` open at once: one more is answered a bare 503
+  (`retry-after: 1`, `connection: close`) and closed;
+- a client that stops reading its answer, or stops sending a request body it
+  began, for `client_timeout` seconds is dropped (its connection closed);
+- a request whose body the app did not read (refused at its size, say) ends
+  its connection after the answer; what the client still sends is read and
+  dropped for up to `linger_timeout` seconds, so that it gets the answer
+  rather than a reset.
 """
 
 from __future__ import annotations
@@ -49,6 +62,8 @@ log = logging.getLogger("memfs.serve")
 MAX_RECV = 65536
 MAX_HEAD_BYTES = 16 * 1024
 BACKLOG = 100
+MAX_REFUSING = 32
+"""Connections past the cap that are being answered 503 at once; more are closed bare."""
 ACCESS_LOG_FORMAT = _HypercornConfig.access_log_format
 _SOCKET_GONE = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 
@@ -77,14 +92,22 @@ class HTTPServer:
         access_log: logging.Logger | None = None,
         keep_alive_timeout: float = 5.0,
         graceful_timeout: float = 2.0,
+        max_connections: int = 512,
+        client_timeout: float = 10.0,
+        linger_timeout: float = 1.0,
     ) -> None:
         self.app = app
         self.access_log = access_log
         self.keep_alive_timeout = keep_alive_timeout
         self.graceful_timeout = graceful_timeout
+        self.max_connections = max_connections
+        self.client_timeout = client_timeout
+        self.linger_timeout = linger_timeout
         self.date = _DateHeader()
         self._idle: set[trio.CancelScope] = set()
         self._stopping = False
+        self.open_connections = 0
+        self._refusing = 0
 
     async def serve(
         self,
@@ -100,7 +123,7 @@ class HTTPServer:
         listener = trio.SocketListener(trio.socket.from_stdlib_socket(sock))
         async with trio.open_nursery() as connections:
             async with trio.open_nursery() as accepting:
-                await accepting.start(_serve_listener, self._connection, listener, connections)
+                await accepting.start(_serve_listener, self._accepted, listener, connections)
                 task_status.started()
                 await shutdown()
                 accepting.cancel_scope.cancel()
@@ -110,8 +133,67 @@ class HTTPServer:
                 scope.cancel()
             connections.cancel_scope.deadline = trio.current_time() + self.graceful_timeout
 
+    async def _accepted(self, stream: trio.SocketStream) -> None:
+        """A new connection: served, or refused when `max_connections` are open."""
+        if self.open_connections >= self.max_connections:
+            await self._refuse_busy(stream)
+            return
+        self.open_connections += 1
+        try:
+            await self._connection(stream)
+        finally:
+            self.open_connections -= 1
+
+    async def _refuse_busy(self, stream: trio.SocketStream) -> None:
+        """503 without reading the request, then close; closed bare when many
+        such refusals are under way already."""
+        if self._refusing >= MAX_REFUSING:
+            await stream.aclose()
+            return
+        self._refusing += 1
+        try:
+            head = (
+                b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nretry-after: 1\r\n"
+                b"connection: close\r\n" + b"%s: %s\r\n\r\n" % self.date.get()
+            )
+            await self._close(stream, linger=await self.send(stream, head))
+        finally:
+            self._refusing -= 1
+
+    async def send(self, stream: trio.SocketStream, data: bytes) -> bool:
+        """Send `data`; False when the client did not take it within
+        `client_timeout` seconds or is gone (the connection is then unusable)."""
+        if not data:
+            return True
+        with trio.move_on_after(self.client_timeout):
+            try:
+                await stream.send_all(data)
+            except _SOCKET_GONE:
+                return False
+            return True
+        return False
+
+    async def _close(self, stream: trio.SocketStream, *, linger: bool) -> None:
+        """Send EOF and close; with `linger`, first read and drop what the
+        client still sends, for up to `linger_timeout` seconds, so that the
+        answer it was sent is not lost to a reset."""
+        with trio.CancelScope(shield=True):
+            try:
+                await stream.send_eof()
+            except (*_SOCKET_GONE, trio.BusyResourceError):
+                linger = False
+            if linger:
+                with trio.move_on_after(self.linger_timeout):
+                    try:
+                        while await stream.receive_some(MAX_RECV):
+                            pass
+                    except (*_SOCKET_GONE, trio.BusyResourceError):
+                        pass
+            await stream.aclose()
+
     async def _connection(self, stream: trio.SocketStream) -> None:
         conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
+        linger = False
         try:
             client = _address(stream.socket.getpeername())
             server = _address(stream.socket.getsockname())
@@ -120,18 +202,15 @@ class HTTPServer:
                 if request is None:
                     break
                 exchange = _Exchange(self, conn, stream, request, client, server)
-                if not await exchange.run() or self._stopping:
+                keep_alive = await exchange.run()
+                linger = exchange.body_left_unread
+                if not keep_alive or self._stopping:
                     break
                 conn.start_next_cycle()
         except _SOCKET_GONE:
             pass
         finally:
-            with trio.CancelScope(shield=True):
-                try:
-                    await stream.send_eof()
-                except (*_SOCKET_GONE, trio.BusyResourceError):
-                    pass
-                await stream.aclose()
+            await self._close(stream, linger=linger)
 
     async def _next_request(
         self, conn: h11.Connection, stream: trio.SocketStream
@@ -169,7 +248,7 @@ class HTTPServer:
             data += conn.send(h11.EndOfMessage()) or b""
         except h11.LocalProtocolError:
             return
-        await stream.send_all(data or b"")
+        await self.send(stream, data or b"")
 
 
 async def _serve_listener(
@@ -229,13 +308,15 @@ class _Exchange:
         self.status = 0
         self.response: Message | None = None
         self.body_done = False
+        self.body_left_unread = False
         self.finished = trio.Event()
 
     async def run(self) -> bool:
         """Run the app on this request; whether the connection may carry another."""
         if self.conn.they_are_waiting_for_100_continue:
             continue_ = h11.InformationalResponse(status_code=100, headers=[self.server.date.get()])
-            await self.stream.send_all(self.conn.send(continue_) or b"")
+            if not await self.server.send(self.stream, self.conn.send(continue_) or b""):
+                return False
         try:
             await self.server.app(self.scope, self.receive, self.send)
         except Exception:
@@ -264,6 +345,7 @@ class _Exchange:
             except h11.RemoteProtocolError:
                 return False
             if event is h11.NEED_DATA or event is h11.PAUSED:
+                self.body_left_unread = True
                 return False
         return self.conn.our_state is h11.DONE and self.conn.their_state is h11.DONE
 
@@ -279,10 +361,16 @@ class _Exchange:
                 self.closed = True
                 return {"type": "http.disconnect"}
             if event is h11.NEED_DATA:
-                try:
-                    data = await self.stream.receive_some(MAX_RECV)
-                except _SOCKET_GONE:
-                    data = b""
+                data = b""
+                with trio.move_on_after(self.server.client_timeout) as stalled:
+                    try:
+                        data = await self.stream.receive_some(MAX_RECV)
+                    except _SOCKET_GONE:
+                        pass
+                if stalled.cancelled_caught:
+                    # The client stopped sending the body it began: drop it.
+                    self.closed = True
+                    return {"type": "http.disconnect"}
                 self.conn.receive_data(data)
                 continue
             if isinstance(event, h11.Data):
@@ -316,7 +404,10 @@ class _Exchange:
             if not more:
                 data += self.conn.send(h11.EndOfMessage()) or b""
                 self.state = _DONE
-            await self.stream.send_all(data)
+            if not await self.server.send(self.stream, data):
+                # The client stopped reading (or left): drop the connection.
+                self.closed = True
+                return
             if not more:
                 self._log(self.response)
         else:

@@ -236,10 +236,11 @@ class Memories:
         expected_sha: str | None,
         actor: dict[str, str] | None,
     ) -> dict[str, Any]:
+        """Delete the memory; an archived store's memories may be deleted too."""
+
         def txn() -> dict[str, Any]:
             self.stores.row(store_id)
             row = self._row(store_id, memory_id)
-            self.stores.writable(store_id)
             if expected_sha is not None and expected_sha.lower() != row["content_sha256"]:
                 raise PreconditionFailed(
                     f"memory {memory_id} has content_sha256 {row['content_sha256']},"

@@ -103,8 +103,12 @@ def serve(
     max_memories: int = MAX_MEMORIES,
     demo_store: str | None = None,
     access_log: bool = False,
+    max_connections: int = 512,
+    client_timeout: float = 10.0,
 ) -> None:
-    """Run the server until SIGTERM or SIGINT; the first stdout line is its URL."""
+    """Run the server until SIGTERM or SIGINT; the first stdout line is its URL.
+    `max_connections` and `client_timeout` bound what clients may hold
+    (`_http11.HTTPServer`)."""
     if not tokens:
         raise ConfigError("no token to accept")
     try:
@@ -123,6 +127,8 @@ def serve(
             access_log=logging.getLogger("memfs.serve.access") if access_log else None,
             keep_alive_timeout=5.0,
             graceful_timeout=2.0,
+            max_connections=max_connections,
+            client_timeout=client_timeout,
         )
         trio.run(partial(_run, server, sock, url, db_path))
     finally:

@@ -101,12 +101,22 @@ CREATE TABLE IF NOT EXISTS session_resources (
 CREATE INDEX IF NOT EXISTS session_resources_by_store ON session_resources (store_id);
 """
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """`PRAGMA user_version` of a file this server has opened: 0 is a file from
 before sessions (stores, memories, versions only); 1 adds `sessions` and
-`session_resources`. `SCHEMA` creates what is missing (every statement is
-IF NOT EXISTS), so opening an older file migrates it in place, keeping every
-row; a file of a newer version than this server knows is refused."""
+`session_resources`; 2 keeps no content on `deleted` versions. `SCHEMA`
+creates what is missing (every statement is IF NOT EXISTS) and `MIGRATIONS`
+changes the rows of an older file, so opening one migrates it in place; a
+file of a newer version than this server knows is refused."""
+
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (),  # the session tables, which SCHEMA creates
+    2: (
+        "UPDATE versions SET content = NULL, content_sha256 = NULL, content_size_bytes = NULL"
+        " WHERE operation = 'deleted'",
+    ),
+}
+"""For each schema version, what brings a file of the version before to it."""
 
 _ID_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _STORED_TIMESTAMP = "%Y-%m-%dT%H:%M:%S.%fZ"
@@ -203,6 +213,9 @@ class SQLiteFile:
                 )
             for statement in SCHEMA.split(";"):
                 if statement.strip():
+                    self.conn.execute(statement)
+            for step in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in MIGRATIONS[step]:
                     self.conn.execute(statement)
             if version < SCHEMA_VERSION:
                 self.conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")

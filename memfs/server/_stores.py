@@ -1,6 +1,6 @@
 """Memory stores: their rows, their life (created, changed, archived,
-deleted) and the rule every write to a store's memories checks first: the
-store exists and is not archived.
+deleted) and the rule creating or updating a store's memories checks first:
+the store exists and is not archived.
 """
 
 from __future__ import annotations
@@ -44,7 +44,9 @@ class Stores:
         )
 
     def writable(self, store_id: str) -> sqlite3.Row:
-        """The store's row; 404 when there is none, 400 when it is archived."""
+        """The store's row; 404 when there is none, 400 when it is archived:
+        the rule of creating and updating memories (deleting them and
+        redacting versions stay allowed)."""
         row = self.row(store_id)
         if row["archived_at"] is not None:
             raise InvalidRequest(f"memory store {store_id} is archived and cannot be changed")

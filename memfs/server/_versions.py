@@ -1,9 +1,12 @@
 """Memory versions: the record of every change, newest first, and redaction.
 
 A version is written by the memory change it records, in that change's
-transaction (`Versions.add`); a no-op writes none. Redaction empties a
+transaction (`Versions.add`); a no-op writes none. A `deleted` version keeps
+the path the memory had and no content (`content`, `content_sha256` and
+`content_size_bytes` are null, as the SDK documents). Redaction empties a
 version's content and path but keeps the row, so the feed never loses its
-place; the current version of a memory cannot be redacted.
+place; the current version of a memory cannot be redacted; an archived
+store's versions can still be redacted.
 """
 
 from __future__ import annotations
@@ -19,11 +22,23 @@ from ._pages import check_limit, created_between, decode_cursor, time_ordered_pa
 from ._sqlite import SQLiteFile, new_id
 from ._stores import Stores
 
-# The two ids a version's `created_by` may be filtered by.
-_ACTOR_ID_FIELDS = ("session_id", "api_key_id")
+# The ids a version's `created_by` may be filtered by.
+_ACTOR_ID_FIELDS = ("session_id", "api_key_id", "service_account_id")
 
 
 def version_json(row: sqlite3.Row, full: bool) -> dict[str, Any]:
+    if row["operation"] == VersionOperation.DELETED:
+        # Null whatever the row holds: a file from before schema 2 kept them.
+        return {
+            **_version_fields(row, full),
+            "content": None,
+            "content_sha256": None,
+            "content_size_bytes": None,
+        }
+    return _version_fields(row, full)
+
+
+def _version_fields(row: sqlite3.Row, full: bool) -> dict[str, Any]:
     return {
         "id": row["id"],
         "type": "memory_version",
@@ -58,8 +73,10 @@ class Versions:
         now: str,
     ) -> str:
         """Record `operation` on the memory, which leaves it in `state` (its
-        path and content); to be called inside the change's transaction."""
+        path and content; a delete keeps only the path); to be called inside
+        the change's transaction."""
         version_id = new_id("memver")
+        deleted = operation == VersionOperation.DELETED
         self.db.run(
             "INSERT INTO versions (id, store_id, memory_id, operation, created_at, path, content,"
             " content_sha256, content_size_bytes, created_by) VALUES (?,?,?,?,?,?,?,?,?,?)",
@@ -70,9 +87,9 @@ class Versions:
                 operation.value,
                 now,
                 state["path"],
-                state["content"],
-                state["content_sha256"],
-                state["content_size_bytes"],
+                None if deleted else state["content"],
+                None if deleted else state["content_sha256"],
+                None if deleted else state["content_size_bytes"],
                 json.dumps(actor) if actor else None,
             ),
         )
@@ -95,13 +112,14 @@ class Versions:
         created_lte: str | None = None,
         session_id: str | None = None,
         api_key_id: str | None = None,
+        service_account_id: str | None = None,
         full: bool = False,
         limit: Any = None,
         page: str | None = None,
     ) -> dict[str, Any]:
         """Versions newest first, ordered by (created_at, seq) descending.
-        `session_id` and `api_key_id` keep the versions whose `created_by`
-        carries that id; every filter given must hold."""
+        `session_id`, `api_key_id` and `service_account_id` keep the versions
+        whose `created_by` carries that id; every filter given must hold."""
         self.stores.row(store_id)
         page_limit = check_limit(limit, full)
         sql = "SELECT * FROM versions WHERE store_id = ?"
@@ -115,7 +133,8 @@ class Versions:
             sql += " AND operation = ?"
             params.append(operation)
         sql += created_between(created_gte, created_lte, params)
-        for field, value in zip(_ACTOR_ID_FIELDS, (session_id, api_key_id), strict=True):
+        actor_ids = (session_id, api_key_id, service_account_id)
+        for field, value in zip(_ACTOR_ID_FIELDS, actor_ids, strict=True):
             if value is not None:
                 sql += f" AND json_extract(created_by, '$.{field}') = ?"
                 params.append(value)
@@ -136,7 +155,7 @@ class Versions:
         """Empty the version's content and path once; redacting it again changes nothing."""
 
         def txn() -> dict[str, Any]:
-            self.stores.writable(store_id)
+            self.stores.row(store_id)
             row = self._row(store_id, version_id)
             head = self.db.one(
                 "SELECT 1 FROM memories WHERE id = ? AND version_id = ?",

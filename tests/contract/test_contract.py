@@ -21,7 +21,7 @@ from memfs._exceptions import (
     RequestTooLarge,
     TransportError,
 )
-from memfs.api import MAX_CONTENT_BYTES, Memory, MemoryPrefix, content_sha256
+from memfs.api import MAX_CONTENT_BYTES, Memory, MemoryPrefix, Resource, content_sha256
 from memfs.client import StoreClient
 from tests.support import ServerProcess
 
@@ -109,7 +109,9 @@ async def test_403_token_limited_to_other_stores(memfs_server: ServerProcess):
         mine = await admin.create_store("mine")
         other = await admin.create_store("other")
         await admin.create_memory(other.id, "/secret.md", "s")
-    memfs_server.extra_args += ["--token", f"limited@{mine.id}"]
+    token_file = memfs_server.db_path.with_name("limited-token")
+    token_file.write_text(f"limited@{mine.id}\n")
+    memfs_server.extra_args += ["--token-file", str(token_file)]
     memfs_server.restart()
     async with StoreClient(memfs_server.url, "limited") as limited:
         await limited.create_memory(mine.id, "/ok.md", "fine")
@@ -237,6 +239,9 @@ async def test_full_store_refuses_creates_but_keeps_edits(tmp_path):
         pytest.param("/zero\u200bwidth.md", id="format-char"),
         pytest.param("/" + "p" * 1024, id="over-1024-bytes"),
         pytest.param("/trailing/", id="trailing-slash"),
+        pytest.param("/d" * 21, id="over-20-segments"),
+        pytest.param("/line\u2028separator.md", id="line-separator"),
+        pytest.param("/paragraph\u2029separator.md", id="paragraph-separator"),
     ],
 )
 async def test_path_rules_refuse(store_client: StoreClient, store_id: str, bad_path: str):
@@ -402,16 +407,16 @@ async def test_versions_and_redaction(store_client: StoreClient, store_id: str):
 
 async def test_versions_filter_by_who_made_them(shared_memfs_server: ServerProcess):
     url, token = shared_memfs_server.url, shared_memfs_server.token
-    async with (
-        StoreClient(url, token, auth="bearer") as session,
-        StoreClient(url, token, auth="x-api-key") as keyed,
-    ):
+    async with StoreClient(url, token, auth="x-api-key") as keyed:
         store = await keyed.create_store("who")
-        a = await keyed.create_memory(store.id, "/a.md", "by key")
-        b = await session.create_memory(store.id, "/b.md", "by session")
-        await session.update_memory(store.id, a.id, content="edited in a session")
+        created = await keyed.create_session([Resource(store.id)])
+        async with StoreClient(url, created.sessions_token, auth="bearer") as session:
+            a = await keyed.create_memory(store.id, "/a.md", "by key")
+            b = await session.create_memory(store.id, "/b.md", "by session")
+            await session.update_memory(store.id, a.id, content="edited in a session")
         feed = [v async for v in keyed.iter_versions(store.id)]
         session_id = feed[0].created_by["session_id"]
+        assert session_id == created.session.id
         api_key_id = feed[-1].created_by["api_key_id"]
         by_session = [
             v async for v in keyed.iter_versions(store.id, session_id=session_id, limit=1)
@@ -423,6 +428,7 @@ async def test_versions_filter_by_who_made_them(shared_memfs_server: ServerProce
         page = await keyed.list_versions_page(store.id, api_key_id=api_key_id)
         assert [v.id for v in page.data] == [a.memory_version_id]
         assert [v async for v in keyed.iter_versions(store.id, session_id="sesn_other")] == []
+        assert [v async for v in keyed.iter_versions(store.id, service_account_id="svac_x")] == []
 
 
 # ---- auth, persistence, secrecy ------------------------------------------

@@ -94,7 +94,7 @@ def test_a_session_with_memfs_store(store_cmd: StoreCommand, tmp_path: Path):
         ("created", "/notes/piped.md"),
         ("created", "/notes/note.md"),
     ]
-    assert all(len(sha) == 12 for *_, sha in log)
+    assert [len(sha) for *_, sha in log] == [1, 12, 12, 12, 12]  # a delete has no content: "-"
     one = store_cmd.ok("log", store_id, "/notes/note.md").splitlines()
     assert [line.split("\t")[1] for line in one] == ["deleted", "created"]
 

@@ -10,6 +10,7 @@ import base64
 import hashlib
 import itertools
 import json
+import os
 import signal
 import sqlite3
 import stat
@@ -167,7 +168,9 @@ def test_restricted_token_is_403_elsewhere(tmp_path):
             mine = admin.post("/v1/memory_stores", json={"name": "mine"}).json()["id"]
             theirs = admin.post("/v1/memory_stores", json={"name": "theirs"}).json()["id"]
         server.stop()
-        server.extra_args = ["--token", f"limited@{mine}"]
+        token_file = tmp_path / "tokens"
+        token_file.write_text(f"limited@{mine}\n")
+        server.extra_args = ["--token-file", str(token_file)]
         server.start()
         limited = api_headers("limited")
         r = httpx.get(f"{server.url}/v1/memory_stores/{mine}", headers=limited)
@@ -481,6 +484,31 @@ def test_beta_headers(shared_memfs_server, store):
     assert_error(httpx.get(url, headers=wrong_version), 400, "invalid_request_error")
 
 
+@pytest.mark.parametrize(
+    "version, status",
+    [
+        ("2023-06-01", 200),  # memfs's client
+        ("2026-10-21", 200),  # the Python SDK 2.10 and later
+        ("2026-10-22", 400),
+        ("2026-10", 400),
+        ("latest", 400),
+        ("", 400),
+    ],
+)
+def test_anthropic_version_of_memfs_and_of_the_sdk_are_accepted(
+    shared_memfs_server, store, version, status
+):
+    for url in (
+        f"{shared_memfs_server.url}/v1/memory_stores/{store}",
+        f"{shared_memfs_server.url}/v1/memory_stores/{store}/memory_versions",
+    ):
+        r = httpx.get(url, headers={**api_headers(), "anthropic-version": version})
+        if status == 200:
+            assert r.status_code == 200, r.text
+        else:
+            assert "anthropic-version" in assert_error(r, 400, "invalid_request_error")["message"]
+
+
 def test_beta_query_parameter_is_ignored(http, store):
     mem = created(http, store, "/q")
     r = http.get(f"/v1/memory_stores/{store}/memories/{mem['id']}?beta=true")
@@ -510,10 +538,26 @@ def test_beta_query_parameter_is_ignored(http, store):
         "/zero\u200bwidth",
         "/rtl\u202emark",
         "/" + "x" * 1024,
+        "/s" * 21,
+        "/line\u2028separator",
+        "/paragraph\u2029separator",
     ],
 )
 def test_path_rules(http, store, path):
     assert_error(create(http, store, path), 400, "invalid_request_error")
+
+
+def test_a_path_has_at_most_20_segments_moves_included(http, store):
+    deepest = "/s" * 20
+    mem = created(http, store, deepest)
+    assert mem["path"] == deepest
+    url = f"/v1/memory_stores/{store}/memories/{mem['id']}"
+    message = assert_error(
+        http.post(url, json={"path": "/t" + deepest}), 400, "invalid_request_error"
+    )["message"]
+    assert "21 segments" in message
+    r = http.get(f"/v1/memory_stores/{store}/memories", params={"path_prefix": deepest + "/s/"})
+    assert_error(r, 400, "invalid_request_error")
 
 
 def test_path_of_exactly_1024_bytes_is_allowed(http, store):
@@ -637,16 +681,22 @@ def test_store_cap_refuses_creates_but_keeps_edits(tmp_path):
 
 def test_archived_store_refuses_writes(http, store):
     mem = created(http, store, "/kept", "old")
+    gone = created(http, store, "/gone", "bye")
     archived = http.post(f"/v1/memory_stores/{store}/archive").json()
     assert archived["archived_at"]
     memories = f"/v1/memory_stores/{store}/memories"
     assert_error(create(http, store, "/new"), 400, "invalid_request_error")
     r = http.post(f"{memories}/{mem['id']}", json={"content": "new"})
     assert_error(r, 400, "invalid_request_error")
-    assert_error(http.delete(f"{memories}/{mem['id']}"), 400, "invalid_request_error")
+    r = http.post(f"{memories}/{mem['id']}", json={"path": "/moved"})
+    assert_error(r, 400, "invalid_request_error")
     r = http.post(f"/v1/memory_stores/{store}", json={"name": "renamed"})
     assert_error(r, 400, "invalid_request_error")
     assert http.get(f"{memories}/{mem['id']}").json()["content"] == "old"
+    # Deleting its memories and redacting their versions stay allowed, as the SDK documents.
+    assert http.delete(f"{memories}/{gone['id']}").json()["type"] == "memory_deleted"
+    r = http.post(f"/v1/memory_stores/{store}/memory_versions/{gone['memory_version_id']}/redact")
+    assert r.status_code == 200 and r.json()["redacted_at"], r.text
     listed = [s["id"] for s in list_all_stores(http)]
     assert store not in listed
     assert store in [s["id"] for s in list_all_stores(http, include_archived="true")]
@@ -846,7 +896,7 @@ def test_one_version_per_change_with_the_state_after_it(http, store):
         "created",
     ]
     assert [(v["path"], v["content"]) for v in feed] == [
-        ("/x.md", "three"),
+        ("/x.md", None),
         ("/x.md", "three"),
         ("/w.md", "two"),
         ("/v.md", "two"),
@@ -858,31 +908,37 @@ def test_one_version_per_change_with_the_state_after_it(http, store):
         after_content["memory_version_id"],
         mem["memory_version_id"],
     ]
+    deleted, *changes = feed
+    assert (deleted["content_sha256"], deleted["content_size_bytes"]) == (None, None)
     for v in feed:
         assert v["type"] == "memory_version" and v["memory_store_id"] == store
-        assert v["content_sha256"] == sha(v["content"])
-        assert v["content_size_bytes"] == len(v["content"].encode())
         assert v["created_by"]["type"] == "api_actor"
         assert v["created_by"]["api_key_id"] and "test-token" not in json.dumps(v)
+    for v in changes:
+        assert v["content_sha256"] == sha(v["content"])
+        assert v["content_size_bytes"] == len(v["content"].encode())
     stamps = [v["created_at"] for v in feed]
     assert stamps == sorted(stamps, reverse=True) and len(set(stamps)) == len(stamps)
     assert all(v["content"] is None for v in versions(http, store, memory_id=mem["id"]))
 
 
-def test_bearer_changes_are_recorded_as_session_actor(shared_memfs_server, store):
-    headers = {k: v for k, v in api_headers().items() if k != "x-api-key"}
-    headers["authorization"] = "Bearer test-token"
+def test_an_api_key_is_an_api_actor_in_either_header(shared_memfs_server, http, store):
+    """SDK 2.x sends `api_key=` as `Authorization: Bearer`: a token of the
+    server is an API key however it travels, one `api_key_id` for both."""
+    bearer = {k: v for k, v in api_headers().items() if k != "x-api-key"}
+    bearer["authorization"] = "Bearer test-token"
     r = httpx.post(
         f"{shared_memfs_server.url}/v1/memory_stores/{store}/memories",
-        headers=headers,
-        json={"path": "/by-session", "content": ""},
+        headers=bearer,
+        json={"path": "/by-bearer", "content": ""},
     )
-    with shared_memfs_server.http() as http:
-        v = http.get(
-            f"/v1/memory_stores/{store}/memory_versions/{r.json()['memory_version_id']}"
-        ).json()
-    assert v["created_by"]["type"] == "session_actor"
-    assert v["created_by"]["session_id"] and "test-token" not in json.dumps(v)
+    assert r.status_code == 200, r.text
+    created(http, store, "/by-x-api-key")
+    actors = [v["created_by"] for v in versions(http, store)]
+    assert [a["type"] for a in actors] == ["api_actor", "api_actor"]
+    assert actors[0] == actors[1] and "test-token" not in json.dumps(actors)
+    found = versions(http, store, api_key_id=actors[0]["api_key_id"])
+    assert sorted(v["path"] for v in found) == ["/by-bearer", "/by-x-api-key"]
 
 
 def bearer_headers(token: str) -> dict[str, str]:
@@ -892,8 +948,9 @@ def bearer_headers(token: str) -> dict[str, str]:
 
 
 def test_user_tokens_record_user_actor(tmp_path):
+    (tmp_path / "tokens").write_text("# the people\nuser:alice:alice-secret\n")
     server = ServerProcess(
-        tmp_path / "s.sqlite3", extra_args=["--token", "user:alice:alice-secret"]
+        tmp_path / "s.sqlite3", extra_args=["--token-file", str(tmp_path / "tokens")]
     ).start()
     try:
         sid = server.create_store("users")["id"]
@@ -969,9 +1026,10 @@ def test_user_tokens_may_be_limited_and_come_from_the_environment(tmp_path):
     "entry", ["user:", "user:alice", "user:alice:", "user:a b:secret", "user::x"]
 )
 def test_a_malformed_user_token_is_one_sentence(tmp_path, entry):
+    (tmp_path / "tokens").write_text(entry + "\n")
     r = subprocess.run(
-        [sys.executable, "-m", "memfs", "serve", "--port", "0", "--token", entry]
-        + ["--db", str(tmp_path / "s.sqlite3")],
+        [sys.executable, "-m", "memfs", "serve", "--port", "0"]
+        + ["--token-file", str(tmp_path / "tokens"), "--db", str(tmp_path / "s.sqlite3")],
         capture_output=True,
         text=True,
         timeout=20,
@@ -1016,19 +1074,18 @@ def test_version_filters(http, store):
 
 def test_versions_filter_by_session_id_and_api_key_id(shared_memfs_server, http, store):
     by_key = created(http, store, "/by-key.md")
+    session = shared_memfs_server.create_session(store)
+    session_id = session["id"]
     bearer = {k: v for k, v in api_headers().items() if k != "x-api-key"}
-    bearer["authorization"] = "Bearer test-token"
-    with httpx.Client(base_url=shared_memfs_server.url, headers=bearer) as session:
-        r = session.post(
+    bearer["authorization"] = f"Bearer {session['sessions_token']}"
+    with httpx.Client(base_url=shared_memfs_server.url, headers=bearer) as agent:
+        r = agent.post(
             f"/v1/memory_stores/{store}/memories", json={"path": "/by-session.md", "content": ""}
         )
         by_session = r.json()
-        session.post(
-            f"/v1/memory_stores/{store}/memories/{by_key['id']}", json={"content": "edited"}
-        )
+        agent.post(f"/v1/memory_stores/{store}/memories/{by_key['id']}", json={"content": "edited"})
     everything = versions(http, store)
     assert len(everything) == 3
-    session_id = everything[0]["created_by"]["session_id"]
     api_key_id = everything[-1]["created_by"]["api_key_id"]
     mine = versions(http, store, session_id=session_id)
     assert [(v["memory_id"], v["operation"]) for v in mine] == [
@@ -1041,6 +1098,7 @@ def test_versions_filter_by_session_id_and_api_key_id(shared_memfs_server, http,
     assert versions(http, store, session_id="sesn_nobody") == []
     assert versions(http, store, api_key_id=session_id) == []
     assert versions(http, store, session_id=session_id, api_key_id=api_key_id) == []
+    assert versions(http, store, service_account_id="svac_nobody") == []
     one = versions(http, store, session_id=session_id, operation="created")
     assert [v["memory_id"] for v in one] == [by_session["id"]]
     pages, page = [], None
@@ -1052,6 +1110,63 @@ def test_versions_filter_by_session_id_and_api_key_id(shared_memfs_server, http,
         if not page:
             break
     assert pages == [v["id"] for v in mine]
+
+
+def test_service_account_tokens_record_and_filter_by_their_actor(tmp_path):
+    entry = "service_account:indexer:svac-secret"
+    with ServerProcess(tmp_path / "s.sqlite3", env={"MEMFS_SERVE_TOKEN": entry}) as server:
+        sid = server.create_store("service accounts")["id"]
+        with server.http() as http:
+            created(http, sid, "/by-key.md")
+            with httpx.Client(base_url=server.url, headers=bearer_headers("svac-secret")) as svc:
+                assert create(svc, sid, "/by-indexer.md").status_code == 200
+            everything = versions(http, sid)
+            assert everything[0]["created_by"] == {
+                "type": "service_account_actor",
+                "service_account_id": "svac_indexer",
+            }
+            mine = versions(http, sid, service_account_id="svac_indexer")
+            assert [v["path"] for v in mine] == ["/by-indexer.md"]
+            assert versions(http, sid, service_account_id="svac_other") == []
+            assert len(everything) == 2
+
+
+def test_a_deleted_version_keeps_its_path_and_no_content_even_in_an_older_file(memfs_server):
+    sid = memfs_server.create_store("deleted versions")["id"]
+    with memfs_server.http() as http:
+        mem = created(http, sid, "/gone.md", "private words")
+        http.delete(f"/v1/memory_stores/{sid}/memories/{mem['id']}")
+    memfs_server.stop()
+    # What a server from before schema 2 left: the last content on the deleted version.
+    db = sqlite3.connect(memfs_server.db_path)
+    with db:
+        db.execute(
+            "UPDATE versions SET content = 'private words', content_sha256 = ?,"
+            " content_size_bytes = 13 WHERE operation = 'deleted'",
+            (sha("private words"),),
+        )
+        db.execute("PRAGMA user_version = 1")
+    db.close()
+    memfs_server.start()
+    with memfs_server.http() as http:
+        deleted = versions(http, sid, operation="deleted", view="full")
+        (one,) = deleted
+        assert (one["path"], one["content"], one["content_sha256"], one["content_size_bytes"]) == (
+            "/gone.md",
+            None,
+            None,
+            None,
+        )
+        got = http.get(f"/v1/memory_stores/{sid}/memory_versions/{one['id']}").json()
+        assert got == one
+    db = sqlite3.connect(memfs_server.db_path)
+    try:
+        rows = db.execute(
+            "SELECT content, content_sha256 FROM versions WHERE operation = 'deleted'"
+        )
+        assert list(rows) == [(None, None)]
+    finally:
+        db.close()
 
 
 def test_redaction(http, store):
@@ -1276,14 +1391,13 @@ def test_port_in_use_is_one_sentence(memfs_server, tmp_path):
             "serve",
             "--port",
             str(memfs_server.port),
-            "--token",
-            "t",
             "--db",
             str(tmp_path / "other.sqlite3"),
         ],
         capture_output=True,
         text=True,
         timeout=20,
+        env={**os.environ, "MEMFS_SERVE_TOKEN": "t"},
     )
     assert r.returncode == 2, r.stderr
     assert r.stderr.startswith("memfs: cannot listen on 127.0.0.1")
@@ -1298,7 +1412,17 @@ def test_help_shows_the_flags():
         timeout=20,
     )
     assert r.returncode == 0
-    for flag in ("--db", "--host", "--port", "--max-memories", "--token", "--demo-store"):
+    for flag in (
+        "--db",
+        "--host",
+        "--port",
+        "--max-memories",
+        "--token-file",
+        "--token",
+        "--max-connections",
+        "--client-timeout",
+        "--demo-store",
+    ):
         assert flag in r.stdout
 
 

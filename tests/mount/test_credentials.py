@@ -3,10 +3,12 @@ seen through real mounts of a real `memfs serve`, and that no secret shows
 where other users or the agent could read it.
 
 `memfs serve` records on every version who made it: `created_by.type` is
-`api_actor` for a request with `x-api-key`, `session_actor` for one with
-`Authorization: Bearer` (it prefers the bearer token when both are sent).
-So a write through the mount, then `memory_versions`, tells which header
-travelled."""
+`api_actor` for one of its own tokens (an API key, whichever header carries
+it) and `session_actor` for a sessions token it minted, which it takes only
+as `Authorization: Bearer`. So a write through the mount, then
+`memory_versions`, tells which credential was used, and a session's write
+that the header was Bearer. `SESSION_TOKEN` below stands for a sessions
+token minted for the test's store (`session_token`)."""
 
 from __future__ import annotations
 
@@ -68,6 +70,11 @@ def _secret_for(server: ServerProcess, token: str) -> str:
     return standard_base64_secret({"sessions_token": token, "api_base_url": server.url})
 
 
+def session_token(server: ServerProcess, store_id: str) -> str:
+    """A sessions token of a new session holding `store_id`."""
+    return server.create_session(store_id)["sessions_token"]
+
+
 # (environment, flags) -> the actor the server records; "URL" stands for the server's URL.
 CASES = {
     "ANTHROPIC_API_KEY": ({"ANTHROPIC_API_KEY": API_KEY}, (), "api_actor"),
@@ -93,13 +100,15 @@ CASES = {
 def test_the_header_a_credential_travels_in(case, mounter, server, tmp_path):
     variables, flags, actor = CASES[case]
     store_id = server.create_store(f"creds {case}")["id"]
+    minted = session_token(server, store_id)
     env = mounter.env
     # The API's URL from the SDKs' variable (or, for the secret, from the secret itself).
     del env["MEMFS_API_URL"]
     if "ANTHROPIC_WORK_SECRET" not in variables:
         env["ANTHROPIC_BASE_URL"] = server.url
     for name, value in variables.items():
-        env[name] = _secret_for(server, SESSION_TOKEN) if value == "SECRET" else value
+        value = minted if value == SESSION_TOKEN else value
+        env[name] = _secret_for(server, minted) if value == "SECRET" else value
     key_file = tmp_path / "api-key"
     key_file.write_text(API_KEY + "\n")
     flags = tuple(str(key_file) if f == "API_KEY_FILE" else f for f in flags)
@@ -173,12 +182,23 @@ def test_memfs_store_takes_the_same_sources(server):
     as_memfs = {"MEMFS_API_URL": server.url, "MEMFS_TOKEN": API_KEY}
     store("put", store_id, "/a.md", stdin="2", **as_memfs)
     store("put", store_id, "/a.md", "--auth", "bearer", stdin="3", **as_memfs)
-    bearer = {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_AUTH_TOKEN": SESSION_TOKEN}
+    minted = session_token(server, store_id)
+    bearer = {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_AUTH_TOKEN": minted}
     store("put", store_id, "/a.md", stdin="4", **bearer)
+    # --auth x-api-key sends the sessions token where memfs serve does not take one.
+    keyed = subprocess.run(
+        [sys.executable, "-m", "memfs", "store", "put", store_id, "/a.md", "--auth", "x-api-key"],
+        input="5",
+        capture_output=True,
+        text=True,
+        env={**base, "MEMFS_API_URL": server.url, "MEMFS_TOKEN": minted},
+        timeout=60,
+    )
+    assert keyed.returncode == 1 and "refused the token (401)" in keyed.stderr
     log = json.loads(store("log", store_id, "--json", **sdk))
     assert [v["created_by"]["type"] for v in reversed(log)] == [
         "api_actor",
         "api_actor",
-        "session_actor",
+        "api_actor",
         "session_actor",
     ]

@@ -176,10 +176,12 @@ def _credentials(server: ServerProcess, case: str) -> dict[str, str]:
     return {"ANTHROPIC_WORK_SECRET": secret}  # the secret is also the only source of the URL
 
 
+# memfs serve records each token of its own as an API key (`api_actor`),
+# whichever header carries it; only a sessions token it minted is a session.
 ACTORS = {
-    "MEMFS_TOKEN": "session_actor",
+    "MEMFS_TOKEN": "api_actor",
     "ANTHROPIC_API_KEY": "api_actor",
-    "ANTHROPIC_WORK_SECRET": "session_actor",
+    "ANTHROPIC_WORK_SECRET": "api_actor",
 }
 
 

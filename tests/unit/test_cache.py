@@ -110,6 +110,25 @@ async def test_bad_names_and_sizes_are_refused_with_their_own_errors(tmp_path):
     cache.close()
 
 
+async def test_paths_the_api_refuses_are_refused_by_the_cache(tmp_path):
+    cache = StoreCache(str(tmp_path), STORE)
+    for separator in ("\u2028", "\u2029"):
+        with pytest.raises(InvalidPath):
+            cache.create(ROOT_ID, f"line{separator}break.md", 0o644)
+    deep = ROOT_ID
+    for _ in range(19):
+        deep = cache.mkdir(deep, "d", 0o755).id
+    cache.create(deep, "twentieth.md", 0o644)  # 20 segments
+    with pytest.raises(NameTooLong):  # a folder of 20 names could hold no memory
+        cache.mkdir(deep, "d", 0o755)
+    cache.mkdir(ROOT_ID, "e", 0o755)
+    with pytest.raises(NameTooLong):  # the 20-segment file would be 21 deep under /e
+        cache.rename(ROOT_ID, "d", cache.find("/e").id, "d")
+    cache.rename(ROOT_ID, "d", ROOT_ID, "renamed")
+    assert cache.find("/renamed" + "/d" * 18 + "/twentieth.md") is not None
+    cache.close()
+
+
 async def test_rename_over_a_stored_file_is_one_update_of_its_memory(tmp_path):
     cache = StoreCache(str(tmp_path), STORE)
     target = remote(cache, "mem_target", "/notes.md", b"old")
