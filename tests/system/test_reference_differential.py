@@ -34,7 +34,7 @@ import anthropic
 import pytest
 from anthropic.lib.tools._memories import MARKER_PATH, SessionMemoryStores
 
-from memfs.api import ANTHROPIC_VERSION, SESSIONS_BETA
+from memfs.api import SESSIONS_BETA
 from tests.support import ServerProcess, conflict_files
 from tests.support.mounts import Mounter
 from tests.system.test_sync import memory_id, put_remote, remote_files
@@ -155,8 +155,6 @@ class Twins:
         self.client = anthropic.AsyncAnthropic(
             base_url=self.server.url,
             auth_token=self.session["sessions_token"],
-            # `memfs serve` takes only 2023-06-01 until issue 20 section 8 lands.
-            default_headers={"anthropic-version": ANTHROPIC_VERSION},
             max_retries=0,
         )
         self.reference = SessionMemoryStores(
