@@ -98,7 +98,7 @@ class MountedStore:
         if self.spec.read_only:
             self.engine.set_aside_local_changes()
         try:
-            await self.engine.run_pass(full=True)
+            await self.engine.run_pass(full=True, before_mount=True)
         except SyncError as e:
             if self.cache.get_meta("feed_ts") is None and not self.cache.file_count():
                 raise MountError(f"cannot mount {self.spec.store_id}: {e}")

@@ -5,8 +5,11 @@ never touches FUSE.
 
 Modules by job: `_decide` (the decision table, pure), `_remote` (feed or
 listing), `_pull` (applying the store's changes), `_push` (local changes),
-`_deletes` (delete pacing and wipes), `_prefetch`, `_ledger` (what they share),
-`_engine` (the pass that runs them).
+`_deletes` (delete pacing and wipes), `_prefetch`, `_engine` (the pass that
+runs them); and what they share: `_rules` (the numbers and modes),
+`_store_api` (the store and the kernel, as protocols; failures told apart),
+`_reports` (what a pass did, the status), `_ledger` (what the engine
+remembers between passes), `_part` (what every job works with).
 """
 
 from __future__ import annotations
@@ -14,23 +17,18 @@ from __future__ import annotations
 from ._decide import TABLE, Action, Local, Remote, decide, remote_state
 from ._deletes import EndOfSession
 from ._engine import SyncEngine
-from ._ledger import (
+from ._prefetch import prefetch
+from ._reports import FollowMode, PassReport, SyncStatus
+from ._rules import (
     DEFAULT_CONCURRENCY,
     DELETE_WINDOW,
     FINAL_CONCURRENCY,
     QUIET_SECONDS,
     Deletions,
-    FollowMode,
-    KernelNotifier,
-    NoKernel,
-    PassReport,
-    StoreAPI,
-    SyncStatus,
     backoff_delay,
     delete_cap,
-    whole_store,
 )
-from ._prefetch import prefetch
+from ._store_api import KernelNotifier, NoKernel, StoreAPI, whole_store
 
 __all__ = [
     "DEFAULT_CONCURRENCY",

@@ -30,19 +30,12 @@ from dataclasses import dataclass
 
 from .._exceptions import Conflict, NotFound, PreconditionFailed, StatusError, StoreError
 from ..cache import Tombstone
-from ._ledger import (
-    Deletions,
-    Hold,
-    Part,
-    PassReport,
-    RemoteMemory,
-    Shared,
-    delete_cap,
-    each,
-    log,
-    whole_store,
-)
+from ._ledger import Hold
+from ._part import Part, Shared, each, log
 from ._pull import Puller
+from ._reports import PassReport
+from ._rules import Deletions, delete_cap
+from ._store_api import RemoteMemory, whole_store
 
 
 @dataclass

@@ -42,25 +42,15 @@ from .._exceptions import (
 from ..api import MAX_CONTENT_BYTES
 from ..cache import SyncFace
 from ._deletes import DeletePacer, EndOfSession
-from ._ledger import (
-    DEFAULT_CONCURRENCY,
-    DELETE_WINDOW,
-    FINAL_CONCURRENCY,
-    QUIET_SECONDS,
-    Deletions,
-    KernelNotifier,
-    Ledger,
-    PassReport,
-    Shared,
-    StoreAPI,
-    SyncStatus,
-    each,
-    log,
-)
+from ._ledger import Ledger
+from ._part import Shared, each, log
 from ._prefetch import prefetch
 from ._pull import Puller
 from ._push import Pusher
 from ._remote import RemoteChanges
+from ._reports import PassReport, SyncStatus
+from ._rules import DEFAULT_CONCURRENCY, DELETE_WINDOW, FINAL_CONCURRENCY, QUIET_SECONDS, Deletions
+from ._store_api import KernelNotifier, StoreAPI
 
 
 class SyncEngine:
@@ -149,6 +139,7 @@ class SyncEngine:
         full: bool = False,
         end: EndOfSession | None = None,
         asked: bool = False,
+        before_mount: bool = False,
     ) -> PassReport:
         """One whole pass; raises SyncError when the store could not be reached or refused us.
 
@@ -156,7 +147,8 @@ class SyncEngine:
         and sends deletes as `end` says (default: one pass's cap, window waived;
         the passes of one final sync share one `end`). `asked`: a pass a person
         asked for (`memfs sync`), which tries every refused file and delete again
-        at once; the backoff is for the periodic passes."""
+        at once; the backoff is for the periodic passes. `before_mount`: nothing
+        else uses the cache yet, so the store's state is placed in one commit."""
         if final and end is None:
             end = EndOfSession()
         async with self._lock:
@@ -164,7 +156,13 @@ class SyncEngine:
             before = self.client.stats.requests
             started = time.monotonic()
             try:
-                await self._pass(report, end=end if final else None, full=full, asked=asked)
+                await self._pass(
+                    report,
+                    end=end if final else None,
+                    full=full,
+                    asked=asked,
+                    before_mount=before_mount,
+                )
             except AuthenticationFailed as e:
                 report.error = (
                     f"the store refused the token (401); local changes are kept: {e.message}"
@@ -213,7 +211,13 @@ class SyncEngine:
             return report
 
     async def _pass(
-        self, report: PassReport, *, end: EndOfSession | None, full: bool, asked: bool
+        self,
+        report: PassReport,
+        *,
+        end: EndOfSession | None,
+        full: bool,
+        asked: bool,
+        before_mount: bool,
     ) -> None:
         final = end is not None
         limit = self.final_concurrency if final else self.concurrency
@@ -224,7 +228,7 @@ class SyncEngine:
         for memory_id, waiting in self.ledger.deferred.items():
             remote.setdefault(memory_id, waiting)
         self.ledger.deferred.clear()
-        await self.puller.apply_all(remote, report, limit=limit)
+        await self.puller.apply_all(remote, report, limit=limit, in_one_commit=before_mount)
         self.remote.save_head(head)
         if listed:
             self.remote.listed()

@@ -15,7 +15,8 @@ import trio
 from .._exceptions import CacheError
 from ..api import Memory, content_sha256
 from ..cache import Node, SyncFace
-from ._ledger import StoreAPI, log
+from ._part import log
+from ._store_api import StoreAPI
 
 PREFETCH_BY_LISTING = 20
 """Above this many missing contents, prefetch reads full-view listing pages."""

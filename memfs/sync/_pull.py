@@ -25,18 +25,10 @@ from .._exceptions import CacheError, ConflictCopyFailed, NotFound, StoreError
 from ..api import MARKER_PATH, MAX_NAME_BYTES, content_sha256, listed_path_problem
 from ..cache import Node, Tombstone, Upload
 from ._decide import Action, Local, Remote, decide, remote_state
-from ._ledger import (
-    QUIET_SECONDS,
-    KernelNotifier,
-    NoKernel,
-    Part,
-    PassReport,
-    RemoteMemory,
-    Shared,
-    each,
-    log,
-    whole_store,
-)
+from ._part import Part, Shared, each, log
+from ._reports import PassReport
+from ._rules import QUIET_SECONDS
+from ._store_api import KernelNotifier, NoKernel, RemoteMemory, whole_store
 
 WAITS_FOR_WRITERS = frozenset({Action.PULL, Action.PULL_KEEP_LOCAL, Action.REMOVE_LOCAL})
 """Actions that replace or remove a file's content: they wait for its writers."""
@@ -74,15 +66,20 @@ class Puller(Part):
         self._sent_by_memory, self._sent_creates = {}, {}
 
     async def apply_all(
-        self, remote: dict[str, RemoteMemory], report: PassReport, *, limit: int
+        self,
+        remote: dict[str, RemoteMemory],
+        report: PassReport,
+        *,
+        limit: int,
+        in_one_commit: bool = False,
     ) -> None:
         """Fetch what must be pulled in parallel, then decide memory by memory.
-        Before the mount (nothing else runs: no kernel, no filesystem) the whole
-        listing is placed with one commit."""
+        `in_one_commit`: nothing else uses the cache (the pass before the mount:
+        no kernel, no filesystem), so the whole listing is placed with one
+        commit, held across the awaits of the pass."""
         wanted = [r for r in remote.values() if self._wants_content(r)]
         await each(wanted, self._fetch_ahead, limit)
-        alone = isinstance(self.kernel, NoKernel)
-        with self.cache.batch() if alone else contextlib.nullcontext():
+        with self.cache.batch() if in_one_commit else contextlib.nullcontext():
             await self._apply_each(remote, report)
 
     async def _apply_each(self, remote: dict[str, RemoteMemory], report: PassReport) -> None:

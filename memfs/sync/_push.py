@@ -25,7 +25,11 @@ from .._exceptions import (
 )
 from ..api import MAX_CONTENT_BYTES, Memory, content_sha256
 from ..cache import Change, Node, Upload
-from ._ledger import Deletions, Hold, Part, PassReport, Shared, log, whole_store
+from ._ledger import Hold
+from ._part import Part, Shared, log
+from ._reports import PassReport
+from ._rules import Deletions
+from ._store_api import whole_store
 
 
 class Pusher(Part):

@@ -26,7 +26,10 @@ from .._exceptions import (
     StatusError,
 )
 from ..api import Memory, MemoryVersion
-from ._ledger import DEFAULT_CONCURRENCY, FollowMode, Part, RemoteMemory, Shared, each, log
+from ._part import Part, Shared, each, log
+from ._reports import FollowMode
+from ._rules import DEFAULT_CONCURRENCY
+from ._store_api import RemoteMemory
 
 FEED_START = "1970-01-01T00:00:00Z"
 """The feed position of a store that has no versions yet: every later version is new."""
