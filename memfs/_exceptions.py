@@ -9,6 +9,7 @@ sentences. The tree::
     │   ├── InvalidPath              a memory path the contract forbids (api)
     │   ├── InvalidSecret            a work item secret that does not decode (api)
     │   ├── InvalidResources         a resources array that is not the contract's (api)
+    │   ├── InvalidStoreId           a store id that is not the API's form (api)
     │   └── ConfigError              a flag, file or environment value memfs cannot use
     ├── StoreError                   the Memory Store API said no, or could not be reached (client)
     │   ├── TransportError           no answer after every retry: DNS, refused, reset, timeout
@@ -68,6 +69,11 @@ class InvalidSecret(UsageError):
 
 class InvalidResources(UsageError):
     """A `resources` array that does not follow the contract."""
+
+
+class InvalidStoreId(UsageError):
+    """A store id that is not the API's form (`memstore_` and letters and
+    digits): it would name files and mount options, so it names nothing."""
 
 
 class ConfigError(UsageError):

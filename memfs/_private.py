@@ -11,8 +11,10 @@ whatever the umask.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import stat
+from typing import Any
 
 from ._exceptions import ConfigError
 
@@ -61,14 +63,15 @@ def _check(st: os.stat_result, path: str, what: str) -> None:
         )
 
 
-def open_private_dir(path: str, what: str) -> int:
+def open_private_dir(path: str, what: str, *, follow: bool = False) -> int:
     """A descriptor of memfs's own folder (created 0700 when missing), opened
-    without following a symlink and checked through the descriptor itself:
-    entries are then reached relative to it, so a folder swapped afterwards
-    cannot redirect them."""
-    ensure_private_dir(path, what)
+    without following a symlink (`follow`: as `ensure_private_dir`) and
+    checked through the descriptor itself: entries are then reached relative
+    to it, so a folder swapped afterwards cannot redirect them."""
+    ensure_private_dir(path, what, follow=follow)
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, flags)
     except OSError as e:
         raise ConfigError(f"cannot open the {what} {path}: {e.strerror or e}")
     try:
@@ -79,8 +82,63 @@ def open_private_dir(path: str, what: str) -> int:
     return fd
 
 
-def open_log_file(path: str) -> int:
-    """A descriptor appending to the log file `path` (in a folder checked
-    above): created 0600, never opened through a symlink."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
-    return os.open(path, flags, 0o600)
+def check_entry_name(name: str) -> str:
+    """`name` itself when it names an entry of a folder (no `/`, not `.` or
+    `..`, no NUL): what memfs opens relative to a folder's descriptor can
+    then only be in that folder."""
+    if name in ("", ".", "..") or "/" in name or "\0" in name:
+        raise ValueError(f"{name!r} is not the name of an entry of a folder")
+    return name
+
+
+def open_file_at(dir_fd: int, name: str, flags: int, mode: int = 0o600) -> int:
+    """Open the entry `name` of the folder `dir_fd` (never through a symlink:
+    ELOOP when one stands there), for files memfs keeps in its own folders."""
+    return os.open(
+        check_entry_name(name), flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd
+    )
+
+
+LOG_ROOM = 256 * 1024
+"""Bytes past its end a log file keeps allocated: what memfs says about a full
+disk (the cache's, which the daemon's log shares) still reaches the log."""
+
+_FALLOC_FL_KEEP_SIZE = 1
+
+
+def _fallocate() -> Any:
+    """libc's `fallocate`, or None where there is none."""
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).fallocate
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def keep_room(fd: int, size: int = LOG_ROOM) -> None:
+    """Allocate `size` bytes past the end of the file `fd` without growing it, so
+    that appends up to there need no more room on the disk (best effort)."""
+    fallocate = _fallocate()
+    if fallocate is not None:
+        fallocate(fd, _FALLOC_FL_KEEP_SIZE, os.fstat(fd).st_size, size)
+
+
+def open_log_file(path: str, *, follow: bool = False) -> int:
+    """A descriptor appending to the log file `path`: its folder is checked as
+    memfs's own (`follow`: a folder the operator named, which may be a symlink
+    to one) and the file is created 0600 relative to the folder's descriptor,
+    never opened through a symlink; it keeps `LOG_ROOM` allocated past its end.
+    ConfigError when the folder is not memfs's own; OSError when the file
+    cannot be opened."""
+    folder, name = os.path.split(path)
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    dir_fd = os.open(folder, flags)
+    try:
+        _check(os.fstat(dir_fd), folder, "cache folder")
+        fd = open_file_at(dir_fd, name, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    finally:
+        os.close(dir_fd)
+    keep_room(fd)
+    return fd

@@ -7,7 +7,8 @@ so the two cannot drift apart. Nothing here does I/O.
   sessions and their resources);
 - `_envelope`: the error envelope, and which exception each refusal is;
 - `_session`: what a session hands `memfs mount` (resources, the secret,
-  and the secret's encoding for `memfs store session create`).
+  and the secret's encoding for `memfs store session create`);
+- `_ids`: the form of a store id, checked before it names anything on disk.
 """
 
 from __future__ import annotations
@@ -18,6 +19,14 @@ from ._envelope import (
     error_class,
     error_envelope,
     parse_error_envelope,
+)
+from ._ids import (
+    MAX_STORE_ID_LENGTH,
+    STORE_ID_FORM,
+    STORE_ID_PREFIX,
+    check_store_id,
+    shown_store_id,
+    store_id_problem,
 )
 from ._paths import (
     MARKER_NAME,
@@ -90,6 +99,7 @@ __all__ = [
     "MAX_PATH_BYTES",
     "MAX_PATH_SEGMENTS",
     "MAX_STORES_PER_SESSION",
+    "MAX_STORE_ID_LENGTH",
     "OLD_BETA",
     "SERVE_DEFAULT_HOST",
     "SERVE_DEFAULT_PORT",
@@ -98,6 +108,8 @@ __all__ = [
     "SESSIONS_BETA",
     "STATUS_ERRORS_BY_STATUS",
     "STATUS_ERRORS_BY_TYPE",
+    "STORE_ID_FORM",
+    "STORE_ID_PREFIX",
     "ActorType",
     "CreatedSession",
     "Memory",
@@ -112,6 +124,7 @@ __all__ = [
     "View",
     "WorkItemSecret",
     "check_name",
+    "check_store_id",
     "content_sha256",
     "encode_work_item_secret",
     "error_class",
@@ -127,5 +140,7 @@ __all__ = [
     "parse_resources",
     "parse_work_item_secret",
     "path_segments",
+    "shown_store_id",
     "slugify",
+    "store_id_problem",
 ]

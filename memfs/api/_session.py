@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._exceptions import InvalidResources, InvalidSecret
+from ._ids import shown_store_id, store_id_problem
 
 MAX_STORES_PER_SESSION = 8
 
@@ -97,6 +98,12 @@ def parse_resources(obj: Any) -> list[Resource]:
         sid = item.get("memory_store_id")
         if not isinstance(sid, str) or not sid:
             raise InvalidResources(f"resources[{i}] has no memory_store_id")
+        problem = store_id_problem(sid)
+        if problem is not None:
+            raise InvalidResources(
+                f"resources[{i}] has memory_store_id {shown_store_id(sid)}, "
+                f"which is not a store id: {problem}"
+            )
         access = item.get("access")
         if access is None:
             access = ACCESS_READ_WRITE

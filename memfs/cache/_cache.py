@@ -37,3 +37,10 @@ from ._local import LocalChanges
 
 class StoreCache(LocalChanges, Agreement):
     """The tree, contents and journal of one store, under `<cache_dir>/<store_id>/`."""
+
+    @property
+    def disk_full(self) -> bool:
+        """The cache's disk is full: its journal keeps what SQLite cannot take in
+        its redo log, the filesystem refuses changes (ENOSPC) so that the log's
+        room goes to the sync, and reads and uploads go on."""
+        return self.journal.disk_full

@@ -20,7 +20,7 @@ import trio
 
 from .._exceptions import CacheCorrupt, CacheDiskFull
 from .._private import ensure_private_dir
-from ..api import MAX_MEMORIES
+from ..api import MAX_MEMORIES, check_store_id
 from ._conflicts import ConflictCopies
 from ._contents import EvictingLRU
 from ._journal import Journal
@@ -56,7 +56,7 @@ class CacheCore:
         source: ContentSource | None = None,
         max_memories: int = MAX_MEMORIES,
     ) -> None:
-        self.store_id = store_id
+        self.store_id = check_store_id(store_id)
         self.dir = os.path.join(root_dir, store_id)
         self.source = source
         """Where content that is not here yet comes from (the composition root sets it)."""

@@ -23,18 +23,23 @@ answered from them. How, and what is durable when, is `Commits`
 from __future__ import annotations
 
 import contextlib
+import logging
 import operator
 import os
 import sqlite3
+import stat
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from .._exceptions import CacheCorrupt, CacheInUse
-from ._commits import META, Commits
+from .._private import open_file_at, open_private_dir
+from ._commits import META, Commits, RedoDamage
 from ._node import FIRST_NODE_ID, ROOT_ID, Node, NodeKind, Tombstone, Upload
-from ._redo import CONTENT, RedoLogError
+from ._redo import CONTENT, Op, RedoLogError
+
+log = logging.getLogger("memfs.cache")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS nodes (
@@ -112,6 +117,11 @@ MIGRATIONS: list[str] = [
 
 WAL_PAGES = 1000
 """The WAL is checkpointed at this many pages (SQLite's default)."""
+
+LOST_PATHS_LOGGED = 20
+"""Paths a damaged redo log's warning names (`memfs status --json` has them all)."""
+MAX_DEPTH = 512
+"""More folders than a path of 1,024 bytes can hold: a deeper chain is a loop."""
 
 
 @dataclass(frozen=True)
@@ -198,41 +208,78 @@ statement's parameters); "X" (contents of several files dropped) is the one
 with a list of them."""
 
 
+def _own_file(folder_fd: int, name: str, folder: str) -> None:
+    """Refuse an entry of the cache folder that memfs would open and that is not
+    a file of its own (a symlink, a folder): SQLite follows symlinks."""
+    try:
+        st = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+        raise CacheCorrupt(
+            f"cannot open the cache at {folder}: {name} is not a file of memfs's own"
+        )
+
+
+def _open_database(folder_fd: int, name: str, folder: str) -> sqlite3.Connection:
+    """The database `name` of the checked folder `folder_fd`: made 0600 here
+    (never through a symlink), then opened by SQLite through the folder's
+    descriptor (`/proc/self/fd/N/name`, which SQLite resolves to the folder
+    the descriptor holds, wherever it is now)."""
+    for entry in (name, name + "-wal", name + "-journal", name + "-shm", name + "-redo"):
+        _own_file(folder_fd, entry, folder)
+    os.close(open_file_at(folder_fd, name, os.O_RDWR | os.O_CREAT))
+    through = f"/proc/self/fd/{folder_fd}"
+    where = os.path.join(through if os.path.isdir(through) else folder, name)
+    # timeout 0: a journal held by another process is refused at once (CacheInUse).
+    return sqlite3.connect(where, isolation_level=None, check_same_thread=False, timeout=0)
+
+
+def _path_in(names: dict[int, tuple[int, str]], node_id: int) -> str | None:
+    """The path of `node_id` by (parent, name) pairs; None for the root or a
+    node whose folders are not all known."""
+    parts: list[str] = []
+    while node_id != ROOT_ID:
+        if node_id not in names or len(parts) > MAX_DEPTH:
+            return None
+        node_id, name = names[node_id]
+        parts.append(name)
+    return "/" + "/".join(reversed(parts)) if parts else None
+
+
 class Journal:
-    """The SQLite journal of one store, at `path`, and its redo log beside it."""
+    """The SQLite journal of one store, at `path`, and its redo log beside it.
+
+    Its folder is opened once and checked as memfs's own (0700, the user's, not
+    a symlink); the database, its WAL and its redo log are reached relative to
+    that descriptor."""
 
     def __init__(self, path: str, *, store_id: str) -> None:
         self.path = path
         self._checkpointed_changes = 0
         self._names: dict[int, tuple[int, str]] = {}
         """(parent, name) of each row as the journal will hold it, by node id."""
+        folder, name = os.path.split(path)
+        self.folder_fd = open_private_dir(folder, "cache folder")
         try:
-            # timeout 0: a journal held by another process is refused at once (CacheInUse).
-            self.db = sqlite3.connect(
-                path, isolation_level=None, check_same_thread=False, timeout=0
-            )
-            self.db.execute("PRAGMA locking_mode=EXCLUSIVE")
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=NORMAL")
-            self.db.execute(f"PRAGMA wal_autocheckpoint={WAL_PAGES}")
-            self.db.executescript(SCHEMA)
-            self._migrate()
-            self._ensure_root()
-            self._commits = Commits(self.db, path, _SQL, self._names.clear)
-        except sqlite3.OperationalError as e:
-            if "locked" in str(e):
-                raise CacheInUse(
-                    f"the cache at {os.path.dirname(path)} is in use by another memfs "
-                    f"process of store {store_id}"
-                ) from e
-            raise CacheCorrupt(f"cannot open the cache at {os.path.dirname(path)}: {e}") from e
-        except (OSError, sqlite3.Error, RedoLogError) as e:
-            raise CacheCorrupt(f"cannot open the cache at {os.path.dirname(path)}: {e}") from e
+            self._open(name, store_id)
+        except BaseException:
+            if hasattr(self, "db"):
+                self.db.close()
+            self._close_folder()
+            raise
+        self.lost_paths: list[str] = []
+        """The files whose changes opening found lost from a damaged redo log."""
+        self.damage: str | None = None
+        """That sentence, as logged; None when nothing was lost."""
+        if self._commits.damage is not None:
+            self._report_damage(self._commits.damage)
         self._next_id: int
-        (self._next_id,) = self.db.execute(
-            "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'nodes'), 0), "
-            "coalesce((SELECT max(id) FROM nodes), 0)) + 1"
-        ).fetchone()
+        with self._commits.applied():
+            (self._next_id,) = self.db.execute(
+                "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'nodes'), 0), "
+                "coalesce((SELECT max(id) FROM nodes), 0)) + 1"
+            ).fetchone()
         self._do = self._commits.do
         self.transaction = self._commits.transaction
         """One commit for everything inside (one record of the redo log); nested
@@ -241,8 +288,9 @@ class Journal:
         """One SQLite commit for many changes while nothing else uses the journal
         (see `Commits.batch`)."""
         self.in_transaction = self._commits.in_transaction
-        self.apply_log = self._commits.apply
-        """Apply the redo log to SQLite now (see `Commits.apply`)."""
+        self.apply_log = self._commits.apply_when_idle
+        """Apply the redo log to SQLite now, unless its disk is known full (see
+        `Commits.apply_when_idle`)."""
         self.make_durable = self._commits.make_durable
         """Make every change committed so far durable (one flush of the redo log)."""
         self.note_log_filled = self._commits.note_log_filled
@@ -265,6 +313,104 @@ class Journal:
                 "UPDATE sqlite_sequence SET seq = ? WHERE name = 'nodes'", (FIRST_NODE_ID - 1,)
             )
 
+    def _open(self, name: str, store_id: str) -> None:
+        path = self.path
+        try:
+            self.db = _open_database(self.folder_fd, name, os.path.dirname(path))
+            self.db.execute("PRAGMA locking_mode=EXCLUSIVE")
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.execute(f"PRAGMA wal_autocheckpoint={WAL_PAGES}")
+            self.db.executescript(SCHEMA)
+            self._migrate()
+            self._ensure_root()
+            self._commits = Commits(
+                self.db, path, _SQL, self._names.clear, folder_fd=self.folder_fd
+            )
+        except sqlite3.OperationalError as e:
+            if "locked" in str(e):
+                raise CacheInUse(
+                    f"the cache at {os.path.dirname(path)} is in use by another memfs "
+                    f"process of store {store_id}"
+                ) from e
+            raise CacheCorrupt(f"cannot open the cache at {os.path.dirname(path)}: {e}") from e
+        except (OSError, sqlite3.Error, RedoLogError) as e:
+            raise CacheCorrupt(f"cannot open the cache at {os.path.dirname(path)}: {e}") from e
+
+    @property
+    def disk_full(self) -> bool:
+        """SQLite's disk is full: the redo log holds what it could not take, and
+        changes to the files are refused (see memfs/cache/_commits.py)."""
+        return self._commits.disk_full
+
+    @property
+    def disk_full_reason(self) -> str | None:
+        """Why changes are refused, as a sentence; None when they are not."""
+        return self._commits.full_reason if self._commits.disk_full else None
+
+    def _report_damage(self, damage: RedoDamage) -> None:
+        """Name what a damaged redo log lost (the files its remaining records
+        name), log it once, and keep it for `memfs status`."""
+        self.lost_paths = self._paths_of(damage.lost)
+        folder = os.path.dirname(self.path)
+        if self.lost_paths:
+            shown = ", ".join(self.lost_paths[:LOST_PATHS_LOGGED])
+            more = len(self.lost_paths) - LOST_PATHS_LOGGED
+            if more > 0:
+                shown += f" and {more} more"
+            what = (
+                f"the changes it held to {shown} are lost; "
+                "those files show their state from before them"
+            )
+        else:
+            what = (
+                "changes written before memfs stopped may be lost "
+                "(the records left do not say to which files)"
+            )
+        self.damage = f"the redo log of the cache at {folder} is damaged ({damage.reason}): {what}"
+        log.warning(
+            "the redo log of the cache at %s is damaged (%s): %s",
+            folder,
+            damage.reason,
+            what,
+            extra={"event": "redo_log_damaged"},
+        )
+
+    def _paths_of(self, ops: list[Op]) -> list[str]:
+        """The paths the operations of lost records are about: their files as
+        the journal holds them now (or as the lost records named them, for a
+        file they made or moved), and the paths of deletes and uploads."""
+        with self._commits.applied():
+            rows = self.db.execute("SELECT id, parent, name FROM nodes").fetchall()
+        names = {row[0]: (row[1], row[2]) for row in rows}
+        touched: list[int] = []
+        paths: set[str] = set()
+        for op in ops:
+            code = op[0]
+            if code == "i":
+                names[op[1]] = (op[2], op[3])
+                touched.append(op[1])
+            elif code == "u":
+                names[op[-1]] = (op[1], op[2])
+                touched.append(op[-1])
+            elif code == "p":
+                touched.append(op[-1])
+            elif code == "w":
+                touched.append(op[4])
+            elif code in ("d", "x", "A", CONTENT):
+                touched.append(op[1])
+            elif code == "X":
+                touched += op[1]
+            elif code == "U":
+                paths.add(op[3])
+            elif code == "t":
+                paths.add(op[2])
+        for node_id in touched:
+            path = _path_in(names, node_id)
+            if path is not None:
+                paths.add(path)
+        return sorted(paths)
+
     @property
     def commits(self) -> int:
         """Commits since the journal opened: records logged, statements of a batch."""
@@ -275,11 +421,19 @@ class Journal:
         with contextlib.suppress(sqlite3.Error):
             self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self.db.close()
+        self._close_folder()
 
     def abandon(self) -> None:
         """Close as a SIGKILL would: nothing applied, flushed or checkpointed."""
         self._commits.abandon()
         self.db.close()
+        self._close_folder()
+
+    def _close_folder(self) -> None:
+        if self.folder_fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.folder_fd)
+            self.folder_fd = -1
 
     @property
     def unsaved_commits(self) -> bool:
@@ -288,15 +442,19 @@ class Journal:
 
     def checkpoint(self) -> None:
         """Copy the WAL into the database now (while the filesystem is idle), so
-        that no request pays for it; the WAL keeps its size."""
+        that no request pays for it; the WAL keeps its size. Not while the disk
+        is full: the database may need to grow."""
+        if self.disk_full:
+            return
         self.db.execute("PRAGMA wal_checkpoint(PASSIVE)")
         self._checkpointed_changes = self.db.total_changes
 
     # --------------------------------------------------------------- nodes
 
     def nodes(self) -> Iterator[Node]:
-        self.apply_log()
-        for row in self.db.execute(_SELECT).fetchall():
+        with self._commits.applied():
+            rows = self.db.execute(_SELECT).fetchall()
+        for row in rows:
             values = {f.attribute: f.from_row(v) for f, v in zip(NODE_FIELDS, row[1:], strict=True)}
             self._names[row[0]] = (values["parent"], values["name"])
             yield Node(id=row[0], **values)
@@ -326,8 +484,11 @@ class Journal:
     # ---------------------------------------------------------- tombstones
 
     def tombstones(self) -> Iterator[Tombstone]:
-        self.apply_log()
-        for row in self.db.execute("SELECT memory_id, path, base_sha, deleted_at FROM tombstones"):
+        with self._commits.applied():
+            rows = self.db.execute(
+                "SELECT memory_id, path, base_sha, deleted_at FROM tombstones"
+            ).fetchall()
+        for row in rows:
             yield Tombstone(*row)
 
     def add_tombstone(self, stone: Tombstone) -> None:
@@ -345,8 +506,8 @@ class Journal:
         self._do(("A", node_id))
 
     def uploads(self) -> list[Upload]:
-        self.apply_log()
-        rows = self.db.execute("SELECT node_id, memory_id, path, sha FROM uploads")
+        with self._commits.applied():
+            rows = self.db.execute("SELECT node_id, memory_id, path, sha FROM uploads").fetchall()
         return [Upload(*row) for row in rows]
 
     # ------------------------------------------------------------ contents
@@ -362,8 +523,8 @@ class Journal:
 
     def content_sizes(self) -> dict[int, int]:
         """The size of every cached content, by node id."""
-        self.apply_log()
-        return dict(self.db.execute("SELECT node_id, length(data) FROM contents"))
+        with self._commits.applied():
+            return dict(self.db.execute("SELECT node_id, length(data) FROM contents"))
 
     def put_content(self, node_id: int, data: bytes | bytearray) -> None:
         """A file's whole content; inside a transaction, `data` is written at its
@@ -382,19 +543,27 @@ class Journal:
         self._do(("X", list(node_ids)))
 
     def drop_stray_contents(self) -> int:
-        """Delete contents no node owns; returns how many went."""
+        """Delete contents no node owns; returns how many went (none while the
+        disk is full: the next open's sweep takes them)."""
         self.apply_log()
-        return self.db.execute(
-            "DELETE FROM contents WHERE node_id NOT IN (SELECT id FROM nodes)"
-        ).rowcount
+        if self.disk_full:
+            return 0
+        try:
+            return self.db.execute(
+                "DELETE FROM contents WHERE node_id NOT IN (SELECT id FROM nodes)"
+            ).rowcount
+        except sqlite3.Error as e:
+            if e.sqlite_errorcode != sqlite3.SQLITE_FULL:
+                raise
+            return 0
 
     # -------------------------------------------------------------- synced
 
     def synced(self) -> list[tuple[int, str, bytes]]:
         """The copies fsync left in caches made before contents lived here:
         (node id, boot id, content)."""
-        self.apply_log()
-        rows = self.db.execute("SELECT node_id, boot_id, content FROM synced")
+        with self._commits.applied():
+            rows = self.db.execute("SELECT node_id, boot_id, content FROM synced").fetchall()
         return [(r[0], r[1], bytes(r[2])) for r in rows]
 
     def clear_synced(self) -> None:

@@ -1,11 +1,12 @@
 """`memfs status` for a person: one table row per mounted store, within 100
 columns, and the details that do not fit a row (the store, the last pass,
-traffic since the mount, errors, refused files, conflict copies, what is
-pending) indented below it. Nothing is cut: a mount path longer than the
-MOUNT column stands whole on a line of its own, its row below it with that
-cell empty (a terminal may wrap that line; the output does not depend on the
-terminal's width). `memfs status --json` prints the same status field for
-field (`memfs.control.StoreStatus`).
+traffic since the mount, errors, changes a damaged cache lost, a full cache
+disk, refused files, conflict copies, what is pending) indented below it.
+Nothing is cut: a mount path longer than the MOUNT column stands whole on a
+line of its own, its row below it with that cell empty (a terminal may wrap
+that line; the output does not depend on the terminal's width). `memfs
+status --json` prints the same status field for field
+(`memfs.control.StoreStatus`).
 """
 
 from __future__ import annotations
@@ -109,6 +110,13 @@ def _details(st: StoreStatus) -> Iterator[str]:
         yield "  the store is full: new files are refused (ENOSPC)"
     if st.last_error:
         yield f"  error: {st.last_error}"
+    if st.cache_damage:
+        yield f"  cache damaged: {st.cache_damage}"
+    if st.cache_disk_full:
+        yield (
+            "  the cache's disk is full: changes are refused (ENOSPC) until space is freed; "
+            "reads and uploads go on"
+        )
     for path, reason in st.refused.items():
         yield f"  refused: {path}: {reason}"
     for path, reason in st.not_shown.items():

@@ -26,7 +26,9 @@ import os
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
-from .._exceptions import MountError
+from .._exceptions import MemfsError, MountError
+from .._private import check_private_dir, open_file_at, open_private_dir
+from ..api import check_store_id
 
 STATE_SUFFIX = ".json"
 SOCKET_SUFFIX = ".sock"
@@ -47,7 +49,9 @@ def runtime_dir() -> str:
 
 def runtime_name(store_id: str, cache_dir: str) -> str:
     """The name a store process's files in the runtime folder share: one per
-    store and cache folder, the same whichever way the folder is spelled."""
+    store and cache folder, the same whichever way the folder is spelled (a
+    store id not of the API's form names nothing: InvalidStoreId)."""
+    check_store_id(store_id)
     key = hashlib.sha256(os.fsencode(os.path.realpath(cache_dir))).hexdigest()[:12]
     return f"{store_id}-{key}"
 
@@ -154,18 +158,35 @@ def running_stores(folder: str | None = None) -> list[StoreState]:
 
 class StateFile:
     """The store process's own state file: written whole (a temporary file
-    renamed over it), so a reader never sees half of one."""
+    renamed over it), so a reader never sees half of one. Both are made
+    relative to a descriptor of the runtime folder, checked as memfs's own
+    when first written, never through a symlink."""
 
     def __init__(self, folder: str, store_id: str, cache_dir: str) -> None:
+        self.folder = folder
         self.path = state_path(folder, store_id, cache_dir)
+        self.name = os.path.basename(self.path)
+        self._folder_fd: int | None = None
 
     def write(self, state: StoreState) -> None:
-        tmp = self.path + ".tmp"
-        with open(tmp, "w") as f:
+        if self._folder_fd is None:
+            self._folder_fd = open_private_dir(self.folder, "runtime folder")
+        fd, tmp = self._folder_fd, self.name + ".tmp"
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=fd)  # left by a killed process of this store
+        with os.fdopen(open_file_at(fd, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "w") as f:
             f.write(state.to_json())
-        os.replace(tmp, self.path)
+        os.replace(tmp, self.name, src_dir_fd=fd, dst_dir_fd=fd)
 
     def remove(self) -> None:
-        """Remove the file, if it can be."""
+        """Remove the file (or one a killed process of this store left), if it can be."""
+        if self._folder_fd is None:
+            with contextlib.suppress(MemfsError, OSError):
+                check_private_dir(self.folder, "runtime folder")
+                self._folder_fd = open_private_dir(self.folder, "runtime folder")
+        if self._folder_fd is None:
+            return
         with contextlib.suppress(OSError):
-            os.unlink(self.path)
+            os.unlink(self.name, dir_fd=self._folder_fd)
+        os.close(self._folder_fd)
+        self._folder_fd = None

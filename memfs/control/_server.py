@@ -21,8 +21,8 @@ from collections.abc import Awaitable, Callable
 import trio
 
 from .._exceptions import MountError
+from .._private import check_entry_name, open_private_dir
 from ._protocol import ErrorReply, Reply, Request, UnknownCommand, encode_reply
-from ._runtime import socket_address
 
 Handler = Callable[[Request], Awaitable[Reply]]
 
@@ -39,15 +39,20 @@ class ControlServer:
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Bind the socket, report started, and answer until cancelled; the
-        socket file goes with it. MountError when the socket cannot be made."""
-        with contextlib.suppress(OSError):
-            os.unlink(self.path)  # left by a killed process of this store
+        socket file goes with it. MountError when the socket cannot be made.
+        The socket is made, and removed, relative to a descriptor of its
+        folder, checked as memfs's own: a folder swapped meanwhile cannot
+        redirect either."""
+        folder, name = os.path.split(self.path)
+        folder_fd = open_private_dir(folder, "runtime folder")
         sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
         try:
+            with contextlib.suppress(OSError):
+                os.unlink(name, dir_fd=folder_fd)  # left by a killed process of this store
             try:
-                with socket_address(self.path) as address:
-                    await sock.bind(address)
-                os.chmod(self.path, 0o600)
+                # The name through the folder's descriptor, whatever the path's length.
+                await sock.bind(f"/proc/self/fd/{folder_fd}/{check_entry_name(name)}")
+                os.chmod(name, 0o600, dir_fd=folder_fd)
                 sock.listen(BACKLOG)
             except OSError as e:
                 raise MountError(f"cannot open the control socket {self.path}: {e.strerror or e}")
@@ -56,7 +61,8 @@ class ControlServer:
         finally:
             sock.close()
             with contextlib.suppress(OSError):
-                os.unlink(self.path)
+                os.unlink(name, dir_fd=folder_fd)
+            os.close(folder_fd)
 
     async def _answer(self, stream: trio.SocketStream) -> None:
         async with stream:

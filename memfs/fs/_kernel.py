@@ -9,6 +9,8 @@ import os
 import pyfuse3
 import trio
 
+from ..api import check_store_id
+
 log = logging.getLogger("memfs.fs")
 
 
@@ -47,8 +49,9 @@ def mount_options(store_id: str, *, allow_other: bool = False, read_only: bool =
     """FUSE options: `memfs:<store_id>` in /proc/mounts; `default_permissions`
     only when other users can reach the mount (it costs a GETATTR per change);
     `ro` for a read-only store, so the kernel itself refuses writes and
-    `access(W_OK)` says no even to root (memfs writes through its cache)."""
-    opts = {f"fsname=memfs:{store_id}", "subtype=memfs", "noatime"}
+    `access(W_OK)` says no even to root (memfs writes through its cache). A
+    store id not of the API's form (a comma would add options) is refused."""
+    opts = {f"fsname=memfs:{check_store_id(store_id)}", "subtype=memfs", "noatime"}
     if read_only:
         opts.add("ro")
     if allow_other:

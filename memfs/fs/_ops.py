@@ -9,6 +9,9 @@ What is promised:
 - Handlers talk only to the cache. The only handler that may wait on the
   network is the first open of a file whose content is not cached yet.
 - A read-only store refuses every change with EROFS, whatever the route.
+- While the cache's disk is full, every change is refused with ENOSPC
+  (reads go on): the room its journal has left goes to the sync, which
+  uploads what the cache holds.
 - The store's marker `.anthropic-memory-store` is served from memory, never
   written, renamed or removed (EPERM).
 - Kernel caching follows `pyfuse3-notes.md`: long entry and attribute
@@ -172,6 +175,8 @@ class MemoryStoreFS(pyfuse3.Operations):
     def _check_writable(self) -> None:
         if self.read_only:
             raise _fail(errno.EROFS)
+        if self.cache.disk_full:
+            raise _fail(errno.ENOSPC)
 
     @staticmethod
     def _is_marker(parent_inode: int, name: str) -> bool:
@@ -410,8 +415,10 @@ class MemoryStoreFS(pyfuse3.Operations):
             if writable or truncate:
                 raise _fail(errno.EROFS if self.read_only else errno.EPERM)
             return pyfuse3.FileInfo(fh=self._new_handle(None, False), keep_cache=True)
-        if writable or truncate:
+        if truncate:
             self._check_writable()
+        elif writable and self.read_only:
+            raise _fail(errno.EROFS)
         node = await self.cache.open(inode, truncate=truncate and writable, writable=writable)
         return pyfuse3.FileInfo(fh=self._new_handle(node, writable), keep_cache=True)
 
@@ -448,6 +455,8 @@ class MemoryStoreFS(pyfuse3.Operations):
             raise _fail(errno.EROFS)
         if not h.writable:
             raise _fail(errno.EBADF)
+        if self.cache.disk_full:
+            raise _fail(errno.ENOSPC)
         written = self.cache.write(h.node, off, buf)
         if self.last_request - self._fsynced_at < WRITEBACK_AFTER_FSYNC:
             self._writeback.unpark()

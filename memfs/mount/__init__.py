@@ -13,18 +13,24 @@ the store process is `python -m memfs.mount`.
 from __future__ import annotations
 
 from ._folder import (
+    MountEntry,
+    decode_mounts_field,
     force_unmount,
     is_stale_mount,
     memfs_mounts,
+    mount_table,
     mounted_source,
     prepare_mount_path,
     remove_mount_folder,
 )
 
 __all__ = [
+    "MountEntry",
+    "decode_mounts_field",
     "force_unmount",
     "is_stale_mount",
     "memfs_mounts",
+    "mount_table",
     "mounted_source",
     "prepare_mount_path",
     "remove_mount_folder",

@@ -5,6 +5,8 @@ start quickly.
 - The mount folder's life: created like `mkdir -p`, refused when anything
   stands there (except a stale mount of the same store, or an empty folder an
   earlier mount of that store left), removed after unmounting.
+- The mounts table (`mount_table`), its escapes decoded into the paths they
+  name, whatever letters those hold (`Café Notes`).
 """
 
 from __future__ import annotations
@@ -13,33 +15,62 @@ import contextlib
 import errno
 import logging
 import os
+import re
 import subprocess
+from typing import NamedTuple
 
 from .._exceptions import MountError
 
 log = logging.getLogger("memfs.mount")
 
 
-def _mounts() -> list[tuple[str, str, str]]:
-    """(source, mount point, fstype) of every mount, octal escapes decoded."""
+MOUNTS_TABLE = "/proc/self/mounts"
+
+_OCTAL_ESCAPE = re.compile(rb"\\([0-7]{3})")
+
+
+class MountEntry(NamedTuple):
+    """One line of the mounts table, its fields decoded."""
+
+    source: str
+    point: str
+    fstype: str
+    options: str
+
+
+def decode_mounts_field(field: bytes) -> str:
+    """A field of /proc/self/mounts (or mountinfo) as the path it names: the
+    kernel writes a space, tab, newline and backslash as octal escapes
+    (`\\040`) and every other byte as it is, so the escapes are decoded to
+    bytes first and the bytes then as a file name (UTF-8, as `os.fsdecode`),
+    never as Latin-1."""
+    return os.fsdecode(_OCTAL_ESCAPE.sub(lambda m: bytes([int(m[1], 8)]), field))
+
+
+def mount_table(table: str = MOUNTS_TABLE) -> list[MountEntry]:
+    """Every mount of this process's namespace, in the table's order (the
+    latest last); none when the table cannot be read."""
     out = []
     try:
-        with open("/proc/mounts") as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) >= 3:
-                    out.append((_unescape(parts[0]), _unescape(parts[1]), parts[2]))
+        with open(table, "rb") as f:
+            lines = f.read().splitlines()
     except OSError:
-        pass
+        return []
+    for line in lines:
+        parts = line.split()
+        if len(parts) >= 4:
+            source, point, fstype, options = (decode_mounts_field(p) for p in parts[:4])
+            out.append(MountEntry(source, point, fstype, options))
     return out
 
 
-def _unescape(s: str) -> str:
-    return s.encode().decode("unicode_escape") if "\\" in s else s
+def _mounts() -> list[tuple[str, str, str]]:
+    """(source, mount point, fstype) of every mount, escapes decoded."""
+    return [(m.source, m.point, m.fstype) for m in mount_table()]
 
 
 def mounted_source(path: str) -> str | None:
-    """The source shown in /proc/mounts for a mount at `path`, if any."""
+    """The source shown in the mounts table for a mount at `path`, if any."""
     path = os.path.abspath(path)
     for source, point, _ in reversed(_mounts()):
         if point == path:

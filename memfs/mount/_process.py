@@ -45,6 +45,7 @@ import trio
 from .._exceptions import CacheInUse, MemfsError, MountError, SyncError
 from .._logging import ProgressReport, parse_format, parse_level, setup_logging
 from .._private import ensure_private_dir, open_log_file
+from ..api import shown_store_id, store_id_problem
 from ..cache import StoreCache
 from ..control import (
     Command,
@@ -307,6 +308,12 @@ def main() -> int:
     except (ValueError, TypeError) as e:
         sys.stdout.write(f"ERROR the store process got no usable spec: {e}\n")
         return 2
+    # Its store id names the cache folder, the log, runtime files and a mount option.
+    problem = store_id_problem(launch.spec.store_id)
+    if problem is not None:
+        shown = shown_store_id(launch.spec.store_id)
+        sys.stdout.write(f"ERROR {shown} is not a store id: {problem}\n")
+        return 2
     os.environ.update(launch.env)
     if launch.log_file is not None:
         try:
@@ -314,13 +321,17 @@ def main() -> int:
         except OSError as e:
             sys.stdout.write(f"ERROR cannot open the log file {launch.log_file}: {e.strerror}\n")
             return 1
+        except MemfsError as e:
+            sys.stdout.write(f"ERROR {e}\n")
+            return 1
     _setup_logging(launch.spec.store_id)
     return trio.run(_store_main, launch.spec)
 
 
 def _log_to(path: str) -> None:
     """From now on stderr (ours and our children's) appends to `path`, a file
-    of the user's alone that the supervisor made in a private folder."""
+    of the user's alone in the store's cache folder (checked here again, and
+    the file opened relative to its descriptor)."""
     fd = open_log_file(path)
     try:
         os.dup2(fd, 2)

@@ -37,6 +37,8 @@ GIVE_WAY_QUIET = 0.02
 """Seconds without requests after which the filesystem counts as quiet."""
 GIVE_WAY_MAX = 0.5
 """The longest the background download waits for a quiet filesystem, a page."""
+FULL_DISK_WAIT = 1.0
+"""Seconds between looks at a full cache disk, for the background download."""
 
 
 def filesystem_busy(since_request: float, readers_waiting: int) -> bool:
@@ -134,6 +136,7 @@ class MountedStore:
         shown = ProgressReport(
             f"memfs: downloading {self.spec.store_id}", minimum_total=PROGRESS_MIN_FILES
         )
+        await self._room_on_the_cache_disk()
         try:
             await self.engine.prefetch(
                 self.spec.prefetch_concurrency, progress=shown, give_way=self._give_way
@@ -165,6 +168,14 @@ class MountedStore:
         ):
             await trio.sleep(GIVE_WAY_QUIET)
             waited += GIVE_WAY_QUIET
+        await self._room_on_the_cache_disk()
+
+    async def _room_on_the_cache_disk(self) -> None:
+        """The background download waits while the cache's disk is full: the
+        room its redo log has left goes to the sync's uploads (a read still
+        fetches what it needs)."""
+        while self.cache.disk_full:
+            await trio.sleep(FULL_DISK_WAIT)
 
     async def final_sync(
         self,
@@ -256,6 +267,9 @@ class MountedStore:
             last_error=st.last_error,
             requests=self.client.stats.requests,
             fuse_requests=dict(self.fs.requests),
+            cache_damage=self.cache.journal.damage,
+            lost_changes=list(self.cache.journal.lost_paths),
+            cache_disk_full=self.cache.journal.disk_full_reason,
         )
 
     def metrics(self) -> dict[str, Any]:

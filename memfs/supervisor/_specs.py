@@ -1,7 +1,8 @@
 """From what the operator asked for (`--store`, `--resources`, credentials,
 flags) to one `StoreSpec` per store, every refusal made before anything is
 mounted: too many stores, a store given twice, two stores at one path, a
-relative mount path, an interval or a concurrency out of bounds, no token,
+relative mount path, a store id not of the API's form (it would name files
+and mount options), an interval or a concurrency out of bounds, no token,
 cache or runtime folders other users could write into.
 """
 
@@ -17,9 +18,12 @@ from ..api import (
     ACCESS_READ_ONLY,
     ACCESS_READ_WRITE,
     MAX_STORES_PER_SESSION,
+    STORE_ID_FORM,
     Resource,
+    check_store_id,
     parse_resources,
     slugify,
+    store_id_problem,
 )
 from ..control import StoreSpec, runtime_dir
 from ._credentials import Credentials
@@ -42,6 +46,8 @@ def store_arg_problem(text: str) -> str | None:
     store_id, _, access = head.partition(":")
     if not store_id:
         return "names no store id"
+    if store_id_problem(store_id) is not None:
+        return f"names no store id of the API's form ({STORE_ID_FORM})"
     if access and access not in (ACCESS_READ_WRITE, ACCESS_READ_ONLY):
         return f"has access {access!r}: it must be read_only or read_write"
     if sep and not mount_path:
@@ -131,6 +137,8 @@ def _check_settings(
         )
     seen = set()
     for r in resources:
+        # Wherever it came from, a store id names nothing before it is checked.
+        check_store_id(r.memory_store_id)
         if r.memory_store_id in seen:
             raise ConfigError(f"store {r.memory_store_id} is given twice")
         seen.add(r.memory_store_id)

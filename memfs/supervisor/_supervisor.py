@@ -34,6 +34,7 @@ from typing import Any, TextIO
 from .._children import EarlyStores, child_env, start_process
 from .._exceptions import MountError, SyncError
 from .._private import ensure_private_dir, open_log_file
+from ..api import check_store_id
 from ..control import (
     ControlClient,
     ErrorReply,
@@ -120,8 +121,8 @@ class Supervisor:
         if self.daemon:
             # The store process opens its log itself, in the folder checked here.
             ensure_private_dir(spec.cache_dir, "cache folder", follow=True)
-            store_dir = os.path.join(spec.cache_dir, spec.store_id)
-            ensure_private_dir(store_dir, "cache folder", follow=True)
+            store_dir = os.path.join(spec.cache_dir, check_store_id(spec.store_id))
+            ensure_private_dir(store_dir, "cache folder")
             log_file = os.path.join(store_dir, "memfs.log")
         proc = self.early.take()
         assert proc.stdin is not None
@@ -137,8 +138,7 @@ class Supervisor:
     @staticmethod
     def _daemon_log(folder: str, name: str) -> TextIO:
         """A daemon's log file (its stderr), 0600 in a private folder."""
-        ensure_private_dir(folder, "cache folder", follow=True)
-        return os.fdopen(open_log_file(os.path.join(folder, name)), "a")
+        return os.fdopen(open_log_file(os.path.join(folder, name), follow=True), "a")
 
     def start_all(self) -> None:
         """Start every store and wait for READY; on any failure stop the rest and raise."""

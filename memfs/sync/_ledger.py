@@ -5,12 +5,16 @@ store's that wait, and what it logged (so that each is said once)."""
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, field
 
 from ._rules import HOLD_FIRST, HOLD_MAX
 from ._store_api import RemoteMemory
 
 log = logging.getLogger("memfs.sync")
+
+_REQUEST_ID = re.compile(r" \[request [^\]]*\]")
+"""The request id an error message ends with: each attempt has its own."""
 
 
 @dataclass
@@ -54,8 +58,10 @@ class Ledger:
         event: str,
         path: str | None = None,
     ) -> None:
-        """Log `message` for `key` unless it is what was last logged for it;
+        """Log `message` for `key` unless it is what was last logged for it (the
+        request ids of error answers aside: the same refusal again is not news);
         `event` and `path` go with the record (docs/troubleshooting.md lists the events)."""
-        if self.logged.get(key) != message:
-            self.logged[key] = message
+        said = _REQUEST_ID.sub("", message)
+        if self.logged.get(key) != said:
+            self.logged[key] = said
             log.log(level, "%s", message, extra={"event": event, "path": path})

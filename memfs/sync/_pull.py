@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import time
 
-from .._exceptions import CacheError, ConflictCopyFailed, NotFound, StoreError
+from .._exceptions import CacheDiskFull, CacheError, ConflictCopyFailed, NotFound, StoreError
 from ..api import MARKER_PATH, MAX_NAME_BYTES, content_sha256, listed_path_problem
 from ..cache import Node, Tombstone, Upload
 from ._decide import Action, Local, Remote, decide, remote_state
@@ -94,6 +94,16 @@ class Puller(Part):
                     f"cannot pull {r.path or r.memory_id} from the store: {e}",
                     event="pull_failed",
                     path=r.path,
+                )
+                self.ledger.need_listing = True
+            except CacheDiskFull as e:
+                # Said once by the cache itself (`cache_disk_full`); a later pass lists
+                # the store again and places what did not fit.
+                log.info(
+                    "cannot place %s from the store now: %s",
+                    r.path or r.memory_id,
+                    e,
+                    extra={"event": "pull_disk_full", "path": r.path},
                 )
                 self.ledger.need_listing = True
             except (CacheError, OSError) as e:

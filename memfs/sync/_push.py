@@ -10,11 +10,13 @@ the memory again at once. Only whole-store failures escape.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
 from .._exceptions import (
     CacheCorrupt,
+    CacheDiskFull,
     Conflict,
     InvalidRequest,
     NotFound,
@@ -97,17 +99,33 @@ class Pusher(Part):
                     self._cleared(node.id, change.path)
                     return
                 memory = await self._update(change, content, path, sha)
+        except CacheDiskFull as e:
+            # Not sent: its record could not be kept (the cache says so once itself).
+            log.info(
+                "%s is not uploaded now: %s",
+                change.path,
+                e,
+                extra={"event": "push_disk_full", "path": change.path},
+            )
+            return
         except StoreError as e:
             if whole_store(e):
                 raise  # the upload may have landed: its record stays
-            cache.upload_answered(node.id)
+            with contextlib.suppress(CacheDiskFull):
+                cache.upload_answered(node.id)
             await self._refused_by_store(change, node, sha, e, report, final=final, asked=asked)
             return
-        with cache.transaction():
-            cache.upload_answered(node.id)
-            cache.mark_pushed(
-                change, memory_id=memory.id, sha=memory.content_sha256, path=memory.path
-            )
+        try:
+            with cache.transaction():
+                cache.upload_answered(node.id)
+                cache.mark_pushed(
+                    change, memory_id=memory.id, sha=memory.content_sha256, path=memory.path
+                )
+        except CacheDiskFull:
+            # The store holds it; the record of the upload says so to the next pass,
+            # which agrees on it as memfs's own write.
+            report.pushed += 1
+            return
         self._cleared(node.id, change.path)
         report.pushed += 1
 

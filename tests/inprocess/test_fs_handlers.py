@@ -297,10 +297,14 @@ async def test_a_full_cache_disk_is_enospc_and_the_file_keeps_what_it_had(fs, ca
     await fs.release(fh)
 
 
-async def test_a_full_disk_when_the_log_is_applied_loses_nothing(fs, cache, monkeypatch):
+async def test_a_full_disk_when_the_log_is_applied_loses_nothing(
+    fs, cache, monkeypatch, expect_log
+):
     """SQLite's disk full while the redo log is applied: the apply is refused
-    (CacheDiskFull, which housekeeping logs), the log keeps every change, and
-    the next apply, once there is room, writes them all."""
+    (CacheDiskFull, said once), the log keeps every change, changes to the
+    files are refused meanwhile (ENOSPC) while reads go on, and the next
+    apply, once there is room, writes them all and takes changes again."""
+    expect_log("memfs.cache", "is full: changes to the files are refused (ENOSPC)", count=1)
     fh, ino = await new_file(fs, b"later.md", b"in the log")
     await fs.release(fh)
 
@@ -322,7 +326,14 @@ async def test_a_full_disk_when_the_log_is_applied_loses_nothing(fs, cache, monk
         m.setattr(cache.journal._commits, "db", FullDisk())
         with pytest.raises(CacheDiskFull):
             cache.journal.apply_log()
-    assert cache.journal.content(ino) == b"in the log"
+        assert cache.journal.content(ino) == b"in the log"
+        assert cache.disk_full
+        assert await errno_of(fs.mkdir(ROOT_ID, b"folder", 0o755, None)) == errno.ENOSPC
+        fh = (await fs.open(ino, os.O_RDWR, None)).fh
+        assert await fs.read(fh, 0, 100) == b"in the log"
+        assert await errno_of(fs.write(fh, 0, b"more")) == errno.ENOSPC
+        await fs.release(fh)
     cache.journal.apply_log()
+    assert not cache.disk_full
     row = db.execute("SELECT data FROM contents WHERE node_id = ?", (ino,)).fetchone()
     assert row == (b"in the log",)

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from memfs.control import socket_path
+from memfs.mount import mount_table
 from memfs.testing import FakeStore
 from tests.support.faults import FaultProxyProcess
 from tests.support.mounts import Mounter, memfs_mounts_under
@@ -33,13 +34,7 @@ def _memories(server, store_id: str) -> dict[str, str]:
 
 def _mount_options(root: Path) -> dict[str, tuple[str, str]]:
     """mount point -> (source, options) of every mount under `root`."""
-    out = {}
-    with open("/proc/mounts") as f:
-        for line in f:
-            source, point, _fstype, options = line.split()[:4]
-            if point.startswith(str(root)):
-                out[point] = (source, options)
-    return out
+    return {m.point: (m.source, m.options) for m in mount_table() if m.point.startswith(str(root))}
 
 
 def _read_lines(proc: subprocess.Popen, count: int, timeout: float) -> list[str]:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from memfs.mount import mount_table
 from tests.support.mounts import Mounter, memfs_mounts_under
 
 pytestmark = pytest.mark.fuse
@@ -31,11 +32,9 @@ def _config(mounter: Mounter, text: str) -> Path:
 
 
 def _mount_options(point: Path) -> str:
-    with open("/proc/mounts") as f:
-        for line in f:
-            parts = line.split()
-            if parts[1] == str(point):
-                return parts[3]
+    for m in mount_table():
+        if m.point == str(point):
+            return m.options
     raise AssertionError(f"{point} is not mounted")
 
 

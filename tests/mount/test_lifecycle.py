@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from memfs.mount import mount_table
 from memfs.testing import FakeStore
 from tests.support.faults import FaultProxyProcess
 from tests.support.mounts import memfs_mounts_under
@@ -52,13 +53,7 @@ def _wait_for(predicate, timeout: float, what: str):
 
 
 def _mounted_sources(root: Path) -> dict[str, str]:
-    out = {}
-    with open("/proc/mounts") as f:
-        for line in f:
-            source, point = line.split()[:2]
-            if point.startswith(str(root)):
-                out[point] = source
-    return out
+    return {m.point: m.source for m in mount_table() if m.point.startswith(str(root))}
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from memfs.cli._options import CONFIG_OPTION, MOUNT_OPTIONS
+from memfs.mount import mount_table
 from tests.support import ServerProcess
 
 CREDENTIAL_ENV = (
@@ -34,13 +35,13 @@ SETTING_ENV = (
 
 
 def memfs_mounts_under(root: Path) -> list[str]:
-    out = []
-    with open("/proc/mounts") as f:
-        for line in f:
-            parts = line.split()
-            if parts[0].startswith("memfs:") and parts[1].startswith(str(root)):
-                out.append(parts[1])
-    return out
+    """The memfs mount points under `root`, as paths (the mounts table's
+    escapes decoded: `Café Notes`, not `Café\\040Notes`)."""
+    return [
+        m.point
+        for m in mount_table()
+        if m.source.startswith("memfs:") and m.point.startswith(str(root))
+    ]
 
 
 class Mounter:

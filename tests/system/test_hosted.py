@@ -97,7 +97,7 @@ def test_one_refused_memory_does_not_stop_the_others(
     [status_entry] = mounter.status()
     assert str(status) in status_entry["refused"]["/b.md"]
     assert "/b.md" in status_entry["pending"]
-    mounter.sync(path)  # held back: tried again later, and logged once
+    mounter.sync(path)  # `memfs sync` tries it again at once; refused again, logged once
     assert store_log(mounter, store_id).count("/b.md is not uploaded") == 1
     proxy.reset()
     (path / "b.md").write_text("b v3")  # a change is tried at once

@@ -15,6 +15,7 @@ import sys
 
 import pytest
 
+from memfs.mount import mount_table
 from memfs.testing import FakeStore
 from tests.support import conflict_files
 from tests.support.faults import FaultProxyProcess
@@ -245,8 +246,7 @@ def test_a_read_only_store_is_mounted_ro(mounter, memfs_server):
     store_id = memfs_server.create_store("ro option")["id"]
     FakeStore(memfs_server, store_id).put("/a.md", "a")
     path = mounter.mount_one(store_id, read_only=True)
-    with open("/proc/mounts") as f:
-        options = next(line.split()[3] for line in f if line.split()[1] == str(path))
+    options = next(m.options for m in mount_table() if m.point == str(path))
     assert "ro" in options.split(",")
     assert not os.access(path / "a.md", os.W_OK)
     assert not os.access(path, os.W_OK)

@@ -63,6 +63,9 @@ STATUS_FIELDS = [
     "bytes_up",
     "bytes_down",
     "not_shown",
+    "cache_damage",
+    "lost_changes",
+    "cache_disk_full",
 ]
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from memfs._exceptions import ConfigError, InvalidSecret
+from memfs._exceptions import ConfigError, InvalidResources, InvalidSecret
 from memfs.api import Resource
 from memfs.supervisor import Credentials, build_specs, parse_store_arg, resolve_credentials
 
@@ -59,6 +59,11 @@ def test_parse_store_arg_reads_id_access_and_path(text, expected):
         (":read_only", "names no store id"),
         ("memstore_1:ro", "must be read_only or read_write"),
         ("memstore_1=", "empty mount path"),
+        ("../escaped-store", "names no store id of the API's form"),
+        ("memstore_a/../b=/m/x", "names no store id of the API's form"),
+        ("memstore_a,allow_other", "names no store id of the API's form"),
+        ("memstore_" + "a" * 120, "names no store id of the API's form"),
+        ("store_abc", "names no store id of the API's form"),
     ],
 )
 def test_parse_store_arg_refuses_with_a_sentence(text, words):
@@ -171,6 +176,53 @@ def test_build_specs_refusals_come_before_any_request(resources, overrides, word
     with pytest.raises(ConfigError) as e:
         _specs(resources, **overrides)
     assert words in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "store_id",
+    [
+        "memstore_0123456789ABCDEFGHIJKLmn",
+        "memstore_01JAbCdEfGhJkMnPqRsTvWxYz0",
+        "memstore_1",
+        "memstore_" + "a" * 119,
+    ],
+)
+def test_store_ids_of_the_api_form_are_taken(store_id):
+    from memfs.api import check_store_id
+
+    assert check_store_id(store_id) == store_id
+
+
+@pytest.mark.parametrize(
+    "store_id",
+    [
+        "",
+        "memstore_",
+        "../escaped-store",
+        "memstore_a/../../b",
+        "memstore_a\n",
+        "memstore_a b",
+        "memstore_a,allow_other",
+        "memstore_é",
+        "memstore_" + "a" * 120,
+        "mem_abc",
+        42,
+    ],
+)
+def test_a_store_id_not_of_the_api_form_names_nothing(store_id):
+    from memfs._exceptions import InvalidStoreId
+    from memfs.api import Resource, check_store_id, parse_resources
+
+    with pytest.raises(InvalidStoreId) as e:
+        check_store_id(store_id)
+    assert "is not a store id" in str(e.value) and "\n" not in str(e.value)
+    assert len(str(e.value)) < 200
+    if isinstance(store_id, str) and store_id:
+        with pytest.raises(InvalidStoreId):
+            _specs([Resource(store_id, mount_path="/m/a")])
+        with pytest.raises(InvalidResources) as refused:
+            parse_resources([{"memory_store_id": store_id}])
+        assert "resources[0]" in str(refused.value) and "not a store id" in str(refused.value)
 
 
 def test_build_specs_without_credentials_says_memories_need_a_token():

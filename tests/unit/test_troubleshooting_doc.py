@@ -4,7 +4,7 @@ do (in the manner of mountpoint-s3's semantics doc test).
 
 The code is read, not run: every `log.warning/error/exception/critical(...)`
 and `ledger.log_once(...)` call in memfs/, and every `raise ConfigError(...)`,
-`MountError`, `InvalidSecret` or `InvalidResources` with a literal or an
+`MountError`, `InvalidSecret`, `InvalidResources` or `InvalidStoreId` with a literal or an
 f-string sentence. A log call must carry a literal `event` (in `extra=` or
 `event=`); its row in the doc's table names that event in backticks. A
 message is matched by its literal text: the pieces between its placeholders
@@ -24,7 +24,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "troubleshooting.md"
 LOG_METHODS = {"warning", "error", "exception", "critical"}
-SENTENCE_ERRORS = {"ConfigError", "MountError", "InvalidSecret", "InvalidResources"}
+SENTENCE_ERRORS = {
+    "ConfigError",
+    "MountError",
+    "InvalidSecret",
+    "InvalidResources",
+    "InvalidStoreId",
+}
 PRINTF = re.compile(r"%(?:\([^)]*\))?[-#0 +]*\d*(?:\.\d+)?[sdrfgi]")
 SHORTEST_PIECE = 3
 """Pieces shorter than this (`: `, ` (`) say nothing and are not looked for."""
