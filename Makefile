@@ -37,6 +37,7 @@ bench: install
 	$(PY) bench/server_bench.py
 	$(PY) bench/agent_workload.py
 	$(PY) bench/scale_bench.py
+	$(PY) bench/reference_bench.py
 
 # ruff, the import contracts of pyproject.toml (the layers), and mypy.
 lint: install
