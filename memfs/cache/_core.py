@@ -141,6 +141,10 @@ class CacheCore:
         """The file that holds this memory here, if any (the memory-id index)."""
         return self._by_memory.get(memory_id)
 
+    def memory_count(self) -> int:
+        """Files here that hold a memory of the store."""
+        return len(self._by_memory)
+
     def by_memory_id(self) -> dict[str, Node]:
         return dict(self._by_memory)
 

@@ -95,10 +95,18 @@ class DeletePacer(Part):
     # -------------------------------------------------------------- deletes
 
     async def run(
-        self, report: PassReport, *, end: EndOfSession | None, limit: int, asked: bool = False
+        self,
+        report: PassReport,
+        *,
+        end: EndOfSession | None,
+        limit: int,
+        asked: bool = False,
+        known: int | None = None,
     ) -> None:
         """Send the deletes that are due this pass (`end`: the final sync's;
-        `asked`: a pass a person asked for, which does not wait for holds)."""
+        `asked`: a pass a person asked for, which does not wait for holds).
+        `known`: the memories of the store as last agreed when the pass began
+        (files here with a memory, and the pending deletes), the n of the cap."""
         cache = self.cache
         self.held_at_end.clear()
         if not cache.tombstones or self.deletions is Deletions.DISABLED:
@@ -125,7 +133,11 @@ class DeletePacer(Part):
 
         pending = [s for s in cache.tombstones.values() if s.memory_id not in self._dry_run_done]
         due = [s for s in pending if (waive or window_passed(s)) and not held(s.memory_id)]
-        cap = delete_cap(cache.file_count() + len(pending))
+        # n is the memories the store holds as last agreed (new files not uploaded
+        # yet are none of them); a dry run counts its logged deletes as sent.
+        if known is None:
+            known = cache.memory_count() + len(cache.tombstones)
+        cap = delete_cap(known - (len(cache.tombstones) - len(pending)))
         if end is not None:
             if end.deletes_left is None:
                 end.deletes_left = end.cap = cap

@@ -221,6 +221,12 @@ class SyncEngine:
     ) -> None:
         final = end is not None
         limit = self.final_concurrency if final else self.concurrency
+        # A wipe is judged on the folder as this pass finds it, before the store's
+        # changes come in (a memory another session added is no file left here).
+        wiped = not self.read_only and self.pacer.is_wipe()
+        # The n of the delete cap: the memories of the store as last agreed, before
+        # this pass pulls or uploads any.
+        known = self.cache.memory_count() + len(self.cache.tombstones)
         sent = self.cache.uploads()
         self.puller.expect_own_writes(sent)
         remote, head, listed = await self.remote.read(full=full)
@@ -238,7 +244,7 @@ class SyncEngine:
         self.puller.expect_own_writes([])
         if self.read_only:
             return
-        if self.pacer.is_wipe():
+        if wiped:
 
             async def relist() -> None:
                 listing, _ = await self.remote.listing()
@@ -247,7 +253,7 @@ class SyncEngine:
             await self.pacer.undo_wipe(relist, report)
         changes = self.cache.changes(quiet_for=0.0 if final else QUIET_SECONDS)
         await each(changes, lambda c: self.pusher.push(c, report, final=final, asked=asked), limit)
-        await self.pacer.run(report, end=end, limit=limit, asked=asked)
+        await self.pacer.run(report, end=end, limit=limit, asked=asked, known=known)
 
     # ---------------------------------------------------------------- status
 

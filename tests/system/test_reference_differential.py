@@ -14,8 +14,8 @@ the folder's files.
 
 The only differences allowed are memfs's documented improvements, each
 asserted in the test it shows up in under a `DIFFERENCE` comment that names
-the page promising it. A scenario where memfs differs without saying so is
-an `xfail(strict=True)` naming the case. docs/reference.md tables them all.
+the page promising it; any other difference fails the test.
+docs/reference.md tables them all.
 """
 
 from __future__ import annotations
@@ -597,14 +597,6 @@ async def test_a_local_rename_is_a_move(twins: Twins):
     assert mfs.versions - ref.versions == Counter({("modified", "/new.md"): 1})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="memfs takes the wipe rule after the pass's pulls: the memory another "
-    "session added is pulled first, so a folder whose every file was deleted is no "
-    "longer empty, the two deletes are ordinary ones and the final sync sends them; "
-    "the reference scans the folder before it lists the store, finds no file, and "
-    "restores a and b",
-)
 async def test_a_wipe_while_another_session_adds_a_memory(twins: Twins):
     await twins.start({"/a.md": "a", "/b.md": "b"})
     twins.local(delete_every_file)
@@ -616,12 +608,6 @@ async def test_a_wipe_while_another_session_adds_a_memory(twins: Twins):
     twins.assert_same(store=everything)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="memfs's n in max(8, min(50, n/4)) is the files here (new ones not yet "
-    "uploaded included) plus the pending deletes: 30 + 30 = 60 gives 15 deletes; the "
-    "reference's n is the memories as of the last sync (its baseline, 40), 10 deletes",
-)
 async def test_the_cap_counts_the_memories_last_synced(twins: Twins):
     """40 memories; 30 deleted and 20 new files written just before the end."""
     await twins.start(forty())
