@@ -116,13 +116,24 @@ def unmount(paths: list[str], *, all_: bool) -> int:
 
 
 def _wait_gone(pid: int, timeout: float) -> None:
+    """Wait until the process `pid` has ended. One that has ended but is not
+    reaped yet (a zombie, which a daemon's store process stays until whatever
+    adopted it reaps it) is gone: it holds no mount and no cache."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except OSError:
+        if not _running(pid):
             return
         time.sleep(0.05)
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    # The state follows the command's name, in parentheses that it may itself hold.
+    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] not in (b"Z", b"X")
 
 
 def sync(paths: list[str]) -> list[tuple[StoreState, SyncReply | ErrorReply]]:
