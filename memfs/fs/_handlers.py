@@ -8,14 +8,17 @@ What is promised:
 - Every request is counted and timed under its handler's name
   (`RequestTimes`), refused ones included: `memfs status` shows what the
   kernel did not cache.
+- A handler that refuses whatever it is asked is declared as `Refused`, with
+  its errno, in the class body: named, counted and timed like any other.
 """
 
 from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any, Protocol, TypeVar
+import types
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, NoReturn, Protocol, TypeVar, overload
 
 import pyfuse3
 
@@ -44,6 +47,7 @@ class Handled(Protocol):
     """What the wrapping needs of the Operations whose handlers it wraps."""
 
     times: RequestTimes
+    read_only: bool
 
 
 def handler(fn: F) -> F:
@@ -67,3 +71,33 @@ def handler(fn: F) -> F:
             times.by_handler[name].observe(clock() - started)
 
     return wrapper  # type: ignore[return-value]
+
+
+RefusingHandler = Callable[..., Coroutine[Any, Any, NoReturn]]
+
+
+class Refused:
+    """A handler that refuses every request: with `code`, or on a read-only
+    store with `read_only_code` when one is given."""
+
+    def __init__(self, code: int, *, read_only_code: int | None = None) -> None:
+        self.code = code
+        self.read_only_code = code if read_only_code is None else read_only_code
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        code, read_only_code = self.code, self.read_only_code
+
+        async def refuse(fs: Handled, *args: Any) -> NoReturn:
+            raise pyfuse3.FUSEError(read_only_code if fs.read_only else code)
+
+        refuse.__name__ = refuse.__qualname__ = name
+        self._handler = handler(refuse)
+
+    @overload
+    def __get__(self, fs: None, owner: type) -> Refused: ...
+    @overload
+    def __get__(self, fs: Handled, owner: type) -> RefusingHandler: ...
+    def __get__(self, fs: Handled | None, owner: type) -> Refused | RefusingHandler:
+        if fs is None:
+            return self
+        return types.MethodType(self._handler, fs)

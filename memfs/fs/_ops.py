@@ -36,7 +36,7 @@ from .._histogram import Histogram
 from ..api import MARKER_NAME, MAX_NAME_BYTES, marker_content
 from ..cache import ROOT_ID, FilesystemFace
 from ._attributes import BLOCK_SIZE, MARKER_INODE, Attributes
-from ._handlers import RequestTimes, handler
+from ._handlers import Refused, RequestTimes, handler
 from ._handles import Handles, OpenFile
 from ._listings import DirListings
 from ._owners import Owners
@@ -269,44 +269,16 @@ class MemoryStoreFS(pyfuse3.Operations):
             noreplace=bool(flags & pyfuse3.RENAME_NOREPLACE),
         )
 
-    @handler
-    async def symlink(
-        self, parent_inode: int, name: bytes, target: bytes, ctx: Any
-    ) -> pyfuse3.EntryAttributes:
-        raise _fail(errno.EROFS if self.read_only else errno.EPERM)
-
-    @handler
-    async def link(
-        self, inode: int, new_parent_inode: int, new_name: bytes, ctx: Any
-    ) -> pyfuse3.EntryAttributes:
-        raise _fail(errno.EROFS if self.read_only else errno.EPERM)
-
-    @handler
-    async def mknod(
-        self, parent_inode: int, name: bytes, mode: int, rdev: int, ctx: Any
-    ) -> pyfuse3.EntryAttributes:
-        raise _fail(errno.EROFS if self.read_only else errno.EPERM)
-
-    @handler
-    async def readlink(self, inode: int, ctx: Any) -> bytes:
-        raise _fail(errno.EINVAL)
-
-    # Returning ENOSYS once makes the kernel stop asking and answer EOPNOTSUPP itself.
-    @handler
-    async def getxattr(self, inode: int, name: bytes, ctx: Any) -> bytes:
-        raise _fail(errno.ENOSYS)
-
-    @handler
-    async def setxattr(self, inode: int, name: bytes, value: bytes, ctx: Any) -> None:
-        raise _fail(errno.ENOSYS)
-
-    @handler
-    async def listxattr(self, inode: int, ctx: Any) -> list[bytes]:
-        raise _fail(errno.ENOSYS)
-
-    @handler
-    async def removexattr(self, inode: int, name: bytes, ctx: Any) -> None:
-        raise _fail(errno.ENOSYS)
+    # A memory is a regular file: no symlinks, hard links, device nodes, FIFOs or sockets.
+    symlink = Refused(errno.EPERM, read_only_code=errno.EROFS)
+    link = Refused(errno.EPERM, read_only_code=errno.EROFS)
+    mknod = Refused(errno.EPERM, read_only_code=errno.EROFS)
+    readlink = Refused(errno.EINVAL)
+    # ENOSYS once makes the kernel stop asking: it answers EOPNOTSUPP itself from then on.
+    getxattr = Refused(errno.ENOSYS)
+    setxattr = Refused(errno.ENOSYS)
+    listxattr = Refused(errno.ENOSYS)
+    removexattr = Refused(errno.ENOSYS)
 
     # ---------------------------------------------------------------- files
 
@@ -363,9 +335,7 @@ class MemoryStoreFS(pyfuse3.Operations):
         self._writeback.written(self.times.last)
         return written
 
-    @handler
-    async def flush(self, fh: int) -> None:
-        raise _fail(errno.ENOSYS)
+    flush = Refused(errno.ENOSYS)  # once: the kernel stops sending FLUSH at every close
 
     @handler
     async def fsync(self, fh: int, datasync: bool) -> None:
