@@ -112,6 +112,15 @@ class MemoryStoreFS(pyfuse3.Operations):
     def _is_marker(parent_inode: int, name: str) -> bool:
         return parent_inode == ROOT_ID and name == MARKER_NAME
 
+    def _name_to_change(self, parent_inode: int, name: bytes, marker_code: int) -> str:
+        """The name in a folder that a change asks for, once the change may be
+        made (`_check_writable`); `marker_code` refuses the store's marker."""
+        self._check_writable()
+        sname = os.fsdecode(name)
+        if self._is_marker(parent_inode, sname):
+            raise _fail(marker_code)
+        return sname
+
     # --------------------------------------------------------------- lookups
 
     @handler
@@ -216,19 +225,13 @@ class MemoryStoreFS(pyfuse3.Operations):
     async def mkdir(
         self, parent_inode: int, name: bytes, mode: int, ctx: Any
     ) -> pyfuse3.EntryAttributes:
-        self._check_writable()
-        sname = os.fsdecode(name)
-        if self._is_marker(parent_inode, sname):
-            raise _fail(errno.EEXIST)
+        sname = self._name_to_change(parent_inode, name, errno.EEXIST)
         owner, mode = self.owners.for_new(parent_inode, ctx, mode, is_dir=True)
         return self.attributes.of(self.cache.mkdir(parent_inode, sname, mode, owner))
 
     @handler
     async def rmdir(self, parent_inode: int, name: bytes, ctx: Any) -> None:
-        self._check_writable()
-        sname = os.fsdecode(name)
-        if self._is_marker(parent_inode, sname):
-            raise _fail(errno.ENOTDIR)
+        sname = self._name_to_change(parent_inode, name, errno.ENOTDIR)
         self.cache.rmdir(parent_inode, sname)
 
     @handler
@@ -239,10 +242,7 @@ class MemoryStoreFS(pyfuse3.Operations):
 
     @handler
     async def unlink(self, parent_inode: int, name: bytes, ctx: Any) -> None:
-        self._check_writable()
-        sname = os.fsdecode(name)
-        if self._is_marker(parent_inode, sname):
-            raise _fail(errno.EPERM)
+        sname = self._name_to_change(parent_inode, name, errno.EPERM)
         self.cache.unlink(parent_inode, sname)
 
     @handler
@@ -255,10 +255,8 @@ class MemoryStoreFS(pyfuse3.Operations):
         flags: int,
         ctx: Any,
     ) -> None:
-        self._check_writable()
-        old, new = os.fsdecode(name_old), os.fsdecode(name_new)
-        if self._is_marker(parent_inode_old, old) or self._is_marker(parent_inode_new, new):
-            raise _fail(errno.EPERM)
+        old = self._name_to_change(parent_inode_old, name_old, errno.EPERM)
+        new = self._name_to_change(parent_inode_new, name_new, errno.EPERM)
         if flags & pyfuse3.RENAME_EXCHANGE:
             raise _fail(errno.EINVAL)
         self.cache.rename(
@@ -301,10 +299,9 @@ class MemoryStoreFS(pyfuse3.Operations):
     async def create(
         self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: Any
     ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
-        self._check_writable()
-        sname = os.fsdecode(name)
-        if self._is_marker(parent_inode, sname):
-            raise _fail(errno.EEXIST if flags & os.O_EXCL else errno.EPERM)
+        sname = self._name_to_change(
+            parent_inode, name, errno.EEXIST if flags & os.O_EXCL else errno.EPERM
+        )
         if statmod.S_IFMT(mode) not in (0, statmod.S_IFREG):
             raise _fail(errno.EPERM)
         owner, mode = self.owners.for_new(parent_inode, ctx, statmod.S_IMODE(mode), is_dir=False)
