@@ -5,14 +5,18 @@ What is promised:
 - Every handler raises only `pyfuse3.FUSEError` (see `handler`,
   memfs/fs/_handlers.py); the one place that turns memfs's exceptions (and
   stray OSErrors) into errno values is `errno_for` (memfs/fs/_errno.py).
-- Handlers talk only to the cache. The only handler that may wait on the
-  network is the first open of a file whose content is not cached yet.
+- Handlers talk only to the cache, through its filesystem face. Two may
+  wait on the network, and only for a file whose content is not cached yet:
+  `open` (but not one that truncates the file for writing), and a `setattr`
+  that truncates it to a size above 0 (the content it keeps must be here
+  first).
 - A read-only store refuses every change with EROFS, whatever the route.
 - While the cache's disk is full, every change is refused with ENOSPC
   (reads go on): the room its journal has left goes to the sync, which
   uploads what the cache holds.
 - The store's marker `.anthropic-memory-store` is served from memory, never
-  written, renamed or removed (EPERM).
+  written, renamed, removed or given another mode (EPERM); only its owner
+  may change, so that a `chown -R` of the mount works.
 - Kernel caching follows `pyfuse3-notes.md`: long entry and attribute
   timeouts (memfs/fs/_attributes.py), `keep_cache` on open, FLUSH switched
   off with ENOSYS once, and `KernelCache` to invalidate exactly what a pull
