@@ -301,15 +301,6 @@ class Puller(Part):
             owner = cache.nodes.get(sent.node_id)
             if owner is not None and not owner.orphan and not owner.is_dir and not owner.memory_id:
                 node = owner
-            else:
-                # Created by memfs (answer lost), and the file was deleted here since.
-                cache.retarget_tombstone(r.memory_id, r.path, r.sha)
-                log.info(
-                    "%s: the store holds memfs's own create (its answer was lost)",
-                    r.path,
-                    extra={"event": "own_write", "path": r.path},
-                )
-                return
         if node is not None:
             cache.adopt_own_write(node, r.memory_id, r.sha, r.path)
         else:
