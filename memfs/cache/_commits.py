@@ -52,13 +52,9 @@ from dataclasses import dataclass
 
 from .._exceptions import CacheCorrupt, CacheDiskFull
 from ._redo import CAPACITY, CONTENT, ChainRecord, LogEnd, Op, RedoLog, RedoLogError
+from ._schema import LOG_APPLIED, LOG_FILLED, LOG_ID
 
 log = logging.getLogger("memfs.cache")
-
-LOG_ID = "redo_log_id"
-LOG_APPLIED = "redo_log_applied"
-LOG_FILLED = "redo_log_filled"
-"""Meta keys: the redo log's id, the last record applied, whether its space is written."""
 
 META = "m"
 """The code of the operation that sets a meta value (key, value)."""

@@ -1,13 +1,8 @@
 """The journal of one store: an SQLite file (WAL) under the store's cache folder.
 
 It keeps every node's row, the pending deletes, the uploads in flight and a
-little metadata (the feed position, the mount folder memfs made). The schema
-is versioned with `PRAGMA user_version`; each migration runs once, in its own
-transaction. A node's columns are listed once (`NODE_FIELDS`): rows, inserts
-and updates are all made from that list.
-
-One process owns a store's journal (exclusive locking: no file locks per
-transaction); a second one is refused with `CacheInUse`.
+little metadata (the feed position, the mount folder memfs made). The file
+itself (schema, migrations, a node's row, opening) is memfs/cache/_schema.py.
 
 Files' contents live here too (the `contents` table, one row per cached
 file, at most `MAX_CONTENT_BYTES` each), so that no change asks the
@@ -24,99 +19,27 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import operator
 import os
 import sqlite3
-import stat
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterator
 
-from .._exceptions import CacheCorrupt, CacheInUse
-from .._private import open_file_at, open_private_dir
+from .._exceptions import CacheCorrupt
+from .._private import open_private_dir
 from ._commits import META, Commits, RedoDamage
-from ._node import FIRST_NODE_ID, ROOT_ID, Node, NodeKind, Tombstone, Upload
+from ._node import ROOT_ID, Node, Tombstone, Upload
 from ._redo import CONTENT, Op, RedoLogError
+from ._schema import (
+    INSERT_NODE,
+    SELECT_NODES,
+    UPDATE_NODE,
+    UPDATE_NODE_IN_PLACE,
+    node_of,
+    open_journal_file,
+    row_values,
+    row_values_in_place,
+)
 
 log = logging.getLogger("memfs.cache")
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS nodes (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    parent INTEGER NOT NULL,
-    name TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    mode INTEGER NOT NULL,
-    mtime_ns INTEGER NOT NULL,
-    ctime_ns INTEGER NOT NULL,
-    size INTEGER NOT NULL DEFAULT 0,
-    memory_id TEXT,
-    base_sha TEXT,
-    base_path TEXT,
-    dirty INTEGER NOT NULL DEFAULT 0,
-    changed INTEGER NOT NULL DEFAULT 0,
-    cached INTEGER NOT NULL DEFAULT 0,
-    local_dir INTEGER NOT NULL DEFAULT 0,
-    refused_sha TEXT,
-    refused_reason TEXT,
-    UNIQUE (parent, name)
-);
-DROP INDEX IF EXISTS nodes_changed;
-CREATE TABLE IF NOT EXISTS tombstones (
-    memory_id TEXT PRIMARY KEY,
-    path TEXT NOT NULL,
-    base_sha TEXT NOT NULL,
-    deleted_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS meta (
-    key TEXT PRIMARY KEY,
-    value TEXT
-);
-"""
-"""The schema of user_version 0, as the first journals were made."""
-
-MIGRATIONS: list[str] = [
-    # 1: a refused EFBIG write is remembered; uploads in flight are recorded.
-    """
-    ALTER TABLE nodes ADD COLUMN too_large INTEGER NOT NULL DEFAULT 0;
-    CREATE TABLE uploads (
-        node_id INTEGER PRIMARY KEY,
-        memory_id TEXT,
-        path TEXT NOT NULL,
-        sha TEXT NOT NULL
-    );
-    """,
-    # 2: owners are kept locally (chown, or the creator); NULL: the mount's default.
-    # An access time set by utimensat; NULL: the modification time.
-    """
-    ALTER TABLE nodes ADD COLUMN uid INTEGER;
-    ALTER TABLE nodes ADD COLUMN gid INTEGER;
-    ALTER TABLE nodes ADD COLUMN atime_ns INTEGER;
-    """,
-    # 3: fsynced contents carried in the journal, until the content files are durable.
-    """
-    CREATE TABLE synced (
-        node_id INTEGER PRIMARY KEY,
-        boot_id TEXT NOT NULL,
-        generation INTEGER NOT NULL,
-        content BLOB NOT NULL
-    );
-    CREATE TABLE wal_room (b BLOB);
-    """,
-    # 4: contents live in the journal; content files of older caches are read
-    # in once (memfs/cache/_legacy.py), and the copies of `synced` with them.
-    """
-    CREATE TABLE contents (
-        node_id INTEGER PRIMARY KEY,
-        data BLOB NOT NULL
-    );
-    """,
-]
-"""Journal migrations: `PRAGMA user_version` counts those applied."""
-
-WAL_PAGES = 1000
-"""The WAL is checkpointed at this many pages (SQLite's default)."""
 
 LOST_PATHS_LOGGED = 20
 """Paths a damaged redo log's warning names (`memfs status --json` has them all)."""
@@ -124,72 +47,10 @@ MAX_DEPTH = 512
 """More folders than a path of 1,024 bytes can hold: a deeper chain is a loop."""
 
 
-@dataclass(frozen=True)
-class Field:
-    """One persisted attribute of a `Node` and the column that keeps it."""
-
-    attribute: str
-    column: str
-    from_row: Callable[[Any], Any] = lambda v: v
-    """Values go to SQLite as they are (a StrEnum is text, a bool an integer)."""
-
-
-NODE_FIELDS: tuple[Field, ...] = (
-    Field("parent", "parent"),
-    Field("name", "name"),
-    Field("kind", "kind", NodeKind),
-    Field("mode", "mode"),
-    Field("mtime_ns", "mtime_ns"),
-    Field("ctime_ns", "ctime_ns"),
-    Field("size", "size"),
-    Field("memory_id", "memory_id"),
-    Field("base_sha", "base_sha"),
-    Field("base_path", "base_path"),
-    Field("edited", "dirty", bool),
-    Field("pending", "changed", bool),
-    Field("cached", "cached", bool),
-    Field("made_here", "local_dir", bool),
-    Field("refused_sha", "refused_sha"),
-    Field("refused_reason", "refused_reason"),
-    Field("too_large", "too_large", bool),
-    Field("uid", "uid"),
-    Field("gid", "gid"),
-    Field("atime_ns", "atime_ns"),
-)
-"""Every persisted field of a node but its id, in column order."""
-
-_COLUMNS = ", ".join(f.column for f in NODE_FIELDS)
-_SELECT = f"SELECT id, {_COLUMNS} FROM nodes ORDER BY id"
-_INSERT = f"INSERT INTO nodes (id, {_COLUMNS}) VALUES (?, {', '.join('?' for _ in NODE_FIELDS)})"
-_UPDATE = f"UPDATE nodes SET {', '.join(f.column + '=?' for f in NODE_FIELDS)} WHERE id=?"
-_IN_PLACE = NODE_FIELDS[2:]
-assert [f.column for f in NODE_FIELDS[:2]] == ["parent", "name"]
-_UPDATE_IN_PLACE = f"UPDATE nodes SET {', '.join(f.column + '=?' for f in _IN_PLACE)} WHERE id=?"
-"""A row whose name did not change: its (parent, name) index entry is left alone."""
-
-_KIND = 2
-assert NODE_FIELDS[_KIND].attribute == "kind" and _IN_PLACE[0].attribute == "kind"
-_attributes = operator.attrgetter(*(f.attribute for f in NODE_FIELDS))
-
-
-_in_place = operator.attrgetter(*(f.attribute for f in _IN_PLACE[1:]), "id")
-
-
-def _values(node: Node) -> tuple[Any, ...]:
-    """A node's column values, as plain values the redo log can hold."""
-    v = _attributes(node)
-    return (*v[:_KIND], str(v[_KIND]), *v[_KIND + 1 :])
-
-
-def _values_in_place(node: Node) -> tuple[Any, ...]:
-    """The values of `_UPDATE_IN_PLACE`: the columns after the name, then the id."""
-    return (str(node.kind), *_in_place(node))
-
-
 _SQL: dict[str, str] = {
-    "i": _INSERT,
-    "u": _UPDATE,
-    "p": _UPDATE_IN_PLACE,
+    "i": INSERT_NODE,
+    "u": UPDATE_NODE,
+    "p": UPDATE_NODE_IN_PLACE,
     "d": "DELETE FROM nodes WHERE id = ?",
     "t": "INSERT OR REPLACE INTO tombstones (memory_id, path, base_sha, deleted_at) "
     "VALUES (?, ?, ?, ?)",
@@ -206,33 +67,6 @@ _SQL: dict[str, str] = {
 """What each operation of the redo log does to SQLite (its arguments are the
 statement's parameters); "X" (contents of several files dropped) is the one
 with a list of them."""
-
-
-def _own_file(folder_fd: int, name: str, folder: str) -> None:
-    """Refuse an entry of the cache folder that memfs would open and that is not
-    a file of its own (a symlink, a folder): SQLite follows symlinks."""
-    try:
-        st = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return
-    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
-        raise CacheCorrupt(
-            f"cannot open the cache at {folder}: {name} is not a file of memfs's own"
-        )
-
-
-def _open_database(folder_fd: int, name: str, folder: str) -> sqlite3.Connection:
-    """The database `name` of the checked folder `folder_fd`: made 0600 here
-    (never through a symlink), then opened by SQLite through the folder's
-    descriptor (`/proc/self/fd/N/name`, which SQLite resolves to the folder
-    the descriptor holds, wherever it is now)."""
-    for entry in (name, name + "-wal", name + "-journal", name + "-shm", name + "-redo"):
-        _own_file(folder_fd, entry, folder)
-    os.close(open_file_at(folder_fd, name, os.O_RDWR | os.O_CREAT))
-    through = f"/proc/self/fd/{folder_fd}"
-    where = os.path.join(through if os.path.isdir(through) else folder, name)
-    # timeout 0: a journal held by another process is refused at once (CacheInUse).
-    return sqlite3.connect(where, isolation_level=None, check_same_thread=False, timeout=0)
 
 
 def _path_in(names: dict[int, tuple[int, str]], node_id: int) -> str | None:
@@ -297,45 +131,14 @@ class Journal:
         self.start_writeback = self._commits.start_writeback
         """Start writing unflushed changes to the disk, without waiting (a hint)."""
 
-    def _migrate(self) -> None:
-        version = self.db.execute("PRAGMA user_version").fetchone()[0]
-        for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
-            self.db.executescript(f"BEGIN; {script}; PRAGMA user_version = {number}; COMMIT;")
-
-    def _ensure_root(self) -> None:
-        if self.db.execute("SELECT 1 FROM nodes WHERE id = ?", (ROOT_ID,)).fetchone() is None:
-            self.db.execute(
-                "INSERT INTO nodes (id, parent, name, kind, mode, mtime_ns, ctime_ns, local_dir) "
-                "VALUES (?, 0, '', 'dir', ?, ?, ?, 1)",
-                (ROOT_ID, 0o755, time.time_ns(), time.time_ns()),
-            )
-            self.db.execute(
-                "UPDATE sqlite_sequence SET seq = ? WHERE name = 'nodes'", (FIRST_NODE_ID - 1,)
-            )
-
     def _open(self, name: str, store_id: str) -> None:
-        path = self.path
+        self.db = open_journal_file(self.folder_fd, self.path, store_id=store_id)
         try:
-            self.db = _open_database(self.folder_fd, name, os.path.dirname(path))
-            self.db.execute("PRAGMA locking_mode=EXCLUSIVE")
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=NORMAL")
-            self.db.execute(f"PRAGMA wal_autocheckpoint={WAL_PAGES}")
-            self.db.executescript(SCHEMA)
-            self._migrate()
-            self._ensure_root()
             self._commits = Commits(
-                self.db, path, _SQL, self._names.clear, folder_fd=self.folder_fd
+                self.db, self.path, _SQL, self._names.clear, folder_fd=self.folder_fd
             )
-        except sqlite3.OperationalError as e:
-            if "locked" in str(e):
-                raise CacheInUse(
-                    f"the cache at {os.path.dirname(path)} is in use by another memfs "
-                    f"process of store {store_id}"
-                ) from e
-            raise CacheCorrupt(f"cannot open the cache at {os.path.dirname(path)}: {e}") from e
         except (OSError, sqlite3.Error, RedoLogError) as e:
-            raise CacheCorrupt(f"cannot open the cache at {os.path.dirname(path)}: {e}") from e
+            raise CacheCorrupt(f"cannot open the cache at {os.path.dirname(self.path)}: {e}") from e
 
     @property
     def disk_full(self) -> bool:
@@ -453,16 +256,16 @@ class Journal:
 
     def nodes(self) -> Iterator[Node]:
         with self._commits.applied():
-            rows = self.db.execute(_SELECT).fetchall()
+            rows = self.db.execute(SELECT_NODES).fetchall()
         for row in rows:
-            values = {f.attribute: f.from_row(v) for f, v in zip(NODE_FIELDS, row[1:], strict=True)}
-            self._names[row[0]] = (values["parent"], values["name"])
-            yield Node(id=row[0], **values)
+            node = node_of(row)
+            self._names[node.id] = (node.parent, node.name)
+            yield node
 
     def insert(self, node: Node) -> int:
         """Insert a new node's row; returns its id (ids are never reused)."""
         node_id = self._next_id
-        self._do(("i", node_id, *_values(node)))
+        self._do(("i", node_id, *row_values(node)))
         self._next_id += 1
         self._names[node_id] = (node.parent, node.name)
         return node_id
@@ -472,9 +275,9 @@ class Journal:
         is the one the row holds)."""
         name = (node.parent, node.name)
         if self._names.get(node.id) == name:
-            self._do(("p", *_values_in_place(node)))
+            self._do(("p", *row_values_in_place(node)))
         else:
-            self._do(("u", *_values(node), node.id))
+            self._do(("u", *row_values(node), node.id))
             self._names[node.id] = name
 
     def delete(self, node_id: int) -> None:

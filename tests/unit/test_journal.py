@@ -7,7 +7,7 @@ import os
 import sqlite3
 
 from memfs.cache import StoreCache
-from memfs.cache._journal import MIGRATIONS, SCHEMA
+from memfs.cache._schema import MIGRATIONS, SCHEMA
 
 STORE = "memstore_journal"
 
