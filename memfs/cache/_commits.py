@@ -51,7 +51,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from .._exceptions import CacheCorrupt, CacheDiskFull
-from ._redo import CAPACITY, CONTENT, ChainRecord, LogEnd, Op, RedoLog, RedoLogError
+from ._records import CONTENT
+from ._records import Operation as Op
+from ._redo import CAPACITY, ChainRecord, LogEnd, RedoLog, RedoLogError
 from ._schema import LOG_APPLIED, LOG_FILLED, LOG_ID
 
 log = logging.getLogger("memfs.cache")

@@ -27,7 +27,9 @@ from .._exceptions import CacheCorrupt
 from .._private import open_private_dir
 from ._commits import META, Commits, RedoDamage
 from ._node import ROOT_ID, Node, Tombstone, Upload
-from ._redo import CONTENT, Op, RedoLogError
+from ._records import CONTENT
+from ._records import Operation as Op
+from ._redo import RedoLogError
 from ._schema import (
     INSERT_NODE,
     SELECT_NODES,

@@ -9,15 +9,20 @@ up inside a request.
 
 from __future__ import annotations
 
+import json
+import marshal
 import os
 import shutil
+import struct
+import zlib
 from pathlib import Path
 
 import pytest
 
 from memfs.cache import ROOT_ID, StoreCache, _commits, _redo, invariant_problems
+from memfs.cache._records import decode
 from memfs.cache._redo import HEADER, RedoLog
-from tests.support.redo import record_with
+from tests.support.redo import REDO_LOG, journal_meta, record_with, redo_chain
 
 STORE = "memstore_redo"
 LOG_ID = b"\x01" * 8
@@ -79,6 +84,23 @@ def test_after_a_restart_the_old_records_are_never_read_again(tmp_path):
     append(log, 4, [("d", 9)], [])  # shorter: the old records' bytes follow it
     assert list(log.records(3)) == [(4, [("d", 9)])]
     assert list(log.records(4)) == []
+    log.close()
+
+
+def test_a_record_holds_its_operations_as_json_after_its_format_number(tmp_path):
+    """The documented format 2 (memfs/cache/_records.py): the operations part is
+    one byte, 2, then compact JSON, a content operation holding the length of
+    the content that follows; never `marshal`."""
+    log = log_at(tmp_path)
+    ops = [("m", "k", "v\u00e9"), ("t", "mem_1", "/a.md", "sha", 1.25), ("c", 20, 5), ("X", [3, 4])]
+    append(log, 1, ops, [b"hello"])
+    head = os.pread(log.fd, HEADER.size, 0)
+    _, seq, ops_size, contents_size, _ = HEADER.unpack(head)
+    part = os.pread(log.fd, ops_size + contents_size, HEADER.size)
+    assert (seq, part[0], part[ops_size:]) == (1, 2, b"hello")
+    text = part[1:ops_size].decode("ascii")
+    assert json.loads(text) == [list(op) for op in ops[:3]] + [["X", [3, 4]]]
+    assert " " not in text
     log.close()
 
 
@@ -445,5 +467,102 @@ async def test_a_cache_whose_disk_is_full_opens_from_its_log(tmp_path, monkeypat
         "/logged.md": b"in the log only",
         "/newer.md": b"on the full disk",
     }
+    assert invariant_problems(again) == []
+    again.close()
+
+
+# ---- a log of format 1 (marshal), as memfs wrote it before format 2 -------------------
+
+
+def as_format_1(folder: Path) -> None:
+    """Write the chain the next open will apply again as memfs wrote records
+    before format 2: the same records, their operations in `marshal`, one
+    after the other from the start of the log, zeros after them."""
+    meta = journal_meta(folder)
+    log_id = bytes.fromhex(meta["redo_log_id"] or "")
+    data = (folder / REDO_LOG).read_bytes()
+    records = []
+    for record in redo_chain(folder):
+        _, seq, ops_size, _, _ = HEADER.unpack_from(data, record.at)
+        ops = decode(data[record.at + HEADER.size : record.at + HEADER.size + ops_size])
+        assert ops is not None
+        encoded = marshal.dumps(
+            [tuple(str(v) if i == 0 else v for i, v in enumerate(op)) for op in ops]
+        )
+        head = struct.pack("<8sQII", log_id, seq, len(encoded), len(record.contents))
+        crc = zlib.crc32(record.contents, zlib.crc32(encoded, zlib.crc32(head)))
+        records.append(head + struct.pack("<I", crc) + encoded + record.contents)
+    assert records, "no record left to rewrite"
+    old = b"".join(records)
+    with open(folder / REDO_LOG, "r+b") as f:
+        end = max(r.at + r.length for r in redo_chain(folder))
+        f.write(old + bytes(max(0, end - len(old))))
+
+
+async def killed_in_format_1(tmp_path: Path) -> Path:
+    """A cache killed with a file made, written, renamed and another deleted in
+    its log, that log rewritten in format 1."""
+    cache = StoreCache(str(tmp_path / "live"), STORE)
+    await new_file(cache, "applied.md", b"in SQLite")
+    await new_file(cache, "gone.md", b"deleted in the log")
+    cache.journal.apply_log()
+    docs = cache.mkdir(ROOT_ID, "docs", 0o755)
+    await new_file(cache, "a.md", "first, caf\u00e9".encode(), docs.id)
+    cache.rename(docs.id, "a.md", ROOT_ID, "moved.md")
+    cache.unlink(ROOT_ID, "gone.md")
+    where = tmp_path / "killed"
+    shutil.copytree(cache.dir, where / STORE)
+    cache.journal.abandon()
+    as_format_1(where / STORE)
+    return where
+
+
+FORMAT_1_CONTENTS = {
+    "/applied.md": b"in SQLite",
+    "/moved.md": "first, caf\u00e9".encode(),
+}
+
+
+async def test_a_log_of_format_1_left_by_a_kill_is_applied_and_goes_on_in_format_2(tmp_path):
+    where = await killed_in_format_1(tmp_path)
+    again = StoreCache(str(where), STORE)
+    assert again.journal.damage is None
+    assert contents(again) == FORMAT_1_CONTENTS
+    assert set(again.tombstones) == set()  # gone.md was never uploaded
+    assert invariant_problems(again) == []
+    await new_file(again, "b.md", b"after the upgrade")
+    data = (where / STORE / REDO_LOG).read_bytes()
+    chain = redo_chain(where / STORE)
+    assert chain and all(data[r.at + HEADER.size] == 2 for r in chain)
+    twice = killed_copy(again, tmp_path / "twice")
+    assert contents(twice) == {**FORMAT_1_CONTENTS, "/b.md": b"after the upgrade"}
+    twice.close()
+
+
+async def test_a_log_of_format_1_on_a_full_disk_goes_on_after_it_in_format_2(
+    tmp_path, monkeypatch, expect_log
+):
+    """SQLite cannot take the format-1 chain at open: it stays in the log, is
+    answered from, and records of format 2 follow it; all of it is applied
+    once the disk has room."""
+    expect_log("memfs.cache", "is full: changes to the files are refused", count=1)
+    where = await killed_in_format_1(tmp_path)
+    import sqlite3
+
+    real_connect = sqlite3.connect
+
+    def full_connect(*args, **kwargs):
+        return _FullDisk(real_connect(*args, **kwargs), lambda sql: sql == "COMMIT")
+
+    monkeypatch.setattr(sqlite3, "connect", full_connect)
+    full = StoreCache(str(where), STORE)
+    assert full.disk_full
+    assert contents(full) == FORMAT_1_CONTENTS
+    await new_file(full, "newer.md", b"on the full disk")
+    full.journal.abandon()
+    monkeypatch.undo()
+
+    again = StoreCache(str(where), STORE)
+    assert contents(again) == {**FORMAT_1_CONTENTS, "/newer.md": b"on the full disk"}
     assert invariant_problems(again) == []
     again.close()
