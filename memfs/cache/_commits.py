@@ -33,9 +33,7 @@ change so far durable, and the WAL too when a batch wrote it. The log starts
 again from its beginning only once the WAL holding what applied it is
 flushed.
 
-What an operation does to SQLite is the journal's to say (`sql`: its code to
-the statement whose parameters are its arguments); "X" (the contents of
-several files dropped) is the one whose argument is a list.
+What each operation does to SQLite is `APPLY` (memfs/cache/_records.py).
 """
 
 from __future__ import annotations
@@ -51,15 +49,11 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from .._exceptions import CacheCorrupt, CacheDiskFull
-from ._records import CONTENT
-from ._records import Operation as Op
+from ._records import APPLY, Op, Operation, run
 from ._redo import CAPACITY, ChainRecord, LogEnd, RedoLog, RedoLogError
 from ._schema import LOG_APPLIED, LOG_FILLED, LOG_ID
 
 log = logging.getLogger("memfs.cache")
-
-META = "m"
-"""The code of the operation that sets a meta value (key, value)."""
 
 ROOM_MARGIN = 1024 * 1024
 """Free bytes, beyond twice what the log holds, that say a full disk has room again."""
@@ -75,7 +69,7 @@ class RedoDamage:
     of the first record lost."""
 
     reason: str
-    lost: list[Op]
+    lost: list[Operation]
     first_lost: int
 
 
@@ -122,7 +116,6 @@ class Commits:
         self,
         db: sqlite3.Connection,
         path: str,
-        sql: dict[str, str],
         rolled_back: Callable[[], None],
         *,
         folder_fd: int | None = None,
@@ -130,9 +123,8 @@ class Commits:
         self.db = db
         self.path = path
         self.folder_fd = folder_fd
-        self.sql = sql
         self.rolled_back = rolled_back
-        self.group: list[Op] | None = None
+        self.group: list[Operation] | None = None
         """The operations of the open `transaction()`, logged together at its end."""
         self.count = 0
         """Commits since the journal opened: records logged, statements of a batch."""
@@ -141,7 +133,7 @@ class Commits:
         self._logged_meta: dict[str, str | None] = {}
         self._durable_changes = -1
         self._wal_fd: int | None = None
-        self._batch_ops: list[Op] | None = None
+        self._batch_ops: list[Operation] | None = None
         """The operations of the open SQLite batch, kept so that a full disk can
         log them instead."""
         self.disk_full = False
@@ -156,8 +148,8 @@ class Commits:
             # A journal new to the log, or made again beside an old one: records of
             # another id are never read.
             log_id = secrets.token_hex(8)
-            self.db.execute(sql[META], (LOG_ID, log_id))
-            self.db.execute(sql[META], (LOG_FILLED, None))
+            self.db.execute(APPLY[Op.SET_META], (LOG_ID, log_id))
+            self.db.execute(APPLY[Op.SET_META], (LOG_FILLED, None))
         else:
             missing = not self._log_is_there()
         self._applied = int(self._sql_meta(LOG_APPLIED) or 0)
@@ -245,7 +237,7 @@ class Commits:
         """Remember that the redo log's space is written (its filling thread is
         done), so that no later open fills it again."""
         if self._log.filled and not self._fill_noted:
-            self.do((META, LOG_FILLED, "1"))
+            self.do((Op.SET_META, LOG_FILLED, "1"))
             self._fill_noted = True
 
     # ---------------------------------------------------------- commits
@@ -285,7 +277,7 @@ class Commits:
             else:
                 self.rolled_back()  # SQLite ends it itself after some errors
 
-    def _commit_batch(self, ops: list[Op]) -> None:
+    def _commit_batch(self, ops: list[Operation]) -> None:
         try:
             self.db.execute("COMMIT")
         except sqlite3.Error as e:
@@ -311,7 +303,7 @@ class Commits:
     def in_transaction(self) -> bool:
         return self.group is not None or self.db.in_transaction
 
-    def do(self, *ops: Op) -> None:
+    def do(self, *ops: Operation) -> None:
         """Commit operations together: into the open transaction's record, into
         SQLite inside a batch, else as a record of their own."""
         if self.group is not None:
@@ -332,19 +324,16 @@ class Commits:
         else:
             self.commit(list(ops))
 
-    def _run(self, op: Op) -> None:
-        if op[0] == "X":
-            self.db.executemany(self.sql["x"], [(i,) for i in op[1]])
-        else:
-            self.db.execute(self.sql[op[0]], op[1:])
+    def _run(self, op: Operation) -> None:
+        run(self.db, op)
 
-    def commit(self, ops: list[Op]) -> None:
+    def commit(self, ops: list[Operation]) -> None:
         """Append one record of `ops` to the redo log (applying the log first when
         the record would not fit), then answer from it until it is applied."""
-        contents = [op[-1] for op in ops if op[0] == CONTENT]
+        contents = [op[-1] for op in ops if op[0] is Op.PUT_CONTENT]
         if contents:
             size = sum(map(len, contents))
-            stored = [(*op[:-1], len(op[-1])) if op[0] == CONTENT else op for op in ops]
+            stored = [(*op[:-1], len(op[-1])) if op[0] is Op.PUT_CONTENT else op for op in ops]
         else:
             size, stored = 0, ops
         log = self._log
@@ -362,19 +351,19 @@ class Commits:
             with contextlib.suppress(CacheDiskFull):
                 self.apply()
 
-    def _note_logged(self, ops: list[Op], at: int) -> None:
+    def _note_logged(self, ops: list[Operation], at: int) -> None:
         """Answer from the log for what `ops` changed (their contents from `at` on)."""
         for op in ops:
             code = op[0]
-            if code == CONTENT:
+            if code is Op.PUT_CONTENT:
                 self._logged_contents[op[1]] = (at, len(op[2]))
                 at += len(op[2])
-            elif code == "x":
+            elif code is Op.DROP_CONTENT:
                 self._logged_contents[op[1]] = None
-            elif code == "X":
+            elif code is Op.DROP_CONTENTS:
                 for i in op[1]:
                     self._logged_contents[i] = None
-            elif code == META:
+            elif code is Op.SET_META:
                 self._logged_meta[op[1]] = op[2]
 
     def apply(self) -> None:
@@ -432,7 +421,9 @@ class Commits:
                 self.db.execute("ROLLBACK")
             self.db.execute("PRAGMA cache_spill = ON")
 
-    def _apply(self, records: Iterable[tuple[int, list[Op]]], expect: int | None = None) -> None:
+    def _apply(
+        self, records: Iterable[tuple[int, list[Operation]]], expect: int | None = None
+    ) -> None:
         """Apply `records` in one SQLite transaction with the number of the last one,
         flush the WAL, and start the log again. `expect`: the last record this
         process wrote, which must be among them (else the log lost some)."""
@@ -449,7 +440,7 @@ class Commits:
                     f"{(last or self._applied) + 1}-{expect}"
                 )
             if last is not None:
-                self.db.execute(self.sql[META], (LOG_APPLIED, str(last)))
+                self.db.execute(APPLY[Op.SET_META], (LOG_APPLIED, str(last)))
             self.db.execute("COMMIT")
         except BaseException:
             if self.db.in_transaction:
@@ -576,9 +567,9 @@ class Commits:
         return e.error
 
 
-def _kept(op: Op) -> Op:
+def _kept(op: Operation) -> Operation:
     """An operation as a batch keeps it for a full disk: a content held in a
     buffer its owner may change later is copied."""
-    if op[0] == CONTENT and isinstance(op[-1], bytearray):
+    if op[0] is Op.PUT_CONTENT and isinstance(op[-1], bytearray):
         return (*op[:-1], bytes(op[-1]))
     return op

@@ -12,7 +12,8 @@ Commits: a change (one method call, or everything inside `transaction()`) is
 one record of the redo log, applied to SQLite later, many at once; reads of
 what the records changed apply them first, or (contents, meta values) are
 answered from them. How, and what is durable when, is `Commits`
-(memfs/cache/_commits.py); this module says what each change is (`_SQL`).
+(memfs/cache/_commits.py); what each operation does to SQLite is `APPLY`
+(memfs/cache/_records.py).
 """
 
 from __future__ import annotations
@@ -25,16 +26,12 @@ from collections.abc import Iterator
 
 from .._exceptions import CacheCorrupt
 from .._private import open_private_dir
-from ._commits import META, Commits, RedoDamage
+from ._commits import Commits, RedoDamage
 from ._node import ROOT_ID, Node, Tombstone, Upload
-from ._records import CONTENT
-from ._records import Operation as Op
+from ._records import Op, Operation
 from ._redo import RedoLogError
 from ._schema import (
-    INSERT_NODE,
     SELECT_NODES,
-    UPDATE_NODE,
-    UPDATE_NODE_IN_PLACE,
     node_of,
     open_journal_file,
     row_values,
@@ -49,26 +46,8 @@ MAX_DEPTH = 512
 """More folders than a path of 1,024 bytes can hold: a deeper chain is a loop."""
 
 
-_SQL: dict[str, str] = {
-    "i": INSERT_NODE,
-    "u": UPDATE_NODE,
-    "p": UPDATE_NODE_IN_PLACE,
-    "d": "DELETE FROM nodes WHERE id = ?",
-    "t": "INSERT OR REPLACE INTO tombstones (memory_id, path, base_sha, deleted_at) "
-    "VALUES (?, ?, ?, ?)",
-    "T": "DELETE FROM tombstones WHERE memory_id = ?",
-    "U": "INSERT OR REPLACE INTO uploads (node_id, memory_id, path, sha) VALUES (?, ?, ?, ?)",
-    "A": "DELETE FROM uploads WHERE node_id = ?",
-    CONTENT: "INSERT INTO contents (node_id, data) VALUES (?, ?) "
-    "ON CONFLICT (node_id) DO UPDATE SET data = excluded.data",
-    "x": "DELETE FROM contents WHERE node_id = ?",
-    "w": "UPDATE nodes SET size = ?, mtime_ns = ?, ctime_ns = ? WHERE id = ?",
-    META: "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-    "S": "DELETE FROM synced",
-}
-"""What each operation of the redo log does to SQLite (its arguments are the
-statement's parameters); "X" (contents of several files dropped) is the one
-with a list of them."""
+_ABOUT_A_NODE = (Op.DELETE_NODE, Op.DROP_CONTENT, Op.UPLOAD_ANSWERED, Op.PUT_CONTENT)
+"""Operations whose first argument is the id of the node they change."""
 
 
 def _path_in(names: dict[int, tuple[int, str]], node_id: int) -> str | None:
@@ -136,9 +115,7 @@ class Journal:
     def _open(self, name: str, store_id: str) -> None:
         self.db = open_journal_file(self.folder_fd, self.path, store_id=store_id)
         try:
-            self._commits = Commits(
-                self.db, self.path, _SQL, self._names.clear, folder_fd=self.folder_fd
-            )
+            self._commits = Commits(self.db, self.path, self._names.clear, folder_fd=self.folder_fd)
         except (OSError, sqlite3.Error, RedoLogError) as e:
             raise CacheCorrupt(f"cannot open the cache at {os.path.dirname(self.path)}: {e}") from e
 
@@ -181,7 +158,7 @@ class Journal:
             extra={"event": "redo_log_damaged"},
         )
 
-    def _paths_of(self, ops: list[Op]) -> list[str]:
+    def _paths_of(self, ops: list[Operation]) -> list[str]:
         """The paths the operations of lost records are about: their files as
         the journal holds them now (or as the lost records named them, for a
         file they made or moved), and the paths of deletes and uploads."""
@@ -192,23 +169,23 @@ class Journal:
         paths: set[str] = set()
         for op in ops:
             code = op[0]
-            if code == "i":
+            if code is Op.INSERT_NODE:
                 names[op[1]] = (op[2], op[3])
                 touched.append(op[1])
-            elif code == "u":
+            elif code is Op.SAVE_NODE:
                 names[op[-1]] = (op[1], op[2])
                 touched.append(op[-1])
-            elif code == "p":
+            elif code is Op.SAVE_NODE_IN_PLACE:
                 touched.append(op[-1])
-            elif code == "w":
+            elif code is Op.WRITTEN:
                 touched.append(op[4])
-            elif code in ("d", "x", "A", CONTENT):
+            elif code in _ABOUT_A_NODE:
                 touched.append(op[1])
-            elif code == "X":
+            elif code is Op.DROP_CONTENTS:
                 touched += op[1]
-            elif code == "U":
+            elif code is Op.RECORD_UPLOAD:
                 paths.add(op[3])
-            elif code == "t":
+            elif code is Op.ADD_TOMBSTONE:
                 paths.add(op[2])
         for node_id in touched:
             path = _path_in(names, node_id)
@@ -267,7 +244,7 @@ class Journal:
     def insert(self, node: Node) -> int:
         """Insert a new node's row; returns its id (ids are never reused)."""
         node_id = self._next_id
-        self._do(("i", node_id, *row_values(node)))
+        self._do((Op.INSERT_NODE, node_id, *row_values(node)))
         self._next_id += 1
         self._names[node_id] = (node.parent, node.name)
         return node_id
@@ -277,13 +254,13 @@ class Journal:
         is the one the row holds)."""
         name = (node.parent, node.name)
         if self._names.get(node.id) == name:
-            self._do(("p", *row_values_in_place(node)))
+            self._do((Op.SAVE_NODE_IN_PLACE, *row_values_in_place(node)))
         else:
-            self._do(("u", *row_values(node), node.id))
+            self._do((Op.SAVE_NODE, *row_values(node), node.id))
             self._names[node.id] = name
 
     def delete(self, node_id: int) -> None:
-        self._do(("d", node_id))
+        self._do((Op.DELETE_NODE, node_id))
         self._names.pop(node_id, None)
 
     # ---------------------------------------------------------- tombstones
@@ -297,18 +274,18 @@ class Journal:
             yield Tombstone(*row)
 
     def add_tombstone(self, stone: Tombstone) -> None:
-        self._do(("t", stone.memory_id, stone.path, stone.base_sha, stone.deleted_at))
+        self._do((Op.ADD_TOMBSTONE, stone.memory_id, stone.path, stone.base_sha, stone.deleted_at))
 
     def drop_tombstone(self, memory_id: str) -> None:
-        self._do(("T", memory_id))
+        self._do((Op.DROP_TOMBSTONE, memory_id))
 
     # ------------------------------------------------------------- uploads
 
     def record_upload(self, upload: Upload) -> None:
-        self._do(("U", upload.node_id, upload.memory_id, upload.path, upload.sha))
+        self._do((Op.RECORD_UPLOAD, upload.node_id, upload.memory_id, upload.path, upload.sha))
 
     def upload_answered(self, node_id: int) -> None:
-        self._do(("A", node_id))
+        self._do((Op.UPLOAD_ANSWERED, node_id))
 
     def uploads(self) -> list[Upload]:
         with self._commits.applied():
@@ -334,18 +311,20 @@ class Journal:
     def put_content(self, node_id: int, data: bytes | bytearray) -> None:
         """A file's whole content; inside a transaction, `data` is written at its
         end, so the caller leaves it as it is until then."""
-        self._do((CONTENT, node_id, data))
+        self._do((Op.PUT_CONTENT, node_id, data))
 
     def put_written(self, node_id: int, data: bytes | bytearray, mtime_ns: int) -> None:
         """A file's whole content, changed at `mtime_ns` (its change time too), with
         its size: one commit (see `put_content` inside a transaction)."""
-        self._do((CONTENT, node_id, data), ("w", len(data), mtime_ns, mtime_ns, node_id))
+        self._do(
+            (Op.PUT_CONTENT, node_id, data), (Op.WRITTEN, len(data), mtime_ns, mtime_ns, node_id)
+        )
 
     def drop_content(self, node_id: int) -> None:
-        self._do(("x", node_id))
+        self._do((Op.DROP_CONTENT, node_id))
 
     def drop_contents(self, node_ids: list[int]) -> None:
-        self._do(("X", list(node_ids)))
+        self._do((Op.DROP_CONTENTS, list(node_ids)))
 
     def drop_stray_contents(self) -> int:
         """Delete contents no node owns; returns how many went (none while the
@@ -372,7 +351,7 @@ class Journal:
         return [(r[0], r[1], bytes(r[2])) for r in rows]
 
     def clear_synced(self) -> None:
-        self._do(("S",))
+        self._do((Op.CLEAR_SYNCED,))
 
     # ---------------------------------------------------------------- meta
 
@@ -380,4 +359,4 @@ class Journal:
         return self._commits.logged_meta(key)
 
     def set_meta(self, key: str, value: str | None) -> None:
-        self._do((META, key, value))
+        self._do((Op.SET_META, key, value))

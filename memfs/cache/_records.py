@@ -1,8 +1,10 @@
-"""The operations a record of the journal's redo log holds, and their encoding.
+"""The operations a record of the journal's redo log holds: what each one is,
+what it does to SQLite, and how a record writes them.
 
 A change is committed as one record of the redo log (memfs/cache/_redo.py)
-holding its operations: each a tuple, its code first, then its arguments
-(the journal says what each code does to SQLite).
+holding its operations: each a tuple, its code (`Op`) first, then its
+arguments, which are the parameters of its statement in `APPLY`; `run`
+applies one to SQLite, whether from a record or inside a batch.
 
 The operations part of a record, format 2 (`FORMAT`), the one written:
 
@@ -10,7 +12,7 @@ The operations part of a record, format 2 (`FORMAT`), the one written:
     JSON, an array of arrays, one per operation, its code first:
     [["c",17,5],["w",5,1717171717000000000,1717171717000000000,17]]
 
-A content operation ("c") holds the content's length there; the bytes
+A content operation (`Op.PUT_CONTENT`, "c") holds the content's length there; the bytes
 themselves follow the operations part in the record, in the order of those
 operations. Values are what JSON holds: integers, text (non-ASCII escaped,
 so any name memfs keeps reads back as it was), floats (written as Python
@@ -27,9 +29,13 @@ applied when the cache opens, and the log then goes on in format 2.
 
 from __future__ import annotations
 
+import enum
 import json
 import marshal
+import sqlite3
 from typing import Any
+
+from ._schema import INSERT_NODE, UPDATE_NODE, UPDATE_NODE_IN_PLACE
 
 FORMAT = 2
 """The format of the operations part of the records written (see the module)."""
@@ -37,13 +43,78 @@ _FORMAT_BYTE = bytes([FORMAT])
 _MARSHAL_LIST = (b"[", b"\xdb")
 """The first byte of a record of format 1: marshal's list, without or with its reference flag."""
 
+
+class Op(enum.StrEnum):
+    """The operations of the redo log; each value is the code a record holds."""
+
+    INSERT_NODE = "i"
+    """A new node's row: its id, then its columns (`NODE_FIELDS`)."""
+    SAVE_NODE = "u"
+    """A node's whole row: its columns, then its id."""
+    SAVE_NODE_IN_PLACE = "p"
+    """A node's row whose (parent, name) did not change: the columns after them, then its id."""
+    DELETE_NODE = "d"
+    """A node's row goes: its id."""
+    ADD_TOMBSTONE = "t"
+    """A pending delete: memory id, path, base sha, when it was deleted."""
+    DROP_TOMBSTONE = "T"
+    """A pending delete is done: its memory id."""
+    RECORD_UPLOAD = "U"
+    """An upload in flight: node id, memory id (None for a create), path, sha."""
+    UPLOAD_ANSWERED = "A"
+    """The upload of a node was answered: its id."""
+    PUT_CONTENT = "c"
+    """A file's whole content: its id, then the content (in a record, its length:
+    the bytes follow the operations)."""
+    DROP_CONTENT = "x"
+    """A file's content goes: its id."""
+    DROP_CONTENTS = "X"
+    """The contents of several files go: the list of their ids."""
+    WRITTEN = "w"
+    """A file's size and times after a write: size, mtime, ctime, its id."""
+    SET_META = "m"
+    """A meta value: key, value (None: unset)."""
+    CLEAR_SYNCED = "S"
+    """fsync's copies of a cache made before contents lived in the journal go
+    (memfs/cache/_legacy.py)."""
+
+
 Operation = tuple[Any, ...]
-"""One operation: its code, then its arguments."""
+"""One operation: its `Op`, then its arguments."""
 
-CONTENT = "c"
-"""The code of the operation whose last argument is a content carried after the
-operations (in the record, the operation holds its length)."""
+APPLY: dict[Op, str] = {
+    Op.INSERT_NODE: INSERT_NODE,
+    Op.SAVE_NODE: UPDATE_NODE,
+    Op.SAVE_NODE_IN_PLACE: UPDATE_NODE_IN_PLACE,
+    Op.DELETE_NODE: "DELETE FROM nodes WHERE id = ?",
+    Op.ADD_TOMBSTONE: "INSERT OR REPLACE INTO tombstones (memory_id, path, base_sha, deleted_at) "
+    "VALUES (?, ?, ?, ?)",
+    Op.DROP_TOMBSTONE: "DELETE FROM tombstones WHERE memory_id = ?",
+    Op.RECORD_UPLOAD: "INSERT OR REPLACE INTO uploads (node_id, memory_id, path, sha) "
+    "VALUES (?, ?, ?, ?)",
+    Op.UPLOAD_ANSWERED: "DELETE FROM uploads WHERE node_id = ?",
+    Op.PUT_CONTENT: "INSERT INTO contents (node_id, data) VALUES (?, ?) "
+    "ON CONFLICT (node_id) DO UPDATE SET data = excluded.data",
+    Op.DROP_CONTENT: "DELETE FROM contents WHERE node_id = ?",
+    Op.DROP_CONTENTS: "DELETE FROM contents WHERE node_id = ?",
+    Op.WRITTEN: "UPDATE nodes SET size = ?, mtime_ns = ?, ctime_ns = ? WHERE id = ?",
+    Op.SET_META: "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+    Op.CLEAR_SYNCED: "DELETE FROM synced",
+}
+"""What each operation does to SQLite: its statement, whose parameters are the
+operation's arguments (`DROP_CONTENTS` runs it once per id of its list)."""
 
+
+def run(db: sqlite3.Connection, op: Operation) -> None:
+    """Apply one operation to SQLite."""
+    code = op[0]
+    if code == Op.DROP_CONTENTS:
+        db.executemany(APPLY[code], [(i,) for i in op[1]])
+    else:
+        db.execute(APPLY[code], op[1:])
+
+
+_BY_CODE = {op.value: op for op in Op}
 _to_json = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
 
 
@@ -69,9 +140,11 @@ def decode(data: bytes) -> list[Operation] | None:
         return None
     ops: list[Operation] = []
     for op in raw:
-        if not isinstance(op, list | tuple) or not op or not isinstance(op[0], str):
+        known = isinstance(op, list | tuple) and op and isinstance(op[0], str)
+        code = _BY_CODE.get(op[0]) if known else None
+        if code is None:
             return None
-        if op[0] == CONTENT and not (isinstance(op[-1], int) and op[-1] >= 0):
+        if code is Op.PUT_CONTENT and not (isinstance(op[-1], int) and op[-1] >= 0):
             return None
-        ops.append(tuple(op))
+        ops.append((code, *op[1:]))
     return ops

@@ -51,7 +51,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from ._records import CONTENT, Operation, decode, encode
+from ._records import Op, Operation, decode, encode
 
 CAPACITY = 16 * 1024 * 1024
 """Bytes of records the log holds before the journal applies them (a record that
@@ -357,7 +357,7 @@ class RedoLog:
             return _Found(_Kind.DAMAGED, seq, ops, next_at, contents_at)
         content_at = ops_size
         for i, op in enumerate(ops):
-            if op[0] == CONTENT:
+            if op[0] is Op.PUT_CONTENT:
                 length = op[-1]
                 ops[i] = (*op[:-1], body[content_at : content_at + length])
                 content_at += length

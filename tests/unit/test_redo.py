@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from memfs.cache import ROOT_ID, StoreCache, _commits, _redo, invariant_problems
-from memfs.cache._records import decode
+from memfs.cache._records import APPLY, Op, decode
 from memfs.cache._redo import HEADER, RedoLog
 from tests.support.redo import REDO_LOG, journal_meta, record_with, redo_chain
 
@@ -101,6 +101,19 @@ def test_a_record_holds_its_operations_as_json_after_its_format_number(tmp_path)
     text = part[1:ops_size].decode("ascii")
     assert json.loads(text) == [list(op) for op in ops[:3]] + [["X", [3, 4]]]
     assert " " not in text
+    log.close()
+
+
+def test_each_operation_has_one_statement_and_an_unknown_one_is_no_record(tmp_path):
+    """The log's operations are one enum with one apply table: every code has
+    its statement, and a record holding a code memfs does not know is not
+    read back (nothing would apply it)."""
+    assert set(APPLY) == set(Op)
+    assert len({op.value for op in Op}) == len(Op)
+    log = log_at(tmp_path)
+    append(log, 1, [("m", "k", "v")], [])
+    append(log, 2, [("m", "k", "w"), ("Z", 1)], [])
+    assert list(log.records(0)) == [(1, [(Op.SET_META, "k", "v")])]
     log.close()
 
 
