@@ -1,214 +1,319 @@
-"""The journal of one store: an SQLite file (WAL) under the store's cache folder.
+"""The journal of one store: its rows in SQLite, each change committed by one
+record of its redo log.
 
-It keeps every node's row, the pending deletes, the uploads in flight and a
-little metadata (the feed position, the mount folder memfs made). The file
-itself (schema, migrations, a node's row, opening) is memfs/cache/_schema.py.
-
-Files' contents live here too (the `contents` table, one row per cached
-file, at most `MAX_CONTENT_BYTES` each), so that no change asks the
-filesystem for an inode (creating a file costs some ext4 disks 0.1-0.9 ms).
-
-Commits: a change (one method call, or everything inside `transaction()`) is
-one record of the redo log, applied to SQLite later, many at once; reads of
-what the records changed apply them first, or (contents, meta values) are
-answered from them. How, and what is durable when, is `Commits`
-(memfs/cache/_commits.py); what each operation does to SQLite is `APPLY`
-(memfs/cache/_records.py).
+It keeps every node's row, the pending deletes, the uploads in flight, the
+files' contents (one row each: no change asks the filesystem for an inode)
+and a little metadata, in an SQLite file (memfs/cache/_schema.py). A change
+(one method call, or everything inside `transaction()`) is committed by one
+record of the redo log (memfs/cache/_redo.py, one `pwritev`, where an SQLite
+commit costs 20-50 µs): once it returned, a SIGKILL cannot undo it. The
+records are applied to SQLite later, many at once (memfs/cache/_database.py);
+until then the contents and meta values they hold are answered from the log.
+`batch()` writes SQLite itself, while nothing else uses the journal. Opening
+applies what a kill left and tells damage from a kill's end
+(memfs/cache/_damage.py); on a full disk the records stay in the log
+(memfs/cache/_disk_space.py). `make_durable` is one flush of the log.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import sqlite3
 from collections.abc import Iterator
 
-from .._exceptions import CacheCorrupt
+from .._exceptions import CacheCorrupt, CacheDiskFull
 from .._private import open_private_dir
-from ._commits import Commits, RedoDamage
-from ._node import ROOT_ID, Node, Tombstone, Upload
+from . import _damage
+from ._database import JournalDatabase
+from ._disk_space import DiskSpace
+from ._node import Node, Tombstone, Upload
 from ._records import Op, Operation
-from ._redo import RedoLogError
+from ._redo import CAPACITY, RedoLog, RedoLogError
 from ._schema import (
-    SELECT_NODES,
+    LOG_FILLED,
     node_of,
     open_journal_file,
     row_values,
     row_values_in_place,
 )
 
-log = logging.getLogger("memfs.cache")
-
-LOST_PATHS_LOGGED = 20
-"""Paths a damaged redo log's warning names (`memfs status --json` has them all)."""
-MAX_DEPTH = 512
-"""More folders than a path of 1,024 bytes can hold: a deeper chain is a loop."""
-
-
-_ABOUT_A_NODE = (Op.DELETE_NODE, Op.DROP_CONTENT, Op.UPLOAD_ANSWERED, Op.PUT_CONTENT)
-"""Operations whose first argument is the id of the node they change."""
-
-
-def _path_in(names: dict[int, tuple[int, str]], node_id: int) -> str | None:
-    """The path of `node_id` by (parent, name) pairs; None for the root or a
-    node whose folders are not all known."""
-    parts: list[str] = []
-    while node_id != ROOT_ID:
-        if node_id not in names or len(parts) > MAX_DEPTH:
-            return None
-        node_id, name = names[node_id]
-        parts.append(name)
-    return "/" + "/".join(reversed(parts)) if parts else None
+_PUT_CONTENT = Op.PUT_CONTENT
 
 
 class Journal:
-    """The SQLite journal of one store, at `path`, and its redo log beside it.
+    """The journal of one store, at `path`, and its redo log beside it.
 
     Its folder is opened once and checked as memfs's own (0700, the user's, not
     a symlink); the database, its WAL and its redo log are reached relative to
-    that descriptor."""
+    that descriptor. It is its own `transaction()`: the outermost use gathers
+    the operations inside and commits them as one record at its end."""
 
     def __init__(self, path: str, *, store_id: str) -> None:
         self.path = path
-        self._checkpointed_changes = 0
         self._names: dict[int, tuple[int, str]] = {}
         """(parent, name) of each row as the journal will hold it, by node id."""
-        folder, name = os.path.split(path)
-        self.folder_fd = open_private_dir(folder, "cache folder")
-        try:
-            self._open(name, store_id)
-        except BaseException:
-            if hasattr(self, "db"):
-                self.db.close()
-            self._close_folder()
-            raise
+        self._group: list[Operation] | None = None
+        """The operations of the open `transaction()`, logged together at its end."""
+        self._outer: list[bool] = []
+        """For each `transaction()` entered: whether it is the outermost."""
+        self._logged_contents: dict[int, tuple[int, int, int]] = {}
+        """Contents a record holds: (its number, offset in the log, length; -1 if
+        dropped), by node id; those of records applied are SQLite's."""
+        self._logged_meta: dict[str, tuple[int, str | None]] = {}
+        """Meta values a record holds, with its number."""
+        self._records = 0
         self.lost_paths: list[str] = []
         """The files whose changes opening found lost from a damaged redo log."""
         self.damage: str | None = None
         """That sentence, as logged; None when nothing was lost."""
-        if self._commits.damage is not None:
-            self._report_damage(self._commits.damage)
-        self._next_id: int
-        with self._commits.applied():
-            (self._next_id,) = self.db.execute(
-                "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'nodes'), 0), "
-                "coalesce((SELECT max(id) FROM nodes), 0)) + 1"
-            ).fetchone()
-        self._do = self._commits.do
-        self.transaction = self._commits.transaction
-        """One commit for everything inside (one record of the redo log); nested
-        uses join the outer one. An exception inside commits nothing."""
-        self.batch = self._commits.batch
-        """One SQLite commit for many changes while nothing else uses the journal
-        (see `Commits.batch`)."""
-        self.in_transaction = self._commits.in_transaction
-        self.apply_log = self._commits.apply_when_idle
-        """Apply the redo log to SQLite now, unless its disk is known full (see
-        `Commits.apply_when_idle`)."""
-        self.make_durable = self._commits.make_durable
-        """Make every change committed so far durable (one flush of the redo log)."""
-        self.note_log_filled = self._commits.note_log_filled
-        self.start_writeback = self._commits.start_writeback
-        """Start writing unflushed changes to the disk, without waiting (a hint)."""
-
-    def _open(self, name: str, store_id: str) -> None:
-        self.db = open_journal_file(self.folder_fd, self.path, store_id=store_id)
+        self.folder_fd = open_private_dir(os.path.dirname(path), "cache folder")
+        self._space = DiskSpace(path, self.folder_fd)
         try:
-            self._commits = Commits(self.db, self.path, self._names.clear, folder_fd=self.folder_fd)
-        except (OSError, sqlite3.Error, RedoLogError) as e:
-            raise CacheCorrupt(f"cannot open the cache at {os.path.dirname(self.path)}: {e}") from e
+            db = open_journal_file(self.folder_fd, path, store_id=store_id)
+        except BaseException:
+            self._close_folder()
+            raise
+        self._database = JournalDatabase(db, path, self.folder_fd, self._space)
+        try:
+            self._open_log()
+        except BaseException as e:
+            if hasattr(self, "_log"):
+                self._log.close()
+            self._database.abandon()
+            self._close_folder()
+            if isinstance(e, OSError | sqlite3.Error | RedoLogError):
+                folder = os.path.dirname(path)
+                raise CacheCorrupt(f"cannot open the cache at {folder}: {e}") from e
+            raise
 
-    @property
-    def disk_full(self) -> bool:
-        """SQLite's disk is full: the redo log holds what it could not take, and
-        changes to the files are refused (see memfs/cache/_commits.py)."""
-        return self._commits.disk_full
-
-    @property
-    def disk_full_reason(self) -> str | None:
-        """Why changes are refused, as a sentence; None when they are not."""
-        return self._commits.full_reason if self._commits.disk_full else None
-
-    def _report_damage(self, damage: RedoDamage) -> None:
-        """Name what a damaged redo log lost (the files its remaining records
-        name), log it once, and keep it for `memfs status`."""
-        self.lost_paths = self._paths_of(damage.lost)
-        folder = os.path.dirname(self.path)
-        if self.lost_paths:
-            shown = ", ".join(self.lost_paths[:LOST_PATHS_LOGGED])
-            more = len(self.lost_paths) - LOST_PATHS_LOGGED
-            if more > 0:
-                shown += f" and {more} more"
-            what = (
-                f"the changes it held to {shown} are lost; "
-                "those files show their state from before them"
-            )
-        else:
-            what = (
-                "changes written before memfs stopped may be lost "
-                "(the records left do not say to which files)"
-            )
-        self.damage = f"the redo log of the cache at {folder} is damaged ({damage.reason}): {what}"
-        log.warning(
-            "the redo log of the cache at %s is damaged (%s): %s",
-            folder,
-            damage.reason,
-            what,
-            extra={"event": "redo_log_damaged"},
+    def _open_log(self) -> None:
+        """Open the redo log, apply what a kill left in it (or keep it there on a
+        full disk), and say what damage lost."""
+        database = self._database
+        log_id, new = database.redo_log_id()
+        missing = not new and _damage.is_missing(
+            self.folder_fd, os.path.basename(self.path) + "-redo"
         )
-
-    def _paths_of(self, ops: list[Operation]) -> list[str]:
-        """The paths the operations of lost records are about: their files as
-        the journal holds them now (or as the lost records named them, for a
-        file they made or moved), and the paths of deletes and uploads."""
-        with self._commits.applied():
-            rows = self.db.execute("SELECT id, parent, name FROM nodes").fetchall()
-        names = {row[0]: (row[1], row[2]) for row in rows}
-        touched: list[int] = []
-        paths: set[str] = set()
-        for op in ops:
-            code = op[0]
-            if code is Op.INSERT_NODE:
-                names[op[1]] = (op[2], op[3])
-                touched.append(op[1])
-            elif code is Op.SAVE_NODE:
-                names[op[-1]] = (op[1], op[2])
-                touched.append(op[-1])
-            elif code is Op.SAVE_NODE_IN_PLACE:
-                touched.append(op[-1])
-            elif code is Op.WRITTEN:
-                touched.append(op[4])
-            elif code in _ABOUT_A_NODE:
-                touched.append(op[1])
-            elif code is Op.DROP_CONTENTS:
-                touched += op[1]
-            elif code is Op.RECORD_UPLOAD:
-                paths.add(op[3])
-            elif code is Op.ADD_TOMBSTONE:
-                paths.add(op[2])
-        for node_id in touched:
-            path = _path_in(names, node_id)
-            if path is not None:
-                paths.add(path)
-        return sorted(paths)
+        self._log = RedoLog(self.path + "-redo", bytes.fromhex(log_id), dir_fd=self.folder_fd)
+        chain, end = self._log.recover(database.applied)
+        applied = database.apply_chain(chain, self._log)
+        self._seq = database.applied
+        """The number of the last record written."""
+        if not applied:  # the disk is full: the chain stays in the log, which goes on after it
+            self._log.continue_at(end.at)
+            for record in chain:
+                self._note_logged(record.seq, record.ops, record.contents_at)
+                self._seq = record.seq
+        filled = self.get_meta(LOG_FILLED) is not None
+        found = _damage.damage_at(end, filled=filled, missing=missing)
+        if found is not None:
+            if end.later:
+                self._log.clear_after(end.at)
+            with self._reading():
+                names = database.names()
+            self.lost_paths = _damage.lost_paths(found.lost, names)
+            self.damage = _damage.report(os.path.dirname(self.path), found, self.lost_paths)
+        with self._reading():
+            self._next_id = database.next_node_id()
+        self._fill_noted = filled
+        if not filled:
+            self._log.start_filling()
 
     @property
     def commits(self) -> int:
         """Commits since the journal opened: records logged, statements of a batch."""
-        return self._commits.count
+        return self._records + self._database.batch_statements
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        """The journal's SQLite connection (for tests and counters)."""
+        return self._database.db
+
+    # -------------------------------------------------------------- commits
+
+    def transaction(self) -> Journal:
+        """One commit for everything inside (one record of the redo log); nested
+        uses join the outer one. An exception inside commits nothing."""
+        return self
+
+    def __enter__(self) -> None:
+        outer = self._group is None and not self.db.in_transaction
+        self._outer.append(outer)
+        if outer:
+            self._group = []
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        if not self._outer.pop():
+            return
+        ops, self._group = self._group or [], None
+        if kind is not None:
+            self._names.clear()  # what the rows were assumed to hold is unknown now
+            return
+        if ops:
+            try:
+                self._commit(ops)
+            except BaseException:
+                self._names.clear()
+                raise
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """One SQLite commit for many changes made while nothing else uses the
+        journal, written to SQLite itself once the log is applied: unlike
+        `transaction`, what ran is committed even when an exception ends the
+        batch, since memory already holds it. On a full disk (known, or met
+        inside) the batch's changes are one record of the log instead."""
+        if self.in_transaction():
+            yield
+            return
+        try:
+            self._apply()
+        except CacheDiskFull:
+            self._group = []
+        else:
+            self._database.begin_batch()
+        try:
+            yield
+        finally:
+            if self._group is not None:
+                group, self._group = self._group, None
+                if group:
+                    self._commit(group)
+            elif (left := self._database.end_batch()) is not None:
+                if left:
+                    self._commit(left)
+                else:
+                    self._names.clear()  # SQLite ended it: the rows are as they were
+
+    def in_transaction(self) -> bool:
+        return self._group is not None or self.db.in_transaction
+
+    def _do(self, *ops: Operation) -> None:
+        """Commit operations together: into the open transaction's record, into
+        SQLite inside a batch, else as a record of their own."""
+        if self._group is not None:
+            self._group.extend(ops)
+        elif self.db.in_transaction:
+            self._group = self._database.run_in_batch(ops)  # not None: the disk filled
+        else:
+            self._commit(list(ops))
+
+    def _commit(self, ops: list[Operation]) -> None:
+        """Append one record of `ops` to the redo log (applying the log first when
+        the record would not fit), then answer from it until it is applied."""
+        contents = [op[-1] for op in ops if op[0] is _PUT_CONTENT]
+        if contents:
+            size = sum(map(len, contents))
+            stored = [(*op[:-1], len(op[-1])) if op[0] is _PUT_CONTENT else op for op in ops]
+        else:
+            size, stored = 0, ops
+        log = self._log
+        if log.offset and log.offset + size + 4096 > CAPACITY:
+            self._apply()
+        try:
+            at = log.append(self._seq + 1, stored, contents, size)
+        except RedoLogError as e:
+            raise self._space.log_failure(e) from e
+        self._seq += 1
+        self._records += 1
+        self._note_logged(self._seq, ops, at)
+        if log.offset > CAPACITY:
+            # Committed already: a full disk leaves it to the next commit to refuse.
+            with contextlib.suppress(CacheDiskFull):
+                self._apply()
+
+    def _note_logged(self, seq: int, ops: list[Operation], at: int) -> None:
+        """Answer from the log for what `ops` changed, until their record `seq` is
+        applied (their contents from `at` on)."""
+        for op in ops:
+            code = op[0]
+            if code is _PUT_CONTENT:
+                self._logged_contents[op[1]] = (seq, at, len(op[2]))
+                at += len(op[2])
+            elif code is Op.DROP_CONTENT:
+                self._logged_contents[op[1]] = (seq, -1, 0)
+            elif code is Op.DROP_CONTENTS:
+                for i in op[1]:
+                    self._logged_contents[i] = (seq, -1, 0)
+            elif code is Op.SET_META:
+                self._logged_meta[op[1]] = (seq, op[2])
+
+    # ------------------------------------------------------------- applying
+
+    def _apply(self, *, when_idle: bool = False) -> None:
+        """Apply the redo log to SQLite now (CacheDiskFull when its disk is full);
+        `when_idle`: housekeeping's apply (`JournalDatabase.apply_when_idle`)."""
+        if when_idle:
+            self._database.apply_when_idle(self._log, self._seq)
+        else:
+            self._database.apply_log(self._log, self._seq)
+        if self._seq == self._database.applied:
+            self._logged_contents.clear()
+            self._logged_meta.clear()
+
+    def apply_log(self) -> None:
+        """Apply the redo log to SQLite now, unless its disk is known full."""
+        self._apply(when_idle=True)
+
+    def _reading(self) -> contextlib.AbstractContextManager[None]:
+        """Reads inside see every change committed (`JournalDatabase.reading`)."""
+        return self._database.reading(self._log, self._seq)
+
+    # ----------------------------------------------------------- durability
+
+    def make_durable(self) -> None:
+        """Make every change committed so far durable: one flush of the redo log
+        (none when nothing was logged since), and of the WAL when a batch wrote it."""
+        self._database.sync_wal()
+        with self._space.as_cache_disk_full():
+            self._log.flush()
+
+    def start_writeback(self) -> None:
+        """Hand what the redo log holds unflushed to the disk, without waiting, so
+        that a `make_durable` soon after flushes less (`RedoLog.start_writeback`)."""
+        self._log.start_writeback()
+
+    def note_log_filled(self) -> None:
+        """Remember that the redo log's space is written (its filling thread is
+        done), so that no later open fills it again."""
+        if self._log.filled and not self._fill_noted:
+            self._do((Op.SET_META, LOG_FILLED, "1"))
+            self._fill_noted = True
+
+    @property
+    def unsaved_commits(self) -> bool:
+        """Something was committed to SQLite since the last `checkpoint`."""
+        return self._database.unsaved_commits
+
+    def checkpoint(self) -> None:
+        """Copy the WAL into the database now (while the filesystem is idle), so
+        that no request pays for it; not on a full disk (the database may grow)."""
+        if not self.disk_full:
+            self._database.checkpoint()
+
+    @property
+    def disk_full(self) -> bool:
+        """SQLite's disk is full: the redo log holds what it could not take, and
+        changes to the files are refused (see memfs/cache/_disk_space.py)."""
+        return self._space.full
+
+    @property
+    def disk_full_reason(self) -> str | None:
+        """Why changes are refused, as a sentence; None when they are not."""
+        return self._space.reason if self._space.full else None
 
     def close(self) -> None:
-        self._commits.close()
-        with contextlib.suppress(sqlite3.Error):
-            self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            self.db.close()
+        with contextlib.suppress(sqlite3.Error, RedoLogError, OSError, CacheDiskFull):
+            self._apply()  # else the next open applies what is left
+        self._log.close()
+        self._database.close()
         self._close_folder()
 
     def abandon(self) -> None:
         """Close as a SIGKILL would: nothing applied, flushed or checkpointed."""
-        self._commits.abandon()
-        self.db.close()
+        self._log.close()
+        self._database.abandon()
         self._close_folder()
 
     def _close_folder(self) -> None:
@@ -217,25 +322,11 @@ class Journal:
                 os.close(self.folder_fd)
             self.folder_fd = -1
 
-    @property
-    def unsaved_commits(self) -> bool:
-        """Something was committed to SQLite since the last `checkpoint`."""
-        return self.db.total_changes != self._checkpointed_changes
-
-    def checkpoint(self) -> None:
-        """Copy the WAL into the database now (while the filesystem is idle), so
-        that no request pays for it; the WAL keeps its size. Not while the disk
-        is full: the database may need to grow."""
-        if self.disk_full:
-            return
-        self.db.execute("PRAGMA wal_checkpoint(PASSIVE)")
-        self._checkpointed_changes = self.db.total_changes
-
-    # --------------------------------------------------------------- nodes
+    # ---------------------------------------------------------------- nodes
 
     def nodes(self) -> Iterator[Node]:
-        with self._commits.applied():
-            rows = self.db.execute(SELECT_NODES).fetchall()
+        with self._reading():
+            rows = self._database.node_rows()
         for row in rows:
             node = node_of(row)
             self._names[node.id] = (node.parent, node.name)
@@ -263,13 +354,11 @@ class Journal:
         self._do((Op.DELETE_NODE, node_id))
         self._names.pop(node_id, None)
 
-    # ---------------------------------------------------------- tombstones
+    # ----------------------------------------------------------- tombstones
 
     def tombstones(self) -> Iterator[Tombstone]:
-        with self._commits.applied():
-            rows = self.db.execute(
-                "SELECT memory_id, path, base_sha, deleted_at FROM tombstones"
-            ).fetchall()
+        with self._reading():
+            rows = self._database.tombstone_rows()
         for row in rows:
             yield Tombstone(*row)
 
@@ -279,7 +368,7 @@ class Journal:
     def drop_tombstone(self, memory_id: str) -> None:
         self._do((Op.DROP_TOMBSTONE, memory_id))
 
-    # ------------------------------------------------------------- uploads
+    # -------------------------------------------------------------- uploads
 
     def record_upload(self, upload: Upload) -> None:
         self._do((Op.RECORD_UPLOAD, upload.node_id, upload.memory_id, upload.path, upload.sha))
@@ -288,36 +377,36 @@ class Journal:
         self._do((Op.UPLOAD_ANSWERED, node_id))
 
     def uploads(self) -> list[Upload]:
-        with self._commits.applied():
-            rows = self.db.execute("SELECT node_id, memory_id, path, sha FROM uploads").fetchall()
+        with self._reading():
+            rows = self._database.upload_rows()
         return [Upload(*row) for row in rows]
 
-    # ------------------------------------------------------------ contents
+    # ------------------------------------------------------------- contents
 
     def content(self, node_id: int) -> bytes | None:
         """A file's content, or None when it has no row (a cached file without one
         is empty: a new file gets its row at its first write)."""
-        logged, content = self._commits.logged_content(node_id)
-        if logged:
-            return content
-        row = self.db.execute("SELECT data FROM contents WHERE node_id = ?", (node_id,)).fetchone()
-        return None if row is None else bytes(row[0])
+        logged = self._logged_contents.get(node_id)
+        if logged is None or logged[0] <= self._database.applied:
+            return self._database.content(node_id)
+        with self._space.as_cache_disk_full():
+            return None if logged[1] < 0 else self._log.read(logged[1], logged[2])
 
     def content_sizes(self) -> dict[int, int]:
         """The size of every cached content, by node id."""
-        with self._commits.applied():
-            return dict(self.db.execute("SELECT node_id, length(data) FROM contents"))
+        with self._reading():
+            return self._database.content_sizes()
 
     def put_content(self, node_id: int, data: bytes | bytearray) -> None:
         """A file's whole content; inside a transaction, `data` is written at its
         end, so the caller leaves it as it is until then."""
-        self._do((Op.PUT_CONTENT, node_id, data))
+        self._do((_PUT_CONTENT, node_id, data))
 
     def put_written(self, node_id: int, data: bytes | bytearray, mtime_ns: int) -> None:
         """A file's whole content, changed at `mtime_ns` (its change time too), with
         its size: one commit (see `put_content` inside a transaction)."""
         self._do(
-            (Op.PUT_CONTENT, node_id, data), (Op.WRITTEN, len(data), mtime_ns, mtime_ns, node_id)
+            (_PUT_CONTENT, node_id, data), (Op.WRITTEN, len(data), mtime_ns, mtime_ns, node_id)
         )
 
     def drop_content(self, node_id: int) -> None:
@@ -330,33 +419,28 @@ class Journal:
         """Delete contents no node owns; returns how many went (none while the
         disk is full: the next open's sweep takes them)."""
         self.apply_log()
-        if self.disk_full:
-            return 0
-        try:
-            return self.db.execute(
-                "DELETE FROM contents WHERE node_id NOT IN (SELECT id FROM nodes)"
-            ).rowcount
-        except sqlite3.Error as e:
-            if e.sqlite_errorcode != sqlite3.SQLITE_FULL:
-                raise
-            return 0
+        return 0 if self.disk_full else self._database.drop_stray_contents()
 
-    # -------------------------------------------------------------- synced
+    # --------------------------------------------------------------- synced
 
     def synced(self) -> list[tuple[int, str, bytes]]:
         """The copies fsync left in caches made before contents lived here:
         (node id, boot id, content)."""
-        with self._commits.applied():
-            rows = self.db.execute("SELECT node_id, boot_id, content FROM synced").fetchall()
+        with self._reading():
+            rows = self._database.synced_rows()
         return [(r[0], r[1], bytes(r[2])) for r in rows]
 
     def clear_synced(self) -> None:
         self._do((Op.CLEAR_SYNCED,))
 
-    # ---------------------------------------------------------------- meta
+    # ----------------------------------------------------------------- meta
 
     def get_meta(self, key: str) -> str | None:
-        return self._commits.logged_meta(key)
+        """A meta value, from a record not applied yet if one holds it."""
+        logged = self._logged_meta.get(key)
+        if logged is None or logged[0] <= self._database.applied:
+            return self._database.meta(key)
+        return logged[1]
 
     def set_meta(self, key: str, value: str | None) -> None:
         self._do((Op.SET_META, key, value))

@@ -223,8 +223,12 @@ class RedoLog:
         self._unflushed = False
 
     def read(self, at: int, size: int) -> bytes:
-        """`size` bytes of the log at `at` (a content the journal has not applied yet)."""
-        return os.pread(self.fd, size, at) if size else b""
+        """`size` bytes of the log at `at` (a content the journal has not applied
+        yet); RedoLogError when they cannot be read."""
+        try:
+            return os.pread(self.fd, size, at) if size else b""
+        except OSError as e:
+            raise RedoLogError(e) from e
 
     def records(self, after: int) -> Iterator[tuple[int, list[Operation]]]:
         """The records of the chain that follows sequence number `after`, in order,

@@ -328,7 +328,7 @@ async def test_fsync_flushes_only_the_redo_log_which_holds_the_content(tmp_path,
     await cache.open(node.id)
     cache.write(node, 1, b" and more")
     cache.write(node, 0, b"A")
-    filler = cache.journal._commits._log._filler  # its own flush must not be counted
+    filler = cache.journal._log._filler  # its own flush must not be counted
     if filler is not None:
         filler.join()
     flushed = flushes_of(monkeypatch, lambda: cache.fsync(node))

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from memfs.cache import ROOT_ID, StoreCache, _commits, _redo, invariant_problems
+from memfs.cache import ROOT_ID, StoreCache, _journal, _redo, invariant_problems
 from memfs.cache._records import APPLY, Op, decode
 from memfs.cache._redo import HEADER, RedoLog
 from tests.support.redo import REDO_LOG, journal_meta, record_with, redo_chain
@@ -206,7 +206,7 @@ async def test_an_apply_that_did_not_commit_is_applied_at_the_next_open(tmp_path
     for i in range(5):
         await new_file(cache, f"f{i}.md", f"content {i}".encode())
     done = 0
-    real_run = cache.journal._commits._run
+    real_run = cache.journal._database.run
 
     def dies_halfway(op):
         nonlocal done
@@ -215,7 +215,7 @@ async def test_an_apply_that_did_not_commit_is_applied_at_the_next_open(tmp_path
         done += 1
         real_run(op)
 
-    monkeypatch.setattr(cache.journal._commits, "_run", dies_halfway)
+    monkeypatch.setattr(cache.journal._database, "run", dies_halfway)
     with pytest.raises(KeyboardInterrupt):
         cache.journal.apply_log()
     monkeypatch.undo()
@@ -245,7 +245,7 @@ async def test_an_applied_log_is_never_applied_twice(tmp_path):
 
 
 async def test_a_full_log_is_applied_inside_the_request_and_starts_again(tmp_path, monkeypatch):
-    monkeypatch.setattr(_commits, "CAPACITY", 64 * 1024)
+    monkeypatch.setattr(_journal, "CAPACITY", 64 * 1024)
     cache = StoreCache(str(tmp_path / "live"), STORE)
     written = {}
     for i in range(40):
@@ -253,7 +253,7 @@ async def test_a_full_log_is_applied_inside_the_request_and_starts_again(tmp_pat
         await new_file(cache, f"f{i:02}.md", content)
         written[f"/f{i:02}.md"] = content
     assert cache.journal.db.execute("SELECT count(*) FROM contents").fetchone()[0] > 0
-    assert cache.journal._commits._log.offset < 64 * 1024
+    assert cache.journal._log.offset < 64 * 1024
     assert contents(cache) == written
 
     again = killed_copy(cache, tmp_path / "after")
@@ -345,7 +345,7 @@ async def test_a_record_that_fails_its_check_with_later_ones_after_it_is_damage(
 
 async def test_a_log_cut_short_in_a_record_is_damage(tmp_path, expect_log):
     cache = StoreCache(str(tmp_path / "live"), STORE)
-    cache.journal._commits._log._filler.join()
+    cache.journal._log._filler.join()
     cache.journal.note_log_filled()
     await new_file(cache, "kept.md", b"applied before the kill")
     cache.journal.apply_log()
@@ -424,9 +424,9 @@ async def test_a_batch_that_fills_the_disk_goes_on_in_the_log(tmp_path, monkeypa
     expect_log("memfs.cache", "is full: changes to the files are refused", count=1)
     cache = StoreCache(str(tmp_path / "live"), STORE)
     kept = await new_file(cache, "kept.md", b"before the batch")
-    commits = cache.journal._commits
+    database = cache.journal._database
     monkeypatch.setattr(
-        commits, "db", _FullDisk(commits.db, lambda sql: sql.startswith("INSERT INTO contents"))
+        database, "db", _FullDisk(database.db, lambda sql: sql.startswith("INSERT INTO contents"))
     )
     with cache.batch():
         a = cache.create(ROOT_ID, "a.md", 0o644)
