@@ -2,8 +2,8 @@
 
 The schema is versioned with `PRAGMA user_version`; each migration runs once,
 in its own transaction, when a journal of an older version opens. A node's
-columns are listed once (`NODE_FIELDS`): rows, inserts and updates are all
-made from that list.
+columns are listed once (`NODE_FIELDS`), each named as the attribute it
+keeps: rows, inserts and updates are all made from that list.
 
 One process owns a store's journal (exclusive locking: no file locks per
 transaction); a second one is refused with `CacheInUse`. The file is opened
@@ -96,6 +96,12 @@ MIGRATIONS: list[str] = [
         data BLOB NOT NULL
     );
     """,
+    # 5: each column has the name of the attribute it keeps.
+    """
+    ALTER TABLE nodes RENAME COLUMN dirty TO edited;
+    ALTER TABLE nodes RENAME COLUMN changed TO pending;
+    ALTER TABLE nodes RENAME COLUMN local_dir TO made_here;
+    """,
 ]
 """Journal migrations: `PRAGMA user_version` counts those applied."""
 
@@ -110,55 +116,54 @@ LOG_FILLED = "redo_log_filled"
 
 @dataclass(frozen=True)
 class Field:
-    """One persisted attribute of a `Node` and the column that keeps it."""
+    """One persisted attribute of a `Node`, kept in the column of its name."""
 
-    attribute: str
-    column: str
+    name: str
     from_row: Callable[[Any], Any] = lambda v: v
     """Values go to SQLite as they are (a StrEnum is text, a bool an integer)."""
 
 
 NODE_FIELDS: tuple[Field, ...] = (
-    Field("parent", "parent"),
-    Field("name", "name"),
-    Field("kind", "kind", NodeKind),
-    Field("mode", "mode"),
-    Field("mtime_ns", "mtime_ns"),
-    Field("ctime_ns", "ctime_ns"),
-    Field("size", "size"),
-    Field("memory_id", "memory_id"),
-    Field("base_sha", "base_sha"),
-    Field("base_path", "base_path"),
-    Field("edited", "dirty", bool),
-    Field("pending", "changed", bool),
-    Field("cached", "cached", bool),
-    Field("made_here", "local_dir", bool),
-    Field("refused_sha", "refused_sha"),
-    Field("refused_reason", "refused_reason"),
-    Field("too_large", "too_large", bool),
-    Field("uid", "uid"),
-    Field("gid", "gid"),
-    Field("atime_ns", "atime_ns"),
+    Field("parent"),
+    Field("name"),
+    Field("kind", NodeKind),
+    Field("mode"),
+    Field("mtime_ns"),
+    Field("ctime_ns"),
+    Field("size"),
+    Field("memory_id"),
+    Field("base_sha"),
+    Field("base_path"),
+    Field("edited", bool),
+    Field("pending", bool),
+    Field("cached", bool),
+    Field("made_here", bool),
+    Field("refused_sha"),
+    Field("refused_reason"),
+    Field("too_large", bool),
+    Field("uid"),
+    Field("gid"),
+    Field("atime_ns"),
 )
 """Every persisted field of a node but its id, in column order."""
 
-_COLUMNS = ", ".join(f.column for f in NODE_FIELDS)
+_COLUMNS = ", ".join(f.name for f in NODE_FIELDS)
 SELECT_NODES = f"SELECT id, {_COLUMNS} FROM nodes ORDER BY id"
 INSERT_NODE = (
     f"INSERT INTO nodes (id, {_COLUMNS}) VALUES (?, {', '.join('?' for _ in NODE_FIELDS)})"
 )
-UPDATE_NODE = f"UPDATE nodes SET {', '.join(f.column + '=?' for f in NODE_FIELDS)} WHERE id=?"
+UPDATE_NODE = f"UPDATE nodes SET {', '.join(f.name + '=?' for f in NODE_FIELDS)} WHERE id=?"
 _IN_PLACE = NODE_FIELDS[2:]
-assert [f.column for f in NODE_FIELDS[:2]] == ["parent", "name"]
+assert [f.name for f in NODE_FIELDS[:2]] == ["parent", "name"]
 UPDATE_NODE_IN_PLACE = (
-    f"UPDATE nodes SET {', '.join(f.column + '=?' for f in _IN_PLACE)} WHERE id=?"
+    f"UPDATE nodes SET {', '.join(f.name + '=?' for f in _IN_PLACE)} WHERE id=?"
 )
 """A row whose name did not change: its (parent, name) index entry is left alone."""
 
 _KIND = 2
-assert NODE_FIELDS[_KIND].attribute == "kind" and _IN_PLACE[0].attribute == "kind"
-_attributes = operator.attrgetter(*(f.attribute for f in NODE_FIELDS))
-_in_place = operator.attrgetter(*(f.attribute for f in _IN_PLACE[1:]), "id")
+assert NODE_FIELDS[_KIND].name == "kind" and _IN_PLACE[0].name == "kind"
+_attributes = operator.attrgetter(*(f.name for f in NODE_FIELDS))
+_in_place = operator.attrgetter(*(f.name for f in _IN_PLACE[1:]), "id")
 
 
 def row_values(node: Node) -> tuple[Any, ...]:
@@ -174,7 +179,7 @@ def row_values_in_place(node: Node) -> tuple[Any, ...]:
 
 def node_of(row: tuple[Any, ...]) -> Node:
     """The node a row of `SELECT_NODES` holds."""
-    values = {f.attribute: f.from_row(v) for f, v in zip(NODE_FIELDS, row[1:], strict=True)}
+    values = {f.name: f.from_row(v) for f, v in zip(NODE_FIELDS, row[1:], strict=True)}
     return Node(id=row[0], **values)
 
 
@@ -214,7 +219,7 @@ def _migrate(db: sqlite3.Connection) -> None:
 def _ensure_root(db: sqlite3.Connection) -> None:
     if db.execute("SELECT 1 FROM nodes WHERE id = ?", (ROOT_ID,)).fetchone() is None:
         db.execute(
-            "INSERT INTO nodes (id, parent, name, kind, mode, mtime_ns, ctime_ns, local_dir) "
+            "INSERT INTO nodes (id, parent, name, kind, mode, mtime_ns, ctime_ns, made_here) "
             "VALUES (?, 0, '', 'dir', ?, ?, ?, 1)",
             (ROOT_ID, 0o755, time.time_ns(), time.time_ns()),
         )
