@@ -6,25 +6,27 @@ holding its operations: each a tuple, its code (`Op`) first, then its
 arguments, which are the parameters of its statement in `APPLY`; `run`
 applies one to SQLite, whether from a record or inside a batch.
 
-The operations part of a record, format 2 (`FORMAT`), the one written:
+The operations part of a record (after its header, whose layout is
+`HEADER` in memfs/cache/_redo.py), format 2 (`FORMAT`), the one written:
 
     one byte, the format's number (2), then the operations as compact ASCII
     JSON, an array of arrays, one per operation, its code first:
     [["c",17,5],["w",5,1717171717000000000,1717171717000000000,17]]
 
-A content operation (`Op.PUT_CONTENT`, "c") holds the content's length there; the bytes
-themselves follow the operations part in the record, in the order of those
-operations. Values are what JSON holds: integers, text (non-ASCII escaped,
-so any name memfs keeps reads back as it was), floats (written as Python
-writes them, read back exactly), null, booleans, and arrays (the ids of
-"X").
+A content operation (`Op.PUT_CONTENT`, "c") holds the content's length
+there; the bytes themselves follow the operations part in the record, in
+the order of those operations. Values are what JSON holds: integers, text
+(non-ASCII escaped, so any name memfs keeps reads back as it was), floats
+(written as Python writes them, read back exactly), null, booleans, and
+arrays (the ids of "X"). A record holding a code not in `Op` is not read.
 
 Format 1 was `marshal` of the list of tuples, which Python does not promise
-to read across its versions. memfs 0.1.0 wrote it; a record of format 1
-begins with marshal's list code ("[", or it with the reference flag, 0xDB),
-which no record of format 2 does. It is read only so that a cache such a
-version left at a kill opens with what its log held; those records are
-applied when the cache opens, and the log then goes on in format 2.
+to read across its versions; memfs wrote it before format 2 (no release
+did). A record of format 1 begins with marshal's list code ("[", or it with
+the reference flag, 0xDB), which no record of format 2 does. It is read
+only so that a cache such a version left at a kill opens with what its log
+held: opening applies those records, and the log goes on in format 2 (on a
+full disk, after them).
 """
 
 from __future__ import annotations

@@ -9,13 +9,13 @@ later, many in one transaction, while the filesystem is idle; then the log
 starts again from its beginning.
 
 A record: a header (`HEADER`: the log's id, its sequence number, the lengths
-of its two parts, a CRC-32 of all of it), the operations (versioned JSON, its
-format in memfs/cache/_records.py), and the contents the operations carry,
-one after the other. Reading the log back
-(`records`) follows the chain of sequence numbers from offset 0 and stops at
-the first record that is torn, foreign (another journal's log), stale (applied
-already) or out of sequence: what follows it was never acknowledged by a
-`flush()` that returned, or is applied already.
+of its two parts, a CRC-32 of all of it), the operations (versioned JSON,
+documented in memfs/cache/_records.py), and the contents the operations
+carry, one after the other. Reading the log back (`records`) follows the
+chain of sequence numbers from offset 0 and stops at the first record that
+is torn, foreign (another journal's log), stale (applied already) or out of
+sequence: what follows it was never acknowledged by a `flush()` that
+returned, or is applied already.
 
 Opening (`recover`) reads the chain the same way and then says how the log
 ends after it (`LogEnd`): a kill leaves zeros, an earlier cycle's records or
