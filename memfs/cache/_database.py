@@ -307,9 +307,6 @@ class JournalDatabase:
                 raise
             return 0
 
-    def synced_rows(self) -> list[Any]:
-        return self.db.execute("SELECT node_id, boot_id, content FROM synced").fetchall()
-
 
 def _in_transaction(db: sqlite3.Connection) -> bool:
     """An SQLite transaction is open (asked anew each time: a statement may end it)."""

@@ -424,18 +424,6 @@ class Journal:
         self.apply_log()
         return 0 if self.disk_full else self._database.drop_stray_contents()
 
-    # --------------------------------------------------------------- synced
-
-    def synced(self) -> list[tuple[int, str, bytes]]:
-        """The copies fsync left in caches made before contents lived here:
-        (node id, boot id, content)."""
-        with self._reading():
-            rows = self._database.synced_rows()
-        return [(r[0], r[1], bytes(r[2])) for r in rows]
-
-    def clear_synced(self) -> None:
-        self._do((Op.CLEAR_SYNCED,))
-
     # ----------------------------------------------------------------- meta
 
     def get_meta(self, key: str) -> str | None:

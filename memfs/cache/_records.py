@@ -26,7 +26,8 @@ did). A record of format 1 begins with marshal's list code ("[", or it with
 the reference flag, 0xDB), which no record of format 2 does. It is read
 only so that a cache such a version left at a kill opens with what its log
 held: opening applies those records, and the log goes on in format 2 (on a
-full disk, after them).
+full disk, after them). Its "S" (emptying a table migration 6 drops) is
+left out.
 """
 
 from __future__ import annotations
@@ -76,9 +77,6 @@ class Op(enum.StrEnum):
     """A file's size and times after a write: size, mtime, ctime, its id."""
     SET_META = "m"
     """A meta value: key, value (None: unset)."""
-    CLEAR_SYNCED = "S"
-    """fsync's copies of a cache made before contents lived in the journal go
-    (memfs/cache/_legacy.py)."""
 
 
 Operation = tuple[Any, ...]
@@ -101,7 +99,6 @@ APPLY: dict[Op, str] = {
     Op.DROP_CONTENTS: "DELETE FROM contents WHERE node_id = ?",
     Op.WRITTEN: "UPDATE nodes SET size = ?, mtime_ns = ?, ctime_ns = ? WHERE id = ?",
     Op.SET_META: "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-    Op.CLEAR_SYNCED: "DELETE FROM synced",
 }
 """What each operation does to SQLite: its statement, whose parameters are the
 operation's arguments (`DROP_CONTENTS` runs it once per id of its list)."""
@@ -117,6 +114,9 @@ def run(db: sqlite3.Connection, op: Operation) -> None:
 
 
 _BY_CODE = {op.value: op for op in Op}
+_GONE = ("S",)
+"""Codes of format 1 whose operation memfs no longer has, left out when read:
+"S" emptied the table of fsync's copies that migration 6 drops."""
 _to_json = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
 
 
@@ -129,10 +129,11 @@ def decode(data: bytes) -> list[Operation] | None:
     """The operations of a record's operations part (format 2, or 1 as older
     versions wrote it); None when it is not one."""
     raw: Any
+    format_1 = data[:1] in _MARSHAL_LIST
     try:
         if data[:1] == _FORMAT_BYTE:
             raw = json.loads(data[1:])
-        elif data[:1] in _MARSHAL_LIST:
+        elif format_1:
             raw = marshal.loads(data)
         else:
             return None
@@ -142,6 +143,8 @@ def decode(data: bytes) -> list[Operation] | None:
         return None
     ops: list[Operation] = []
     for op in raw:
+        if format_1 and isinstance(op, tuple) and op and op[0] in _GONE:
+            continue
         known = isinstance(op, list | tuple) and op and isinstance(op[0], str)
         code = _BY_CODE.get(op[0]) if known else None
         if code is None:

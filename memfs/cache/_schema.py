@@ -78,18 +78,12 @@ MIGRATIONS: list[str] = [
     ALTER TABLE nodes ADD COLUMN gid INTEGER;
     ALTER TABLE nodes ADD COLUMN atime_ns INTEGER;
     """,
-    # 3: fsynced contents carried in the journal, until the content files are durable.
+    # 3: made the tables `synced` and `wal_room`, for a layout of contents that
+    # no release wrote; nothing now (6 drops them where they were made).
     """
-    CREATE TABLE synced (
-        node_id INTEGER PRIMARY KEY,
-        boot_id TEXT NOT NULL,
-        generation INTEGER NOT NULL,
-        content BLOB NOT NULL
-    );
-    CREATE TABLE wal_room (b BLOB);
+    -- nothing
     """,
-    # 4: contents live in the journal; content files of older caches are read
-    # in once (memfs/cache/_legacy.py), and the copies of `synced` with them.
+    # 4: contents live in the journal.
     """
     CREATE TABLE contents (
         node_id INTEGER PRIMARY KEY,
@@ -101,6 +95,11 @@ MIGRATIONS: list[str] = [
     ALTER TABLE nodes RENAME COLUMN dirty TO edited;
     ALTER TABLE nodes RENAME COLUMN changed TO pending;
     ALTER TABLE nodes RENAME COLUMN local_dir TO made_here;
+    """,
+    # 6: the tables migration 3 made, never used since.
+    """
+    DROP TABLE IF EXISTS synced;
+    DROP TABLE IF EXISTS wal_room;
     """,
 ]
 """Journal migrations: `PRAGMA user_version` counts those applied."""
@@ -155,9 +154,7 @@ INSERT_NODE = (
 UPDATE_NODE = f"UPDATE nodes SET {', '.join(f.name + '=?' for f in NODE_FIELDS)} WHERE id=?"
 _IN_PLACE = NODE_FIELDS[2:]
 assert [f.name for f in NODE_FIELDS[:2]] == ["parent", "name"]
-UPDATE_NODE_IN_PLACE = (
-    f"UPDATE nodes SET {', '.join(f.name + '=?' for f in _IN_PLACE)} WHERE id=?"
-)
+UPDATE_NODE_IN_PLACE = f"UPDATE nodes SET {', '.join(f.name + '=?' for f in _IN_PLACE)} WHERE id=?"
 """A row whose name did not change: its (parent, name) index entry is left alone."""
 
 _KIND = 2

@@ -48,7 +48,8 @@ def test_a_journal_of_user_version_1_gains_owners(tmp_path):
 def test_a_journal_of_user_version_4_names_its_columns_as_the_node_s_attributes(tmp_path):
     """The columns `dirty`, `changed` and `local_dir` keep `edited`, `pending`
     and `made_here`: a journal made before they were renamed opens with its
-    rows as they were, under the attributes' names."""
+    rows as they were, under the attributes' names, and without the two
+    tables of a layout of contents no release wrote."""
     folder = tmp_path / STORE
     os.makedirs(folder, mode=0o700)
     os.chmod(tmp_path, 0o700)
@@ -69,6 +70,8 @@ def test_a_journal_of_user_version_4_names_its_columns_as_the_node_s_attributes(
 
     cache = StoreCache(str(tmp_path), STORE)
     try:
+        tables = {row[0] for row in cache.db.execute("SELECT name FROM sqlite_master")}
+        assert not {"synced", "wal_room"} & tables  # made by migration 3, never used
         columns = [row[1] for row in cache.db.execute("PRAGMA table_info(nodes)")]
         assert {"edited", "pending", "made_here"} <= set(columns)
         assert not {"dirty", "changed", "local_dir"} & set(columns)

@@ -487,10 +487,11 @@ async def test_a_cache_whose_disk_is_full_opens_from_its_log(tmp_path, monkeypat
 # ---- a log of format 1 (marshal), as memfs wrote it before format 2 -------------------
 
 
-def as_format_1(folder: Path) -> None:
+def as_format_1(folder: Path, first: list[tuple] = ()) -> None:
     """Write the chain the next open will apply again as memfs wrote records
     before format 2: the same records, their operations in `marshal`, one
-    after the other from the start of the log, zeros after them."""
+    after the other from the start of the log, zeros after them (`first`:
+    operations put at the start of the first record)."""
     meta = journal_meta(folder)
     log_id = bytes.fromhex(meta["redo_log_id"] or "")
     data = (folder / REDO_LOG).read_bytes()
@@ -499,6 +500,8 @@ def as_format_1(folder: Path) -> None:
         _, seq, ops_size, _, _ = HEADER.unpack_from(data, record.at)
         ops = decode(data[record.at + HEADER.size : record.at + HEADER.size + ops_size])
         assert ops is not None
+        if not records:
+            ops = [*first, *ops]
         encoded = marshal.dumps(
             [tuple(str(v) if i == 0 else v for i, v in enumerate(op)) for op in ops]
         )
@@ -512,7 +515,7 @@ def as_format_1(folder: Path) -> None:
         f.write(old + bytes(max(0, end - len(old))))
 
 
-async def killed_in_format_1(tmp_path: Path) -> Path:
+async def killed_in_format_1(tmp_path: Path, first: list[tuple] = ()) -> Path:
     """A cache killed with a file made, written, renamed and another deleted in
     its log, that log rewritten in format 1."""
     cache = StoreCache(str(tmp_path / "live"), STORE)
@@ -526,7 +529,7 @@ async def killed_in_format_1(tmp_path: Path) -> Path:
     where = tmp_path / "killed"
     shutil.copytree(cache.dir, where / STORE)
     cache.journal.abandon()
-    as_format_1(where / STORE)
+    as_format_1(where / STORE, first)
     return where
 
 
@@ -578,4 +581,14 @@ async def test_a_log_of_format_1_on_a_full_disk_goes_on_after_it_in_format_2(
     again = StoreCache(str(where), STORE)
     assert contents(again) == {**FORMAT_1_CONTENTS, "/newer.md": b"on the full disk"}
     assert invariant_problems(again) == []
+    again.close()
+
+
+async def test_a_format_1_record_that_emptied_fsync_s_copies_applies_without_it(tmp_path):
+    """ "S" emptied the `synced` table (a layout no release wrote), which
+    migration 6 drops: a record of format 1 holding it applies the rest."""
+    where = await killed_in_format_1(tmp_path, [("S",)])
+    again = StoreCache(str(where), STORE)
+    assert again.journal.damage is None
+    assert contents(again) == FORMAT_1_CONTENTS
     again.close()
