@@ -1,8 +1,9 @@
 """Every exception memfs raises, in one tree.
 
-Each layer raises its own branch; only the filesystem layer (`_fs`) turns them
-into errno values, and only the CLI turns them into exit statuses and
-sentences. The tree::
+Each layer raises its own branch; only the filesystem layer turns them into
+errno values (`errno_for`, memfs/fs/_errno.py), and only the CLI turns them
+into the exit statuses and sentences a person sees (memfs's own child
+processes hand theirs up to it). The tree::
 
     MemfsError                       anything memfs itself raises
     ├── UsageError                   bad input from the person or the host
@@ -36,7 +37,7 @@ sentences. The tree::
     │   ├── DirectoryNotEmpty        rmdir or rename over a folder with entries
     │   ├── InvalidMove              a folder moved into itself
     │   ├── FileTooLarge             the content would pass 102,400 bytes
-    │   ├── NameTooLong              a name over 255 bytes or a path over 1,024
+    │   ├── NameTooLong              a name over 255 bytes, a path over 1,024 or deeper than 20 names
     │   ├── StoreFull                a new file past the store's 2,000 memories
     │   ├── ContentUnavailable       content not cached and the store cannot be reached
     │   ├── CacheCorrupt             the journal or a content in it is unusable
@@ -44,7 +45,7 @@ sentences. The tree::
     │   ├── ConflictCopyFailed       a conflict copy could not be written whole and durably
     │   └── CacheInUse               another process of the store holds the cache
     └── MountError                   a store could not be mounted or unmounted, or reached (mount, supervisor, control)
-        └── SyncError                a sync pass, or a request for one, failed (sync, supervisor)
+        └── SyncError                a sync pass, or a request for one, failed (sync, control)
 """
 
 from __future__ import annotations
@@ -252,7 +253,7 @@ class CacheInUse(CacheError):
 
 
 class MountError(MemfsError):
-    """A store could not be mounted, or not unmounted cleanly."""
+    """A store could not be mounted, unmounted cleanly, or reached."""
 
 
 class SyncError(MountError):

@@ -14,11 +14,11 @@ import time
 
 from .._exceptions import CacheCorrupt, EntryExists
 from ..api import content_sha256, join_path
-from ._core import CacheCore, now_ns
+from ._core import CacheParts, now_ns
 from ._node import ROOT_ID, Change, Gone, Node, NodeKind, Placement, Upload
 
 
-class Agreement(CacheCore):
+class SyncChanges(CacheParts):
     """The sync's face of the cache (see `SyncFace`)."""
 
     def changes(self, *, quiet_for: float = 0.0) -> list[Change]:
@@ -27,7 +27,7 @@ class Agreement(CacheCore):
         has touched it for that many seconds (a writer may be half way through)."""
         out = []
         settled = time.monotonic() - quiet_for
-        for nid in sorted(self.pending_ids):
+        for nid in sorted(self.agreed.pending):
             n = self.nodes.get(nid)
             if n is None or n.orphan or n.is_dir:
                 continue
@@ -69,25 +69,25 @@ class Agreement(CacheCore):
         if node is None or node.orphan or node.memory_id != change.memory_id:
             holder = self.node_of_memory(memory_id)
             if holder is not None:
-                self._bind(holder, memory_id, sha, path)
-                holder.pending = True
-                self.pending_ids.add(holder.id)
-                self._save(holder)
+                self.agreed.bind(holder, memory_id, sha, path)
+                self.agreed.set_pending(holder)
+                self.journal.save(holder)
             else:
-                self._add_tombstone(memory_id, path, sha)
+                self.agreed.add_tombstone(memory_id, path, sha)
             return None
-        self._bind(node, memory_id, sha, path)
+        self.agreed.bind(node, memory_id, sha, path)
         node.refused_sha = node.refused_reason = None
         if node.live.edits == change.edits and node.path == path:
-            node.edited = node.pending = False
-            self.pending_ids.discard(node.id)
-            self._lru[node.id] = node.size
-        self._save(node)
+            node.edited = False
+            self.agreed.settle(node)
+            if node.live.open_count == 0:
+                self.contents.evictable(node)
+        self.journal.save(node)
         # Its folders are now implied by the store: they go when the store empties them.
         parent = self.nodes.get(node.parent)
         while parent is not None and parent.id != ROOT_ID and parent.made_here:
             parent.made_here = False
-            self._save(parent)
+            self.journal.save(parent)
             parent = self.nodes.get(parent.parent)
         return node
 
@@ -95,20 +95,19 @@ class Agreement(CacheCore):
         node = self.nodes.get(change.node_id)
         if node is not None:
             node.refused_sha, node.refused_reason = sha, reason
-            self._save(node)
+            self.journal.save(node)
 
     def adopt_own_write(self, node: Node, memory_id: str, sha: str, path: str) -> None:
         """The store holds what memfs sent for this file (the answer was lost): that
         is the new base. The file stays changed; the next push sends what differs."""
-        self._bind(node, memory_id, sha, path)
-        node.pending = True
-        self.pending_ids.add(node.id)
-        self._save(node)
+        self.agreed.bind(node, memory_id, sha, path)
+        self.agreed.set_pending(node)
+        self.journal.save(node)
 
     def retarget_tombstone(self, memory_id: str, path: str, sha: str) -> None:
         """A pending delete whose memory now holds memfs's own lost write, or a memory
         memfs created (answer lost) whose file was deleted here since."""
-        self._add_tombstone(memory_id, path, sha)
+        self.agreed.add_tombstone(memory_id, path, sha)
 
     def deleted_in_store(self, memory_id: str) -> None:
         """memfs deleted this memory in the store. A file that took it back while
@@ -121,11 +120,12 @@ class Agreement(CacheCore):
 
     def forget_memory(self, node: Node) -> None:
         """The store no longer has this file's memory, but it changed locally: it is new again."""
-        self._bind(node, None, None, None)
-        node.edited = node.pending = True
+        self.agreed.bind(node, None, None, None)
+        node.edited = True
         node.live.edits += 1
-        self.pending_ids.add(node.id)
-        self._save(node)
+        self.agreed.set_pending(node)
+        self.contents.kept(node)
+        self.journal.save(node)
 
     # ------------------------------------------------- the store's state
 
@@ -160,13 +160,13 @@ class Agreement(CacheCore):
             parent = self._ensure_dirs(parent_path or "/", placed)
             if node is not None and (node.id not in self.nodes or node.orphan):
                 node = None  # it stood where the store has a folder, and went
-            existing = self.tree.entry(parent.id, name)
+            existing = self.entry(parent.id, name)
             if existing is not None and existing is not node:
                 self._set_aside(existing, placed)
             if node is not None and node.path != path:
                 old_parent = node.parent
                 placed.gone.append((old_parent, node.name))
-                self.tree.move(node, parent.id, name)
+                self.move(node, parent.id, name)
                 self._prune_empty(old_parent, placed.gone)
             elif node is None:
                 placed.node = self._insert_remote(
@@ -174,22 +174,22 @@ class Agreement(CacheCore):
                 )
                 return placed
             placed.node = node
-            self._bind(node, memory_id, sha, path)
-            node.edited = node.pending = False
+            self.agreed.bind(node, memory_id, sha, path)
+            node.edited = False
             node.live.edits += 1
-            self.pending_ids.discard(node.id)
+            self.agreed.settle(node)
             node.refused_sha = node.refused_reason = None
             node.too_large = False
             if content is not None:
                 self._cache_remote(node, content)
             elif not (node.cached and node.size == size and self._cached_sha(node) == sha):
-                self._uncache(node)
+                self.contents.uncache(node)
                 node.size = size
             elif not node.live.open_count:
-                self._lru[node.id] = node.size
+                self.contents.evictable(node)
             if mtime_ns:
                 node.mtime_ns = mtime_ns
-            self._save(node)
+            self.journal.save(node)
         return placed
 
     def in_the_way(self, path: str, node: Node | None = None) -> list[Node]:
@@ -200,16 +200,16 @@ class Agreement(CacheCore):
         here = self.nodes[ROOT_ID]
         parent_path, _, name = path.rpartition("/")
         for part in parent_path.strip("/").split("/") if parent_path else []:
-            child = self.tree.entry(here.id, part)
+            child = self.entry(here.id, part)
             if child is None:
                 return []
             if not child.is_dir:
                 return [child]
             here = child
-        existing = self.tree.entry(here.id, name)
+        existing = self.entry(here.id, name)
         if existing is None or existing is node:
             return []
-        return list(self.tree.files_under(existing)) if existing.is_dir else [existing]
+        return list(self.files_under(existing)) if existing.is_dir else [existing]
 
     def local_sha(self, node: Node) -> str | None:
         """The sha of the file's bytes here: its base's when it was not edited
@@ -236,11 +236,10 @@ class Agreement(CacheCore):
         """The file holds exactly the store's new bytes `sha`, but was moved here
         while the store kept its path: the bytes are agreed, the move is still
         to be pushed."""
-        self._bind(node, memory_id, sha, node.base_path)
+        self.agreed.bind(node, memory_id, sha, node.base_path)
         node.edited = False
-        node.pending = True
-        self.pending_ids.add(node.id)
-        self._save(node)
+        self.agreed.set_pending(node)
+        self.journal.save(node)
 
     def _insert_remote(
         self,
@@ -261,7 +260,7 @@ class Agreement(CacheCore):
             mode=0o644, mtime_ns=now, ctime_ns=now,
             size=size if content is None else len(content), cached=content is not None,
         )  # fmt: skip
-        self._bind(node, memory_id, sha, path)
+        node.memory_id, node.base_sha, node.base_path = memory_id, sha, path
         node.live.edits += 1
         self._insert(node)
         if content is not None:
@@ -270,9 +269,10 @@ class Agreement(CacheCore):
 
     def _cache_remote(self, node: Node, content: bytes) -> None:
         """The store's content becomes the file's cached, clean content."""
-        self._put_content(node, content)
+        self.contents.put(node, content)
         node.cached, node.size = True, len(content)
-        self._lru[node.id] = node.size
+        if not node.live.open_count:
+            self.contents.evictable(node)
 
     def follow_remote_move(self, node: Node, path: str) -> Gone:
         """The store moved this file's memory; it changed here too: move it, keep the
@@ -286,9 +286,9 @@ class Agreement(CacheCore):
             parent = self._ensure_dirs(parent_path or "/", placed)
             old_parent = node.parent
             placed.gone.append((old_parent, node.name))
-            self.tree.move(node, parent.id, name)
+            self.move(node, parent.id, name)
             node.base_path = path
-            self._save(node)
+            self.journal.save(node)
             self._prune_empty(old_parent, placed.gone)
         return placed.gone
 
@@ -319,7 +319,7 @@ class Agreement(CacheCore):
             for folder in sorted(folders, key=lambda n: -n.path.count("/")):
                 if folder.id != ROOT_ID and folder.id in self.nodes:
                     folder.made_here = False
-                    self._save(folder)
+                    self.journal.save(folder)
                     self._prune_empty(folder.id)
         return placed.copies
 
@@ -330,7 +330,7 @@ class Agreement(CacheCore):
         if path == "/":
             return node
         for name in path.strip("/").split("/"):
-            child = self.tree.entry(node.id, name)
+            child = self.entry(node.id, name)
             if child is not None and not child.is_dir:
                 self._set_aside(child, placed)
                 child = None
@@ -347,7 +347,7 @@ class Agreement(CacheCore):
         """Take a local file, or a folder and everything in it, out of the way of
         the store's state (their conflict copies are made before, by the caller:
         see `place_remote`). Decided once: nothing is left to disagree."""
-        for n in self.tree.subtree(node):
+        for n in self.subtree(node):
             self._detach(n, gone=placed.gone, tombstone=False)
 
     def _cached_sha(self, node: Node) -> str | None:

@@ -10,7 +10,7 @@ filesystem's hot path.
 from __future__ import annotations
 
 from ..api import join_path
-from ._core import CacheCore
+from ._core import CacheParts
 from ._node import ROOT_ID, NodeKind
 
 FIELDS_SAVED_AT_ONCE = (
@@ -20,9 +20,9 @@ FIELDS_SAVED_AT_ONCE = (
 folder's times are kept in memory only)."""
 
 
-def invariant_problems(cache: CacheCore) -> list[str]:
+def invariant_problems(cache: CacheParts) -> list[str]:
     out: list[str] = []
-    tree = cache.tree
+    tree = cache
     # Every node is reachable from the root, at the path the tree derives.
     reached: set[int] = set()
     stack = [(ROOT_ID, "/")]
@@ -60,7 +60,9 @@ def invariant_problems(cache: CacheCore) -> list[str]:
                 out.append(f"node {nid} ({b.path}): the journal's {name} differs from memory's")
     # Contents: every cached file has its content, and no other file; files count right.
     sizes = cache.journal.content_sizes()
-    for nid in sizes.keys() - {n.id for n in live.values() if n.cached} - set(cache._dropped):
+    for nid in (
+        sizes.keys() - {n.id for n in live.values() if n.cached} - set(cache.contents.dropped)
+    ):
         out.append(f"the journal holds a content for node {nid}, which is not a cached file")
     files = [n for n in live.values() if n.kind is NodeKind.FILE]
     if len(files) != tree.file_total:

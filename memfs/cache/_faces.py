@@ -67,7 +67,9 @@ class SyncFace(Protocol):
     """What the sync layer calls."""
 
     store_id: str
-    tombstones: dict[str, Tombstone]
+
+    @property
+    def tombstones(self) -> dict[str, Tombstone]: ...
 
     @property
     def full(self) -> bool: ...

@@ -27,21 +27,21 @@ from .._exceptions import (
     StoreFull,
 )
 from ..api import MAX_CONTENT_BYTES, join_path
-from ._core import CacheCore, log, now_ns
+from ._core import CacheParts, log, now_ns
 from ._node import Node, NodeKind, Owner
 
 _ALONE = contextlib.nullcontext()
 """In place of a transaction, for a change that is one commit by itself."""
 
 
-class LocalChanges(CacheCore):
+class LocalChanges(CacheParts):
     """The filesystem's face of the cache (see `FilesystemFace`)."""
 
     # ------------------------------------------------------------ names
 
     def _new(self, kind: NodeKind, parent_id: int, name: str, mode: int, owner: Owner) -> Node:
         """A node for a new name made here (not inserted yet), or the rule it breaks."""
-        path = self.tree.check_new_name(self.node(parent_id), name, folder=kind is NodeKind.DIR)
+        path = self.check_new_name(self.node(parent_id), name, folder=kind is NodeKind.DIR)
         now = now_ns()
         return Node(
             id=0, kind=kind, parent=parent_id, name=name, path=path, mode=mode & 0o7777,
@@ -59,11 +59,7 @@ class LocalChanges(CacheCore):
         node = self._new(NodeKind.FILE, parent_id, name, mode, owner)
         node.edited = node.pending = node.cached = True
         path = node.path
-        stone = (
-            next((s for s in self.tombstones.values() if s.path == path), None)
-            if self.tombstones
-            else None
-        )
+        stone = self.agreed.tombstone_at(path)
         if stone is None and self.full:
             if not self._said_full:
                 log.warning(
@@ -81,12 +77,11 @@ class LocalChanges(CacheCore):
         # One commit of the row is the common case (the content comes with the first
         # write); adopting a pending delete changes two tables, in one transaction.
         with self.transaction() if stone is not None else _ALONE:
-            adopted = self._adopt_tombstone(path) if stone is not None else None
+            adopted = self.agreed.take_back(path) if stone is not None else None
             if adopted is not None:
                 node.memory_id, node.base_sha = adopted.memory_id, adopted.base_sha
                 node.base_path = adopted.path
             self._insert(node)
-        self.pending_ids.add(node.id)
         node.live.edits = 1
         return node
 
@@ -122,12 +117,12 @@ class LocalChanges(CacheCore):
         dest = self.node(new_parent)
         if not dest.is_dir:
             raise NotADirectory(f"{dest.path} is not a folder")
-        self.tree.check_move(node, dest, new_name)
-        target = self.tree.entry(new_parent, new_name)
+        self.check_move(node, dest, new_name)
+        target = self.entry(new_parent, new_name)
         if target is node:
             return node
         if target is None:
-            self.tree.check_new_name(dest, new_name, folder=node.is_dir)
+            self.check_new_name(dest, new_name, folder=node.is_dir)
         else:
             if noreplace:
                 raise EntryExists(f"{join_path(dest.path, new_name)} already exists")
@@ -144,42 +139,41 @@ class LocalChanges(CacheCore):
                     # The moved file takes the target's memory over (an editor's save is one
                     # update of the target); the memory it had itself is deleted instead.
                     inherit = (target.memory_id, target.base_sha, target.base_path)
-                    self._bind(target, None, None, None)
+                    self.agreed.bind(target, None, None, None)
                     if node.memory_id is not None:
-                        self._add_tombstone(
+                        self.agreed.add_tombstone(
                             node.memory_id, node.base_path or node.path, node.base_sha or ""
                         )
                 self._detach(target)
             elif not node.is_dir and node.memory_id is None:
-                stone = self._adopt_tombstone(join_path(dest.path, new_name))
+                stone = self.agreed.take_back(join_path(dest.path, new_name))
                 if stone is not None:
                     inherit = (stone.memory_id, stone.base_sha, stone.path)
-            self.tree.move(node, new_parent, new_name)
+            self.move(node, new_parent, new_name)
             now = now_ns()
             node.ctime_ns = now
             for folder in (self.nodes[old_parent], self.nodes[new_parent]):
                 folder.mtime_ns = folder.ctime_ns = now
             if inherit is not None:
-                self._bind(node, *inherit)
+                self.agreed.bind(node, *inherit)
                 node.edited = True
             if node.is_dir:
                 node.made_here = True
-                self._save(node)
-                for f in self.tree.files_under(node):
+                self.journal.save(node)
+                for f in self.files_under(node):
                     if f.memory_id is not None:
-                        self._mark_pending(f, content=False)
+                        self._record_change(f, content=False)
             else:
                 node.live.edits += 1
-                node.pending = True
-                self.pending_ids.add(node.id)
-                self._save(node)
+                self.agreed.set_pending(node)
+                self.journal.save(node)
         return node
 
     def _attributes_changed(self, node: Node) -> None:
         """The change time is now, and the row says so (an orphan has none)."""
         node.ctime_ns = now_ns()
         if not node.orphan:
-            self._save(node)
+            self.journal.save(node)
 
     def chmod(self, node_id: int, mode: int) -> None:
         node = self.node(node_id)
@@ -238,7 +232,7 @@ class LocalChanges(CacheCore):
         live.open_count += 1
         if writable:
             live.writers += 1
-        self._touch(node)
+        self.contents.touch(node)
         return node
 
     async def _fetch(self, node: Node) -> None:
@@ -273,11 +267,11 @@ class LocalChanges(CacheCore):
         if node.cached or node.edited or node.orphan:
             return
         with self.transaction():
-            self._put_content(node, content)
+            self.contents.put(node, content)
             node.cached = True
             node.size = len(content)
-            self._save(node)
-        self._lru[node.id] = node.size
+            self.journal.save(node)
+        self.contents.evictable(node)
 
     def install_listed(self, node: Node, memory_id: str, content: bytes) -> bool:
         """Cache a content a listing page carried (its sha checked by the caller) for
@@ -286,11 +280,11 @@ class LocalChanges(CacheCore):
         unchanged = node.memory_id == memory_id and node.live.fetching is None
         if node.cached or node.edited or node.orphan or not unchanged:
             return False
-        self._put_content(node, content)
+        self.contents.put(node, content)
         node.cached = True
         node.size = len(content)
-        self._save(node)
-        self._lru[node.id] = node.size
+        self.journal.save(node)
+        self.contents.evictable(node)
         return True
 
     async def ensure_cached(self, node_id: int) -> bool:
@@ -316,7 +310,7 @@ class LocalChanges(CacheCore):
             self._drop(node)
             return
         if not node.edited and node.cached:
-            self._lru[node.id] = node.size
+            self.contents.evictable(node)
 
     def read(self, node: Node, offset: int, size: int) -> bytes:
         content = node.live.data
@@ -339,7 +333,7 @@ class LocalChanges(CacheCore):
             flips = not (node.edited and node.pending)  # the row changes too: one transaction
             try:
                 with self.transaction() if flips else _ALONE:
-                    self._mark_pending(node, content=True)
+                    self._record_change(node, content=True)
                     self.journal.put_written(node.id, content, now)
             except BaseException:
                 # Not committed: what the file shows stays what the journal holds.
@@ -357,7 +351,7 @@ class LocalChanges(CacheCore):
             return
         if not node.too_large and not node.orphan:
             node.too_large = True
-            self._save(node)
+            self.journal.save(node)
         raise FileTooLarge(
             f"{node.path} would be {size} bytes; a memory holds at most {MAX_CONTENT_BYTES}"
         )
@@ -369,7 +363,7 @@ class LocalChanges(CacheCore):
         if node.too_large:
             node.too_large = False
             if not node.orphan:
-                self._save(node)
+                self.journal.save(node)
 
     def truncate(self, node_id: int, size: int) -> None:
         node = self.node(node_id)
@@ -398,9 +392,9 @@ class LocalChanges(CacheCore):
         with self.transaction():
             if not node.cached:
                 node.cached = True
-                self._save(node)
+                self.journal.save(node)
             if not node.orphan:
-                self._mark_pending(node, content=True)
+                self._record_change(node, content=True)
                 self.journal.put_written(node.id, content, now)
         if node.live.data is not None:
             node.live.data = content

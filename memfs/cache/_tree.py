@@ -75,6 +75,14 @@ class Tree:
         except KeyError:
             raise NoSuchEntry(f"no entry with id {node_id}")
 
+    def get(self, node_id: int) -> Node | None:
+        """The node with this id, or None."""
+        return self.nodes.get(node_id)
+
+    def file_count(self) -> int:
+        """Files in the tree (orphans are out of it)."""
+        return self.file_total
+
     def lookup(self, parent_id: int, name: str) -> Node:
         node = self.child(parent_id, name)
         if node is None:
@@ -82,7 +90,8 @@ class Tree:
         return node
 
     def child(self, parent_id: int, name: str) -> Node | None:
-        """`lookup`, with None for a name the folder does not hold."""
+        """`lookup`, with None for a name the folder does not hold (no exception to
+        pay for: most lookups of a name that is not there come before a create)."""
         kids = self.children.get(parent_id)
         if kids is None:
             raise NotADirectory(f"{self.node(parent_id).path} is not a folder")

@@ -1,7 +1,13 @@
 """The one place memfs's exceptions (and stray OSErrors) become errno values.
 
-Anything unexpected is logged with its traceback and answered with EIO, so
-one bad request never ends the mount.
+What is promised:
+
+- Each refusal of the cache and of the path rules has its errno here, and
+  only here.
+- EIO, which says nothing a program can act on, is always logged with the
+  reason (`io_error`); so is a local OSError, answered with its own errno
+  (`local_io_error`). Anything else is a bug: logged with its traceback
+  (`handler_bug`) and answered with EIO.
 """
 
 from __future__ import annotations
@@ -13,26 +19,24 @@ from .. import _exceptions as exc
 
 log = logging.getLogger("memfs.fs")
 
-_ERRNO_BY_CLASS: list[tuple[type[BaseException], int]] = [
-    (exc.NoSuchEntry, errno.ENOENT),
-    (exc.EntryExists, errno.EEXIST),
-    (exc.NotADirectory, errno.ENOTDIR),
-    (exc.IsADirectory, errno.EISDIR),
-    (exc.DirectoryNotEmpty, errno.ENOTEMPTY),
-    (exc.InvalidMove, errno.EINVAL),
-    (exc.FileTooLarge, errno.EFBIG),
-    (exc.NameTooLong, errno.ENAMETOOLONG),
-    (exc.StoreFull, errno.ENOSPC),
-    (exc.CacheDiskFull, errno.ENOSPC),
-    (exc.InvalidPath, errno.EINVAL),
-    (exc.ContentUnavailable, errno.EIO),
-    (exc.CacheCorrupt, errno.EIO),
-]
+_CLASSES_BY_ERRNO: dict[int, tuple[type[exc.MemfsError], ...]] = {
+    errno.ENOENT: (exc.NoSuchEntry,),
+    errno.EEXIST: (exc.EntryExists,),
+    errno.ENOTDIR: (exc.NotADirectory,),
+    errno.EISDIR: (exc.IsADirectory,),
+    errno.ENOTEMPTY: (exc.DirectoryNotEmpty,),
+    errno.EINVAL: (exc.InvalidMove, exc.InvalidPath),
+    errno.EFBIG: (exc.FileTooLarge,),
+    errno.ENAMETOOLONG: (exc.NameTooLong,),
+    errno.ENOSPC: (exc.StoreFull, exc.CacheDiskFull),
+    errno.EIO: (exc.ContentUnavailable, exc.CacheCorrupt),
+}
 
 
 def errno_for(e: BaseException) -> int:
-    for cls, code in _ERRNO_BY_CLASS:
-        if isinstance(e, cls):
+    """The errno a program gets for `e`, raised in a filesystem handler."""
+    for code, classes in _CLASSES_BY_ERRNO.items():
+        if isinstance(e, classes):
             if code == errno.EIO:
                 log.error("%s", e, extra={"event": "io_error"})
             return code

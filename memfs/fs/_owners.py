@@ -9,7 +9,7 @@ What is promised:
 - A new file or folder belongs to the caller (its fsuid and fsgid), in the
   folder's group when the folder has the set-gid bit (a new folder inherits
   the bit), as on ext4. A request without a caller (in-process) makes nodes of
-  the mount's default.
+  the mount's default owner (in the folder's group under a set-gid folder).
 - The store's marker can be given an owner too (kept in the journal's meta),
   so that `chown -R` of a whole mount succeeds; its mode never changes.
 - When the kernel checks permissions (`default_permissions`, given with

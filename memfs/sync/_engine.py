@@ -302,7 +302,7 @@ class SyncEngine:
 
     def not_shown(self) -> dict[str, str]:
         """Memories of the store this folder does not show: path -> reason."""
-        return dict(self.puller.not_shown.values())
+        return self.puller.not_shown.as_status()
 
     def refused(self) -> dict[str, str]:
         """Files the store refused or memfs holds back, with the reason: path -> reason."""

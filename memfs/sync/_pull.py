@@ -22,9 +22,10 @@ import contextlib
 import time
 
 from .._exceptions import CacheDiskFull, CacheError, ConflictCopyFailed, NotFound, StoreError
-from ..api import MARKER_PATH, MAX_NAME_BYTES, content_sha256, listed_path_problem
+from ..api import content_sha256, listed_path_problem
 from ..cache import Node, Tombstone, Upload
 from ._decide import Action, Local, Remote, decide, remote_state
+from ._not_shown import NotShown
 from ._part import Part, Shared, each, log
 from ._reports import PassReport
 from ._rules import QUIET_SECONDS
@@ -44,9 +45,7 @@ class Puller(Part):
         self._fetched: dict[str, tuple[bytes, str]] = {}
         self._sent_by_memory: dict[str, Upload] = {}
         self._sent_creates: dict[tuple[str, str], Upload] = {}
-        self.not_shown: dict[str, tuple[str, str]] = {}
-        """Memories of the store this folder does not show: id -> (path, reason);
-        each is logged once."""
+        self.not_shown = NotShown(shared.ledger)
         self.waiting: dict[str, tuple[str, str]] = {}
         """Memories whose change waits because a conflict copy could not be
         written: id -> (path, reason)."""
@@ -113,7 +112,7 @@ class Puller(Part):
                     e,
                     extra={"event": "not_shown", "path": r.path},
                 )
-                self.not_shown[r.memory_id] = (r.path or r.memory_id, str(e))
+                self.not_shown.cannot_place(r.memory_id, r.path or r.memory_id, str(e))
                 self.ledger.need_listing = True
 
     def _wants_content(self, r: RemoteMemory) -> bool:
@@ -166,62 +165,20 @@ class Puller(Part):
             return sent.sha == r.sha and sent.path == r.path
         return node is None and stone is None and (r.path, r.sha) in self._sent_creates
 
-    def _unshowable(self, r: RemoteMemory) -> bool:
-        """Whether the store's path for `r` cannot stand for a file here: not a
-        clean memory path, or a name over 255 bytes (the contract limits paths,
-        not names; no folder here can hold one). Such a memory is recorded in
-        `not_shown` and logged once; it is never shown, written or deleted."""
-        path = r.path
-        problem = listed_path_problem(path)
-        key = ("not_shown", r.memory_id)
-        if problem is None and path is not None:
-            if all(len(part.encode("utf-8")) <= MAX_NAME_BYTES for part in path.split("/")):
-                return False
-            self.ledger.log_once(
-                key,
-                f"the store holds {path}, with a name over {MAX_NAME_BYTES} bytes that no "
-                "folder here can show; it is not shown, and left as it is in the store",
-                event="name_unshowable",
-                path=path,
-            )
-            self.not_shown[r.memory_id] = (path, f"a name over {MAX_NAME_BYTES} bytes")
-            return True
-        reason = problem or "it has no path"
-        shown = path if isinstance(path, str) else repr(path)
-        self.ledger.log_once(
-            key,
-            f"the store lists the memory {r.memory_id} at {shown!r}, which is not shown: "
-            f"{reason}; it is left as it is in the store",
-            event="path_unshowable",
-            path=shown,
-        )
-        self.not_shown[r.memory_id] = (shown, reason)
-        return True
-
     async def apply(self, r: RemoteMemory, report: PassReport) -> None:
         """The decision table, for one memory the store reports changed."""
-        if r.path == MARKER_PATH:
-            if r.memory_id in self.not_shown:
-                return
-            self.not_shown[r.memory_id] = (MARKER_PATH, "the marker's path, which memfs keeps")
-            log.warning(
-                "the store holds a memory at %s, the marker's path; it is not shown",
-                MARKER_PATH,
-                extra={"event": "marker_taken", "path": MARKER_PATH},
-            )
-            return
         cache = self.cache
         node = cache.node_of_memory(r.memory_id)
         stone = cache.tombstones.get(r.memory_id)
         listed = r
-        if not r.deleted and self._unshowable(r):
+        if r.deleted:
+            self.not_shown.gone(r.memory_id)
+        elif self.not_shown.check(r):
             if node is None and stone is None:
                 return
             # What is here of it goes as if the store had deleted it, and nothing
             # is ever sent for it (it is not at a path memfs may use).
             r = RemoteMemory(r.memory_id, deleted=True)
-        else:
-            self.not_shown.pop(r.memory_id, None)  # gone from the store, or moved
         self.waiting.pop(r.memory_id, None)
         local, remote = self._states(r, node, stone)
         action = decide(
@@ -389,7 +346,7 @@ class Puller(Part):
         """Show the store's memory `r` here. Whatever stands where it goes is set
         aside; a local file with changes the store has not seen is kept as a
         conflict copy."""
-        if self._unshowable(r):
+        if self.not_shown.check(r):
             return
         assert r.path is not None and r.sha is not None
         old = self.cache.node_of_memory(r.memory_id)
@@ -417,7 +374,7 @@ class Puller(Part):
                 e,
                 extra={"event": "not_shown", "path": r.path},
             )
-            self.not_shown[r.memory_id] = (r.path, str(e))
+            self.not_shown.cannot_place(r.memory_id, r.path, str(e))
             return
         node = placed.node
         report.pulled += 1

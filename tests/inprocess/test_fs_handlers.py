@@ -211,7 +211,7 @@ async def test_the_marker_is_listed_readable_and_untouchable(fs, cache):
     assert a.st_ino == MARKER_INODE and stat.S_IMODE(a.st_mode) == 0o444
     assert a.st_size == len(f"version 1\n{STORE}")
     fh = await fs.opendir(ROOT_ID, None)
-    assert fs._dir_listings[fh][0] == (MARKER, MARKER_INODE)
+    assert fs.listings.entries(fh)[0] == (MARKER, MARKER_INODE)
     await fs.releasedir(fh)
     info = await fs.open(MARKER_INODE, os.O_RDONLY, None)
     assert await fs.read(info.fh, 0, 4096) == f"version 1\n{STORE}".encode()

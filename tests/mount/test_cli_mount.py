@@ -250,7 +250,7 @@ def test_several_stores_from_resources_with_a_work_item_secret(mounter, memfs_se
     (deep_path / "d.md").write_text("deep")
     assert sorted(s["store_id"] for s in mounter.status()) == sorted(paths)
 
-    r = mounter.memfs("unmount", "--all")
+    r = mounter.unmount_all(check=False)
     assert r.returncode == 0, r.stderr
     assert memfs_mounts_under(tmp_path) == []
     assert not any(p.exists() for p in paths.values())
@@ -294,7 +294,7 @@ def test_resources_as_the_api_returns_them(mounter, memfs_server, tmp_path):
     for sid, path in paths.items():
         assert (path / MARKER).read_text() == f"version 1\n{sid}"
         (path / "hello.md").write_text(f"hello {sid}")
-    mounter.memfs("unmount", "--all", check=True)
+    mounter.unmount_all()
     for sid in paths:
         assert _memories(memfs_server, sid) == {"/hello.md": f"hello {sid}"}
 
@@ -326,7 +326,7 @@ def test_a_store_the_api_will_not_name_mounts_at_the_slug_of_its_id(
             ) in r.stderr
             (path / "note.md").write_text("through a refused name")
         assert "Traceback" not in r.stderr
-        mounter.memfs("unmount", "--all", check=True, env=env)
+        mounter.unmount_all(env)
     for sid in paths:
         assert _memories(memfs_server, sid) == {"/note.md": "through a refused name"}
 

@@ -115,29 +115,9 @@ def wait_for_event(mounter: Mounter, env: dict[str, str], event: str, store_id: 
         time.sleep(0.2)
 
 
-UNMOUNT_ALL_HERE = """
-set -e
-# In a mount namespace of its own: the other tests' memfs mounts are detached
-# here only, so that `--all` cannot take them for stale ones and clean them up.
-grep '^memfs:' /proc/self/mounts | cut -d' ' -f2 | while read -r point; do
-  case "$point" in "$0"/*) ;; *) umount -l "$point" ;; esac
-done
-exec "$1" -m memfs unmount --all
-"""
-
-
 def unmount_all(mounter: Mounter, env: dict[str, str]) -> subprocess.CompletedProcess:
     """`memfs unmount --all`, seeing no memfs mount but this test's."""
-    argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", UNMOUNT_ALL_HERE]
-    r = subprocess.run(
-        [*argv, str(mounter.tmp), sys.executable],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert r.returncode == 0, r.stderr
-    return r
+    return mounter.unmount_all(env)
 
 
 def wait_until(predicate, timeout: float, what: str) -> None:

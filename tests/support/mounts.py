@@ -44,6 +44,17 @@ def memfs_mounts_under(root: Path) -> list[str]:
     ]
 
 
+UNMOUNT_ALL_HERE = """
+set -e
+# In a mount namespace of its own: the other tests' memfs mounts are detached
+# here only, so that `--all` cannot take them for stale ones and clean them up.
+grep '^memfs:' /proc/self/mounts | cut -d' ' -f2 | while read -r point; do
+  case "$point" in "$0"/*) ;; *) umount -l "$point" ;; esac
+done
+exec "$1" -m memfs unmount --all
+"""
+
+
 class Mounter:
     """Mounts stores of `server` under `tmp/mnt`, with its own cache and runtime folders."""
 
@@ -123,6 +134,22 @@ class Mounter:
 
     def sync(self, *paths: Path, check: bool = True):
         return self.memfs("sync", *map(str, paths), check=check)
+
+    def unmount_all(self, env: dict[str, str] | None = None, *, check: bool = True):
+        """`memfs unmount --all`, seeing no memfs mount but this mounter's: it also
+        cleans up stale mounts, and another test's (killed on purpose, and about
+        to be mounted again) must not be one of them."""
+        argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", UNMOUNT_ALL_HERE]
+        r = subprocess.run(
+            [*argv, str(self.tmp), sys.executable],
+            env=env or self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if check and r.returncode != 0:
+            raise AssertionError(f"memfs unmount --all exited {r.returncode}:\n{r.stderr}")
+        return r
 
     def unmount(self, *paths: Path, check: bool = True, timeout: float = 120):
         return self.memfs("unmount", *map(str, paths), check=check, timeout=timeout)

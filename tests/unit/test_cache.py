@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -25,7 +24,7 @@ from memfs._exceptions import (
     NoSuchEntry,
 )
 from memfs.api import MAX_CONTENT_BYTES, content_sha256
-from memfs.cache import ROOT_ID, StoreCache, _legacy, invariant_problems
+from memfs.cache import ROOT_ID, StoreCache
 
 STORE = "memstore_unit"
 
@@ -313,13 +312,6 @@ def flushes_of(monkeypatch, call):
     return flushed
 
 
-def another_boot(monkeypatch, tmp_path: Path) -> None:
-    """From now on the machine seems to have restarted (a new boot id)."""
-    fake = tmp_path / "boot_id"
-    fake.write_text("0f0f0f0f-another-boot\n")
-    monkeypatch.setattr(_legacy, "BOOT_ID_PATH", str(fake))
-
-
 async def test_fsync_flushes_only_the_redo_log_which_holds_the_content(tmp_path, monkeypatch):
     """One flush per fsync: the journal's redo log, which holds the content and
     the file's row. What it made durable is all there after a kill, sizes and
@@ -364,71 +356,6 @@ async def test_every_write_is_committed_before_it_returns(tmp_path):
     image.close()
     cache.release(node.id, writable=True)
     cache.close()
-
-
-def _as_an_older_cache(root: Path, copies: dict[str, bytes]) -> None:
-    """Turn a closed cache into the layout of caches made before contents lived in
-    the journal: one content file each under contents/, an empty pool, and
-    fsync's copies (by name, at the root) in the `synced` table."""
-    store = root / STORE
-    (store / "contents").mkdir(mode=0o700)
-    (store / "pool").mkdir(mode=0o700)
-    (store / "pool" / "0123abcd").write_bytes(b"")
-    db = sqlite3.connect(store / "journal.sqlite3", isolation_level=None)
-    names = dict(db.execute("SELECT id, name FROM nodes"))
-    for node_id, data in db.execute("SELECT node_id, data FROM contents").fetchall():
-        (store / "contents" / str(node_id)).write_bytes(data)
-        copy = copies.get(names[node_id])
-        if copy is not None:
-            db.execute("INSERT INTO synced VALUES (?, ?, 1, ?)", (node_id, _legacy.boot_id(), copy))
-    db.execute("DELETE FROM contents")
-    db.close()
-
-
-async def test_an_older_cache_s_content_files_are_read_in_once(tmp_path, monkeypatch, expect_log):
-    """Content files of an older cache become the journal's contents and their
-    folders go. fsync's copies: on the same boot the file (which the page cache
-    kept) wins; after a restart the copy wins, and the file's other bytes are
-    kept as a conflict copy."""
-    cache = StoreCache(str(tmp_path / "old"), STORE)
-    await write_file(cache, ROOT_ID, "plain.md", b"plain")
-    await write_file(cache, ROOT_ID, "later.md", b"fsynced, then written")
-    remote(cache, "mem_1", "/clean.md", b"clean")
-    cache.close()
-    _as_an_older_cache(tmp_path / "old", {"later.md": b"fsynced"})
-
-    same_boot = tmp_path / "same"
-    shutil.copytree(tmp_path / "old", same_boot)
-    again = StoreCache(str(same_boot), STORE)
-    contents = {n.path: again.read_content(n) for n in again.files()}
-    assert contents == {
-        "/plain.md": b"plain",
-        "/later.md": b"fsynced, then written",
-        "/clean.md": b"clean",
-    }
-    assert not (same_boot / STORE / "contents").exists()
-    assert not (same_boot / STORE / "pool").exists()
-    assert again.db.execute("SELECT count(*) FROM synced").fetchone() == (0,)
-    assert invariant_problems(again) == []
-    again.close()
-
-    another_boot(monkeypatch, tmp_path)
-    expect_log("memfs.cache", "/later.md: the machine restarted since its last fsync", count=1)
-    restarted = StoreCache(str(tmp_path / "old"), STORE)
-    later = restarted.find("/later.md")
-    assert restarted.read_content(later) == b"fsynced" and later.size == 7
-    [copy] = restarted.conflicts.paths()
-    assert Path(copy).read_bytes() == b"fsynced, then written"
-    restarted.close()
-    # Killed after the read-in committed but before its folders went: they are
-    # only removed, never read in again (the copy fsync left is gone by then).
-    (tmp_path / "old" / STORE / "contents").mkdir(mode=0o700)
-    (tmp_path / "old" / STORE / "contents" / str(later.id)).write_bytes(b"torn")
-    reopened = StoreCache(str(tmp_path / "old"), STORE)
-    assert reopened.conflicts.paths() == [copy]
-    assert reopened.read_content(reopened.find("/later.md")) == b"fsynced"
-    assert not (tmp_path / "old" / STORE / "contents").exists()
-    reopened.close()
 
 
 def test_a_second_opener_of_the_same_cache_is_refused_until_the_first_closes(tmp_path):

@@ -430,7 +430,7 @@ async def test_a_batch_that_fills_the_disk_goes_on_in_the_log(tmp_path, monkeypa
     )
     with cache.batch():
         a = cache.create(ROOT_ID, "a.md", 0o644)
-        cache._put_content(a, b"content of a")
+        cache.contents.put(a, b"content of a")
         cache.rename(ROOT_ID, "kept.md", ROOT_ID, "moved.md")
     assert cache.disk_full
     assert cache.journal.content(a.id) == b"content of a"

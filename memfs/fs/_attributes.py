@@ -1,0 +1,77 @@
+"""What `stat` shows of a mount's files, folders and marker.
+
+What is promised:
+
+- Entries and attributes may be kept by the kernel for `CACHE_TIMEOUT`
+  seconds: a pull tells it to forget exactly what changed (`KernelCache`).
+- On a read-only store no mode shows a write bit: every change is refused
+  there (EROFS).
+- A folder's link count is 2 and one per subfolder, as on ext4; an unlinked
+  file still open shows 0.
+- The store's marker is inode `MARKER_INODE`, mode 0444, with the root's
+  change time for all its times: it is served from memory, never stored.
+"""
+
+from __future__ import annotations
+
+import stat as statmod
+
+import pyfuse3
+
+from ..cache import ROOT_ID, FilesystemFace, Node
+from ._owners import Owners
+
+MARKER_INODE = 2
+CACHE_TIMEOUT = 300.0
+"""Seconds the kernel may keep entries and attributes: pulls invalidate what they change."""
+BLOCK_SIZE = 4096
+
+
+class Attributes:
+    """The `EntryAttributes` one mount answers for its nodes and its marker."""
+
+    def __init__(
+        self, cache: FilesystemFace, owners: Owners, *, read_only: bool, marker_size: int
+    ) -> None:
+        self.cache = cache
+        self.owners = owners
+        self.mode_mask = 0o7555 if read_only else 0o7777
+        self.marker_size = marker_size
+
+    def of(self, node: Node) -> pyfuse3.EntryAttributes:
+        a = pyfuse3.EntryAttributes()
+        a.st_ino = node.id
+        a.generation = 0
+        a.entry_timeout = CACHE_TIMEOUT
+        a.attr_timeout = CACHE_TIMEOUT
+        mode = node.mode & self.mode_mask
+        if node.is_dir:
+            a.st_mode = statmod.S_IFDIR | mode
+            a.st_nlink = 2 + self.cache.subdir_count(node.id)
+            a.st_size = BLOCK_SIZE
+        else:
+            a.st_mode = statmod.S_IFREG | mode
+            a.st_nlink = 0 if node.orphan else 1
+            a.st_size = node.size
+        a.st_uid, a.st_gid = self.owners.of(node)
+        a.st_rdev = 0
+        a.st_blksize = BLOCK_SIZE
+        a.st_blocks = (a.st_size + 511) // 512
+        a.st_mtime_ns = node.mtime_ns
+        a.st_atime_ns = node.mtime_ns if node.atime_ns is None else node.atime_ns
+        a.st_ctime_ns = node.ctime_ns
+        return a
+
+    def of_marker(self) -> pyfuse3.EntryAttributes:
+        root = self.cache.node(ROOT_ID)
+        a = pyfuse3.EntryAttributes()
+        a.st_ino = MARKER_INODE
+        a.entry_timeout = a.attr_timeout = CACHE_TIMEOUT
+        a.st_mode = statmod.S_IFREG | 0o444
+        a.st_nlink = 1
+        a.st_size = self.marker_size
+        a.st_uid, a.st_gid = self.owners.of_marker()
+        a.st_blksize = BLOCK_SIZE
+        a.st_blocks = 1
+        a.st_atime_ns = a.st_mtime_ns = a.st_ctime_ns = root.ctime_ns
+        return a
