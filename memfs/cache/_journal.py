@@ -1,432 +1,324 @@
-"""The journal of one store: an SQLite file (WAL) under the store's cache folder.
+"""The journal of one store: its rows in SQLite, each change committed by one
+record of its redo log.
 
-It keeps every node's row, the pending deletes, the uploads in flight and a
-little metadata (the feed position, the mount folder memfs made). The schema
-is versioned with `PRAGMA user_version`; each migration runs once, in its own
-transaction. A node's columns are listed once (`NODE_FIELDS`): rows, inserts
-and updates are all made from that list.
-
-One process owns a store's journal (exclusive locking: no file locks per
-transaction); a second one is refused with `CacheInUse`.
-
-Files' contents live here too (the `contents` table, one row per cached
-file, at most `MAX_CONTENT_BYTES` each), so that no change asks the
-filesystem for an inode (creating a file costs some ext4 disks 0.1-0.9 ms).
-
-Commits: a change (one method call, or everything inside `transaction()`) is
-one record of the redo log, applied to SQLite later, many at once; reads of
-what the records changed apply them first, or (contents, meta values) are
-answered from them. How, and what is durable when, is `Commits`
-(memfs/cache/_commits.py); this module says what each change is (`_SQL`).
+It keeps every node's row, the pending deletes, the uploads in flight, the
+files' contents (one row each: no change asks the filesystem for an inode)
+and a little metadata, in an SQLite file (memfs/cache/_schema.py). A change
+(one method call, or everything inside `transaction()`) is committed by one
+record of the redo log (memfs/cache/_redo.py, one `pwritev`, where an SQLite
+commit costs 20-50 µs): once it returned, a SIGKILL cannot undo it. The
+records are applied to SQLite later, many at once (memfs/cache/_database.py);
+until then the contents and meta values they hold are answered from the log.
+`batch()` writes SQLite itself, while nothing else uses the journal. Opening
+applies what a kill left and tells damage from a kill's end
+(memfs/cache/_damage.py); on a full disk the records stay in the log
+(memfs/cache/_disk_space.py). `make_durable` is one flush of the log.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
-import operator
 import os
 import sqlite3
-import stat
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterator
 
-from .._exceptions import CacheCorrupt, CacheInUse
-from .._private import open_file_at, open_private_dir
-from ._commits import META, Commits, RedoDamage
-from ._node import FIRST_NODE_ID, ROOT_ID, Node, NodeKind, Tombstone, Upload
-from ._redo import CONTENT, Op, RedoLogError
-
-log = logging.getLogger("memfs.cache")
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS nodes (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    parent INTEGER NOT NULL,
-    name TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    mode INTEGER NOT NULL,
-    mtime_ns INTEGER NOT NULL,
-    ctime_ns INTEGER NOT NULL,
-    size INTEGER NOT NULL DEFAULT 0,
-    memory_id TEXT,
-    base_sha TEXT,
-    base_path TEXT,
-    dirty INTEGER NOT NULL DEFAULT 0,
-    changed INTEGER NOT NULL DEFAULT 0,
-    cached INTEGER NOT NULL DEFAULT 0,
-    local_dir INTEGER NOT NULL DEFAULT 0,
-    refused_sha TEXT,
-    refused_reason TEXT,
-    UNIQUE (parent, name)
-);
-DROP INDEX IF EXISTS nodes_changed;
-CREATE TABLE IF NOT EXISTS tombstones (
-    memory_id TEXT PRIMARY KEY,
-    path TEXT NOT NULL,
-    base_sha TEXT NOT NULL,
-    deleted_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS meta (
-    key TEXT PRIMARY KEY,
-    value TEXT
-);
-"""
-"""The schema of user_version 0, as the first journals were made."""
-
-MIGRATIONS: list[str] = [
-    # 1: a refused EFBIG write is remembered; uploads in flight are recorded.
-    """
-    ALTER TABLE nodes ADD COLUMN too_large INTEGER NOT NULL DEFAULT 0;
-    CREATE TABLE uploads (
-        node_id INTEGER PRIMARY KEY,
-        memory_id TEXT,
-        path TEXT NOT NULL,
-        sha TEXT NOT NULL
-    );
-    """,
-    # 2: owners are kept locally (chown, or the creator); NULL: the mount's default.
-    # An access time set by utimensat; NULL: the modification time.
-    """
-    ALTER TABLE nodes ADD COLUMN uid INTEGER;
-    ALTER TABLE nodes ADD COLUMN gid INTEGER;
-    ALTER TABLE nodes ADD COLUMN atime_ns INTEGER;
-    """,
-    # 3: fsynced contents carried in the journal, until the content files are durable.
-    """
-    CREATE TABLE synced (
-        node_id INTEGER PRIMARY KEY,
-        boot_id TEXT NOT NULL,
-        generation INTEGER NOT NULL,
-        content BLOB NOT NULL
-    );
-    CREATE TABLE wal_room (b BLOB);
-    """,
-    # 4: contents live in the journal; content files of older caches are read
-    # in once (memfs/cache/_legacy.py), and the copies of `synced` with them.
-    """
-    CREATE TABLE contents (
-        node_id INTEGER PRIMARY KEY,
-        data BLOB NOT NULL
-    );
-    """,
-]
-"""Journal migrations: `PRAGMA user_version` counts those applied."""
-
-WAL_PAGES = 1000
-"""The WAL is checkpointed at this many pages (SQLite's default)."""
-
-LOST_PATHS_LOGGED = 20
-"""Paths a damaged redo log's warning names (`memfs status --json` has them all)."""
-MAX_DEPTH = 512
-"""More folders than a path of 1,024 bytes can hold: a deeper chain is a loop."""
-
-
-@dataclass(frozen=True)
-class Field:
-    """One persisted attribute of a `Node` and the column that keeps it."""
-
-    attribute: str
-    column: str
-    from_row: Callable[[Any], Any] = lambda v: v
-    """Values go to SQLite as they are (a StrEnum is text, a bool an integer)."""
-
-
-NODE_FIELDS: tuple[Field, ...] = (
-    Field("parent", "parent"),
-    Field("name", "name"),
-    Field("kind", "kind", NodeKind),
-    Field("mode", "mode"),
-    Field("mtime_ns", "mtime_ns"),
-    Field("ctime_ns", "ctime_ns"),
-    Field("size", "size"),
-    Field("memory_id", "memory_id"),
-    Field("base_sha", "base_sha"),
-    Field("base_path", "base_path"),
-    Field("edited", "dirty", bool),
-    Field("pending", "changed", bool),
-    Field("cached", "cached", bool),
-    Field("made_here", "local_dir", bool),
-    Field("refused_sha", "refused_sha"),
-    Field("refused_reason", "refused_reason"),
-    Field("too_large", "too_large", bool),
-    Field("uid", "uid"),
-    Field("gid", "gid"),
-    Field("atime_ns", "atime_ns"),
+from .._exceptions import CacheCorrupt, CacheDiskFull
+from .._private import open_private_dir
+from . import _damage
+from ._database import JournalDatabase
+from ._disk_space import DiskSpace
+from ._node import Node, Tombstone, Upload
+from ._records import Op, Operation
+from ._redo import CAPACITY, RedoLog, RedoLogError
+from ._schema import (
+    LOG_FILLED,
+    node_of,
+    open_journal_file,
+    row_values,
+    row_values_in_place,
 )
-"""Every persisted field of a node but its id, in column order."""
 
-_COLUMNS = ", ".join(f.column for f in NODE_FIELDS)
-_SELECT = f"SELECT id, {_COLUMNS} FROM nodes ORDER BY id"
-_INSERT = f"INSERT INTO nodes (id, {_COLUMNS}) VALUES (?, {', '.join('?' for _ in NODE_FIELDS)})"
-_UPDATE = f"UPDATE nodes SET {', '.join(f.column + '=?' for f in NODE_FIELDS)} WHERE id=?"
-_IN_PLACE = NODE_FIELDS[2:]
-assert [f.column for f in NODE_FIELDS[:2]] == ["parent", "name"]
-_UPDATE_IN_PLACE = f"UPDATE nodes SET {', '.join(f.column + '=?' for f in _IN_PLACE)} WHERE id=?"
-"""A row whose name did not change: its (parent, name) index entry is left alone."""
-
-_KIND = 2
-assert NODE_FIELDS[_KIND].attribute == "kind" and _IN_PLACE[0].attribute == "kind"
-_attributes = operator.attrgetter(*(f.attribute for f in NODE_FIELDS))
-
-
-_in_place = operator.attrgetter(*(f.attribute for f in _IN_PLACE[1:]), "id")
-
-
-def _values(node: Node) -> tuple[Any, ...]:
-    """A node's column values, as plain values the redo log can hold."""
-    v = _attributes(node)
-    return (*v[:_KIND], str(v[_KIND]), *v[_KIND + 1 :])
-
-
-def _values_in_place(node: Node) -> tuple[Any, ...]:
-    """The values of `_UPDATE_IN_PLACE`: the columns after the name, then the id."""
-    return (str(node.kind), *_in_place(node))
-
-
-_SQL: dict[str, str] = {
-    "i": _INSERT,
-    "u": _UPDATE,
-    "p": _UPDATE_IN_PLACE,
-    "d": "DELETE FROM nodes WHERE id = ?",
-    "t": "INSERT OR REPLACE INTO tombstones (memory_id, path, base_sha, deleted_at) "
-    "VALUES (?, ?, ?, ?)",
-    "T": "DELETE FROM tombstones WHERE memory_id = ?",
-    "U": "INSERT OR REPLACE INTO uploads (node_id, memory_id, path, sha) VALUES (?, ?, ?, ?)",
-    "A": "DELETE FROM uploads WHERE node_id = ?",
-    CONTENT: "INSERT INTO contents (node_id, data) VALUES (?, ?) "
-    "ON CONFLICT (node_id) DO UPDATE SET data = excluded.data",
-    "x": "DELETE FROM contents WHERE node_id = ?",
-    "w": "UPDATE nodes SET size = ?, mtime_ns = ?, ctime_ns = ? WHERE id = ?",
-    META: "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-    "S": "DELETE FROM synced",
-}
-"""What each operation of the redo log does to SQLite (its arguments are the
-statement's parameters); "X" (contents of several files dropped) is the one
-with a list of them."""
-
-
-def _own_file(folder_fd: int, name: str, folder: str) -> None:
-    """Refuse an entry of the cache folder that memfs would open and that is not
-    a file of its own (a symlink, a folder): SQLite follows symlinks."""
-    try:
-        st = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return
-    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
-        raise CacheCorrupt(
-            f"cannot open the cache at {folder}: {name} is not a file of memfs's own"
-        )
-
-
-def _open_database(folder_fd: int, name: str, folder: str) -> sqlite3.Connection:
-    """The database `name` of the checked folder `folder_fd`: made 0600 here
-    (never through a symlink), then opened by SQLite through the folder's
-    descriptor (`/proc/self/fd/N/name`, which SQLite resolves to the folder
-    the descriptor holds, wherever it is now)."""
-    for entry in (name, name + "-wal", name + "-journal", name + "-shm", name + "-redo"):
-        _own_file(folder_fd, entry, folder)
-    os.close(open_file_at(folder_fd, name, os.O_RDWR | os.O_CREAT))
-    through = f"/proc/self/fd/{folder_fd}"
-    where = os.path.join(through if os.path.isdir(through) else folder, name)
-    # timeout 0: a journal held by another process is refused at once (CacheInUse).
-    return sqlite3.connect(where, isolation_level=None, check_same_thread=False, timeout=0)
-
-
-def _path_in(names: dict[int, tuple[int, str]], node_id: int) -> str | None:
-    """The path of `node_id` by (parent, name) pairs; None for the root or a
-    node whose folders are not all known."""
-    parts: list[str] = []
-    while node_id != ROOT_ID:
-        if node_id not in names or len(parts) > MAX_DEPTH:
-            return None
-        node_id, name = names[node_id]
-        parts.append(name)
-    return "/" + "/".join(reversed(parts)) if parts else None
+_PUT_CONTENT, _WRITTEN, _SAVE_NODE_IN_PLACE = Op.PUT_CONTENT, Op.WRITTEN, Op.SAVE_NODE_IN_PLACE
+_ANSWERED_FROM_LOG = frozenset((Op.PUT_CONTENT, Op.DROP_CONTENT, Op.DROP_CONTENTS, Op.SET_META))
+"""The operations whose changes reads are answered for from the log until applied
+(the request path's own are read from the module, not the enum: a few µs a save)."""
 
 
 class Journal:
-    """The SQLite journal of one store, at `path`, and its redo log beside it.
+    """The journal of one store, at `path`, and its redo log beside it.
 
     Its folder is opened once and checked as memfs's own (0700, the user's, not
     a symlink); the database, its WAL and its redo log are reached relative to
-    that descriptor."""
+    that descriptor. It is its own `transaction()`: the outermost use gathers
+    the operations inside and commits them as one record at its end."""
 
     def __init__(self, path: str, *, store_id: str) -> None:
         self.path = path
-        self._checkpointed_changes = 0
         self._names: dict[int, tuple[int, str]] = {}
         """(parent, name) of each row as the journal will hold it, by node id."""
-        folder, name = os.path.split(path)
-        self.folder_fd = open_private_dir(folder, "cache folder")
-        try:
-            self._open(name, store_id)
-        except BaseException:
-            if hasattr(self, "db"):
-                self.db.close()
-            self._close_folder()
-            raise
+        self._group: list[Operation] | None = None
+        """The operations of the open `transaction()`, logged together at its end."""
+        self._outer: list[bool] = []
+        """For each `transaction()` entered: whether it is the outermost."""
+        self._logged_contents: dict[int, tuple[int, int, int]] = {}
+        """Contents a record holds: (its number, offset in the log, length; -1 if
+        dropped), by node id; those of records applied are SQLite's."""
+        self._logged_meta: dict[str, tuple[int, str | None]] = {}
+        """Meta values a record holds, with its number."""
+        self._records = 0
         self.lost_paths: list[str] = []
         """The files whose changes opening found lost from a damaged redo log."""
         self.damage: str | None = None
         """That sentence, as logged; None when nothing was lost."""
-        if self._commits.damage is not None:
-            self._report_damage(self._commits.damage)
-        self._next_id: int
-        with self._commits.applied():
-            (self._next_id,) = self.db.execute(
-                "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'nodes'), 0), "
-                "coalesce((SELECT max(id) FROM nodes), 0)) + 1"
-            ).fetchone()
-        self._do = self._commits.do
-        self.transaction = self._commits.transaction
-        """One commit for everything inside (one record of the redo log); nested
-        uses join the outer one. An exception inside commits nothing."""
-        self.batch = self._commits.batch
-        """One SQLite commit for many changes while nothing else uses the journal
-        (see `Commits.batch`)."""
-        self.in_transaction = self._commits.in_transaction
-        self.apply_log = self._commits.apply_when_idle
-        """Apply the redo log to SQLite now, unless its disk is known full (see
-        `Commits.apply_when_idle`)."""
-        self.make_durable = self._commits.make_durable
-        """Make every change committed so far durable (one flush of the redo log)."""
-        self.note_log_filled = self._commits.note_log_filled
-        self.start_writeback = self._commits.start_writeback
-        """Start writing unflushed changes to the disk, without waiting (a hint)."""
-
-    def _migrate(self) -> None:
-        version = self.db.execute("PRAGMA user_version").fetchone()[0]
-        for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
-            self.db.executescript(f"BEGIN; {script}; PRAGMA user_version = {number}; COMMIT;")
-
-    def _ensure_root(self) -> None:
-        if self.db.execute("SELECT 1 FROM nodes WHERE id = ?", (ROOT_ID,)).fetchone() is None:
-            self.db.execute(
-                "INSERT INTO nodes (id, parent, name, kind, mode, mtime_ns, ctime_ns, local_dir) "
-                "VALUES (?, 0, '', 'dir', ?, ?, ?, 1)",
-                (ROOT_ID, 0o755, time.time_ns(), time.time_ns()),
-            )
-            self.db.execute(
-                "UPDATE sqlite_sequence SET seq = ? WHERE name = 'nodes'", (FIRST_NODE_ID - 1,)
-            )
-
-    def _open(self, name: str, store_id: str) -> None:
-        path = self.path
+        self.folder_fd = open_private_dir(os.path.dirname(path), "cache folder")
+        self._space = DiskSpace(path, self.folder_fd)
         try:
-            self.db = _open_database(self.folder_fd, name, os.path.dirname(path))
-            self.db.execute("PRAGMA locking_mode=EXCLUSIVE")
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=NORMAL")
-            self.db.execute(f"PRAGMA wal_autocheckpoint={WAL_PAGES}")
-            self.db.executescript(SCHEMA)
-            self._migrate()
-            self._ensure_root()
-            self._commits = Commits(
-                self.db, path, _SQL, self._names.clear, folder_fd=self.folder_fd
-            )
-        except sqlite3.OperationalError as e:
-            if "locked" in str(e):
-                raise CacheInUse(
-                    f"the cache at {os.path.dirname(path)} is in use by another memfs "
-                    f"process of store {store_id}"
-                ) from e
-            raise CacheCorrupt(f"cannot open the cache at {os.path.dirname(path)}: {e}") from e
-        except (OSError, sqlite3.Error, RedoLogError) as e:
-            raise CacheCorrupt(f"cannot open the cache at {os.path.dirname(path)}: {e}") from e
+            db = open_journal_file(self.folder_fd, path, store_id=store_id)
+        except BaseException:
+            self._close_folder()
+            raise
+        self._database = JournalDatabase(db, path, self.folder_fd, self._space)
+        try:
+            self._open_log()
+        except BaseException as e:
+            if hasattr(self, "_log"):
+                self._log.close()
+            self._database.abandon()
+            self._close_folder()
+            if isinstance(e, OSError | sqlite3.Error | RedoLogError):
+                folder = os.path.dirname(path)
+                raise CacheCorrupt(f"cannot open the cache at {folder}: {e}") from e
+            raise
 
-    @property
-    def disk_full(self) -> bool:
-        """SQLite's disk is full: the redo log holds what it could not take, and
-        changes to the files are refused (see memfs/cache/_commits.py)."""
-        return self._commits.disk_full
-
-    @property
-    def disk_full_reason(self) -> str | None:
-        """Why changes are refused, as a sentence; None when they are not."""
-        return self._commits.full_reason if self._commits.disk_full else None
-
-    def _report_damage(self, damage: RedoDamage) -> None:
-        """Name what a damaged redo log lost (the files its remaining records
-        name), log it once, and keep it for `memfs status`."""
-        self.lost_paths = self._paths_of(damage.lost)
-        folder = os.path.dirname(self.path)
-        if self.lost_paths:
-            shown = ", ".join(self.lost_paths[:LOST_PATHS_LOGGED])
-            more = len(self.lost_paths) - LOST_PATHS_LOGGED
-            if more > 0:
-                shown += f" and {more} more"
-            what = (
-                f"the changes it held to {shown} are lost; "
-                "those files show their state from before them"
-            )
-        else:
-            what = (
-                "changes written before memfs stopped may be lost "
-                "(the records left do not say to which files)"
-            )
-        self.damage = f"the redo log of the cache at {folder} is damaged ({damage.reason}): {what}"
-        log.warning(
-            "the redo log of the cache at %s is damaged (%s): %s",
-            folder,
-            damage.reason,
-            what,
-            extra={"event": "redo_log_damaged"},
+    def _open_log(self) -> None:
+        """Open the redo log, apply what a kill left in it (or keep it there on a
+        full disk), and say what damage lost."""
+        database = self._database
+        log_id, new = database.redo_log_id()
+        missing = not new and _damage.is_missing(
+            self.folder_fd, os.path.basename(self.path) + "-redo"
         )
-
-    def _paths_of(self, ops: list[Op]) -> list[str]:
-        """The paths the operations of lost records are about: their files as
-        the journal holds them now (or as the lost records named them, for a
-        file they made or moved), and the paths of deletes and uploads."""
-        with self._commits.applied():
-            rows = self.db.execute("SELECT id, parent, name FROM nodes").fetchall()
-        names = {row[0]: (row[1], row[2]) for row in rows}
-        touched: list[int] = []
-        paths: set[str] = set()
-        for op in ops:
-            code = op[0]
-            if code == "i":
-                names[op[1]] = (op[2], op[3])
-                touched.append(op[1])
-            elif code == "u":
-                names[op[-1]] = (op[1], op[2])
-                touched.append(op[-1])
-            elif code == "p":
-                touched.append(op[-1])
-            elif code == "w":
-                touched.append(op[4])
-            elif code in ("d", "x", "A", CONTENT):
-                touched.append(op[1])
-            elif code == "X":
-                touched += op[1]
-            elif code == "U":
-                paths.add(op[3])
-            elif code == "t":
-                paths.add(op[2])
-        for node_id in touched:
-            path = _path_in(names, node_id)
-            if path is not None:
-                paths.add(path)
-        return sorted(paths)
+        self._log = RedoLog(self.path + "-redo", bytes.fromhex(log_id), dir_fd=self.folder_fd)
+        chain, end = self._log.recover(database.applied)
+        applied = database.apply_chain(chain, self._log)
+        self._seq = database.applied
+        """The number of the last record written."""
+        if not applied:  # the disk is full: the chain stays in the log, which goes on after it
+            self._log.continue_at(end.at)
+            for record in chain:
+                self._note_logged(record.seq, record.ops, record.contents_at)
+                self._seq = record.seq
+        filled = self.get_meta(LOG_FILLED) is not None
+        found = _damage.damage_at(end, filled=filled, missing=missing)
+        if found is not None:
+            if end.later:
+                self._log.clear_after(end.at)
+            with self._reading():
+                names = database.names()
+            self.lost_paths = _damage.lost_paths(found.lost, names)
+            self.damage = _damage.report(os.path.dirname(self.path), found, self.lost_paths)
+        with self._reading():
+            self._next_id = database.next_node_id()
+        self._fill_noted = filled
+        if not filled:
+            self._log.start_filling()
 
     @property
     def commits(self) -> int:
         """Commits since the journal opened: records logged, statements of a batch."""
-        return self._commits.count
+        return self._records + self._database.batch_statements
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        """The journal's SQLite connection (for tests and counters)."""
+        return self._database.db
+
+    # -------------------------------------------------------------- commits
+
+    def transaction(self) -> Journal:
+        """One commit for everything inside (one record of the redo log); nested
+        uses join the outer one. An exception inside commits nothing."""
+        return self
+
+    def __enter__(self) -> None:
+        outer = self._group is None and not self._database.db.in_transaction
+        self._outer.append(outer)
+        if outer:
+            self._group = []
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        if not self._outer.pop():
+            return
+        ops, self._group = self._group or [], None
+        if kind is not None:
+            self._names.clear()  # what the rows were assumed to hold is unknown now
+            return
+        if ops:
+            try:
+                self._commit(ops)
+            except BaseException:
+                self._names.clear()
+                raise
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """One SQLite commit for many changes made while nothing else uses the
+        journal, written to SQLite itself once the log is applied: unlike
+        `transaction`, what ran is committed even when an exception ends the
+        batch, since memory already holds it. On a full disk (known, or met
+        inside) the batch's changes are one record of the log instead."""
+        if self.in_transaction():
+            yield
+            return
+        try:
+            self._apply()
+        except CacheDiskFull:
+            self._group = []
+        else:
+            self._database.begin_batch()
+        try:
+            yield
+        finally:
+            if self._group is not None:
+                group, self._group = self._group, None
+                if group:
+                    self._commit(group)
+            elif (left := self._database.end_batch()) is not None:
+                if left:
+                    self._commit(left)
+                else:
+                    self._names.clear()  # SQLite ended it: the rows are as they were
+
+    def in_transaction(self) -> bool:
+        return self._group is not None or self.db.in_transaction
+
+    def _do(self, *ops: Operation) -> None:
+        """Commit operations together: into the open transaction's record, into
+        SQLite inside a batch, else as a record of their own."""
+        if self._group is not None:
+            self._group.extend(ops)
+        elif self._database.db.in_transaction:
+            self._group = self._database.run_in_batch(ops)  # not None: the disk filled
+        else:
+            self._commit(list(ops))
+
+    def _commit(self, ops: list[Operation]) -> None:
+        """Append one record of `ops` to the redo log (applying the log first when
+        the record would not fit), then answer from it until it is applied."""
+        contents = [op[-1] for op in ops if op[0] is _PUT_CONTENT]
+        if contents:
+            size = sum(map(len, contents))
+            stored = [(*op[:-1], len(op[-1])) if op[0] is _PUT_CONTENT else op for op in ops]
+        else:
+            size, stored = 0, ops
+        log = self._log
+        if log.offset and log.offset + size + 4096 > CAPACITY:
+            self._apply()
+        try:
+            at = log.append(self._seq + 1, stored, contents, size)
+        except RedoLogError as e:
+            raise self._space.log_failure(e) from e
+        self._seq += 1
+        self._records += 1
+        self._note_logged(self._seq, ops, at)
+        if log.offset > CAPACITY:
+            # Committed already: a full disk leaves it to the next commit to refuse.
+            with contextlib.suppress(CacheDiskFull):
+                self._apply()
+
+    def _note_logged(self, seq: int, ops: list[Operation], at: int) -> None:
+        """Answer from the log for what `ops` changed, until their record `seq` is
+        applied (their contents from `at` on)."""
+        for op in ops:
+            code = op[0]
+            if code not in _ANSWERED_FROM_LOG:
+                continue
+            if code is _PUT_CONTENT:
+                self._logged_contents[op[1]] = (seq, at, len(op[2]))
+                at += len(op[2])
+            elif code is Op.DROP_CONTENT:
+                self._logged_contents[op[1]] = (seq, -1, 0)
+            elif code is Op.DROP_CONTENTS:
+                for i in op[1]:
+                    self._logged_contents[i] = (seq, -1, 0)
+            elif code is Op.SET_META:
+                self._logged_meta[op[1]] = (seq, op[2])
+
+    # ------------------------------------------------------------- applying
+
+    def _apply(self, *, when_idle: bool = False) -> None:
+        """Apply the redo log to SQLite now (CacheDiskFull when its disk is full);
+        `when_idle`: housekeeping's apply (`JournalDatabase.apply_when_idle`)."""
+        if when_idle:
+            self._database.apply_when_idle(self._log, self._seq)
+        else:
+            self._database.apply_log(self._log, self._seq)
+        if self._seq == self._database.applied:
+            self._logged_contents.clear()
+            self._logged_meta.clear()
+
+    def apply_log(self) -> None:
+        """Apply the redo log to SQLite now, unless its disk is known full."""
+        self._apply(when_idle=True)
+
+    def _reading(self) -> contextlib.AbstractContextManager[None]:
+        """Reads inside see every change committed (`JournalDatabase.reading`)."""
+        return self._database.reading(self._log, self._seq)
+
+    # ----------------------------------------------------------- durability
+
+    def make_durable(self) -> None:
+        """Make every change committed so far durable: one flush of the redo log
+        (none when nothing was logged since), and of the WAL when a batch wrote it."""
+        self._database.sync_wal()
+        with self._space.as_cache_disk_full():
+            self._log.flush()
+
+    def start_writeback(self) -> None:
+        """Hand what the redo log holds unflushed to the disk, without waiting, so
+        that a `make_durable` soon after flushes less (`RedoLog.start_writeback`)."""
+        self._log.start_writeback()
+
+    def note_log_filled(self) -> None:
+        """Remember that the redo log's space is written (its filling thread is
+        done), so that no later open fills it again."""
+        if self._log.filled and not self._fill_noted:
+            self._do((Op.SET_META, LOG_FILLED, "1"))
+            self._fill_noted = True
+
+    @property
+    def unsaved_commits(self) -> bool:
+        """Something was committed to SQLite since the last `checkpoint`."""
+        return self._database.unsaved_commits
+
+    def checkpoint(self) -> None:
+        """Copy the WAL into the database now (while the filesystem is idle), so
+        that no request pays for it; not on a full disk (the database may grow)."""
+        if not self.disk_full:
+            self._database.checkpoint()
+
+    @property
+    def disk_full(self) -> bool:
+        """SQLite's disk is full: the redo log holds what it could not take, and
+        changes to the files are refused (see memfs/cache/_disk_space.py)."""
+        return self._space.full
+
+    @property
+    def disk_full_reason(self) -> str | None:
+        """Why changes are refused, as a sentence; None when they are not."""
+        return self._space.reason if self._space.full else None
 
     def close(self) -> None:
-        self._commits.close()
-        with contextlib.suppress(sqlite3.Error):
-            self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            self.db.close()
+        with contextlib.suppress(sqlite3.Error, RedoLogError, OSError, CacheDiskFull):
+            self._apply()  # else the next open applies what is left
+        self._log.close()
+        self._database.close()
         self._close_folder()
 
     def abandon(self) -> None:
         """Close as a SIGKILL would: nothing applied, flushed or checkpointed."""
-        self._commits.abandon()
-        self.db.close()
+        self._log.close()
+        self._database.abandon()
         self._close_folder()
 
     def _close_folder(self) -> None:
@@ -435,34 +327,20 @@ class Journal:
                 os.close(self.folder_fd)
             self.folder_fd = -1
 
-    @property
-    def unsaved_commits(self) -> bool:
-        """Something was committed to SQLite since the last `checkpoint`."""
-        return self.db.total_changes != self._checkpointed_changes
-
-    def checkpoint(self) -> None:
-        """Copy the WAL into the database now (while the filesystem is idle), so
-        that no request pays for it; the WAL keeps its size. Not while the disk
-        is full: the database may need to grow."""
-        if self.disk_full:
-            return
-        self.db.execute("PRAGMA wal_checkpoint(PASSIVE)")
-        self._checkpointed_changes = self.db.total_changes
-
-    # --------------------------------------------------------------- nodes
+    # ---------------------------------------------------------------- nodes
 
     def nodes(self) -> Iterator[Node]:
-        with self._commits.applied():
-            rows = self.db.execute(_SELECT).fetchall()
+        with self._reading():
+            rows = self._database.node_rows()
         for row in rows:
-            values = {f.attribute: f.from_row(v) for f, v in zip(NODE_FIELDS, row[1:], strict=True)}
-            self._names[row[0]] = (values["parent"], values["name"])
-            yield Node(id=row[0], **values)
+            node = node_of(row)
+            self._names[node.id] = (node.parent, node.name)
+            yield node
 
     def insert(self, node: Node) -> int:
         """Insert a new node's row; returns its id (ids are never reused)."""
         node_id = self._next_id
-        self._do(("i", node_id, *_values(node)))
+        self._do((Op.INSERT_NODE, node_id, *row_values(node)))
         self._next_id += 1
         self._names[node_id] = (node.parent, node.name)
         return node_id
@@ -472,107 +350,88 @@ class Journal:
         is the one the row holds)."""
         name = (node.parent, node.name)
         if self._names.get(node.id) == name:
-            self._do(("p", *_values_in_place(node)))
+            self._do((_SAVE_NODE_IN_PLACE, *row_values_in_place(node)))
         else:
-            self._do(("u", *_values(node), node.id))
+            self._do((Op.SAVE_NODE, *row_values(node), node.id))
             self._names[node.id] = name
 
     def delete(self, node_id: int) -> None:
-        self._do(("d", node_id))
+        self._do((Op.DELETE_NODE, node_id))
         self._names.pop(node_id, None)
 
-    # ---------------------------------------------------------- tombstones
+    # ----------------------------------------------------------- tombstones
 
     def tombstones(self) -> Iterator[Tombstone]:
-        with self._commits.applied():
-            rows = self.db.execute(
-                "SELECT memory_id, path, base_sha, deleted_at FROM tombstones"
-            ).fetchall()
+        with self._reading():
+            rows = self._database.tombstone_rows()
         for row in rows:
             yield Tombstone(*row)
 
     def add_tombstone(self, stone: Tombstone) -> None:
-        self._do(("t", stone.memory_id, stone.path, stone.base_sha, stone.deleted_at))
+        self._do((Op.ADD_TOMBSTONE, stone.memory_id, stone.path, stone.base_sha, stone.deleted_at))
 
     def drop_tombstone(self, memory_id: str) -> None:
-        self._do(("T", memory_id))
+        self._do((Op.DROP_TOMBSTONE, memory_id))
 
-    # ------------------------------------------------------------- uploads
+    # -------------------------------------------------------------- uploads
 
     def record_upload(self, upload: Upload) -> None:
-        self._do(("U", upload.node_id, upload.memory_id, upload.path, upload.sha))
+        self._do((Op.RECORD_UPLOAD, upload.node_id, upload.memory_id, upload.path, upload.sha))
 
     def upload_answered(self, node_id: int) -> None:
-        self._do(("A", node_id))
+        self._do((Op.UPLOAD_ANSWERED, node_id))
 
     def uploads(self) -> list[Upload]:
-        with self._commits.applied():
-            rows = self.db.execute("SELECT node_id, memory_id, path, sha FROM uploads").fetchall()
+        with self._reading():
+            rows = self._database.upload_rows()
         return [Upload(*row) for row in rows]
 
-    # ------------------------------------------------------------ contents
+    # ------------------------------------------------------------- contents
 
     def content(self, node_id: int) -> bytes | None:
         """A file's content, or None when it has no row (a cached file without one
         is empty: a new file gets its row at its first write)."""
-        logged, content = self._commits.logged_content(node_id)
-        if logged:
-            return content
-        row = self.db.execute("SELECT data FROM contents WHERE node_id = ?", (node_id,)).fetchone()
-        return None if row is None else bytes(row[0])
+        logged = self._logged_contents.get(node_id)
+        if logged is None or logged[0] <= self._database.applied:
+            return self._database.content(node_id)
+        with self._space.as_cache_disk_full():
+            return None if logged[1] < 0 else self._log.read(logged[1], logged[2])
 
     def content_sizes(self) -> dict[int, int]:
         """The size of every cached content, by node id."""
-        with self._commits.applied():
-            return dict(self.db.execute("SELECT node_id, length(data) FROM contents"))
+        with self._reading():
+            return self._database.content_sizes()
 
     def put_content(self, node_id: int, data: bytes | bytearray) -> None:
         """A file's whole content; inside a transaction, `data` is written at its
         end, so the caller leaves it as it is until then."""
-        self._do((CONTENT, node_id, data))
+        self._do((_PUT_CONTENT, node_id, data))
 
     def put_written(self, node_id: int, data: bytes | bytearray, mtime_ns: int) -> None:
         """A file's whole content, changed at `mtime_ns` (its change time too), with
         its size: one commit (see `put_content` inside a transaction)."""
-        self._do((CONTENT, node_id, data), ("w", len(data), mtime_ns, mtime_ns, node_id))
+        self._do((_PUT_CONTENT, node_id, data), (_WRITTEN, len(data), mtime_ns, mtime_ns, node_id))
 
     def drop_content(self, node_id: int) -> None:
-        self._do(("x", node_id))
+        self._do((Op.DROP_CONTENT, node_id))
 
     def drop_contents(self, node_ids: list[int]) -> None:
-        self._do(("X", list(node_ids)))
+        self._do((Op.DROP_CONTENTS, list(node_ids)))
 
     def drop_stray_contents(self) -> int:
         """Delete contents no node owns; returns how many went (none while the
         disk is full: the next open's sweep takes them)."""
         self.apply_log()
-        if self.disk_full:
-            return 0
-        try:
-            return self.db.execute(
-                "DELETE FROM contents WHERE node_id NOT IN (SELECT id FROM nodes)"
-            ).rowcount
-        except sqlite3.Error as e:
-            if e.sqlite_errorcode != sqlite3.SQLITE_FULL:
-                raise
-            return 0
+        return 0 if self.disk_full else self._database.drop_stray_contents()
 
-    # -------------------------------------------------------------- synced
-
-    def synced(self) -> list[tuple[int, str, bytes]]:
-        """The copies fsync left in caches made before contents lived here:
-        (node id, boot id, content)."""
-        with self._commits.applied():
-            rows = self.db.execute("SELECT node_id, boot_id, content FROM synced").fetchall()
-        return [(r[0], r[1], bytes(r[2])) for r in rows]
-
-    def clear_synced(self) -> None:
-        self._do(("S",))
-
-    # ---------------------------------------------------------------- meta
+    # ----------------------------------------------------------------- meta
 
     def get_meta(self, key: str) -> str | None:
-        return self._commits.logged_meta(key)
+        """A meta value, from a record not applied yet if one holds it."""
+        logged = self._logged_meta.get(key)
+        if logged is None or logged[0] <= self._database.applied:
+            return self._database.meta(key)
+        return logged[1]
 
     def set_meta(self, key: str, value: str | None) -> None:
-        self._do((META, key, value))
+        self._do((Op.SET_META, key, value))

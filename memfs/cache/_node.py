@@ -4,7 +4,7 @@ the snapshots and results it hands to the sync.
 A `Node` holds three kinds of state, kept apart on purpose:
 
 - what the journal keeps of it (its dataclass fields; the journal's columns
-  are listed once, in `memfs.cache._journal.NODE_FIELDS`);
+  are listed once, in `memfs.cache._schema.NODE_FIELDS`);
 - its `path`, derived from the tree, never stored;
 - its `live` state (`Live`): descriptors, open counts, a fetch in progress,
   whether it is an orphan; it lives and dies with the process.

@@ -9,12 +9,13 @@ later, many in one transaction, while the filesystem is idle; then the log
 starts again from its beginning.
 
 A record: a header (`HEADER`: the log's id, its sequence number, the lengths
-of its two parts, a CRC-32 of all of it), the operations (`marshal`), and the
-contents the operations carry, one after the other. Reading the log back
-(`records`) follows the chain of sequence numbers from offset 0 and stops at
-the first record that is torn, foreign (another journal's log), stale (applied
-already) or out of sequence: what follows it was never acknowledged by a
-`flush()` that returned, or is applied already.
+of its two parts, a CRC-32 of all of it), the operations (versioned JSON,
+documented in memfs/cache/_records.py), and the contents the operations
+carry, one after the other. Reading the log back (`records`) follows the
+chain of sequence numbers from offset 0 and stops at the first record that
+is torn, foreign (another journal's log), stale (applied already) or out of
+sequence: what follows it was never acknowledged by a `flush()` that
+returned, or is applied already.
 
 Opening (`recover`) reads the chain the same way and then says how the log
 ends after it (`LogEnd`): a kill leaves zeros, an earlier cycle's records or
@@ -42,7 +43,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import enum
-import marshal
 import os
 import struct
 import threading
@@ -50,6 +50,8 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
+
+from ._records import Op, Operation, decode, encode
 
 CAPACITY = 16 * 1024 * 1024
 """Bytes of records the log holds before the journal applies them (a record that
@@ -68,14 +70,6 @@ _SCAN_CHUNK = 1024 * 1024
 """The rest of the log is searched this much at a time, for records past a damaged one."""
 _MOST_BREAKS = 64
 """Damaged records past which the chain is looked for again."""
-
-Op = tuple[Any, ...]
-"""One operation: its code, then its arguments (the journal gives them meaning)."""
-
-CONTENT = "c"
-"""The code of the operation whose last argument is a content carried after the
-operations (in the record, the operation holds its length)."""
-
 
 _SYNC_FILE_RANGE_WRITE = 2
 
@@ -155,12 +149,14 @@ class RedoLog:
             return  # the flushes of records cost a little more, nothing else
         self.filled = True
 
-    def append(self, seq: int, ops: list[Op], contents: list[bytes | bytearray], size: int) -> int:
+    def append(
+        self, seq: int, ops: list[Operation], contents: list[bytes | bytearray], size: int
+    ) -> int:
         """Write one record after the others (`size`: the contents' length); returns
         the file offset of its first content (they follow each other). Raises
         RedoLogError, and then the record is not part of the log (what follows
         the last record is never read back)."""
-        encoded = marshal.dumps(ops)
+        encoded = encode(ops)
         head = _HEAD.pack(self.log_id, seq, len(encoded), size)
         crc = zlib.crc32(encoded, zlib.crc32(head))
         for c in contents:
@@ -227,10 +223,14 @@ class RedoLog:
         self._unflushed = False
 
     def read(self, at: int, size: int) -> bytes:
-        """`size` bytes of the log at `at` (a content the journal has not applied yet)."""
-        return os.pread(self.fd, size, at) if size else b""
+        """`size` bytes of the log at `at` (a content the journal has not applied
+        yet); RedoLogError when they cannot be read."""
+        try:
+            return os.pread(self.fd, size, at) if size else b""
+        except OSError as e:
+            raise RedoLogError(e) from e
 
-    def records(self, after: int) -> Iterator[tuple[int, list[Op]]]:
+    def records(self, after: int) -> Iterator[tuple[int, list[Operation]]]:
         """The records of the chain that follows sequence number `after`, in order,
         each as (seq, operations), a content operation's length replaced by the
         content itself."""
@@ -262,7 +262,7 @@ class RedoLog:
         partial = None
         if found.kind in (_Kind.CUT, _Kind.DAMAGED) and found.seq == expected:
             partial = found.ops
-        later: list[tuple[int, list[Op]]] = []
+        later: list[tuple[int, list[Operation]]] = []
         if found.kind is _Kind.INTACT and found.seq > expected:
             later = self._chain_from(reader, at, found.seq)
         elif found.kind is not _Kind.END:
@@ -284,13 +284,13 @@ class RedoLog:
 
     def _later_records(
         self, reader: _Reader, at: int, expected: int, size: int
-    ) -> list[tuple[int, list[Op]]]:
+    ) -> list[tuple[int, list[Operation]]]:
         """The intact records of this log's chain that lie past a record that
         breaks it at `at` (numbered `expected`): the record after a damaged one
         is numbered one more, and its header (the log's id and that number) is
         looked for as bytes; the chain is followed from each found, and past
         a damaged one again. Stale records (numbered less) never match."""
-        later: list[tuple[int, list[Op]]] = []
+        later: list[tuple[int, list[Operation]]] = []
         for _ in range(_MOST_BREAKS):
             hit = self._find_record(expected + 1, at + 1, size)
             if hit is None:
@@ -309,8 +309,8 @@ class RedoLog:
             expected = chain[-1][0] + 1
         return later
 
-    def _chain_from(self, reader: _Reader, at: int, seq: int) -> list[tuple[int, list[Op]]]:
-        chain: list[tuple[int, list[Op]]] = []
+    def _chain_from(self, reader: _Reader, at: int, seq: int) -> list[tuple[int, list[Operation]]]:
+        chain: list[tuple[int, list[Operation]]] = []
         while True:
             found = self._record_at(reader, at)
             if found.kind is not _Kind.INTACT or found.seq != seq:
@@ -353,12 +353,7 @@ class RedoLog:
             return _Found(_Kind.OTHER, 0, None, at, at)
         body = reader.read(at + HEADER.size, ops_size + contents_size)
         next_at = at + HEADER.size + ops_size + contents_size
-        try:
-            ops = marshal.loads(body[:ops_size]) if len(body) >= ops_size else None
-        except (EOFError, ValueError, TypeError):
-            ops = None
-        if not isinstance(ops, list):
-            ops = None
+        ops = decode(body[:ops_size]) if len(body) >= ops_size else None
         contents_at = at + HEADER.size + ops_size
         if len(body) != ops_size + contents_size:
             return _Found(_Kind.CUT, seq, ops, next_at, contents_at)
@@ -366,7 +361,7 @@ class RedoLog:
             return _Found(_Kind.DAMAGED, seq, ops, next_at, contents_at)
         content_at = ops_size
         for i, op in enumerate(ops):
-            if op[0] == CONTENT:
+            if op[0] is Op.PUT_CONTENT:
                 length = op[-1]
                 ops[i] = (*op[:-1], body[content_at : content_at + length])
                 content_at += length
@@ -389,7 +384,7 @@ class _Kind(enum.Enum):
 class _Found:
     kind: _Kind
     seq: int
-    ops: list[Op] | None
+    ops: list[Operation] | None
     next_at: int
     contents_at: int
 
@@ -400,7 +395,7 @@ class ChainRecord(NamedTuple):
     first content (they follow each other)."""
 
     seq: int
-    ops: list[Op]
+    ops: list[Operation]
     contents_at: int
 
 
@@ -439,8 +434,8 @@ class LogEnd:
     cut: bool
     """The chain ran into the end of the file as it was found (exactly, or in a
     record)."""
-    partial: list[Op] | None
+    partial: list[Operation] | None
     """The operations of the record at `at` when it is the one expected but cut
     short or failing its check, and its operations can still be read."""
-    later: list[tuple[int, list[Op]]]
+    later: list[tuple[int, list[Operation]]]
     """Intact records of this log numbered past `expected` found after `at`."""

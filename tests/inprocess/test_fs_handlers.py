@@ -323,7 +323,7 @@ async def test_a_full_disk_when_the_log_is_applied_loses_nothing(
 
     db = cache.journal.db
     with monkeypatch.context() as m:
-        m.setattr(cache.journal._commits, "db", FullDisk())
+        m.setattr(cache.journal._database, "db", FullDisk())
         with pytest.raises(CacheDiskFull):
             cache.journal.apply_log()
         assert cache.journal.content(ino) == b"in the log"

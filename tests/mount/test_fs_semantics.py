@@ -65,9 +65,9 @@ def _journal_on_disk(mounter, store_id: str, query: str, inode: int):
 
 
 def journal_row(mounter, store_id: str, inode: int) -> tuple[int, int]:
-    """(dirty, changed) of a file in the journal on disk."""
+    """(edited, pending) of a file in the journal on disk."""
     return _journal_on_disk(
-        mounter, store_id, "SELECT dirty, changed FROM nodes WHERE id = ?", inode
+        mounter, store_id, "SELECT edited, pending FROM nodes WHERE id = ?", inode
     )
 
 

@@ -9,15 +9,20 @@ up inside a request.
 
 from __future__ import annotations
 
+import json
+import marshal
 import os
 import shutil
+import struct
+import zlib
 from pathlib import Path
 
 import pytest
 
-from memfs.cache import ROOT_ID, StoreCache, _commits, _redo, invariant_problems
+from memfs.cache import ROOT_ID, StoreCache, _journal, _redo, invariant_problems
+from memfs.cache._records import APPLY, Op, decode
 from memfs.cache._redo import HEADER, RedoLog
-from tests.support.redo import record_with
+from tests.support.redo import REDO_LOG, journal_meta, record_with, redo_chain
 
 STORE = "memstore_redo"
 LOG_ID = b"\x01" * 8
@@ -79,6 +84,36 @@ def test_after_a_restart_the_old_records_are_never_read_again(tmp_path):
     append(log, 4, [("d", 9)], [])  # shorter: the old records' bytes follow it
     assert list(log.records(3)) == [(4, [("d", 9)])]
     assert list(log.records(4)) == []
+    log.close()
+
+
+def test_a_record_holds_its_operations_as_json_after_its_format_number(tmp_path):
+    """The documented format 2 (memfs/cache/_records.py): the operations part is
+    one byte, 2, then compact JSON, a content operation holding the length of
+    the content that follows; never `marshal`."""
+    log = log_at(tmp_path)
+    ops = [("m", "k", "v\u00e9"), ("t", "mem_1", "/a.md", "sha", 1.25), ("c", 20, 5), ("X", [3, 4])]
+    append(log, 1, ops, [b"hello"])
+    head = os.pread(log.fd, HEADER.size, 0)
+    _, seq, ops_size, contents_size, _ = HEADER.unpack(head)
+    part = os.pread(log.fd, ops_size + contents_size, HEADER.size)
+    assert (seq, part[0], part[ops_size:]) == (1, 2, b"hello")
+    text = part[1:ops_size].decode("ascii")
+    assert json.loads(text) == [list(op) for op in ops[:3]] + [["X", [3, 4]]]
+    assert " " not in text
+    log.close()
+
+
+def test_each_operation_has_one_statement_and_an_unknown_one_is_no_record(tmp_path):
+    """The log's operations are one enum with one apply table: every code has
+    its statement, and a record holding a code memfs does not know is not
+    read back (nothing would apply it)."""
+    assert set(APPLY) == set(Op)
+    assert len({op.value for op in Op}) == len(Op)
+    log = log_at(tmp_path)
+    append(log, 1, [("m", "k", "v")], [])
+    append(log, 2, [("m", "k", "w"), ("Z", 1)], [])
+    assert list(log.records(0)) == [(1, [(Op.SET_META, "k", "v")])]
     log.close()
 
 
@@ -171,7 +206,7 @@ async def test_an_apply_that_did_not_commit_is_applied_at_the_next_open(tmp_path
     for i in range(5):
         await new_file(cache, f"f{i}.md", f"content {i}".encode())
     done = 0
-    real_run = cache.journal._commits._run
+    real_run = cache.journal._database.run
 
     def dies_halfway(op):
         nonlocal done
@@ -180,7 +215,7 @@ async def test_an_apply_that_did_not_commit_is_applied_at_the_next_open(tmp_path
         done += 1
         real_run(op)
 
-    monkeypatch.setattr(cache.journal._commits, "_run", dies_halfway)
+    monkeypatch.setattr(cache.journal._database, "run", dies_halfway)
     with pytest.raises(KeyboardInterrupt):
         cache.journal.apply_log()
     monkeypatch.undo()
@@ -210,7 +245,7 @@ async def test_an_applied_log_is_never_applied_twice(tmp_path):
 
 
 async def test_a_full_log_is_applied_inside_the_request_and_starts_again(tmp_path, monkeypatch):
-    monkeypatch.setattr(_commits, "CAPACITY", 64 * 1024)
+    monkeypatch.setattr(_journal, "CAPACITY", 64 * 1024)
     cache = StoreCache(str(tmp_path / "live"), STORE)
     written = {}
     for i in range(40):
@@ -218,7 +253,7 @@ async def test_a_full_log_is_applied_inside_the_request_and_starts_again(tmp_pat
         await new_file(cache, f"f{i:02}.md", content)
         written[f"/f{i:02}.md"] = content
     assert cache.journal.db.execute("SELECT count(*) FROM contents").fetchone()[0] > 0
-    assert cache.journal._commits._log.offset < 64 * 1024
+    assert cache.journal._log.offset < 64 * 1024
     assert contents(cache) == written
 
     again = killed_copy(cache, tmp_path / "after")
@@ -310,7 +345,7 @@ async def test_a_record_that_fails_its_check_with_later_ones_after_it_is_damage(
 
 async def test_a_log_cut_short_in_a_record_is_damage(tmp_path, expect_log):
     cache = StoreCache(str(tmp_path / "live"), STORE)
-    cache.journal._commits._log._filler.join()
+    cache.journal._log._filler.join()
     cache.journal.note_log_filled()
     await new_file(cache, "kept.md", b"applied before the kill")
     cache.journal.apply_log()
@@ -389,9 +424,9 @@ async def test_a_batch_that_fills_the_disk_goes_on_in_the_log(tmp_path, monkeypa
     expect_log("memfs.cache", "is full: changes to the files are refused", count=1)
     cache = StoreCache(str(tmp_path / "live"), STORE)
     kept = await new_file(cache, "kept.md", b"before the batch")
-    commits = cache.journal._commits
+    database = cache.journal._database
     monkeypatch.setattr(
-        commits, "db", _FullDisk(commits.db, lambda sql: sql.startswith("INSERT INTO contents"))
+        database, "db", _FullDisk(database.db, lambda sql: sql.startswith("INSERT INTO contents"))
     )
     with cache.batch():
         a = cache.create(ROOT_ID, "a.md", 0o644)
@@ -446,4 +481,114 @@ async def test_a_cache_whose_disk_is_full_opens_from_its_log(tmp_path, monkeypat
         "/newer.md": b"on the full disk",
     }
     assert invariant_problems(again) == []
+    again.close()
+
+
+# ---- a log of format 1 (marshal), as memfs wrote it before format 2 -------------------
+
+
+def as_format_1(folder: Path, first: list[tuple] = ()) -> None:
+    """Write the chain the next open will apply again as memfs wrote records
+    before format 2: the same records, their operations in `marshal`, one
+    after the other from the start of the log, zeros after them (`first`:
+    operations put at the start of the first record)."""
+    meta = journal_meta(folder)
+    log_id = bytes.fromhex(meta["redo_log_id"] or "")
+    data = (folder / REDO_LOG).read_bytes()
+    records = []
+    for record in redo_chain(folder):
+        _, seq, ops_size, _, _ = HEADER.unpack_from(data, record.at)
+        ops = decode(data[record.at + HEADER.size : record.at + HEADER.size + ops_size])
+        assert ops is not None
+        if not records:
+            ops = [*first, *ops]
+        encoded = marshal.dumps(
+            [tuple(str(v) if i == 0 else v for i, v in enumerate(op)) for op in ops]
+        )
+        head = struct.pack("<8sQII", log_id, seq, len(encoded), len(record.contents))
+        crc = zlib.crc32(record.contents, zlib.crc32(encoded, zlib.crc32(head)))
+        records.append(head + struct.pack("<I", crc) + encoded + record.contents)
+    assert records, "no record left to rewrite"
+    old = b"".join(records)
+    with open(folder / REDO_LOG, "r+b") as f:
+        end = max(r.at + r.length for r in redo_chain(folder))
+        f.write(old + bytes(max(0, end - len(old))))
+
+
+async def killed_in_format_1(tmp_path: Path, first: list[tuple] = ()) -> Path:
+    """A cache killed with a file made, written, renamed and another deleted in
+    its log, that log rewritten in format 1."""
+    cache = StoreCache(str(tmp_path / "live"), STORE)
+    await new_file(cache, "applied.md", b"in SQLite")
+    await new_file(cache, "gone.md", b"deleted in the log")
+    cache.journal.apply_log()
+    docs = cache.mkdir(ROOT_ID, "docs", 0o755)
+    await new_file(cache, "a.md", "first, caf\u00e9".encode(), docs.id)
+    cache.rename(docs.id, "a.md", ROOT_ID, "moved.md")
+    cache.unlink(ROOT_ID, "gone.md")
+    where = tmp_path / "killed"
+    shutil.copytree(cache.dir, where / STORE)
+    cache.journal.abandon()
+    as_format_1(where / STORE, first)
+    return where
+
+
+FORMAT_1_CONTENTS = {
+    "/applied.md": b"in SQLite",
+    "/moved.md": "first, caf\u00e9".encode(),
+}
+
+
+async def test_a_log_of_format_1_left_by_a_kill_is_applied_and_goes_on_in_format_2(tmp_path):
+    where = await killed_in_format_1(tmp_path)
+    again = StoreCache(str(where), STORE)
+    assert again.journal.damage is None
+    assert contents(again) == FORMAT_1_CONTENTS
+    assert set(again.tombstones) == set()  # gone.md was never uploaded
+    assert invariant_problems(again) == []
+    await new_file(again, "b.md", b"after the upgrade")
+    data = (where / STORE / REDO_LOG).read_bytes()
+    chain = redo_chain(where / STORE)
+    assert chain and all(data[r.at + HEADER.size] == 2 for r in chain)
+    twice = killed_copy(again, tmp_path / "twice")
+    assert contents(twice) == {**FORMAT_1_CONTENTS, "/b.md": b"after the upgrade"}
+    twice.close()
+
+
+async def test_a_log_of_format_1_on_a_full_disk_goes_on_after_it_in_format_2(
+    tmp_path, monkeypatch, expect_log
+):
+    """SQLite cannot take the format-1 chain at open: it stays in the log, is
+    answered from, and records of format 2 follow it; all of it is applied
+    once the disk has room."""
+    expect_log("memfs.cache", "is full: changes to the files are refused", count=1)
+    where = await killed_in_format_1(tmp_path)
+    import sqlite3
+
+    real_connect = sqlite3.connect
+
+    def full_connect(*args, **kwargs):
+        return _FullDisk(real_connect(*args, **kwargs), lambda sql: sql == "COMMIT")
+
+    monkeypatch.setattr(sqlite3, "connect", full_connect)
+    full = StoreCache(str(where), STORE)
+    assert full.disk_full
+    assert contents(full) == FORMAT_1_CONTENTS
+    await new_file(full, "newer.md", b"on the full disk")
+    full.journal.abandon()
+    monkeypatch.undo()
+
+    again = StoreCache(str(where), STORE)
+    assert contents(again) == {**FORMAT_1_CONTENTS, "/newer.md": b"on the full disk"}
+    assert invariant_problems(again) == []
+    again.close()
+
+
+async def test_a_format_1_record_that_emptied_fsync_s_copies_applies_without_it(tmp_path):
+    """ "S" emptied the `synced` table (a layout no release wrote), which
+    migration 6 drops: a record of format 1 holding it applies the rest."""
+    where = await killed_in_format_1(tmp_path, [("S",)])
+    again = StoreCache(str(where), STORE)
+    assert again.journal.damage is None
+    assert contents(again) == FORMAT_1_CONTENTS
     again.close()
