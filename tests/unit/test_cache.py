@@ -1,4 +1,6 @@
-"""StoreCache on its own: the tree, the contents on disk, the journal, the LRU.
+"""StoreCache on its own: the tree, the contents (rows of the journal, an open
+file's bytes in memory), the journal and its redo log, the eviction of clean
+contents.
 
 No FUSE and no server: contents the store "has" are placed with
 `place_remote`, as the sync engine does after a listing.
