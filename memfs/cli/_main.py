@@ -20,7 +20,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import __version__
-from .._children import EarlyStores
 from .._exceptions import ConfigError, MemfsError, UsageError
 from .._logging import setup_logging
 from ._config import log_sources, settle
@@ -170,13 +169,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None, *, early: EarlyStores | None = None) -> int:
-    """The command named by `argv`; `early` holds the store processes started
-    before it was parsed (memfs._children), for the commands that mount."""
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command named by `argv`; its exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
     args.verbose += args.verbose_after  # `memfs -v mount -v` is -vv
-    args.early = early or EarlyStores()
     try:
         # Every setting's source is settled, and every bad value refused, before any work.
         settle(args, os.environ)

@@ -259,7 +259,6 @@ def run_mount(args: argparse.Namespace) -> int:
         log_level=args.log_level or "INFO",
         metrics_addr=args.metrics_addr,
         log_format=args.log_format,
-        early=args.early,
     )
     if not args.daemon:
         supervisor.catch_stop_signals()

@@ -70,7 +70,6 @@ def run(args: argparse.Namespace) -> int:
         log_level=args.log_level or "WARNING",
         log_format=args.log_format,
         metrics_addr=args.metrics_addr,
-        early=args.early,
         session=plan.session,
         announce=_to_stderr,
         stdin_devnull=plan.read_stdin,

@@ -4,7 +4,7 @@
 `StoreLaunch`, one line of JSON on the process's stdin, so the token never
 shows in argv or the environment (`ps`, `/proc/<pid>/environ`). The launch
 line also carries what a process started before its spec existed
-(memfs._children) could not be given at its start: the environment the
+(memfs._startup) could not be given at its start: the environment the
 supervisor settled for it, and its log file.
 """
 

@@ -38,7 +38,6 @@ def main() -> int:
         sys.stdout.write("ERROR the follower's launch line is not one memfs wrote\n")
         return 2
     supervisor = Supervisor([], daemon=True, log_level=level, log_format=log_format)
-    supervisor.early.close()
     follower = SessionFollower(session, supervisor, daemon=True, interval=interval)
 
     def stop(signum: int, frame: Any) -> None:

@@ -44,7 +44,7 @@ import subprocess
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from .._children import EarlyStores, child_env
+from .._children import child_env
 from ..control import StoreSpec
 from ._follow import Announce, SessionFollower, SessionToFollow
 from ._supervisor import FinalSync, Supervisor
@@ -96,7 +96,6 @@ def run(
     log_level: str = "INFO",
     log_format: str = "text",
     metrics_addr: str | None = None,
-    early: EarlyStores | None = None,
     session: SessionToFollow | None = None,
     announce: Announce | None = None,
     stdin_devnull: bool = False,
@@ -111,7 +110,6 @@ def run(
         log_level=log_level,
         log_format=log_format,
         metrics_addr=metrics_addr,
-        early=early,
     )
     supervisor.start_all()
     try:
