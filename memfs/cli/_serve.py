@@ -18,9 +18,13 @@ import os
 import resource
 import secrets
 import sys
+from typing import TYPE_CHECKING
 
 from .._exceptions import ConfigError
 from ..api import MAX_MEMORIES
+
+if TYPE_CHECKING:
+    from ._config import Settings
 
 DEFAULT_MAX_CONNECTIONS = 512
 DEFAULT_CLIENT_TIMEOUT = 10.0
@@ -139,7 +143,7 @@ def _connection_cap(asked: int) -> int:
     return max(1, min(asked, soft - FD_RESERVE))
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, settings: Settings) -> int:
     from ..server import TOKEN_ENV, Grant, default_db_path, parse_tokens, serve
 
     if not 0 <= args.port <= 65535:

@@ -39,6 +39,14 @@ import secrets
 import sys
 from typing import TYPE_CHECKING, Any
 
+from .._exceptions import (
+    AuthenticationFailed,
+    ConfigError,
+    NotFound,
+    PathConflict,
+    PermissionDenied,
+    StoreError,
+)
 from ..api import (
     MAX_CONTENT_BYTES,
     Memory,
@@ -51,14 +59,7 @@ from ._main import SecretOnCommandLine
 
 if TYPE_CHECKING:
     from ..client import StoreClient
-from .._exceptions import (
-    AuthenticationFailed,
-    ConfigError,
-    NotFound,
-    PathConflict,
-    PermissionDenied,
-    StoreError,
-)
+    from ._config import Settings
 
 DEFAULT_LOCAL_API_URL = "http://127.0.0.1:8377"
 SHA_PREFIX = 12
@@ -441,7 +442,7 @@ async def _main(args: argparse.Namespace) -> None:
             raise StoreError(f"not found: {e.message}")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, settings: Settings) -> int:
     import trio
 
     trio.run(_main, args)

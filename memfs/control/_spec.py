@@ -1,9 +1,19 @@
-"""What the supervisor tells a store process.
+"""What the supervisor tells a store process, and the settings every store of
+one mount shares.
+
+`StoreSettings` are those settings, typed and frozen, with their defaults and
+bounds defined here once. The command line makes them, once, from its flags,
+variables and config file (memfs.cli), and its readers check each value
+against the bounds below as they read it, so that a refusal names the
+value's source; nothing checks them again. The supervisor builds each
+store's `StoreSpec` from them, and a session's follower those of the stores
+attached later (the daemon follower gets them as JSON on its stdin).
 
 `StoreSpec` is everything one store process needs. It travels inside a
 `StoreLaunch`, one line of JSON on the process's stdin, so the token never
-shows in argv or the environment (`ps`, `/proc/<pid>/environ`). The launch
-line also carries what a process started before its spec existed
+shows in argv or the environment (`ps`, `/proc/<pid>/environ`); the spec is
+a flat object of its fields, the deletions mode as its word (`enabled`).
+The launch line also carries what a process started before its spec existed
 (memfs._startup) could not be given at its start: the environment the
 supervisor settled for it, and its log file.
 """
@@ -12,11 +22,47 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
-from ..api import AuthHeader
+from ..api import AuthHeader, Deletions
+
+DEFAULT_ROOT = "/mnt/memory"
+"""Where stores without a mount path go."""
+DEFAULT_SYNC_INTERVAL = 15.0
+MIN_SYNC_INTERVAL = 5.0
+"""Seconds between two periodic passes: the default and the least."""
+DEFAULT_FINAL_SYNC_TIMEOUT = 30.0
+"""Seconds the final sync on stop may take (any number more than 0)."""
+DEFAULT_SYNC_CONCURRENCY = 16
+MAX_SYNC_CONCURRENCY = 32
+"""Requests at once in a pass: the default and the most (at least 1)."""
 
 
-@dataclass
+@dataclass(frozen=True)
+class StoreSettings:
+    """How every store of one mount is mounted and synced."""
+
+    cache_dir: str
+    """The cache folder, absolute; each store's cache is a folder of it."""
+    root: str = DEFAULT_ROOT
+    uid: int | None = None
+    gid: int | None = None
+    """The owner and group files show; None: the caller's."""
+    allow_other: bool = False
+    sync_interval: float = DEFAULT_SYNC_INTERVAL
+    sync_deletions: Deletions = Deletions.ENABLED
+    final_sync_timeout: float = DEFAULT_FINAL_SYNC_TIMEOUT
+    sync_concurrency: int = DEFAULT_SYNC_CONCURRENCY
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> StoreSettings:
+        return cls(**{**data, "sync_deletions": Deletions(data["sync_deletions"])})
+
+
+@dataclass(frozen=True)
 class StoreSpec:
     """Everything one store process needs. `token` travels only on stdin;
     `auth` is the header it travels in to the API."""
@@ -31,16 +77,27 @@ class StoreSpec:
     uid: int | None = None
     gid: int | None = None
     allow_other: bool = False
-    sync_interval: float = 15.0
-    sync_deletions: str = "enabled"
-    final_sync_timeout: float = 30.0
+    sync_interval: float = DEFAULT_SYNC_INTERVAL
+    sync_deletions: Deletions = Deletions.ENABLED
+    final_sync_timeout: float = DEFAULT_FINAL_SYNC_TIMEOUT
     prefetch_concurrency: int = 4
-    sync_concurrency: int = 16
+    sync_concurrency: int = DEFAULT_SYNC_CONCURRENCY
     follow_parent: bool = False
     """Stop (final sync, unmount) when stdin reaches its end: the foreground
     `memfs mount` holds the other end, so its death by any signal is seen at once."""
     name: str = ""
     auth: AuthHeader = "bearer"
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> StoreSpec:
+        """The spec of a launch line; TypeError or ValueError when it is none."""
+        mode = data.get("sync_deletions", Deletions.ENABLED)
+        if not isinstance(mode, str):
+            raise TypeError("the deletions mode of a spec is a word")
+        return cls(**{**data, "sync_deletions": Deletions(mode)})
 
 
 @dataclass
@@ -54,7 +111,7 @@ class StoreLaunch:
     log_file: str | None = None
 
     def to_json(self) -> str:
-        return json.dumps({"spec": asdict(self.spec), "env": self.env, "log_file": self.log_file})
+        return json.dumps({"spec": self.spec.to_json(), "env": self.env, "log_file": self.log_file})
 
     @classmethod
     def from_json(cls, text: str) -> StoreLaunch:
@@ -69,4 +126,4 @@ class StoreLaunch:
         log_file = launch.get("log_file")
         if log_file is not None and not isinstance(log_file, str):
             raise TypeError("the log file of a launch is a path")
-        return cls(StoreSpec(**launch["spec"]), dict(env), log_file)
+        return cls(StoreSpec.from_json(launch["spec"]), dict(env), log_file)

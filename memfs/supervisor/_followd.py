@@ -27,8 +27,8 @@ log = logging.getLogger("memfs.supervisor")
 
 def main() -> int:
     level = os.environ.get("MEMFS_LOG_LEVEL") or "INFO"
-    log_format = os.environ.get("MEMFS_LOG_FORMAT") or "text"
-    setup_logging(parse_level(level), parse_format(log_format))
+    log_format = parse_format(os.environ.get("MEMFS_LOG_FORMAT") or "text")
+    setup_logging(parse_level(level), log_format)
     logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         launch = json.loads(sys.stdin.readline())

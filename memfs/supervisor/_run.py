@@ -45,6 +45,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from .._children import child_env
+from .._logging import LogFormat
 from ..control import StoreSpec
 from ._follow import Announce, SessionFollower, SessionToFollow
 from ._supervisor import FinalSync, Supervisor
@@ -94,7 +95,7 @@ def run(
     argv: Sequence[str],
     *,
     log_level: str = "INFO",
-    log_format: str = "text",
+    log_format: LogFormat = "text",
     metrics_addr: str | None = None,
     session: SessionToFollow | None = None,
     announce: Announce | None = None,

@@ -40,6 +40,7 @@ from typing import Any, Protocol, TextIO
 
 from .._children import child_env, start_process
 from .._exceptions import MountError, SyncError
+from .._logging import LogFormat
 from .._private import ensure_private_dir, open_log_file
 from .._startup import EARLY_STORES, EarlyStores
 from ..api import check_store_id
@@ -110,7 +111,7 @@ class Supervisor:
         daemon: bool = False,
         log_level: str = "INFO",
         metrics_addr: str | None = None,
-        log_format: str = "text",
+        log_format: LogFormat = "text",
         early: EarlyStores | None = None,
     ) -> None:
         self.specs = specs

@@ -144,6 +144,14 @@ def test_a_launch_reads_back_as_itself():
     assert "tok-secret" not in repr(launch)
 
 
+def test_the_deletions_mode_travels_as_its_word_and_arrives_as_the_enum():
+    from memfs.api import Deletions
+
+    line = StoreLaunch(_spec(sync_deletions=Deletions.DISABLED)).to_json()
+    assert json.loads(line)["spec"]["sync_deletions"] == "disabled"
+    assert StoreLaunch.from_json(line).spec.sync_deletions is Deletions.DISABLED
+
+
 @pytest.mark.parametrize(
     "line",
     [
@@ -154,11 +162,15 @@ def test_a_launch_reads_back_as_itself():
         '{"spec": SPEC, "env": {"MEMFS_LOG_LEVEL": 1}}',
         '{"spec": SPEC, "env": ["MEMFS_LOG_LEVEL"]}',
         '{"spec": SPEC, "log_file": 7}',
+        '{"spec": SPEC_NEVER}',
         "not json",
     ],
 )
 def test_what_is_no_launch_is_refused(line):
-    line = line.replace("SPEC", json.dumps(asdict(_spec())))
+    never = {**asdict(_spec()), "sync_deletions": "never"}
+    line = line.replace("SPEC_NEVER", json.dumps(never)).replace(
+        "SPEC", json.dumps(asdict(_spec()))
+    )
     with pytest.raises((ValueError, TypeError)):
         StoreLaunch.from_json(line)
 
