@@ -198,8 +198,9 @@ def mount_plan(settings: Settings) -> MountPlan:
         )
     log.info("the token comes from %s and travels as %s", creds.source, creds.auth)
     resources = sup.fetch_session_resources(creds, session_id)
-    each = mounting(settings).store_settings()
-    specs = sup.build_specs(resources, creds, each)
+    mount = mounting(settings)
+    each = mount.store_settings()
+    specs = sup.build_specs(resources, creds, each, root=mount.root)
     mounted = [
         sup.FollowedStore(r, s.store_id, s.mount_path, s.read_only)
         for r, s in zip(resources, specs, strict=True)
@@ -207,9 +208,9 @@ def mount_plan(settings: Settings) -> MountPlan:
     nothing = None if specs else f"session {session_id} has no memory store: nothing mounted"
     return MountPlan(
         specs,
-        sup.SessionToFollow(session_id, creds, each, mounted),
+        sup.SessionToFollow(session_id, creds, each, mount.root, mounted),
         nothing,
-        read_stdin=bool(item) and mounting(settings).work_item == STDIN,
+        read_stdin=bool(item) and mount.work_item == STDIN,
     )
 
 
@@ -227,7 +228,7 @@ def mount_specs(settings: Settings) -> list[StoreSpec]:
     creds = mount_credentials(settings)
     if creds is not None:
         log.info("the token comes from %s and travels as %s", creds.source, creds.auth)
-    return sup.build_specs(resources, creds, mount.store_settings())
+    return sup.build_specs(resources, creds, mount.store_settings(), root=mount.root)
 
 
 def _to_stdout(line: str, problem: bool) -> None:

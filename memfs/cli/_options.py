@@ -27,17 +27,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Generic, Literal, TypeVar
 
+from .. import control
 from .._exceptions import ConfigError
 from .._logging import LOG_FORMATS, LOG_LEVELS, LogFormat, parse_format, parse_level
 from ..api import Deletions, session_id_problem
-from ..control import (
-    DEFAULT_FINAL_SYNC_TIMEOUT,
-    DEFAULT_ROOT,
-    DEFAULT_SYNC_CONCURRENCY,
-    DEFAULT_SYNC_INTERVAL,
-    MAX_SYNC_CONCURRENCY,
-    MIN_SYNC_INTERVAL,
-)
 from ..supervisor import parse_metrics_addr, store_arg_problem
 
 Kind = Literal["value", "switch", "list", "path"]
@@ -200,6 +193,35 @@ def store_spec(raw: object) -> list[str]:
     return [text]
 
 
+def file_option(
+    name: str,
+    help: str,
+    *,
+    metavar: str = "FILE",
+    group: str | None = None,
+    shown_default: str = "",
+) -> Option[str | None]:
+    """A setting that names a file or a folder: none by default, and in the
+    config file relative to the file's folder."""
+    return Option(
+        name,
+        help,
+        path_value,
+        default=None,
+        kind="path",
+        metavar=metavar,
+        group=group,
+        shown_default=shown_default,
+    )
+
+
+def id_option(name: str, help: str, *, shown_default: str) -> Option[int | None]:
+    """A user or group id files show (`--uid`, `--gid`): none by default."""
+    return Option(
+        name, help, whole(0), default=None, metavar=name.upper(), shown_default=shown_default
+    )
+
+
 def session_id(raw: object) -> str:
     text = _text(raw)
     problem = session_id_problem(text)
@@ -237,23 +259,16 @@ STORE: Option[tuple[str, ...]] = Option(
     metavar="ID[:read_only|:read_write][=MOUNT_PATH]",
     group="stores",
 )
-RESOURCES: Option[str | None] = Option(
+RESOURCES = file_option(
     "resources",
     "the session's resources array (JSON)",
-    path_value,
-    default=None,
-    kind="path",
-    metavar="FILE",
     group="stores",
 )
-WORK_ITEM: Option[str | None] = Option(
+WORK_ITEM = file_option(
     "work-item",
     "a claimed work item's JSON as the worker's poll returns it (- for standard input): "
     "its session's memory stores are mounted, read with its secret's sessions token, "
     "and followed as stores are attached and detached",
-    path_value,
-    default=None,
-    kind="path",
     metavar="FILE|-",
     group="stores",
 )
@@ -270,7 +285,7 @@ ROOT: Option[str] = Option(
     "root",
     "where stores without a mount path go",
     path_value,
-    default=DEFAULT_ROOT,
+    default=control.DEFAULT_ROOT,
     kind="path",
     metavar="DIR",
 )
@@ -283,61 +298,36 @@ API_URL: Option[str | None] = Option(
     metavar="URL",
     shown_default="https://api.anthropic.com",
 )
-TOKEN_FILE: Option[str | None] = Option(
+TOKEN_FILE = file_option(
     "token-file",
     "a file holding the token (or set MEMFS_TOKEN; ANTHROPIC_API_KEY or "
     "ANTHROPIC_AUTH_TOKEN count only when no work item secret is given); an "
     "sk-ant-api... key travels as x-api-key",
-    path_value,
-    default=None,
-    kind="path",
-    metavar="FILE",
     group="credentials",
 )
-SECRET_FILE: Option[str | None] = Option(
+SECRET_FILE = file_option(
     "secret-file",
     "a file holding the work item secret (or set MEMFS_WORK_ITEM_SECRET or "
     "ANTHROPIC_WORK_SECRET, or give --work-item); its sessions token is then the "
     "credential of every memory request",
-    path_value,
-    default=None,
-    kind="path",
-    metavar="FILE",
     group="credentials",
 )
-CACHE_DIR: Option[str | None] = Option(
+CACHE_DIR = file_option(
     "cache-dir",
     "the local cache (per store: the contents, plus 16 MiB of redo log)",
-    path_value,
-    default=None,
-    kind="path",
     metavar="DIR",
     shown_default="$XDG_CACHE_HOME/memfs or ~/.cache/memfs; /var/cache/memfs as root",
 )
-UID: Option[int | None] = Option(
-    "uid",
-    "owner shown for files",
-    whole(0),
-    default=None,
-    metavar="UID",
-    shown_default="the caller",
-)
-GID: Option[int | None] = Option(
-    "gid",
-    "group shown for files",
-    whole(0),
-    default=None,
-    metavar="GID",
-    shown_default="the caller's",
-)
+UID = id_option("uid", "owner shown for files", shown_default="the caller")
+GID = id_option("gid", "group shown for files", shown_default="the caller's")
 ALLOW_OTHER: Option[bool] = Option(
     "allow-other", "let other users reach the mounts", switch, default=False, kind="switch"
 )
 SYNC_INTERVAL: Option[float] = Option(
     "sync-interval",
-    f"seconds between passes, at least {MIN_SYNC_INTERVAL:g}",
-    seconds(minimum=MIN_SYNC_INTERVAL),
-    default=DEFAULT_SYNC_INTERVAL,
+    f"seconds between passes, at least {control.MIN_SYNC_INTERVAL:g}",
+    seconds(minimum=control.MIN_SYNC_INTERVAL),
+    default=control.DEFAULT_SYNC_INTERVAL,
     metavar="SECONDS",
 )
 SYNC_DELETIONS: Option[Deletions] = Option(
@@ -351,15 +341,15 @@ FINAL_SYNC_TIMEOUT: Option[float] = Option(
     "final-sync-timeout",
     "seconds for the final sync on stop",
     seconds(),
-    default=DEFAULT_FINAL_SYNC_TIMEOUT,
+    default=control.DEFAULT_FINAL_SYNC_TIMEOUT,
     metavar="SECONDS",
 )
 SYNC_CONCURRENCY: Option[int] = Option(
     "sync-concurrency",
-    f"requests at once in a sync pass, 1-{MAX_SYNC_CONCURRENCY}; the final sync uses "
-    f"twice as many, at most {MAX_SYNC_CONCURRENCY}",
-    whole(1, MAX_SYNC_CONCURRENCY),
-    default=DEFAULT_SYNC_CONCURRENCY,
+    f"requests at once in a sync pass, 1-{control.MAX_SYNC_CONCURRENCY}; the final sync uses "
+    f"twice as many, at most {control.MAX_SYNC_CONCURRENCY}",
+    whole(1, control.MAX_SYNC_CONCURRENCY),
+    default=control.DEFAULT_SYNC_CONCURRENCY,
     metavar="N",
 )
 METRICS_ADDR: Option[str | None] = Option(
@@ -416,13 +406,9 @@ LOG_OPTIONS: tuple[Option[Any], ...] = (LOG_LEVEL, LOG_FORMAT)
 """Settings every command takes (before or after its name); the config file
 sets them for the commands that mount."""
 
-CONFIG_OPTION: Option[str | None] = Option(
+CONFIG_OPTION = file_option(
     "config",
     "the config file; a missing default file is no error, a missing named one is",
-    path_value,
-    default=None,
-    kind="path",
-    metavar="FILE",
     shown_default="$XDG_CONFIG_HOME/memfs/config.toml or ~/.config/memfs/config.toml",
 )
 

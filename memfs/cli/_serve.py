@@ -120,14 +120,9 @@ def _is_loopback(host: str) -> bool:
 
 def _token_file_entries(path: str) -> list[str]:
     """The token entries of a `--token-file`: its lines, but blank ones and comments."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    except OSError as e:
-        raise ConfigError(f"cannot read the token file {path}: {e.strerror or e}")
-    except UnicodeDecodeError:
-        raise ConfigError(f"the token file {path} is not UTF-8 text")
-    entries = [line.strip() for line in lines]
+    from ..supervisor import read_secret_file
+
+    entries = [line.strip() for line in read_secret_file(path, "token").splitlines()]
     entries = [e for e in entries if e and not e.startswith("#")]
     if not entries:
         raise ConfigError(f"the token file {path} holds no token")

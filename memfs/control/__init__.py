@@ -25,10 +25,12 @@ from ._protocol import (
     StoreStatus,
     SyncReply,
     UnknownCommand,
+    known_fields,
 )
 from ._runtime import (
     StateFile,
     StoreState,
+    process_alive,
     read_state,
     running_stores,
     runtime_dir,
@@ -77,6 +79,8 @@ __all__ = [
     "StoreStatus",
     "SyncReply",
     "UnknownCommand",
+    "process_alive",
+    "known_fields",
     "read_state",
     "running_stores",
     "runtime_dir",

@@ -5,9 +5,11 @@ one mount shares.
 bounds defined here once. The command line makes them, once, from its flags,
 variables and config file (memfs.cli), and its readers check each value
 against the bounds below as they read it, so that a refusal names the
-value's source; nothing checks them again. The supervisor builds each
-store's `StoreSpec` from them, and a session's follower those of the stores
-attached later (the daemon follower gets them as JSON on its stdin).
+value's source; nothing checks them again. Each store's `StoreSpec` holds
+them and the store's own fields: the supervisor builds the specs from them
+(and the root folder of stores without a mount path, the mount's alone),
+and so does a session's follower for the stores attached later (the daemon
+follower gets them as JSON on its stdin).
 
 `StoreSpec` is everything one store process needs. It travels inside a
 `StoreLaunch`, one line of JSON on the process's stdin, so the token never
@@ -21,8 +23,8 @@ supervisor settled for it, and its log file.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Self
 
 from ..api import AuthHeader, Deletions
 
@@ -38,13 +40,13 @@ MAX_SYNC_CONCURRENCY = 32
 """Requests at once in a pass: the default and the most (at least 1)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StoreSettings:
-    """How every store of one mount is mounted and synced."""
+    """How every store of one mount is mounted and synced; a `StoreSpec` is
+    these and the store's own."""
 
     cache_dir: str
     """The cache folder, absolute; each store's cache is a folder of it."""
-    root: str = DEFAULT_ROOT
     uid: int | None = None
     gid: int | None = None
     """The owner and group files show; None: the caller's."""
@@ -54,50 +56,41 @@ class StoreSettings:
     final_sync_timeout: float = DEFAULT_FINAL_SYNC_TIMEOUT
     sync_concurrency: int = DEFAULT_SYNC_CONCURRENCY
 
+    def settings(self) -> dict[str, Any]:
+        """These settings alone, by field (a spec's too), to make another
+        object that has them."""
+        return {f.name: getattr(self, f.name) for f in fields(StoreSettings)}
+
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> StoreSettings:
-        return cls(**{**data, "sync_deletions": Deletions(data["sync_deletions"])})
+    def from_json(cls, data: dict[str, Any]) -> Self:
+        """The object `to_json` wrote; TypeError or ValueError when it is none."""
+        mode = data.get("sync_deletions", Deletions.ENABLED)
+        if not isinstance(mode, str):
+            raise TypeError("the deletions mode is a word")
+        return cls(**{**data, "sync_deletions": Deletions(mode)})
 
 
 @dataclass(frozen=True)
-class StoreSpec:
-    """Everything one store process needs. `token` travels only on stdin;
-    `auth` is the header it travels in to the API."""
+class StoreSpec(StoreSettings):
+    """Everything one store process needs: the mount's settings, and the
+    store's own. `token` travels only on stdin; `auth` is the header it
+    travels in to the API."""
 
     store_id: str
     mount_path: str
     api_url: str
     token: str = field(repr=False)
-    cache_dir: str
     runtime_dir: str
     read_only: bool = False
-    uid: int | None = None
-    gid: int | None = None
-    allow_other: bool = False
-    sync_interval: float = DEFAULT_SYNC_INTERVAL
-    sync_deletions: Deletions = Deletions.ENABLED
-    final_sync_timeout: float = DEFAULT_FINAL_SYNC_TIMEOUT
     prefetch_concurrency: int = 4
-    sync_concurrency: int = DEFAULT_SYNC_CONCURRENCY
     follow_parent: bool = False
     """Stop (final sync, unmount) when stdin reaches its end: the foreground
     `memfs mount` holds the other end, so its death by any signal is seen at once."""
     name: str = ""
     auth: AuthHeader = "bearer"
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> StoreSpec:
-        """The spec of a launch line; TypeError or ValueError when it is none."""
-        mode = data.get("sync_deletions", Deletions.ENABLED)
-        if not isinstance(mode, str):
-            raise TypeError("the deletions mode of a spec is a word")
-        return cls(**{**data, "sync_deletions": Deletions(mode)})
 
 
 @dataclass

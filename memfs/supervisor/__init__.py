@@ -35,6 +35,7 @@ from ._credentials import (
     URL_ENV,
     ConfigFallback,
     Credentials,
+    read_secret_file,
     resolve_credentials,
 )
 from ._follow import (
@@ -117,6 +118,7 @@ __all__ = [
     "load_resources",
     "notify",
     "parse_store_arg",
+    "read_secret_file",
     "resolve_credentials",
     "run",
     "running_stores",

@@ -39,7 +39,6 @@ at each check while the session lists it.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hashlib
 import json
 import logging
@@ -60,6 +59,8 @@ from ..control import (
     ErrorReply,
     StoreSettings,
     StoreSpec,
+    known_fields,
+    process_alive,
     running_stores,
     runtime_dir,
 )
@@ -134,11 +135,13 @@ class FollowedStore:
 class SessionToFollow:
     """A session whose stores are mounted, and what a follower needs to mount
     more of them: the credentials, the settings every spec is built with and
-    the stores mounted at the start."""
+    the folder of stores without a mount path, and the stores mounted at the
+    start."""
 
     session_id: str
     creds: Credentials = field(repr=False)
     settings: StoreSettings
+    root: str
     mounted: list[FollowedStore] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -151,7 +154,7 @@ class SessionToFollow:
                 "auth": self.creds.auth,
                 "source": self.creds.source,
             },
-            "spec_settings": self.settings.to_json(),
+            "spec_settings": {**self.settings.to_json(), "root": self.root},
             "mounted": [m.to_json() for m in self.mounted],
         }
 
@@ -160,7 +163,10 @@ class SessionToFollow:
         return cls(
             session_id=d["session_id"],
             creds=Credentials(**d["creds"]),
-            settings=StoreSettings.from_json(d["spec_settings"]),
+            settings=StoreSettings.from_json(
+                {k: v for k, v in d["spec_settings"].items() if k != "root"}
+            ),
+            root=d["spec_settings"]["root"],
             mounted=[FollowedStore.from_json(m) for m in d["mounted"]],
         )
 
@@ -252,20 +258,10 @@ class SessionRecord:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: Any) -> SessionRecord:
-        if not isinstance(data, dict):
-            raise ValueError("a session file holds a JSON object")
-        events = [SessionEvent(**e) for e in data.get("events", [])]
-        fields = {f.name for f in dataclasses.fields(cls)} - {"events"}
-        return cls(**{k: v for k, v in data.items() if k in fields}, events=events)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    return True
+    def from_json(cls, data: object) -> SessionRecord:
+        values = known_fields(cls, data, "a session file holds a JSON object")
+        values["events"] = [SessionEvent(**e) for e in values.get("events", [])]
+        return cls(**values)
 
 
 def session_records(folder: str | None = None) -> list[SessionRecord]:
@@ -285,7 +281,7 @@ def session_records(folder: str | None = None) -> list[SessionRecord]:
                 record = SessionRecord.from_json(json.loads(f.read()))
         except (OSError, ValueError, TypeError):
             continue
-        if _alive(record.pid):
+        if process_alive(record.pid):
             records.append(record)
     return records
 
@@ -476,7 +472,9 @@ class SessionFollower:
     def _attach(self, key: tuple[str, str, str, str], resource: Resource) -> None:
         sid = self.session.session_id
         try:
-            (spec,) = build_specs([resource], self.session.creds, self.session.settings)
+            (spec,) = build_specs(
+                [resource], self.session.creds, self.session.settings, root=self.session.root
+            )
             self._check_free(spec)
             self.supervisor.add(spec)
         except MemfsError as e:
@@ -585,12 +583,12 @@ class SessionFollower:
         if result is not None:
             return result
         spec = StoreSpec(
-            store.store_id,
-            store.mount_path,
-            self.session.creds.api_url,
-            "",
-            self.session.settings.cache_dir,
-            self.runtime_dir,
+            store_id=store.store_id,
+            mount_path=store.mount_path,
+            api_url=self.session.creds.api_url,
+            token="",
+            cache_dir=self.session.settings.cache_dir,
+            runtime_dir=self.runtime_dir,
         )
         for state in running_stores(self.runtime_dir):
             if state.store_id != store.store_id or state.mount_path != store.mount_path:

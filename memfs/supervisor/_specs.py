@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from .._exceptions import ConfigError, MountError, StatusError, StoreError
 from .._private import ensure_private_dir
@@ -73,18 +73,11 @@ class MountSettings:
     daemon: bool
 
     def store_settings(self) -> StoreSettings:
-        """What every store of the mount is given."""
-        return StoreSettings(
-            cache_dir=os.path.abspath(self.cache_dir or default_cache_dir()),
-            root=self.root,
-            uid=self.uid,
-            gid=self.gid,
-            allow_other=self.allow_other,
-            sync_interval=self.sync_interval,
-            sync_deletions=self.sync_deletions,
-            final_sync_timeout=self.final_sync_timeout,
-            sync_concurrency=self.sync_concurrency,
-        )
+        """What every store of the mount is given: these settings of the
+        same names, the cache folder made absolute."""
+        shared = {f.name: getattr(self, f.name) for f in fields(StoreSettings)}
+        cache_dir = os.path.abspath(self.cache_dir or default_cache_dir())
+        return StoreSettings(**{**shared, "cache_dir": cache_dir})
 
 
 def store_arg_problem(text: str) -> str | None:
@@ -182,7 +175,7 @@ def _check_resources(resources: list[Resource]) -> None:
 
 
 def build_specs(
-    resources: list[Resource], creds: Credentials | None, settings: StoreSettings
+    resources: list[Resource], creds: Credentials | None, settings: StoreSettings, *, root: str
 ) -> list[StoreSpec]:
     """One spec per store, every refusal made before anything is mounted."""
     _check_resources(resources)
@@ -209,7 +202,7 @@ def build_specs(
     for r in resources:
         sid = r.memory_store_id
         name = r.name or names.get(sid) or ""
-        path = r.mount_path or os.path.join(settings.root, slugify(name or sid))
+        path = r.mount_path or os.path.join(root, slugify(name or sid))
         if not r.mount_path and not name:
             why = refused.get(sid, "it has no name")
             log.warning(
@@ -233,17 +226,10 @@ def build_specs(
                 api_url=creds.api_url,
                 token=creds.token,
                 auth=creds.auth,
-                cache_dir=settings.cache_dir,
                 runtime_dir=runtime_dir(),
                 read_only=r.read_only,
-                uid=settings.uid,
-                gid=settings.gid,
-                allow_other=settings.allow_other,
-                sync_interval=settings.sync_interval,
-                sync_deletions=settings.sync_deletions,
-                final_sync_timeout=settings.final_sync_timeout,
-                sync_concurrency=settings.sync_concurrency,
                 name=name,
+                **settings.settings(),
             )
         )
     return specs

@@ -24,8 +24,10 @@ def _secret(obj: dict) -> str:
     return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
 
 
-def _specs(resources, creds=CREDS, **overrides):
-    return build_specs(resources, creds, StoreSettings(cache_dir="/tmp/cache", **overrides))
+def _specs(resources, creds=CREDS, root="/mnt/memory", **overrides):
+    return build_specs(
+        resources, creds, StoreSettings(cache_dir="/tmp/cache", **overrides), root=root
+    )
 
 
 @pytest.mark.parametrize(
@@ -471,12 +473,16 @@ def test_a_followed_session_reaches_the_daemon_follower_with_its_settings_typed(
     )
     resource = Resource("memstore_a", "read_only", mount_path="/m/a")
     session = SessionToFollow(
-        "sesn_1", CREDS, settings, [FollowedStore(resource, "memstore_a", "/m/a", True)]
+        "sesn_1",
+        CREDS,
+        settings,
+        "/mnt/memory",
+        [FollowedStore(resource, "memstore_a", "/m/a", True)],
     )
     sent = json.loads(json.dumps(session.to_json()))
     assert sent["spec_settings"] == {
-        "cache_dir": "/c",
         "root": "/mnt/memory",
+        "cache_dir": "/c",
         "uid": 7,
         "gid": None,
         "allow_other": False,
