@@ -307,7 +307,9 @@ def log_sources(settings: Settings) -> None:
     """At DEBUG, where each setting that is not its default came from."""
     for dest, found in settings.sources.items():
         if found.tier != DEFAULT and found.value is not None:
-            log.debug("%s is %s (from %s)", dest.replace("_", "-"), found.value, found.source)
+            # A list of stores is shown as the command line always showed it.
+            value = list(found.value) if isinstance(found.value, tuple) else found.value
+            log.debug("%s is %s (from %s)", dest.replace("_", "-"), value, found.source)
 
 
 def mount_credentials(

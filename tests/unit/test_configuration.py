@@ -313,3 +313,23 @@ def test_a_command_that_does_not_mount_has_no_mount_settings(tmp_path):
     args.verbose += args.verbose_after
     settings = settle(args, {"XDG_CONFIG_HOME": str(tmp_path), "MEMFS_LOG_FORMAT": "json"})
     assert (settings.mount, settings.log_format) == (None, "json")
+
+
+def test_at_debug_each_setting_says_where_it_came_from(tmp_path, caplog):
+    import logging
+
+    from memfs.cli._config import log_sources
+
+    settings = _settle(
+        ["--store", "memstore_a", "--sync-deletions", "disabled"],
+        {"MEMFS_UID": "7"},
+        None,
+        tmp_path,
+    )
+    with caplog.at_level(logging.DEBUG, logger="memfs"):
+        log_sources(settings)
+    assert [r.getMessage() for r in caplog.records] == [
+        "store is ['memstore_a'] (from --store)",
+        "uid is 7 (from MEMFS_UID)",
+        "sync-deletions is disabled (from --sync-deletions)",
+    ]
