@@ -30,9 +30,10 @@ import sys
 import threading
 import time
 from datetime import UTC, datetime
-from typing import IO, Any
+from typing import IO, Any, Literal, get_args
 
-LOG_FORMATS = ("text", "json")
+LogFormat = Literal["text", "json"]
+LOG_FORMATS: tuple[LogFormat, ...] = get_args(LogFormat)
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 TEXT_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
 RECORD_FIELDS = ("store_id", "path", "event")
@@ -50,11 +51,13 @@ def parse_level(text: str) -> int:
     return int(logging.getLevelName(name))
 
 
-def parse_format(text: str) -> str:
+def parse_format(text: str) -> LogFormat:
+    """A format's name (any case); ValueError naming the choices."""
     name = text.strip().lower()
-    if name not in LOG_FORMATS:
-        raise ValueError(f"is not one of {', '.join(LOG_FORMATS)}")
-    return name
+    for log_format in LOG_FORMATS:
+        if name == log_format:
+            return log_format
+    raise ValueError(f"is not one of {', '.join(LOG_FORMATS)}")
 
 
 class JsonFormatter(logging.Formatter):
@@ -106,7 +109,7 @@ class _Handler(logging.StreamHandler[IO[str]]):
 
 
 def setup_logging(
-    level: int | str, log_format: str = "text", *, store_id: str | None = None
+    level: int | str, log_format: LogFormat = "text", *, store_id: str | None = None
 ) -> None:
     """Send every record at `level` and above to stderr in `log_format`,
     replacing any handler set before (the root logger's)."""

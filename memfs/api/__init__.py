@@ -8,7 +8,9 @@ so the two cannot drift apart. Nothing here does I/O.
 - `_envelope`: the error envelope, and which exception each refusal is;
 - `_session`: what a session hands `memfs mount` (resources, the secret,
   and the secret's encoding for `memfs store session create`);
-- `_ids`: the form of a store id, checked before it names anything on disk.
+- `_ids`: the form of a store id, checked before it names anything on disk;
+- `_modes`: memfs's own modes that layers from the command line to the sync
+  name between them (`Deletions`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from ._ids import (
     shown_store_id,
     store_id_problem,
 )
+from ._modes import Deletions
 from ._paths import (
     MARKER_NAME,
     MARKER_PATH,
@@ -115,6 +118,7 @@ __all__ = [
     "STORE_ID_PREFIX",
     "ActorType",
     "CreatedSession",
+    "Deletions",
     "Memory",
     "MemoryPrefix",
     "MemoryStore",

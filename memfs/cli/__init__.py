@@ -2,18 +2,18 @@
 reads. Nothing imports this package.
 
 This module itself imports almost nothing: `main` first starts the store
-processes `memfs mount` and `memfs run` will need (memfs._children), so that
-their imports overlap the command line's own.
+processes `memfs mount` and `memfs run` will need, and `run` ends the
+program without the interpreter's teardown (memfs._startup, which says
+what each buys).
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NoReturn
 
-from .._children import EarlyStores
+from .._startup import EARLY_STORES, exit_now, skip_httpx_cli, start_early_stores
 
 if TYPE_CHECKING:
     import argparse
@@ -21,31 +21,19 @@ if TYPE_CHECKING:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The `memfs` command line; its exit status."""
-    early = EarlyStores.for_command(sys.argv[1:] if argv is None else argv)
+    start_early_stores(sys.argv[1:] if argv is None else argv)
+    skip_httpx_cli()
     try:
         from ._main import main as run_command
 
-        return run_command(argv, early=early)
+        return run_command(argv)
     finally:
-        early.close()
+        EARLY_STORES.close()
 
 
 def run() -> NoReturn:
-    """The `memfs` program: `main`, then an exit without the interpreter's
-    teardown (~20 ms of every command, on the way out of `memfs mount`
-    too), once the logs and what the command printed are flushed. Nothing
-    the commands hold needs the teardown: they close what they open, and
-    store processes are processes of their own."""
-    code = main()
-    import logging  # imported by then: the commands log
-
-    logging.shutdown()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe (`memfs status | head`)
-            pass
-    os._exit(code)
+    """The `memfs` program: `main`, then its exit (memfs._startup's `exit_now`)."""
+    exit_now(main())
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -21,6 +21,10 @@ draws the whole order as one table).
 - Options of a group come from one source together: `store` and
   `resources` (which stores), `token-file` and `secret-file` (which
   credentials; from the file they rank after every credential variable).
+
+`settle` does all of it once, before the command runs, and returns the
+`Settings` the command reads: for a command that mounts, its
+`MountSettings`, one typed, frozen object.
 """
 
 from __future__ import annotations
@@ -33,15 +37,36 @@ import stat
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from .._exceptions import ConfigError
-from ..supervisor import ConfigFallback, Credentials, resolve_credentials
+from .._logging import LogFormat
+from ..supervisor import ConfigFallback, Credentials, MountSettings, resolve_credentials
 from ._options import (
+    ALLOW_OTHER,
+    API_URL,
+    CACHE_DIR,
     CONFIG_OPTION,
+    DAEMON,
     FILE_OPTIONS,
+    FINAL_SYNC_TIMEOUT,
+    GID,
+    LOG_FORMAT,
+    LOG_LEVEL,
     LOG_OPTIONS,
+    METRICS_ADDR,
+    RESOURCES,
+    ROOT,
+    SECRET_FILE,
     SECRET_KEYS,
+    SESSION,
+    STORE,
+    SYNC_CONCURRENCY,
+    SYNC_DELETIONS,
+    SYNC_INTERVAL,
+    TOKEN_FILE,
+    UID,
+    WORK_ITEM,
     Option,
 )
 
@@ -52,12 +77,15 @@ TIERS = (FLAG, ENV, FILE, DEFAULT)
 """The sources, strongest first."""
 
 
+T = TypeVar("T")
+
+
 @dataclass(frozen=True)
-class Found:
+class Found(Generic[T]):
     """A setting's value and where it came from: `--sync-interval`,
     `MEMFS_SYNC_INTERVAL`, the config file's path, or `default`."""
 
-    value: Any
+    value: T
     tier: str
     source: str
 
@@ -65,7 +93,37 @@ class Found:
 @dataclass(frozen=True)
 class ConfigFile:
     path: str
-    values: dict[str, Any]
+    values: dict[str, object]
+
+
+class Chosen:
+    """Each option's value, as `choose` found it, by option."""
+
+    def __init__(self, found: Mapping[str, Found[Any]]) -> None:
+        self.found = dict(found)
+        """dest -> its value and source."""
+
+    def value(self, option: Option[T]) -> T:
+        found: Found[T] = self.found[option.dest]
+        return found.value
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What `settle` made of the flags, the variables, the config file and the
+    defaults, for one command."""
+
+    log_level: str | None
+    """A level name for the store processes; None for their own default."""
+    log_format: LogFormat
+    cli_log_level: int
+    """This process's level."""
+    sources: Mapping[str, Found[Any]]
+    """Where each setting came from, by dest."""
+    config_file: str | None = None
+    """The config file read, if any."""
+    mount: MountSettings | None = None
+    """The settings of a command that mounts; None for the others."""
 
 
 def default_config_path(env: Mapping[str, str]) -> str:
@@ -128,7 +186,7 @@ def load_config_file(path: str, *, named: bool) -> ConfigFile | None:
     return ConfigFile(path, values)
 
 
-def _from_env(option: Option, env: Mapping[str, str]) -> Found | None:
+def _from_env(option: Option[T], env: Mapping[str, str]) -> Found[T] | None:
     raw = env.get(option.env)
     if raw is None or not raw.strip():  # a variable set to blanks counts as unset
         return None
@@ -139,10 +197,11 @@ def _from_env(option: Option, env: Mapping[str, str]) -> Found | None:
     return Found(value, ENV, option.env)
 
 
-def _from_file(option: Option, config: ConfigFile | None) -> Found | None:
+def _from_file(option: Option[T], config: ConfigFile | None) -> Found[T] | None:
     if config is None or option.key not in config.values:
         return None
     raw = config.values[option.key]
+    value: Any  # a path's text, then that path from the file's folder
     try:
         value = option.parse(raw)
     except ValueError as e:
@@ -152,23 +211,25 @@ def _from_file(option: Option, config: ConfigFile | None) -> Found | None:
     return Found(value, FILE, config.path)
 
 
-def _from_flag(option: Option, args: argparse.Namespace) -> Found | None:
-    value = getattr(args, option.dest, None)
+def _from_flag(option: Option[T], args: argparse.Namespace) -> Found[T] | None:
+    value: Any = getattr(args, option.dest, None)  # argparse's, of `option.parse`
     if value is None or value == []:
         return None
+    if option.kind == "list":
+        value = tuple(value)  # argparse's list of the flags
     return Found(value, FLAG, option.flag)
 
 
 def choose(
-    options: Sequence[Option],
+    options: Sequence[Option[Any]],
     args: argparse.Namespace,
     env: Mapping[str, str],
     config: ConfigFile | None,
-) -> dict[str, Found]:
+) -> Chosen:
     """Each option's value by dest: the strongest source that sets it (for a
     group, that sets any of its options). Every source's value is read, so
     that a bad one is refused even where a stronger source overrides it."""
-    candidates: dict[str, dict[str, Found]] = {}
+    candidates: dict[str, dict[str, Found[Any]]] = {}
     for option in options:
         found = {
             tier: f
@@ -181,51 +242,78 @@ def choose(
         }
         found[DEFAULT] = Found(option.default, DEFAULT, DEFAULT)
         candidates[option.dest] = found
-    chosen: dict[str, Found] = {}
+    chosen: dict[str, Found[Any]] = {}
     for option in options:
         members = [o for o in options if option.group and o.group == option.group] or [option]
         tier = next(t for t in TIERS if any(t in candidates[m.dest] for m in members))
         own = candidates[option.dest]
         chosen[option.dest] = own.get(tier) or own[DEFAULT]
-    return chosen
+    return Chosen(chosen)
 
 
-def settle(args: argparse.Namespace, env: Mapping[str, str]) -> None:
-    """Fill in every setting `args` did not get as a flag, from the
-    environment, the config file (commands that mount) or the default.
-    Sets `args.sources` (dest -> Found), `args.log_level` (a level name for
-    the store processes, None for their own default) and `args.log_format`,
-    and `args.cli_log_level` (a number) for this process."""
-    options: Sequence[Option] = getattr(args, "_settings", ())
+def mount_settings(chosen: Chosen) -> MountSettings:
+    """The settings of a command that mounts, from the values `choose` found."""
+    return MountSettings(
+        store=chosen.value(STORE),
+        resources=chosen.value(RESOURCES),
+        work_item=chosen.value(WORK_ITEM),
+        session=chosen.value(SESSION),
+        root=chosen.value(ROOT),
+        api_url=chosen.value(API_URL),
+        token_file=chosen.value(TOKEN_FILE),
+        secret_file=chosen.value(SECRET_FILE),
+        cache_dir=chosen.value(CACHE_DIR),
+        uid=chosen.value(UID),
+        gid=chosen.value(GID),
+        allow_other=chosen.value(ALLOW_OTHER),
+        sync_interval=chosen.value(SYNC_INTERVAL),
+        sync_deletions=chosen.value(SYNC_DELETIONS),
+        final_sync_timeout=chosen.value(FINAL_SYNC_TIMEOUT),
+        sync_concurrency=chosen.value(SYNC_CONCURRENCY),
+        metrics_addr=chosen.value(METRICS_ADDR),
+        daemon=chosen.value(DAEMON),
+    )
+
+
+def settle(args: argparse.Namespace, env: Mapping[str, str]) -> Settings:
+    """Every setting of the command `args` holds: its flag, else the
+    environment, else the config file (commands that mount), else the
+    default; ConfigError for a bad value from any of them. The log level is
+    a level name for the store processes (None for their own default), and
+    `cli_log_level` a number for this process."""
+    options: Sequence[Option[Any]] = getattr(args, "_settings", ())
     config = None
     if options:
         named = _from_flag(CONFIG_OPTION, args) or _from_env(CONFIG_OPTION, env)
-        path = named.value if named else default_config_path(env)
+        path = named.value if named and named.value else default_config_path(env)
         config = load_config_file(path, named=named is not None)
     chosen = choose(options, args, env, config)
-    for dest, found in chosen.items():
-        setattr(args, dest, found.value)
-    args.config_file = config.path if config else None
     logs = choose(LOG_OPTIONS, args, env, config)
-    level = logs["log_level"]
+    level = logs.found[LOG_LEVEL.dest]
     if level.tier != FLAG and args.verbose:
         name = "DEBUG" if args.verbose > 1 else "INFO"
         level = Found(name, FLAG, "-v" * min(args.verbose, 2))
-    args.log_level = level.value
-    args.log_format = logs["log_format"].value
-    args.cli_log_level = logging.getLevelName(level.value) if level.value else logging.WARNING
-    args.sources = {**chosen, **logs, "log_level": level}
+    return Settings(
+        log_level=level.value,
+        log_format=logs.value(LOG_FORMAT),
+        cli_log_level=logging.getLevelName(level.value) if level.value else logging.WARNING,
+        sources={**chosen.found, **logs.found, LOG_LEVEL.dest: level},
+        config_file=config.path if config else None,
+        mount=mount_settings(chosen) if options else None,
+    )
 
 
-def log_sources(args: argparse.Namespace) -> None:
+def log_sources(settings: Settings) -> None:
     """At DEBUG, where each setting that is not its default came from."""
-    for dest, found in getattr(args, "sources", {}).items():
+    for dest, found in settings.sources.items():
         if found.tier != DEFAULT and found.value is not None:
-            log.debug("%s is %s (from %s)", dest.replace("_", "-"), found.value, found.source)
+            # A list of stores is shown as the command line always showed it.
+            value = list(found.value) if isinstance(found.value, tuple) else found.value
+            log.debug("%s is %s (from %s)", dest.replace("_", "-"), value, found.source)
 
 
 def mount_credentials(
-    args: argparse.Namespace,
+    settings: Settings,
     env: Mapping[str, str] | None = None,
     *,
     work_item_secret: str | None = None,
@@ -238,8 +326,10 @@ def mount_credentials(
     secret is given anywhere, and never `for_session`), then the config file's `token-file` /
     `secret-file`; the URL from `--api-url`, its variable,
     `ANTHROPIC_BASE_URL`, the config file, the secret, the public API."""
-    sources: dict[str, Found] = args.sources
-    token, secret, url = sources["token_file"], sources["secret_file"], sources["api_url"]
+    sources = settings.sources
+    token: Found[str | None] = sources[TOKEN_FILE.dest]
+    secret: Found[str | None] = sources[SECRET_FILE.dest]
+    url: Found[str | None] = sources[API_URL.dest]
     fallback = None
     token_file = secret_file = api_url = None
     if FILE in (token.tier, secret.tier, url.tier):
@@ -247,7 +337,7 @@ def mount_credentials(
             token_file=token.value if token.tier == FILE else None,
             secret_file=secret.value if secret.tier == FILE else None,
             api_url=url.value if url.tier == FILE else None,
-            where=args.config_file or "",
+            where=settings.config_file or "",
         )
     if token.tier in (FLAG, ENV):
         token_file = token.value

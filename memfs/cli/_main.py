@@ -20,10 +20,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import __version__
-from .._children import EarlyStores
 from .._exceptions import ConfigError, MemfsError, UsageError
 from .._logging import setup_logging
-from ._config import log_sources, settle
+from ._config import Settings, log_sources, settle
 from ._options import add_log_options
 
 log = logging.getLogger("memfs")
@@ -125,11 +124,13 @@ class SecretOnCommandLine(argparse.Action):
         )
 
 
-Command = tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]
+Run = Callable[[argparse.Namespace, Settings], int]
+"""A command: its arguments and its settings -> its exit status."""
+Command = tuple[str, Callable[[argparse.ArgumentParser], None], Run]
 
 
 def _commands() -> dict[str, Command]:
-    """name -> (help, setup(parser), run(args) -> exit status)."""
+    """name -> (help, setup(parser), run(args, settings) -> exit status)."""
     from . import _mount, _run, _serve, _store
 
     return {
@@ -170,37 +171,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None, *, early: EarlyStores | None = None) -> int:
-    """The command named by `argv`; `early` holds the store processes started
-    before it was parsed (memfs._children), for the commands that mount."""
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command named by `argv`; its exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
     args.verbose += args.verbose_after  # `memfs -v mount -v` is -vv
-    args.early = early or EarlyStores()
     try:
         # Every setting's source is settled, and every bad value refused, before any work.
-        settle(args, os.environ)
+        settings = settle(args, os.environ)
     except ConfigError as e:
         sys.stderr.write(f"memfs: {e}\n")
         return EXIT_USAGE
-    setup_logging(args.cli_log_level, args.log_format)
-    log_sources(args)
+    setup_logging(settings.cli_log_level, settings.log_format)
+    log_sources(settings)
+    run: Run = args._run
     try:
-        return int(args._run(args) or 0)
+        return int(run(args, settings) or 0)
     except UsageError as e:
-        return _refuse(args, e, EXIT_USAGE)
+        return _refuse(settings, e, EXIT_USAGE)
     except MemfsError as e:
-        return _refuse(args, e, EXIT_FAILED)
+        return _refuse(settings, e, EXIT_FAILED)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
         return EXIT_FAILED
 
 
-def _refuse(args: argparse.Namespace, e: MemfsError, code: int) -> int:
+def _refuse(settings: Settings, e: MemfsError, code: int) -> int:
     """The command's one sentence: `memfs: <sentence>`, or in a JSON log one
     more record (so that every line of stderr stays JSON)."""
-    if args.log_format != "json":
+    if settings.log_format != "json":
         sys.stderr.write(f"memfs: {e}\n")
     elif code == EXIT_USAGE:
         log.error("%s", e, extra={"event": "usage_error"})

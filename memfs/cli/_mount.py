@@ -26,14 +26,13 @@ from typing import Any
 from .. import supervisor as sup
 from .._exceptions import ConfigError, MountError
 from ..api import (
-    MAX_STORES_PER_SESSION,
     WorkItem,
     parse_work_item,
     parse_work_item_secret,
     session_id_problem,
 )
 from ..control import ErrorReply, StoreSpec
-from ._config import mount_credentials
+from ._config import Settings, mount_credentials
 from ._main import SecretOnCommandLine
 from ._options import add_options
 from ._status import print_sessions, print_table
@@ -138,26 +137,33 @@ def read_work_item(path: str) -> WorkItem:
     return item
 
 
-def _the_session(args: argparse.Namespace) -> tuple[str | None, WorkItem | None, str]:
+def mounting(settings: Settings) -> sup.MountSettings:
+    """The settings of a command `setup_mount` set up: `settle` made them."""
+    if settings.mount is None:
+        raise AssertionError("a command that mounts without its mount settings")
+    return settings.mount
+
+
+def _the_session(settings: Settings) -> tuple[str | None, WorkItem | None, str]:
     """The session whose stores to mount, the work item that named it, and
     where it came from; (None, None, "") when the stores are named otherwise."""
-    sources = args.sources
-    if args.work_item and args.session:
+    mount = mounting(settings)
+    if mount.work_item and mount.session:
         raise ConfigError(
             "give --work-item or --session, not both: the work item names its session"
         )
-    if args.store or args.resources:
-        if args.work_item or args.session:
+    if mount.store or mount.resources:
+        if mount.work_item or mount.session:
             raise ConfigError(
                 "--store and --resources name the stores, --work-item and --session take "
                 "them from a session: give one or the other"
             )
         return None, None, ""
-    if args.work_item:
-        item = read_work_item(args.work_item)
-        return item.session_id, item, sources["work_item"].source
-    if args.session:
-        return args.session, None, sources["session"].source
+    if mount.work_item:
+        item = read_work_item(mount.work_item)
+        return item.session_id, item, settings.sources["work_item"].source
+    if mount.session:
+        return mount.session, None, settings.sources["session"].source
     raw = os.environ.get(SESSION_ENV, "").strip()
     if raw:
         problem = session_id_problem(raw)
@@ -167,32 +173,17 @@ def _the_session(args: argparse.Namespace) -> tuple[str | None, WorkItem | None,
     return None, None, ""
 
 
-def _spec_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """`build_specs`' settings from the options `setup_mount` defines."""
-    return {
-        "root": args.root,
-        "cache_dir": os.path.abspath(args.cache_dir or sup.default_cache_dir()),
-        "uid": args.uid,
-        "gid": args.gid,
-        "allow_other": args.allow_other,
-        "sync_interval": args.sync_interval,
-        "sync_deletions": args.sync_deletions,
-        "final_sync_timeout": args.final_sync_timeout,
-        "sync_concurrency": args.sync_concurrency,
-    }
-
-
-def mount_plan(args: argparse.Namespace) -> MountPlan:
-    """The specs of the stores to mount from the options `setup_mount`
+def mount_plan(settings: Settings) -> MountPlan:
+    """The specs of the stores to mount from the settings `setup_mount`
     defines, and the session to follow, every refusal (a store, the
     resources file, the work item, the credentials, a value, a session that
     cannot be read) raised before anything mounts: `memfs mount` and
     `memfs run` share it."""
-    session_id, item, named_by = _the_session(args)
+    session_id, item, named_by = _the_session(settings)
     if session_id is None:
-        return MountPlan(mount_specs(args))
+        return MountPlan(mount_specs(settings))
     creds = mount_credentials(
-        args,
+        settings,
         work_item_secret=item.secret if item else None,
         work_item_source=f"the secret of the work item ({named_by})",
         for_session=True,
@@ -207,8 +198,9 @@ def mount_plan(args: argparse.Namespace) -> MountPlan:
         )
     log.info("the token comes from %s and travels as %s", creds.source, creds.auth)
     resources = sup.fetch_session_resources(creds, session_id)
-    settings = _spec_settings(args)
-    specs = sup.build_specs(resources, creds, **settings)
+    mount = mounting(settings)
+    each = mount.store_settings()
+    specs = sup.build_specs(resources, creds, each, root=mount.root)
     mounted = [
         sup.FollowedStore(r, s.store_id, s.mount_path, s.read_only)
         for r, s in zip(resources, specs, strict=True)
@@ -216,30 +208,27 @@ def mount_plan(args: argparse.Namespace) -> MountPlan:
     nothing = None if specs else f"session {session_id} has no memory store: nothing mounted"
     return MountPlan(
         specs,
-        sup.SessionToFollow(session_id, creds, settings, mounted),
+        sup.SessionToFollow(session_id, creds, each, mount.root, mounted),
         nothing,
-        read_stdin=bool(item) and args.work_item == STDIN,
+        read_stdin=bool(item) and mount.work_item == STDIN,
     )
 
 
-def mount_specs(args: argparse.Namespace) -> list[StoreSpec]:
+def mount_specs(settings: Settings) -> list[StoreSpec]:
     """One spec per store named by `--store` and `--resources` (or their
     variables and keys), every refusal (a store, the resources file, the
     credentials, a value) raised before anything mounts."""
-    resources = [sup.parse_store_arg(s) for s in args.store]
-    if args.resources:
-        resources += sup.load_resources(args.resources)
+    mount = mounting(settings)
+    resources = [sup.parse_store_arg(s) for s in mount.store]
+    if mount.resources:
+        resources += sup.load_resources(mount.resources)
     if not resources:
         raise ConfigError("no store to mount: give --store ID or --resources FILE")
-    if len(resources) > MAX_STORES_PER_SESSION:
-        raise ConfigError(
-            f"{len(resources)} stores were given; "
-            f"at most {MAX_STORES_PER_SESSION} can be mounted at once"
-        )
-    creds = mount_credentials(args)
+    sup.check_store_count(resources)
+    creds = mount_credentials(settings)
     if creds is not None:
         log.info("the token comes from %s and travels as %s", creds.source, creds.auth)
-    return sup.build_specs(resources, creds, **_spec_settings(args))
+    return sup.build_specs(resources, creds, mount.store_settings(), root=mount.root)
 
 
 def _to_stdout(line: str, problem: bool) -> None:
@@ -249,19 +238,20 @@ def _to_stdout(line: str, problem: bool) -> None:
         print(line, flush=True)
 
 
-def run_mount(args: argparse.Namespace) -> int:
-    plan = mount_plan(args)
+def run_mount(args: argparse.Namespace, settings: Settings) -> int:
+    plan = mount_plan(settings)
     specs = plan.specs
+    mount = mounting(settings)
     # Store processes log each pass at INFO unless --log-level, -v or MEMFS_LOG_LEVEL say otherwise.
+    log_level = settings.log_level or "INFO"
     supervisor = sup.Supervisor(
         specs,
-        daemon=args.daemon,
-        log_level=args.log_level or "INFO",
-        metrics_addr=args.metrics_addr,
-        log_format=args.log_format,
-        early=args.early,
+        daemon=mount.daemon,
+        log_level=log_level,
+        metrics_addr=mount.metrics_addr,
+        log_format=settings.log_format,
     )
-    if not args.daemon:
+    if not mount.daemon:
         supervisor.catch_stop_signals()
     supervisor.start_all()
     for spec in specs:
@@ -271,10 +261,10 @@ def run_mount(args: argparse.Namespace) -> int:
         print(plan.nothing, flush=True)
     session = plan.session
     if session is not None:
-        if args.daemon:
+        if mount.daemon:
             try:
                 sup.start_daemon_follower(
-                    session, log_level=args.log_level or "INFO", log_format=args.log_format
+                    session, log_level=log_level, log_format=settings.log_format
                 )
             except MountError:
                 supervisor.stop_all()
@@ -286,7 +276,7 @@ def run_mount(args: argparse.Namespace) -> int:
             "stores detached are unmounted",
             flush=True,
         )
-    if args.daemon:
+    if mount.daemon:
         return 0
     return supervisor.wait()
 
@@ -296,7 +286,7 @@ def setup_unmount(p: argparse.ArgumentParser) -> None:
     p.add_argument("--all", action="store_true", help="unmount every memfs mount of this machine")
 
 
-def run_unmount(args: argparse.Namespace) -> int:
+def run_unmount(args: argparse.Namespace, settings: Settings) -> int:
     if args.all:
         # First, so that no follower mounts a store attached meanwhile.
         for session_id in sup.stop_daemon_followers():
@@ -311,7 +301,7 @@ def setup_sync(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the reports as JSON")
 
 
-def run_sync(args: argparse.Namespace) -> int:
+def run_sync(args: argparse.Namespace, settings: Settings) -> int:
     results = sup.sync(args.mount_paths)
     code = 0
     out = []
@@ -336,7 +326,7 @@ def setup_status(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the status as JSON")
 
 
-def run_status(args: argparse.Namespace) -> int:
+def run_status(args: argparse.Namespace, settings: Settings) -> int:
     results = sup.status()
     sessions = sup.session_records()
     if args.json:

@@ -3,15 +3,18 @@
 key of the config file, with one function that reads its value from any of
 them.
 
-`MOUNT_OPTIONS` is the table; `add_options` puts it on a parser (each
-argparse action keeps its `Option` as `.memfs_option`, which is how
-`scripts/gen_config_doc.py` writes docs/configuration.md from the parser);
-`memfs.cli._config` decides which source wins.
+`MOUNT_OPTIONS` is the table, one `Option[T]` per field of
+`memfs.supervisor.MountSettings` (the value's type `T`); `add_options` puts it
+on a parser (each argparse action keeps its `Option` as `.memfs_option`,
+which is how `scripts/gen_config_doc.py` writes docs/configuration.md from
+the parser); `memfs.cli._config` decides which source wins and makes the
+settings.
 
 A value's reader (`Option.parse`) takes the text of a flag or a variable, or
 the value a TOML file holds, and returns the value or raises ValueError with
 the end of a sentence (`is not a number of seconds`) that the caller begins
-by naming the source.
+by naming the source. The bounds it checks are memfs.control's, and this is
+the one place they are checked.
 """
 
 from __future__ import annotations
@@ -21,33 +24,35 @@ import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from enum import StrEnum
+from typing import Any, Generic, Literal, TypeVar
 
+from .. import control
 from .._exceptions import ConfigError
-from .._logging import LOG_FORMATS, LOG_LEVELS, parse_format, parse_level
-from ..api import session_id_problem
-from ..supervisor import (
-    MAX_SYNC_CONCURRENCY,
-    MIN_SYNC_INTERVAL,
-    parse_metrics_addr,
-    store_arg_problem,
-)
+from .._logging import LOG_FORMATS, LOG_LEVELS, LogFormat, parse_format, parse_level
+from ..api import Deletions, session_id_problem
+from ..supervisor import parse_metrics_addr, store_arg_problem
 
 Kind = Literal["value", "switch", "list", "path"]
 
 TRUE_WORDS = ("1", "true", "yes")
 FALSE_WORDS = ("0", "false", "no")
 
+T = TypeVar("T")
+E = TypeVar("E", bound=StrEnum)
+
 
 @dataclass(frozen=True)
-class Option:
-    """One setting: `--<name>`, `MEMFS_<NAME>`, and `<name>` in the config file."""
+class Option(Generic[T]):
+    """One setting: `--<name>`, `MEMFS_<NAME>`, and `<name>` in the config
+    file, whose value is a `T`."""
 
     name: str
     """The flag without its dashes: `sync-interval`; also the config file's key."""
     help: str
-    parse: Callable[[Any], Any]
-    default: Any = None
+    parse: Callable[[object], T]
+    """The value of a flag's or a variable's text, or of a TOML value."""
+    default: T
     kind: Kind = "value"
     metavar: str | None = None
     shown_default: str = ""
@@ -76,7 +81,7 @@ class Option:
             return self.shown_default
         if self.kind == "switch":
             return "off"
-        if self.default is None or self.default == []:
+        if self.default is None or self.default == ():
             return "none"
         return f"{self.default:g}" if isinstance(self.default, float) else str(self.default)
 
@@ -84,28 +89,28 @@ class Option:
 # ---------------------------------------------------------------- readers
 
 
-def _text(raw: Any) -> str:
+def _text(raw: object) -> str:
     if not isinstance(raw, str):
         raise ValueError("is not a string")
     return raw.strip()
 
 
-def path_value(raw: Any) -> str:
+def path_value(raw: object) -> str:
     text = _text(raw)
     if not text:
         raise ValueError("is empty")
     return text
 
 
-def seconds(*, minimum: float | None = None) -> Callable[[Any], float]:
+def seconds(*, minimum: float | None = None) -> Callable[[object], float]:
     """A number of seconds: at least `minimum`, or more than 0 without one."""
 
-    def parse(raw: Any) -> float:
-        if isinstance(raw, bool):
+    def parse(raw: object) -> float:
+        if isinstance(raw, bool) or not isinstance(raw, str | int | float):
             raise ValueError("is not a number of seconds")
         try:
             value = float(raw.strip() if isinstance(raw, str) else raw)
-        except (TypeError, ValueError):
+        except ValueError:
             raise ValueError("is not a number of seconds")
         if not math.isfinite(value):
             raise ValueError("is not a number of seconds")
@@ -118,15 +123,15 @@ def seconds(*, minimum: float | None = None) -> Callable[[Any], float]:
     return parse
 
 
-def whole(low: int, high: int | None = None) -> Callable[[Any], int]:
+def whole(low: int, high: int | None = None) -> Callable[[object], int]:
     """A whole number from `low` (to `high`)."""
 
-    def parse(raw: Any) -> int:
-        if isinstance(raw, (bool, float)):
+    def parse(raw: object) -> int:
+        if isinstance(raw, bool) or not isinstance(raw, str | int):
             raise ValueError("is not a whole number")
         try:
             value = int(raw.strip() if isinstance(raw, str) else raw)
-        except (TypeError, ValueError):
+        except ValueError:
             raise ValueError("is not a whole number")
         if high is not None and not low <= value <= high:
             raise ValueError(f"must be between {low} and {high}")
@@ -137,17 +142,20 @@ def whole(low: int, high: int | None = None) -> Callable[[Any], int]:
     return parse
 
 
-def choice(*choices: str) -> Callable[[Any], str]:
-    def parse(raw: Any) -> str:
+def one_of(kind: type[E]) -> Callable[[object], E]:
+    """One of an enum's words, exactly."""
+
+    def parse(raw: object) -> E:
         text = _text(raw)
-        if text not in choices:
-            raise ValueError(f"is not one of {', '.join(choices)}")
-        return text
+        for member in kind:
+            if text == member.value:
+                return member
+        raise ValueError(f"is not one of {', '.join(kind)}")
 
     return parse
 
 
-def switch(raw: Any) -> bool:
+def switch(raw: object) -> bool:
     """A TOML boolean, or 1/0, true/false, yes/no in any case."""
     if isinstance(raw, bool):
         return raw
@@ -159,7 +167,7 @@ def switch(raw: Any) -> bool:
     raise ValueError("is not one of 1/0, true/false, yes/no")
 
 
-def store_specs(raw: Any) -> list[str]:
+def store_specs(raw: object) -> tuple[str, ...]:
     """`--store` values: a TOML array of strings, or a variable's
     whitespace-separated list (one flag's value is one spec)."""
     if isinstance(raw, str):
@@ -172,11 +180,12 @@ def store_specs(raw: Any) -> list[str]:
         problem = store_arg_problem(spec)
         if problem is not None:
             raise ValueError(f"has a store {spec!r} that {problem}")
-    return specs
+    return tuple(specs)
 
 
-def store_spec(raw: Any) -> list[str]:
-    """One `--store` flag: exactly one spec, spaces and all."""
+def store_spec(raw: object) -> list[str]:
+    """One `--store` flag: exactly one spec, spaces and all (argparse extends
+    the flags' list with it)."""
     text = _text(raw)
     problem = store_arg_problem(text)
     if problem is not None:
@@ -184,7 +193,36 @@ def store_spec(raw: Any) -> list[str]:
     return [text]
 
 
-def session_id(raw: Any) -> str:
+def file_option(
+    name: str,
+    help: str,
+    *,
+    metavar: str = "FILE",
+    group: str | None = None,
+    shown_default: str = "",
+) -> Option[str | None]:
+    """A setting that names a file or a folder: none by default, and in the
+    config file relative to the file's folder."""
+    return Option(
+        name,
+        help,
+        path_value,
+        default=None,
+        kind="path",
+        metavar=metavar,
+        group=group,
+        shown_default=shown_default,
+    )
+
+
+def id_option(name: str, help: str, *, shown_default: str) -> Option[int | None]:
+    """A user or group id files show (`--uid`, `--gid`): none by default."""
+    return Option(
+        name, help, whole(0), default=None, metavar=name.upper(), shown_default=shown_default
+    )
+
+
+def session_id(raw: object) -> str:
     text = _text(raw)
     problem = session_id_problem(text)
     if problem is not None:
@@ -192,7 +230,7 @@ def session_id(raw: Any) -> str:
     return text
 
 
-def metrics_addr(raw: Any) -> str:
+def metrics_addr(raw: object) -> str:
     text = _text(raw)
     try:
         parse_metrics_addr(text)
@@ -201,181 +239,180 @@ def metrics_addr(raw: Any) -> str:
     return text
 
 
-def _level(raw: Any) -> str:
+def _level(raw: object) -> str:
     return str(logging.getLevelName(parse_level(_text(raw))))
 
 
-def _format(raw: Any) -> str:
+def _format(raw: object) -> LogFormat:
     return parse_format(_text(raw))
 
 
 # ---------------------------------------------------------------- the table
 
-MOUNT_OPTIONS: tuple[Option, ...] = (
-    Option(
-        "store",
-        "a store to mount (repeatable, at most 8); a variable holds specs separated "
-        "by spaces, the config file an array",
-        store_specs,
-        default=[],
-        kind="list",
-        metavar="ID[:read_only|:read_write][=MOUNT_PATH]",
-        group="stores",
-    ),
-    Option(
-        "resources",
-        "the session's resources array (JSON)",
-        path_value,
-        kind="path",
-        metavar="FILE",
-        group="stores",
-    ),
-    Option(
-        "work-item",
-        "a claimed work item's JSON as the worker's poll returns it (- for standard input): "
-        "its session's memory stores are mounted, read with its secret's sessions token, "
-        "and followed as stores are attached and detached",
-        path_value,
-        kind="path",
-        metavar="FILE|-",
-        group="stores",
-    ),
-    Option(
-        "session",
-        "a session whose memory stores to mount and follow, read with the work item secret "
-        "(--secret-file...); ANTHROPIC_SESSION_ID counts when nothing else names the stores",
-        session_id,
-        metavar="ID",
-        group="stores",
-    ),
-    Option(
-        "root",
-        "where stores without a mount path go",
-        path_value,
-        default="/mnt/memory",
-        kind="path",
-        metavar="DIR",
-    ),
-    Option(
-        "api-url",
-        "the Memory Store API's base URL; after this flag and MEMFS_API_URL come "
-        "ANTHROPIC_BASE_URL, the config file's api-url, the secret's api_base_url",
-        path_value,
-        metavar="URL",
-        shown_default="https://api.anthropic.com",
-    ),
-    Option(
-        "token-file",
-        "a file holding the token (or set MEMFS_TOKEN; ANTHROPIC_API_KEY or "
-        "ANTHROPIC_AUTH_TOKEN count only when no work item secret is given); an "
-        "sk-ant-api... key travels as x-api-key",
-        path_value,
-        kind="path",
-        metavar="FILE",
-        group="credentials",
-    ),
-    Option(
-        "secret-file",
-        "a file holding the work item secret (or set MEMFS_WORK_ITEM_SECRET or "
-        "ANTHROPIC_WORK_SECRET, or give --work-item); its sessions token is then the "
-        "credential of every memory request",
-        path_value,
-        kind="path",
-        metavar="FILE",
-        group="credentials",
-    ),
-    Option(
-        "cache-dir",
-        "the local cache (per store: the contents, plus 16 MiB of redo log)",
-        path_value,
-        kind="path",
-        metavar="DIR",
-        shown_default="$XDG_CACHE_HOME/memfs or ~/.cache/memfs; /var/cache/memfs as root",
-    ),
-    Option(
-        "uid",
-        "owner shown for files",
-        whole(0),
-        metavar="UID",
-        shown_default="the caller",
-    ),
-    Option(
-        "gid",
-        "group shown for files",
-        whole(0),
-        metavar="GID",
-        shown_default="the caller's",
-    ),
-    Option("allow-other", "let other users reach the mounts", switch, default=False, kind="switch"),
-    Option(
-        "sync-interval",
-        f"seconds between passes, at least {MIN_SYNC_INTERVAL:g}",
-        seconds(minimum=MIN_SYNC_INTERVAL),
-        default=15.0,
-        metavar="SECONDS",
-    ),
-    Option(
-        "sync-deletions",
-        "what a local delete does in the store",
-        choice("enabled", "log_only", "disabled"),
-        default="enabled",
-        metavar="enabled|log_only|disabled",
-    ),
-    Option(
-        "final-sync-timeout",
-        "seconds for the final sync on stop",
-        seconds(),
-        default=30.0,
-        metavar="SECONDS",
-    ),
-    Option(
-        "sync-concurrency",
-        f"requests at once in a sync pass, 1-{MAX_SYNC_CONCURRENCY}; the final sync uses "
-        f"twice as many, at most {MAX_SYNC_CONCURRENCY}",
-        whole(1, MAX_SYNC_CONCURRENCY),
-        default=16,
-        metavar="N",
-    ),
-    Option(
-        "metrics-addr",
-        "serve Prometheus metrics of every mounted store at HOST:PORT (e.g. 127.0.0.1:9477)",
-        metrics_addr,
-        metavar="HOST:PORT",
-    ),
-    Option("daemon", "return once every store is mounted", switch, default=False, kind="switch"),
+STORE: Option[tuple[str, ...]] = Option(
+    "store",
+    "a store to mount (repeatable, at most 8); a variable holds specs separated "
+    "by spaces, the config file an array",
+    store_specs,
+    default=(),
+    kind="list",
+    metavar="ID[:read_only|:read_write][=MOUNT_PATH]",
+    group="stores",
 )
-"""Every setting of a mount, in the order `--help` and the docs list them."""
+RESOURCES = file_option(
+    "resources",
+    "the session's resources array (JSON)",
+    group="stores",
+)
+WORK_ITEM = file_option(
+    "work-item",
+    "a claimed work item's JSON as the worker's poll returns it (- for standard input): "
+    "its session's memory stores are mounted, read with its secret's sessions token, "
+    "and followed as stores are attached and detached",
+    metavar="FILE|-",
+    group="stores",
+)
+SESSION: Option[str | None] = Option(
+    "session",
+    "a session whose memory stores to mount and follow, read with the work item secret "
+    "(--secret-file...); ANTHROPIC_SESSION_ID counts when nothing else names the stores",
+    session_id,
+    default=None,
+    metavar="ID",
+    group="stores",
+)
+ROOT: Option[str] = Option(
+    "root",
+    "where stores without a mount path go",
+    path_value,
+    default=control.DEFAULT_ROOT,
+    kind="path",
+    metavar="DIR",
+)
+API_URL: Option[str | None] = Option(
+    "api-url",
+    "the Memory Store API's base URL; after this flag and MEMFS_API_URL come "
+    "ANTHROPIC_BASE_URL, the config file's api-url, the secret's api_base_url",
+    path_value,
+    default=None,
+    metavar="URL",
+    shown_default="https://api.anthropic.com",
+)
+TOKEN_FILE = file_option(
+    "token-file",
+    "a file holding the token (or set MEMFS_TOKEN; ANTHROPIC_API_KEY or "
+    "ANTHROPIC_AUTH_TOKEN count only when no work item secret is given); an "
+    "sk-ant-api... key travels as x-api-key",
+    group="credentials",
+)
+SECRET_FILE = file_option(
+    "secret-file",
+    "a file holding the work item secret (or set MEMFS_WORK_ITEM_SECRET or "
+    "ANTHROPIC_WORK_SECRET, or give --work-item); its sessions token is then the "
+    "credential of every memory request",
+    group="credentials",
+)
+CACHE_DIR = file_option(
+    "cache-dir",
+    "the local cache (per store: the contents, plus 16 MiB of redo log)",
+    metavar="DIR",
+    shown_default="$XDG_CACHE_HOME/memfs or ~/.cache/memfs; /var/cache/memfs as root",
+)
+UID = id_option("uid", "owner shown for files", shown_default="the caller")
+GID = id_option("gid", "group shown for files", shown_default="the caller's")
+ALLOW_OTHER: Option[bool] = Option(
+    "allow-other", "let other users reach the mounts", switch, default=False, kind="switch"
+)
+SYNC_INTERVAL: Option[float] = Option(
+    "sync-interval",
+    f"seconds between passes, at least {control.MIN_SYNC_INTERVAL:g}",
+    seconds(minimum=control.MIN_SYNC_INTERVAL),
+    default=control.DEFAULT_SYNC_INTERVAL,
+    metavar="SECONDS",
+)
+SYNC_DELETIONS: Option[Deletions] = Option(
+    "sync-deletions",
+    "what a local delete does in the store",
+    one_of(Deletions),
+    default=Deletions.ENABLED,
+    metavar="|".join(Deletions),
+)
+FINAL_SYNC_TIMEOUT: Option[float] = Option(
+    "final-sync-timeout",
+    "seconds for the final sync on stop",
+    seconds(),
+    default=control.DEFAULT_FINAL_SYNC_TIMEOUT,
+    metavar="SECONDS",
+)
+SYNC_CONCURRENCY: Option[int] = Option(
+    "sync-concurrency",
+    f"requests at once in a sync pass, 1-{control.MAX_SYNC_CONCURRENCY}; the final sync uses "
+    f"twice as many, at most {control.MAX_SYNC_CONCURRENCY}",
+    whole(1, control.MAX_SYNC_CONCURRENCY),
+    default=control.DEFAULT_SYNC_CONCURRENCY,
+    metavar="N",
+)
+METRICS_ADDR: Option[str | None] = Option(
+    "metrics-addr",
+    "serve Prometheus metrics of every mounted store at HOST:PORT (e.g. 127.0.0.1:9477)",
+    metrics_addr,
+    default=None,
+    metavar="HOST:PORT",
+)
+DAEMON: Option[bool] = Option(
+    "daemon", "return once every store is mounted", switch, default=False, kind="switch"
+)
 
-LOG_OPTIONS: tuple[Option, ...] = (
-    Option(
-        "log-level",
-        "the least severe records logged, by memfs and the store processes it starts; "
-        "-v is INFO, -vv DEBUG",
-        _level,
-        metavar="|".join(LOG_LEVELS),
-        shown_default="WARNING; store processes INFO",
-    ),
-    Option(
-        "log-format",
-        "text: readable lines; json: one JSON object per line",
-        _format,
-        default="text",
-        metavar="|".join(LOG_FORMATS),
-    ),
+MOUNT_OPTIONS: tuple[Option[Any], ...] = (
+    STORE,
+    RESOURCES,
+    WORK_ITEM,
+    SESSION,
+    ROOT,
+    API_URL,
+    TOKEN_FILE,
+    SECRET_FILE,
+    CACHE_DIR,
+    UID,
+    GID,
+    ALLOW_OTHER,
+    SYNC_INTERVAL,
+    SYNC_DELETIONS,
+    FINAL_SYNC_TIMEOUT,
+    SYNC_CONCURRENCY,
+    METRICS_ADDR,
+    DAEMON,
 )
+"""Every setting of a mount, in the order `--help` and the docs list them:
+one per field of `MountSettings`."""
+
+LOG_LEVEL: Option[str | None] = Option(
+    "log-level",
+    "the least severe records logged, by memfs and the store processes it starts; "
+    "-v is INFO, -vv DEBUG",
+    _level,
+    default=None,
+    metavar="|".join(LOG_LEVELS),
+    shown_default="WARNING; store processes INFO",
+)
+LOG_FORMAT: Option[LogFormat] = Option(
+    "log-format",
+    "text: readable lines; json: one JSON object per line",
+    _format,
+    default="text",
+    metavar="|".join(LOG_FORMATS),
+)
+LOG_OPTIONS: tuple[Option[Any], ...] = (LOG_LEVEL, LOG_FORMAT)
 """Settings every command takes (before or after its name); the config file
 sets them for the commands that mount."""
 
-CONFIG_OPTION = Option(
+CONFIG_OPTION = file_option(
     "config",
     "the config file; a missing default file is no error, a missing named one is",
-    path_value,
-    kind="path",
-    metavar="FILE",
     shown_default="$XDG_CONFIG_HOME/memfs/config.toml or ~/.config/memfs/config.toml",
 )
 
-FILE_OPTIONS: dict[str, Option] = {o.key: o for o in (*MOUNT_OPTIONS, *LOG_OPTIONS)}
+FILE_OPTIONS: dict[str, Option[Any]] = {o.key: o for o in (*MOUNT_OPTIONS, *LOG_OPTIONS)}
 """The config file's keys."""
 
 SECRET_KEYS = ("token", "secret", "work-item-secret", "api-key")
@@ -385,10 +422,10 @@ SECRET_KEYS = ("token", "secret", "work-item-secret", "api-key")
 # ---------------------------------------------------------------- the parser
 
 
-def _flag_type(read: Callable[[Any], Any]) -> Callable[[str], Any]:
+def _flag_type(read: Callable[[object], T]) -> Callable[[str], T]:
     """An argparse type: the refusal names the value; argparse adds the flag."""
 
-    def parse(text: str) -> Any:
+    def parse(text: str) -> T:
         try:
             return read(text)
         except ValueError as e:
@@ -399,7 +436,7 @@ def _flag_type(read: Callable[[Any], Any]) -> Callable[[str], Any]:
 
 def add_option(
     p: argparse.ArgumentParser,
-    option: Option,
+    option: Option[Any],
     *,
     default: Any = None,
     extra_flags: Sequence[str] = (),

@@ -21,7 +21,8 @@ import sys
 
 from .. import supervisor as sup
 from .._exceptions import ConfigError
-from ._mount import mount_plan, setup_mount
+from ._config import Settings
+from ._mount import mount_plan, mounting, setup_mount
 
 log = logging.getLogger("memfs")
 
@@ -48,8 +49,8 @@ def _to_stderr(line: str, problem: bool) -> None:
     sys.stderr.write(f"memfs: {line}\n")
 
 
-def run(args: argparse.Namespace) -> int:
-    if args.daemon:
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    if mounting(settings).daemon:
         raise ConfigError(
             "memfs run takes no --daemon: it stays in the foreground to run the command "
             "and the final sync after it"
@@ -59,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         command = command[1:]
     if not command:
         raise ConfigError("no command to run: give it after --, as in memfs run --store ID -- sh")
-    plan = mount_plan(args)
+    plan = mount_plan(settings)
     specs = plan.specs
     if plan.nothing:
         sys.stderr.write(f"memfs: {plan.nothing}\n")
@@ -67,10 +68,9 @@ def run(args: argparse.Namespace) -> int:
     result = sup.run(
         specs,
         command,
-        log_level=args.log_level or "WARNING",
-        log_format=args.log_format,
-        metrics_addr=args.metrics_addr,
-        early=args.early,
+        log_level=settings.log_level or "WARNING",
+        log_format=settings.log_format,
+        metrics_addr=mounting(settings).metrics_addr,
         session=plan.session,
         announce=_to_stderr,
         stdin_devnull=plan.read_stdin,

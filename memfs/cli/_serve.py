@@ -18,9 +18,13 @@ import os
 import resource
 import secrets
 import sys
+from typing import TYPE_CHECKING
 
 from .._exceptions import ConfigError
 from ..api import MAX_MEMORIES
+
+if TYPE_CHECKING:
+    from ._config import Settings
 
 DEFAULT_MAX_CONNECTIONS = 512
 DEFAULT_CLIENT_TIMEOUT = 10.0
@@ -116,14 +120,9 @@ def _is_loopback(host: str) -> bool:
 
 def _token_file_entries(path: str) -> list[str]:
     """The token entries of a `--token-file`: its lines, but blank ones and comments."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    except OSError as e:
-        raise ConfigError(f"cannot read the token file {path}: {e.strerror or e}")
-    except UnicodeDecodeError:
-        raise ConfigError(f"the token file {path} is not UTF-8 text")
-    entries = [line.strip() for line in lines]
+    from ..supervisor import read_secret_file
+
+    entries = [line.strip() for line in read_secret_file(path, "token").splitlines()]
     entries = [e for e in entries if e and not e.startswith("#")]
     if not entries:
         raise ConfigError(f"the token file {path} holds no token")
@@ -139,7 +138,7 @@ def _connection_cap(asked: int) -> int:
     return max(1, min(asked, soft - FD_RESERVE))
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, settings: Settings) -> int:
     from ..server import TOKEN_ENV, Grant, default_db_path, parse_tokens, serve
 
     if not 0 <= args.port <= 65535:

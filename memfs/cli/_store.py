@@ -37,10 +37,21 @@ import json
 import os
 import secrets
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .._exceptions import (
+    AuthenticationFailed,
+    ConfigError,
+    NotFound,
+    PathConflict,
+    PermissionDenied,
+    StoreError,
+)
 from ..api import (
     MAX_CONTENT_BYTES,
+    SERVE_DEFAULT_HOST,
+    SERVE_DEFAULT_PORT,
     Memory,
     SessionResource,
     encode_work_item_secret,
@@ -51,16 +62,9 @@ from ._main import SecretOnCommandLine
 
 if TYPE_CHECKING:
     from ..client import StoreClient
-from .._exceptions import (
-    AuthenticationFailed,
-    ConfigError,
-    NotFound,
-    PathConflict,
-    PermissionDenied,
-    StoreError,
-)
+    from ._config import Settings
 
-DEFAULT_LOCAL_API_URL = "http://127.0.0.1:8377"
+DEFAULT_LOCAL_API_URL = f"http://{SERVE_DEFAULT_HOST}:{SERVE_DEFAULT_PORT}"
 SHA_PREFIX = 12
 
 
@@ -100,15 +104,27 @@ def _add_connection_options(p: argparse.ArgumentParser, *, top: bool) -> None:
     )
 
 
-def setup(p: argparse.ArgumentParser) -> None:
-    _add_connection_options(p, top=True)
-    sub = p.add_subparsers(dest="store_command", metavar="ACTION", parser_class=type(p))
+Action = Callable[[str, str], argparse.ArgumentParser]
+"""Adds an action (its name, its help) to a parser's actions: its parser."""
+
+
+def _actions(p: argparse.ArgumentParser, dest: str) -> Action:
+    """The actions of `p`, one required, named in `args.<dest>`; each takes
+    the connection options too."""
+    sub = p.add_subparsers(dest=dest, metavar="ACTION", parser_class=type(p))
     sub.required = True
 
     def action(name: str, help_text: str) -> argparse.ArgumentParser:
         a = sub.add_parser(name, help=help_text, description=help_text)
         _add_connection_options(a, top=False)
         return a
+
+    return action
+
+
+def setup(p: argparse.ArgumentParser) -> None:
+    _add_connection_options(p, top=True)
+    action = _actions(p, "store_command")
 
     a = action("create", "create a store and print its id")
     a.add_argument("name")
@@ -141,13 +157,7 @@ def setup(p: argparse.ArgumentParser) -> None:
 
 
 def _setup_session(p: argparse.ArgumentParser) -> None:
-    sub = p.add_subparsers(dest="session_command", metavar="ACTION", parser_class=type(p))
-    sub.required = True
-
-    def action(name: str, help_text: str) -> argparse.ArgumentParser:
-        a = sub.add_parser(name, help=help_text, description=help_text)
-        _add_connection_options(a, top=False)
-        return a
+    action = _actions(p, "session_command")
 
     store_help = (
         "a store of the session, read-write unless :read_only, mounted at PATH"
@@ -441,7 +451,7 @@ async def _main(args: argparse.Namespace) -> None:
             raise StoreError(f"not found: {e.message}")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, settings: Settings) -> int:
     import trio
 
     trio.run(_main, args)

@@ -1,5 +1,6 @@
 """Between the CLI and the store processes: the control protocol (typed
-requests and replies, both ends), the store spec, the runtime folder and the
+requests and replies, both ends), the store spec and the settings every store
+of a mount shares (their defaults and bounds), the runtime folder and the
 state files in it.
 
 Importing this package loads neither trio nor httpx, so that `memfs
@@ -24,10 +25,12 @@ from ._protocol import (
     StoreStatus,
     SyncReply,
     UnknownCommand,
+    known_fields,
 )
 from ._runtime import (
     StateFile,
     StoreState,
+    process_alive,
     read_state,
     running_stores,
     runtime_dir,
@@ -35,12 +38,28 @@ from ._runtime import (
     socket_path,
     state_path,
 )
-from ._spec import StoreLaunch, StoreSpec
+from ._spec import (
+    DEFAULT_FINAL_SYNC_TIMEOUT,
+    DEFAULT_ROOT,
+    DEFAULT_SYNC_CONCURRENCY,
+    DEFAULT_SYNC_INTERVAL,
+    MAX_SYNC_CONCURRENCY,
+    MIN_SYNC_INTERVAL,
+    StoreLaunch,
+    StoreSettings,
+    StoreSpec,
+)
 
 if TYPE_CHECKING:
     from ._server import ControlServer, Handler
 
 __all__ = [
+    "DEFAULT_FINAL_SYNC_TIMEOUT",
+    "DEFAULT_ROOT",
+    "DEFAULT_SYNC_CONCURRENCY",
+    "DEFAULT_SYNC_INTERVAL",
+    "MAX_SYNC_CONCURRENCY",
+    "MIN_SYNC_INTERVAL",
     "AuthHeader",
     "Command",
     "ControlClient",
@@ -54,11 +73,14 @@ __all__ = [
     "MetricsReply",
     "StopReply",
     "StoreLaunch",
+    "StoreSettings",
     "StoreSpec",
     "StoreState",
     "StoreStatus",
     "SyncReply",
     "UnknownCommand",
+    "process_alive",
+    "known_fields",
     "read_state",
     "running_stores",
     "runtime_dir",

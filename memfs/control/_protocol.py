@@ -23,7 +23,17 @@ from __future__ import annotations
 import enum
 import json
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
+
+
+def known_fields(cls: type[Any], data: object, refusal: str) -> dict[str, Any]:
+    """The values `data`, a JSON object one memfs wrote, holds for the fields
+    of `cls` (a dataclass): a field it lacks gets its default, and one `cls` lacks (of a newer
+    memfs: fields are only ever added) is left out. ValueError(`refusal`) when
+    `data` is no object."""
+    if not isinstance(data, dict):
+        raise ValueError(refusal)
+    return {f.name: data[f.name] for f in fields(cls) if f.name in data}
 
 
 class Command(enum.StrEnum):
@@ -134,9 +144,7 @@ class StoreStatus:
 
     @classmethod
     def from_json(cls, data: object) -> StoreStatus:
-        if not isinstance(data, dict):
-            raise ValueError("a status is a JSON object")
-        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+        return cls(**known_fields(cls, data, "a status is a JSON object"))
 
 
 @dataclass(frozen=True)
@@ -153,17 +161,26 @@ class StatusReply:
 
 
 @dataclass(frozen=True)
-class SyncReply:
-    report: dict[str, Any]
-    """The pass's report (the sync layer's `PassReport.as_dict()`)."""
+class _ObjectReply:
+    """A command carried out, its answer one JSON object under the name of
+    the reply's one field (`report`, `metrics`)."""
+
     ok = True
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": True, "report": self.report}
+        (name,) = (f.name for f in fields(self))
+        return {"ok": True, name: getattr(self, name)}
 
     @classmethod
-    def from_json(cls, message: dict[str, Any]) -> SyncReply:
-        return cls(dict(message["report"]))
+    def from_json(cls, message: dict[str, Any]) -> Self:
+        (name,) = (f.name for f in fields(cls))
+        return cls(**{name: dict(message[name])})
+
+
+@dataclass(frozen=True)
+class SyncReply(_ObjectReply):
+    report: dict[str, Any]
+    """The pass's report (the sync layer's `PassReport.as_dict()`)."""
 
 
 @dataclass(frozen=True)
@@ -184,17 +201,9 @@ class StopReply:
 
 
 @dataclass(frozen=True)
-class MetricsReply:
+class MetricsReply(_ObjectReply):
     metrics: dict[str, Any]
     """What `MountedStore.metrics` gathers: counters, gauges and raw histograms."""
-    ok = True
-
-    def to_json(self) -> dict[str, Any]:
-        return {"ok": True, "metrics": self.metrics}
-
-    @classmethod
-    def from_json(cls, message: dict[str, Any]) -> MetricsReply:
-        return cls(dict(message["metrics"]))
 
 
 @dataclass(frozen=True)

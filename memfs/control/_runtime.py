@@ -117,7 +117,8 @@ class StoreState:
             raise ValueError(f"not a state file: {e}") from None
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether a process of that pid runs (one this user may signal)."""
     try:
         os.kill(pid, 0)
     except OSError:
@@ -133,7 +134,7 @@ def read_state(path: str) -> StoreState | None:
             state = StoreState.from_json(f.read())
     except (OSError, ValueError):
         return None
-    return state if _alive(state.pid) else None
+    return state if process_alive(state.pid) else None
 
 
 def running_stores(folder: str | None = None) -> list[StoreState]:

@@ -1,41 +1,91 @@
-"""What the supervisor tells a store process.
+"""What the supervisor tells a store process, and the settings every store of
+one mount shares.
+
+`StoreSettings` are those settings, typed and frozen, with their defaults and
+bounds defined here once. The command line makes them, once, from its flags,
+variables and config file (memfs.cli), and its readers check each value
+against the bounds below as they read it, so that a refusal names the
+value's source; nothing checks them again. Each store's `StoreSpec` holds
+them and the store's own fields: the supervisor builds the specs from them
+(and the root folder of stores without a mount path, the mount's alone),
+and so does a session's follower for the stores attached later (the daemon
+follower gets them as JSON on its stdin).
 
 `StoreSpec` is everything one store process needs. It travels inside a
 `StoreLaunch`, one line of JSON on the process's stdin, so the token never
-shows in argv or the environment (`ps`, `/proc/<pid>/environ`). The launch
-line also carries what a process started before its spec existed
-(memfs._children) could not be given at its start: the environment the
+shows in argv or the environment (`ps`, `/proc/<pid>/environ`); the spec is
+a flat object of its fields, the deletions mode as its word (`enabled`).
+The launch line also carries what a process started before its spec existed
+(memfs._startup) could not be given at its start: the environment the
 supervisor settled for it, and its log file.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Self
 
-from ..api import AuthHeader
+from ..api import AuthHeader, Deletions
+
+DEFAULT_ROOT = "/mnt/memory"
+"""Where stores without a mount path go."""
+DEFAULT_SYNC_INTERVAL = 15.0
+MIN_SYNC_INTERVAL = 5.0
+"""Seconds between two periodic passes: the default and the least."""
+DEFAULT_FINAL_SYNC_TIMEOUT = 30.0
+"""Seconds the final sync on stop may take (any number more than 0)."""
+DEFAULT_SYNC_CONCURRENCY = 16
+MAX_SYNC_CONCURRENCY = 32
+"""Requests at once in a pass: the default and the most (at least 1)."""
 
 
-@dataclass
-class StoreSpec:
-    """Everything one store process needs. `token` travels only on stdin;
-    `auth` is the header it travels in to the API."""
+@dataclass(frozen=True, kw_only=True)
+class StoreSettings:
+    """How every store of one mount is mounted and synced; a `StoreSpec` is
+    these and the store's own."""
+
+    cache_dir: str
+    """The cache folder, absolute; each store's cache is a folder of it."""
+    uid: int | None = None
+    gid: int | None = None
+    """The owner and group files show; None: the caller's."""
+    allow_other: bool = False
+    sync_interval: float = DEFAULT_SYNC_INTERVAL
+    sync_deletions: Deletions = Deletions.ENABLED
+    final_sync_timeout: float = DEFAULT_FINAL_SYNC_TIMEOUT
+    sync_concurrency: int = DEFAULT_SYNC_CONCURRENCY
+
+    def settings(self) -> dict[str, Any]:
+        """These settings alone, by field (a spec's too), to make another
+        object that has them."""
+        return {f.name: getattr(self, f.name) for f in fields(StoreSettings)}
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Self:
+        """The object `to_json` wrote; TypeError or ValueError when it is none."""
+        mode = data.get("sync_deletions", Deletions.ENABLED)
+        if not isinstance(mode, str):
+            raise TypeError("the deletions mode is a word")
+        return cls(**{**data, "sync_deletions": Deletions(mode)})
+
+
+@dataclass(frozen=True)
+class StoreSpec(StoreSettings):
+    """Everything one store process needs: the mount's settings, and the
+    store's own. `token` travels only on stdin; `auth` is the header it
+    travels in to the API."""
 
     store_id: str
     mount_path: str
     api_url: str
     token: str = field(repr=False)
-    cache_dir: str
     runtime_dir: str
     read_only: bool = False
-    uid: int | None = None
-    gid: int | None = None
-    allow_other: bool = False
-    sync_interval: float = 15.0
-    sync_deletions: str = "enabled"
-    final_sync_timeout: float = 30.0
     prefetch_concurrency: int = 4
-    sync_concurrency: int = 16
     follow_parent: bool = False
     """Stop (final sync, unmount) when stdin reaches its end: the foreground
     `memfs mount` holds the other end, so its death by any signal is seen at once."""
@@ -54,7 +104,7 @@ class StoreLaunch:
     log_file: str | None = None
 
     def to_json(self) -> str:
-        return json.dumps({"spec": asdict(self.spec), "env": self.env, "log_file": self.log_file})
+        return json.dumps({"spec": self.spec.to_json(), "env": self.env, "log_file": self.log_file})
 
     @classmethod
     def from_json(cls, text: str) -> StoreLaunch:
@@ -69,4 +119,4 @@ class StoreLaunch:
         log_file = launch.get("log_file")
         if log_file is not None and not isinstance(log_file, str):
             raise TypeError("the log file of a launch is a path")
-        return cls(StoreSpec(**launch["spec"]), dict(env), log_file)
+        return cls(StoreSpec.from_json(launch["spec"]), dict(env), log_file)

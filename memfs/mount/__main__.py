@@ -10,11 +10,9 @@ import sys
 # with sigtimedwait) would never see the SIGTERM that stops it.
 signal.pthread_sigmask(signal.SIG_SETMASK, ())
 
-# httpx imports its own command line when `rich` and `click` are installed (a
-# test venv has them, for import-linter): ~45 ms of every store process's start,
-# for a module this process never uses. None in sys.modules makes that import
-# fail, and httpx then goes without it.
-sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+from .._startup import skip_httpx_cli  # noqa: E402
+
+skip_httpx_cli()
 
 from ._process import main  # noqa: E402
 

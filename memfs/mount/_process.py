@@ -5,7 +5,7 @@ store: pyfuse3 holds one session per process). It reads its `StoreLaunch`
 (its `StoreSpec`, environment and log file) as one line of JSON on stdin, so
 the token never shows in `ps`, and reports on stdout one line: `READY` once
 the store is mounted, or `ERROR <sentence>`. It may be started before its
-spec exists (memfs._children), so that its imports overlap the command
+spec exists (memfs._startup), so that its imports overlap the command
 line's; one whose stdin ends before the line exits 0 without a word.
 
 The life of a mount, each resource's teardown declared where it is made
@@ -302,7 +302,7 @@ def main() -> int:
     os.umask(0o077)
     line = sys.stdin.readline()
     if not line:
-        return 0  # started early (memfs._children) and not needed after all
+        return 0  # started early (memfs._startup) and not needed after all
     try:
         launch = StoreLaunch.from_json(line)
     except (ValueError, TypeError) as e:

@@ -3,7 +3,8 @@ supervisor (readiness, signal fan-out), and the `unmount`, `sync` and
 `status` commands that talk to running store processes.
 
 - `_credentials`: where the token comes from and which header it travels in.
-- `_specs`: from arguments to one `StoreSpec` per store, refusals first.
+- `_specs`: the settings of a mount (`MountSettings`), and from them one
+  `StoreSpec` per store, refusals first.
 - `_supervisor`: starting the store processes and seeing them to the end.
 - `_commands`: `memfs unmount`, `memfs sync`, `memfs status`.
 - `_run`: `memfs run`: one command in the foreground between mount and final sync.
@@ -34,6 +35,7 @@ from ._credentials import (
     URL_ENV,
     ConfigFallback,
     Credentials,
+    read_secret_file,
     resolve_credentials,
 )
 from ._follow import (
@@ -60,11 +62,11 @@ from ._run import (
     shell_status,
 )
 from ._specs import (
-    MAX_SYNC_CONCURRENCY,
-    MIN_SYNC_INTERVAL,
     NAME_REFUSALS,
+    MountSettings,
     build_specs,
     check_mount_path,
+    check_store_count,
     default_cache_dir,
     load_resources,
     parse_metrics_addr,
@@ -98,8 +100,7 @@ __all__ = [
     "FORWARDED",
     "FinalSync",
     "GONE_TIMEOUT",
-    "MAX_SYNC_CONCURRENCY",
-    "MIN_SYNC_INTERVAL",
+    "MountSettings",
     "NAME_REFUSALS",
     "NOTIFY_ENV",
     "READY_TIMEOUT",
@@ -111,11 +112,13 @@ __all__ = [
     "URL_ENV",
     "build_specs",
     "check_mount_path",
+    "check_store_count",
     "control",
     "default_cache_dir",
     "load_resources",
     "notify",
     "parse_store_arg",
+    "read_secret_file",
     "resolve_credentials",
     "run",
     "running_stores",

@@ -73,14 +73,20 @@ def _token_auth(token: str) -> AuthHeader:
     return AUTH_API_KEY if token.startswith(API_KEY_PREFIX) else AUTH_BEARER
 
 
-def _read_secret_file(path: str, what: str) -> str:
+def read_secret_file(path: str, what: str) -> str:
+    """The text of a file holding a secret (the `what` file); ConfigError,
+    quoting nothing of it, when it cannot be read or is not UTF-8."""
     try:
         with open(path, encoding="utf-8") as f:
-            value = f.read().strip()
+            return f.read()
     except OSError as e:
         raise ConfigError(f"cannot read the {what} file {path}: {e.strerror or e}")
     except UnicodeDecodeError:
         raise ConfigError(f"the {what} file {path} is not UTF-8 text")
+
+
+def _read_secret_file(path: str, what: str) -> str:
+    value = read_secret_file(path, what).strip()
     if not value:
         raise ConfigError(f"the {what} file {path} is empty")
     return value

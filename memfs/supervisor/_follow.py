@@ -39,7 +39,6 @@ at each check while the session lists it.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hashlib
 import json
 import logging
@@ -52,13 +51,23 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .._exceptions import MemfsError, MountError, StoreError, SyncError
+from .._logging import LogFormat
 from .._private import ensure_private_dir
 from ..api import Resource, parse_resources
-from ..control import ControlClient, ErrorReply, StoreSpec, running_stores, runtime_dir
+from ..control import (
+    ControlClient,
+    ErrorReply,
+    StoreSettings,
+    StoreSpec,
+    known_fields,
+    process_alive,
+    running_stores,
+    runtime_dir,
+)
 from ._commands import GONE_TIMEOUT, _wait_gone
 from ._credentials import Credentials
 from ._specs import build_specs
-from ._supervisor import FinalSync, Supervisor
+from ._supervisor import STOP_MARGIN, FinalSync, Supervisor
 
 log = logging.getLogger("memfs.supervisor")
 
@@ -125,12 +134,14 @@ class FollowedStore:
 @dataclass
 class SessionToFollow:
     """A session whose stores are mounted, and what a follower needs to mount
-    more of them: the credentials, the settings every spec is built with
-    (`build_specs`' keyword arguments) and the stores mounted at the start."""
+    more of them: the credentials, the settings every spec is built with and
+    the folder of stores without a mount path, and the stores mounted at the
+    start."""
 
     session_id: str
     creds: Credentials = field(repr=False)
-    spec_settings: dict[str, Any]
+    settings: StoreSettings
+    root: str
     mounted: list[FollowedStore] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -143,7 +154,7 @@ class SessionToFollow:
                 "auth": self.creds.auth,
                 "source": self.creds.source,
             },
-            "spec_settings": self.spec_settings,
+            "spec_settings": {**self.settings.to_json(), "root": self.root},
             "mounted": [m.to_json() for m in self.mounted],
         }
 
@@ -152,7 +163,10 @@ class SessionToFollow:
         return cls(
             session_id=d["session_id"],
             creds=Credentials(**d["creds"]),
-            spec_settings=dict(d["spec_settings"]),
+            settings=StoreSettings.from_json(
+                {k: v for k, v in d["spec_settings"].items() if k != "root"}
+            ),
+            root=d["spec_settings"]["root"],
             mounted=[FollowedStore.from_json(m) for m in d["mounted"]],
         )
 
@@ -244,20 +258,10 @@ class SessionRecord:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: Any) -> SessionRecord:
-        if not isinstance(data, dict):
-            raise ValueError("a session file holds a JSON object")
-        events = [SessionEvent(**e) for e in data.get("events", [])]
-        fields = {f.name for f in dataclasses.fields(cls)} - {"events"}
-        return cls(**{k: v for k, v in data.items() if k in fields}, events=events)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    return True
+    def from_json(cls, data: object) -> SessionRecord:
+        values = known_fields(cls, data, "a session file holds a JSON object")
+        values["events"] = [SessionEvent(**e) for e in values.get("events", [])]
+        return cls(**values)
 
 
 def session_records(folder: str | None = None) -> list[SessionRecord]:
@@ -277,7 +281,7 @@ def session_records(folder: str | None = None) -> list[SessionRecord]:
                 record = SessionRecord.from_json(json.loads(f.read()))
         except (OSError, ValueError, TypeError):
             continue
-        if _alive(record.pid):
+        if process_alive(record.pid):
             records.append(record)
     return records
 
@@ -329,9 +333,7 @@ class SessionFollower:
             _resource_key(m.resource): m for m in session.mounted
         }
         self.runtime_dir = runtime_dir()
-        self.path = _session_file(
-            self.runtime_dir, session.session_id, session.spec_settings["cache_dir"]
-        )
+        self.path = _session_file(self.runtime_dir, session.session_id, session.settings.cache_dir)
         self.record = SessionRecord(session.session_id, os.getpid(), daemon, time.time())
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -470,7 +472,9 @@ class SessionFollower:
     def _attach(self, key: tuple[str, str, str, str], resource: Resource) -> None:
         sid = self.session.session_id
         try:
-            (spec,) = build_specs([resource], self.session.creds, **self.session.spec_settings)
+            (spec,) = build_specs(
+                [resource], self.session.creds, self.session.settings, root=self.session.root
+            )
             self._check_free(spec)
             self.supervisor.add(spec)
         except MemfsError as e:
@@ -579,17 +583,17 @@ class SessionFollower:
         if result is not None:
             return result
         spec = StoreSpec(
-            store.store_id,
-            store.mount_path,
-            self.session.creds.api_url,
-            "",
-            self.session.spec_settings["cache_dir"],
-            self.runtime_dir,
+            store_id=store.store_id,
+            mount_path=store.mount_path,
+            api_url=self.session.creds.api_url,
+            token="",
+            cache_dir=self.session.settings.cache_dir,
+            runtime_dir=self.runtime_dir,
         )
         for state in running_stores(self.runtime_dir):
             if state.store_id != store.store_id or state.mount_path != store.mount_path:
                 continue
-            timeout = float(self.session.spec_settings["final_sync_timeout"]) + 30.0
+            timeout = self.session.settings.final_sync_timeout + STOP_MARGIN
             try:
                 reply = ControlClient(state).stop(timeout=timeout)
             except SyncError as e:
@@ -605,13 +609,17 @@ class SessionFollower:
 
 
 def start_daemon_follower(
-    session: SessionToFollow, *, log_level: str, log_format: str, interval: float | None = None
+    session: SessionToFollow,
+    *,
+    log_level: str,
+    log_format: LogFormat,
+    interval: float | None = None,
 ) -> int:
     """Start the follower of a `--daemon` mount, a process of its own, and
     wait until it follows; its pid. MountError when it could not start."""
     from .._children import child_env, start_process
 
-    cache_dir = session.spec_settings["cache_dir"]
+    cache_dir = session.settings.cache_dir
     stderr = Supervisor._daemon_log(cache_dir, f"session-{session.session_id}.log")
     env = {**child_env(), "MEMFS_LOG_LEVEL": log_level, "MEMFS_LOG_FORMAT": log_format}
     proc = start_process(FOLLOWER_MODULE, env, stderr)

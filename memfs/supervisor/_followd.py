@@ -27,8 +27,8 @@ log = logging.getLogger("memfs.supervisor")
 
 def main() -> int:
     level = os.environ.get("MEMFS_LOG_LEVEL") or "INFO"
-    log_format = os.environ.get("MEMFS_LOG_FORMAT") or "text"
-    setup_logging(parse_level(level), parse_format(log_format))
+    log_format = parse_format(os.environ.get("MEMFS_LOG_FORMAT") or "text")
+    setup_logging(parse_level(level), log_format)
     logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         launch = json.loads(sys.stdin.readline())
@@ -38,7 +38,6 @@ def main() -> int:
         sys.stdout.write("ERROR the follower's launch line is not one memfs wrote\n")
         return 2
     supervisor = Supervisor([], daemon=True, log_level=level, log_format=log_format)
-    supervisor.early.close()
     follower = SessionFollower(session, supervisor, daemon=True, interval=interval)
 
     def stop(signum: int, frame: Any) -> None:

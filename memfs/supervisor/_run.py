@@ -44,7 +44,8 @@ import subprocess
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from .._children import EarlyStores, child_env
+from .._children import child_env
+from .._logging import LogFormat
 from ..control import StoreSpec
 from ._follow import Announce, SessionFollower, SessionToFollow
 from ._supervisor import FinalSync, Supervisor
@@ -94,9 +95,8 @@ def run(
     argv: Sequence[str],
     *,
     log_level: str = "INFO",
-    log_format: str = "text",
+    log_format: LogFormat = "text",
     metrics_addr: str | None = None,
-    early: EarlyStores | None = None,
     session: SessionToFollow | None = None,
     announce: Announce | None = None,
     stdin_devnull: bool = False,
@@ -111,7 +111,6 @@ def run(
         log_level=log_level,
         log_format=log_format,
         metrics_addr=metrics_addr,
-        early=early,
     )
     supervisor.start_all()
     try:

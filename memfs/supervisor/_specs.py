@@ -1,9 +1,10 @@
-"""From what the operator asked for (`--store`, `--resources`, credentials,
-flags) to one `StoreSpec` per store, every refusal made before anything is
-mounted: too many stores, a store given twice, two stores at one path, a
-relative mount path, a store id not of the API's form (it would name files
-and mount options), an interval or a concurrency out of bounds, no token,
-cache or runtime folders other users could write into.
+"""From what the operator asked for (`MountSettings`: `--store`,
+`--resources`, credentials, flags) to one `StoreSpec` per store, every
+refusal made before anything is mounted: too many stores, a store given
+twice, two stores at one path, a relative mount path, a store id not of the
+API's form (it would name files and mount options), no token, cache or
+runtime folders other users could write into. The settings' values were
+checked as the command line read them (memfs.control's bounds).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from dataclasses import dataclass, fields
 
 from .._exceptions import ConfigError, MountError, StatusError, StoreError
 from .._private import ensure_private_dir
@@ -19,24 +21,63 @@ from ..api import (
     ACCESS_READ_WRITE,
     MAX_STORES_PER_SESSION,
     STORE_ID_FORM,
+    Deletions,
     Resource,
     check_store_id,
     parse_resources,
     slugify,
     store_id_problem,
 )
-from ..control import StoreSpec, runtime_dir
+from ..control import StoreSettings, StoreSpec, runtime_dir
 from ._credentials import Credentials
 
 log = logging.getLogger("memfs.supervisor")
-
-MIN_SYNC_INTERVAL = 5.0
-MAX_SYNC_CONCURRENCY = 32
 
 NAME_REFUSALS = frozenset({400, 401, 403, 404})
 """Answers to `GET /v1/memory_stores/{id}` after which a store mounts under its
 id: the hosted API may refuse a sessions token there while the memory
 endpoints serve it. A store that does not exist fails at its first listing."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class MountSettings:
+    """Every setting of a command that mounts (`memfs mount`, `memfs run`),
+    one field per setting, named as its flag is (`--sync-interval`:
+    `sync_interval`). Made once by the command line (memfs.cli), from the
+    flag, else the variable, else the config file, else the default, each
+    value checked as it was read."""
+
+    store: tuple[str, ...]
+    """`--store` values, `ID[:read_only|:read_write][=MOUNT_PATH]` each."""
+    resources: str | None
+    """A resources file (JSON)."""
+    work_item: str | None
+    """A claimed work item's file (`-`: standard input)."""
+    session: str | None
+    """A session whose stores to mount and follow."""
+    root: str
+    api_url: str | None
+    token_file: str | None
+    secret_file: str | None
+    cache_dir: str | None
+    """None: `default_cache_dir()`."""
+    uid: int | None
+    gid: int | None
+    allow_other: bool
+    sync_interval: float
+    sync_deletions: Deletions
+    final_sync_timeout: float
+    sync_concurrency: int
+    metrics_addr: str | None
+    """`HOST:PORT` of the metrics endpoint, None for none."""
+    daemon: bool
+
+    def store_settings(self) -> StoreSettings:
+        """What every store of the mount is given: these settings of the
+        same names, the cache folder made absolute."""
+        shared = {f.name: getattr(self, f.name) for f in fields(StoreSettings)}
+        cache_dir = os.path.abspath(self.cache_dir or default_cache_dir())
+        return StoreSettings(**{**shared, "cache_dir": cache_dir})
 
 
 def store_arg_problem(text: str) -> str | None:
@@ -114,27 +155,16 @@ async def _store_names(
     return names, refused
 
 
-def _check_settings(
-    resources: list[Resource],
-    *,
-    sync_interval: float,
-    final_sync_timeout: float,
-    sync_concurrency: int,
-) -> None:
+def check_store_count(resources: list[Resource]) -> None:
+    """At most `MAX_STORES_PER_SESSION` stores; ConfigError saying so."""
     if len(resources) > MAX_STORES_PER_SESSION:
         raise ConfigError(
             f"{len(resources)} stores were given; at most {MAX_STORES_PER_SESSION} can be mounted at once"
         )
-    if sync_interval < MIN_SYNC_INTERVAL:
-        raise ConfigError(
-            f"the sync interval must be at least {MIN_SYNC_INTERVAL:.0f} seconds, not {sync_interval:g}"
-        )
-    if final_sync_timeout <= 0:
-        raise ConfigError("the final sync timeout must be a positive number of seconds")
-    if not 1 <= sync_concurrency <= MAX_SYNC_CONCURRENCY:
-        raise ConfigError(
-            f"the sync concurrency must be between 1 and {MAX_SYNC_CONCURRENCY}, not {sync_concurrency}"
-        )
+
+
+def _check_resources(resources: list[Resource]) -> None:
+    check_store_count(resources)
     seen = set()
     for r in resources:
         # Wherever it came from, a store id names nothing before it is checked.
@@ -145,26 +175,10 @@ def _check_settings(
 
 
 def build_specs(
-    resources: list[Resource],
-    creds: Credentials | None,
-    *,
-    root: str,
-    cache_dir: str,
-    uid: int | None,
-    gid: int | None,
-    allow_other: bool,
-    sync_interval: float,
-    sync_deletions: str,
-    final_sync_timeout: float,
-    sync_concurrency: int = 16,
+    resources: list[Resource], creds: Credentials | None, settings: StoreSettings, *, root: str
 ) -> list[StoreSpec]:
     """One spec per store, every refusal made before anything is mounted."""
-    _check_settings(
-        resources,
-        sync_interval=sync_interval,
-        final_sync_timeout=final_sync_timeout,
-        sync_concurrency=sync_concurrency,
-    )
+    _check_resources(resources)
     if not resources:
         return []
     if creds is None:
@@ -174,7 +188,7 @@ def build_specs(
             "(or the SDKs' ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN or ANTHROPIC_WORK_SECRET)"
         )
     # Folders other users could write into are refused before anything mounts.
-    ensure_private_dir(cache_dir, "cache folder", follow=True)
+    ensure_private_dir(settings.cache_dir, "cache folder", follow=True)
     ensure_private_dir(runtime_dir(), "runtime folder")
     need_names = [r.memory_store_id for r in resources if not r.mount_path and not r.name]
     names: dict[str, str] = {}
@@ -212,17 +226,10 @@ def build_specs(
                 api_url=creds.api_url,
                 token=creds.token,
                 auth=creds.auth,
-                cache_dir=cache_dir,
                 runtime_dir=runtime_dir(),
                 read_only=r.read_only,
-                uid=uid,
-                gid=gid,
-                allow_other=allow_other,
-                sync_interval=sync_interval,
-                sync_deletions=sync_deletions,
-                final_sync_timeout=final_sync_timeout,
-                sync_concurrency=sync_concurrency,
                 name=name,
+                **settings.settings(),
             )
         )
     return specs

@@ -38,9 +38,11 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, Protocol, TextIO
 
-from .._children import EarlyStores, child_env, start_process
+from .._children import child_env, start_process
 from .._exceptions import MountError, SyncError
+from .._logging import LogFormat
 from .._private import ensure_private_dir, open_log_file
+from .._startup import EARLY_STORES, EarlyStores
 from ..api import check_store_id
 from ..control import (
     ControlClient,
@@ -109,12 +111,12 @@ class Supervisor:
         daemon: bool = False,
         log_level: str = "INFO",
         metrics_addr: str | None = None,
-        log_format: str = "text",
+        log_format: LogFormat = "text",
         early: EarlyStores | None = None,
     ) -> None:
         self.specs = specs
-        self.early = early or EarlyStores()
-        """Store processes the command line started before the specs existed."""
+        self.early = EARLY_STORES if early is None else early
+        """Store processes started before the specs existed (memfs._startup)."""
         self.daemon = daemon
         self.log_level = log_level
         self.metrics_addr = metrics_addr

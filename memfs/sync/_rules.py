@@ -4,8 +4,9 @@ once, how long a refused memory waits, and the backoff after failed passes."""
 
 from __future__ import annotations
 
-import enum
 import math
+
+from ..api import Deletions as Deletions  # the mode, shared with the spec (memfs.api._modes)
 
 DELETE_WINDOW = 30.0
 
@@ -23,14 +24,6 @@ HOLD_MAX = 600.0
 """A memory the store refused for a reason other than its content is tried
 again after HOLD_FIRST seconds, doubling up to HOLD_MAX, or at once when it
 changes."""
-
-
-class Deletions(enum.StrEnum):
-    """What a local delete does in the store."""
-
-    ENABLED = "enabled"
-    LOG_ONLY = "log_only"
-    DISABLED = "disabled"
 
 
 def delete_cap(n: int) -> int:

@@ -1,6 +1,7 @@
 """The store processes `memfs mount` and `memfs run` start before they have
-a spec (memfs._children), and the launch line that hands one its spec: real
-processes, nothing mounted."""
+a spec (memfs._startup), the environment of memfs's children
+(memfs._children), and the launch line that hands a store process its spec:
+real processes, nothing mounted."""
 
 from __future__ import annotations
 
@@ -11,14 +12,8 @@ from dataclasses import asdict
 
 import pytest
 
-from memfs._children import (
-    NOTIFY_ENV,
-    SECRET_ENV,
-    STORE_MODULE,
-    EarlyStores,
-    child_env,
-    start_process,
-)
+from memfs._children import NOTIFY_ENV, SECRET_ENV, STORE_MODULE, child_env, start_process
+from memfs._startup import EarlyStores
 from memfs.control import StoreLaunch, StoreSpec
 from memfs.supervisor import CREDENTIAL_SOURCES
 
@@ -98,13 +93,11 @@ def test_a_log_file_that_cannot_be_opened_is_the_one_sentence_of_the_answer(tmp_
 
 
 def test_no_more_store_processes_start_early_than_a_session_may_mount():
-    from memfs._children import MAX_STORES
     from memfs.api import MAX_STORES_PER_SESSION
 
-    assert MAX_STORES == MAX_STORES_PER_SESSION
     early = EarlyStores.for_command(["mount", *["--store", "memstore_a"] * 12])
     try:
-        assert len(early) == MAX_STORES
+        assert len(early) == MAX_STORES_PER_SESSION
     finally:
         early.close()
 
@@ -151,6 +144,14 @@ def test_a_launch_reads_back_as_itself():
     assert "tok-secret" not in repr(launch)
 
 
+def test_the_deletions_mode_travels_as_its_word_and_arrives_as_the_enum():
+    from memfs.api import Deletions
+
+    line = StoreLaunch(_spec(sync_deletions=Deletions.DISABLED)).to_json()
+    assert json.loads(line)["spec"]["sync_deletions"] == "disabled"
+    assert StoreLaunch.from_json(line).spec.sync_deletions is Deletions.DISABLED
+
+
 @pytest.mark.parametrize(
     "line",
     [
@@ -161,11 +162,15 @@ def test_a_launch_reads_back_as_itself():
         '{"spec": SPEC, "env": {"MEMFS_LOG_LEVEL": 1}}',
         '{"spec": SPEC, "env": ["MEMFS_LOG_LEVEL"]}',
         '{"spec": SPEC, "log_file": 7}',
+        '{"spec": SPEC_NEVER}',
         "not json",
     ],
 )
 def test_what_is_no_launch_is_refused(line):
-    line = line.replace("SPEC", json.dumps(asdict(_spec())))
+    never = {**asdict(_spec()), "sync_deletions": "never"}
+    line = line.replace("SPEC_NEVER", json.dumps(never)).replace(
+        "SPEC", json.dumps(asdict(_spec()))
+    )
     with pytest.raises((ValueError, TypeError)):
         StoreLaunch.from_json(line)
 
@@ -229,7 +234,7 @@ def test_the_command_line_starts_its_store_processes_before_loading_memfs():
 
 
 def test_what_a_command_prints_into_a_pipe_arrives_before_it_exits(tmp_path):
-    """The program ends without the interpreter's teardown (`memfs.cli.run`):
+    """The program ends without the interpreter's teardown (`memfs._startup.exit_now`):
     what it printed into a pipe (block-buffered) is flushed first, and its exit
     status is the command's."""
     import subprocess

@@ -1,6 +1,7 @@
 """Where each setting of a mount comes from: the flag, else `MEMFS_<FLAG>`,
-else the config file, else the default; and the one sentence (exit 2) for a
-bad value from any of them. Parsing only: nothing is mounted here (the
+else the config file, else the default, as the settings `settle` makes
+(`MountSettings` for the commands that mount); and the one sentence (exit 2)
+for a bad value from any of them. Parsing only: nothing is mounted here (the
 mount tier runs the same through real mounts)."""
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from memfs.cli._options import MOUNT_OPTIONS
 # name -> (flag argv, variable text, TOML value) and the values each gives.
 SAMPLES: dict[str, tuple[list[str], str, object, tuple[object, object, object]]] = {
     "store": (["--store", "memstore_f"], "memstore_e memstore_e2:read_only", ["memstore_t"],
-              (["memstore_f"], ["memstore_e", "memstore_e2:read_only"], ["memstore_t"])),
+              (("memstore_f",), ("memstore_e", "memstore_e2:read_only"), ("memstore_t",))),
     "metrics-addr": (["--metrics-addr", "127.0.0.1:9001"], "127.0.0.1:9002", "127.0.0.1:9003",
                      ("127.0.0.1:9001", "127.0.0.1:9002", "127.0.0.1:9003")),
     "resources": (["--resources", "/f.json"], "/e.json", "/t.json", ("/f.json", "/e.json", "/t.json")),
@@ -60,8 +61,12 @@ def _settle(argv: list[str], env: dict[str, str], config: str | None, tmp: Path)
         (tmp / "xdg" / "memfs" / "config.toml").write_text(config)
     args = build_parser().parse_args(["mount", *argv])
     args.verbose += args.verbose_after
-    settle(args, env)
-    return args
+    return settle(args, env)
+
+
+def _value(settings, dest: str):
+    """A setting's value: the log settings are every command's, the others the mount's."""
+    return getattr(settings if dest.startswith("log_") else settings.mount, dest)
 
 
 def test_every_flag_has_a_sample():
@@ -77,36 +82,36 @@ def test_flag_wins_over_variable_over_file_over_default(name, given, tmp_path):
     argv = flag if "flag" in given else []
     env = {variable: text} if "env" in given else {}
     config = f"{name} = {_toml(value)}\n" if "file" in given else None
-    args = _settle(argv, env, config, tmp_path)
-    source = args.sources[dest]
+    settings = _settle(argv, env, config, tmp_path)
+    source = settings.sources[dest]
     expected = {"flag env file": from_flag, "env file": from_env, "file": from_file}
     if given == "nothing":
         default = next((o.default for o in MOUNT_OPTIONS if o.name == name), None)
-        assert (source.tier, getattr(args, dest)) == (
+        assert (source.tier, _value(settings, dest)) == (
             "default",
             "text" if name == "log-format" else default,
         )
     else:
-        assert getattr(args, dest) == expected[given]
+        assert _value(settings, dest) == expected[given]
         assert source.tier == given.split()[0].replace("env", "environment")
 
 
 def test_store_and_resources_come_from_one_source(tmp_path):
-    args = _settle([], {"MEMFS_STORE": "memstore_e"}, 'resources = "/r.json"\n', tmp_path)
-    assert (args.store, args.resources) == (["memstore_e"], None)
-    args = _settle(["--resources", "/f.json"], {"MEMFS_STORE": "memstore_e"}, None, tmp_path)
-    assert (args.store, args.resources) == ([], "/f.json")
+    mount = _settle([], {"MEMFS_STORE": "memstore_e"}, 'resources = "/r.json"\n', tmp_path).mount
+    assert (mount.store, mount.resources) == (("memstore_e",), None)
+    mount = _settle(["--resources", "/f.json"], {"MEMFS_STORE": "memstore_e"}, None, tmp_path).mount
+    assert (mount.store, mount.resources) == ((), "/f.json")
 
 
 def test_a_work_item_or_a_session_names_the_stores_as_store_and_resources_do(tmp_path):
     """They are one setting with `store` and `resources`: the strongest source
     that names stores at all wins, the weaker ones count for nothing."""
-    args = _settle(["--work-item", "-"], {"MEMFS_STORE": "memstore_e"}, None, tmp_path)
-    assert (args.work_item, args.store, args.session) == ("-", [], None)
-    args = _settle([], {"MEMFS_SESSION": "sesn_e"}, 'store = ["memstore_t"]\n', tmp_path)
-    assert (args.session, args.store) == ("sesn_e", [])
-    args = _settle(["--store", "memstore_f"], {"MEMFS_WORK_ITEM": "/w.json"}, None, tmp_path)
-    assert (args.store, args.work_item) == (["memstore_f"], None)
+    mount = _settle(["--work-item", "-"], {"MEMFS_STORE": "memstore_e"}, None, tmp_path).mount
+    assert (mount.work_item, mount.store, mount.session) == ("-", (), None)
+    mount = _settle([], {"MEMFS_SESSION": "sesn_e"}, 'store = ["memstore_t"]\n', tmp_path).mount
+    assert (mount.session, mount.store) == ("sesn_e", ())
+    mount = _settle(["--store", "memstore_f"], {"MEMFS_WORK_ITEM": "/w.json"}, None, tmp_path).mount
+    assert (mount.store, mount.work_item) == (("memstore_f",), None)
 
 
 def test_minus_v_is_a_flag_and_wins_over_the_variable(tmp_path):
@@ -119,14 +124,14 @@ def test_minus_v_is_a_flag_and_wins_over_the_variable(tmp_path):
 
 
 def test_paths_in_the_file_are_relative_to_its_folder(tmp_path):
-    args = _settle([], {}, 'cache-dir = "cache"\ntoken-file = "~/token"\n', tmp_path)
-    assert args.cache_dir == str(tmp_path / "xdg" / "memfs" / "cache")
-    assert args.token_file == os.path.expanduser("~/token")
+    mount = _settle([], {}, 'cache-dir = "cache"\ntoken-file = "~/token"\n', tmp_path).mount
+    assert mount.cache_dir == str(tmp_path / "xdg" / "memfs" / "cache")
+    assert mount.token_file == os.path.expanduser("~/token")
 
 
 def test_a_blank_variable_counts_as_unset(tmp_path):
-    args = _settle([], {"MEMFS_SYNC_INTERVAL": "  "}, "sync-interval = 20\n", tmp_path)
-    assert args.sync_interval == 20.0
+    mount = _settle([], {"MEMFS_SYNC_INTERVAL": "  "}, "sync-interval = 20\n", tmp_path).mount
+    assert mount.sync_interval == 20.0
 
 
 # ------------------------------------------------------------------ refusals
@@ -225,8 +230,8 @@ def test_main_exits_2_with_the_sentence(tmp_path, capsys, monkeypatch):
 
 
 def test_a_missing_default_file_is_no_error(tmp_path):
-    args = _settle([], {}, None, tmp_path)
-    assert args.config_file is None
+    settings = _settle([], {}, None, tmp_path)
+    assert settings.config_file is None
 
 
 def test_a_file_every_user_may_change_is_refused(tmp_path):
@@ -244,8 +249,8 @@ def test_a_file_every_user_may_change_is_refused(tmp_path):
 
 
 def _credentials(argv, env, config, tmp):
-    args = _settle(argv, env, config, tmp)
-    return mount_credentials(args, {"XDG_CONFIG_HOME": str(tmp / "xdg"), **env})
+    settings = _settle(argv, env, config, tmp)
+    return mount_credentials(settings, {"XDG_CONFIG_HOME": str(tmp / "xdg"), **env})
 
 
 def test_credentials_from_the_file_rank_after_every_variable(tmp_path):
@@ -272,3 +277,59 @@ def test_the_token_file_variable_ranks_before_the_token_variable(tmp_path):
     assert (creds.token, creds.source) == ("from-file", "MEMFS_TOKEN_FILE")
     with pytest.raises(ConfigError, match="cannot read the work item secret file /nonexistent"):
         _credentials(["--secret-file", "/nonexistent"], env, None, tmp_path)
+
+
+# ------------------------------------------------------------------ the settings object
+
+
+def test_the_settings_of_a_mount_are_one_frozen_typed_object(tmp_path):
+    """`settle` makes them once: each value of its type (the deletions mode
+    an enum), the object frozen, and what every store gets derived from it."""
+    import dataclasses
+
+    from memfs.api import Deletions
+    from memfs.supervisor import MountSettings
+
+    settings = _settle(
+        ["--sync-deletions", "log_only", "--store", "memstore_a"],
+        {"MEMFS_SYNC_INTERVAL": "20"},
+        'sync-concurrency = 4\ncache-dir = "cache"\n',
+        tmp_path,
+    )
+    mount = settings.mount
+    assert isinstance(mount, MountSettings)
+    assert mount.sync_deletions is Deletions.LOG_ONLY
+    assert (mount.store, mount.sync_interval, mount.sync_concurrency) == (("memstore_a",), 20.0, 4)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        mount.sync_interval = 5.0
+    each = mount.store_settings()
+    assert each.sync_deletions is Deletions.LOG_ONLY
+    assert (each.sync_interval, each.sync_concurrency) == (20.0, 4)
+    assert each.cache_dir == str(tmp_path / "xdg" / "memfs" / "cache")
+
+
+def test_a_command_that_does_not_mount_has_no_mount_settings(tmp_path):
+    args = build_parser().parse_args(["status"])
+    args.verbose += args.verbose_after
+    settings = settle(args, {"XDG_CONFIG_HOME": str(tmp_path), "MEMFS_LOG_FORMAT": "json"})
+    assert (settings.mount, settings.log_format) == (None, "json")
+
+
+def test_at_debug_each_setting_says_where_it_came_from(tmp_path, caplog):
+    import logging
+
+    from memfs.cli._config import log_sources
+
+    settings = _settle(
+        ["--store", "memstore_a", "--sync-deletions", "disabled"],
+        {"MEMFS_UID": "7"},
+        None,
+        tmp_path,
+    )
+    with caplog.at_level(logging.DEBUG, logger="memfs"):
+        log_sources(settings)
+    assert [r.getMessage() for r in caplog.records] == [
+        "store is ['memstore_a'] (from --store)",
+        "uid is 7 (from MEMFS_UID)",
+        "sync-deletions is disabled (from --sync-deletions)",
+    ]
