@@ -62,7 +62,7 @@ class SyncEngine:
         cache: SyncFace,
         *,
         read_only: bool = False,
-        deletions: str = "enabled",
+        deletions: Deletions | str = Deletions.ENABLED,
         kernel: KernelNotifier | None = None,
         full_listing_every: int = 40,
         delete_window: float = DELETE_WINDOW,
@@ -102,7 +102,7 @@ class SyncEngine:
         return self.pacer.deletions
 
     @deletions.setter
-    def deletions(self, mode: str) -> None:
+    def deletions(self, mode: Deletions | str) -> None:
         self.pacer.deletions = self.pusher.deletions = Deletions(mode)
 
     async def fetch_content(self, memory_id: str) -> tuple[bytes, str]:
