@@ -50,6 +50,9 @@ DROP_BATCH = 64
 """Content rows of deleted files dropped per idle tick (~1 ms): a request that
 comes meanwhile never waits long."""
 
+HOUSEKEEPING_QUIET = 1.6
+"""Seconds between housekeeping's looks at most, while nothing is committed."""
+
 ContentSource = Callable[[str], Awaitable[tuple[bytes, str]]]
 """Fetches a memory's content by id: returns (content, content_sha256)."""
 
@@ -157,7 +160,10 @@ class CacheParts(Tree):
         return self.journal.get_meta(key)
 
     def set_meta(self, key: str, value: str | None) -> None:
-        self.journal.set_meta(key, value)
+        """Keep a meta value; one equal to the kept one commits nothing (the
+        feed's head, saved after every pass, mostly stays the same)."""
+        if self.journal.get_meta(key) != value:
+            self.journal.set_meta(key, value)
 
     def transaction(self) -> contextlib.AbstractContextManager[None]:
         """Group several changes in one journal transaction (one commit)."""
@@ -184,7 +190,13 @@ class CacheParts(Tree):
         """Runs while mounted: while the filesystem is idle (`busy` says whether
         requests came since the last call), drops the content rows of deleted
         files (a batch at a time), applies the journal's redo log and copies the
-        WAL into the database, so that no request pays for any of it."""
+        WAL into the database, so that no request pays for any of it.
+
+        It looks every `every` seconds while changes come, and less often (up to
+        `HOUSEKEEPING_QUIET` seconds apart) while none does, so that an idle
+        mount costs next to nothing between passes."""
+        pause = every
+        seen: tuple[int, int] = (-1, -1)
         while True:
             try:
                 if not busy():
@@ -197,7 +209,10 @@ class CacheParts(Tree):
                 log.warning(
                     "housekeeping of %s: %s", self.store_id, e, extra={"event": "housekeeping"}
                 )
-            await trio.sleep(every)
+            state = (self.journal.committed, len(self.contents.dropped))
+            pause = min(2 * pause, HOUSEKEEPING_QUIET) if state == seen else every
+            seen = state
+            await trio.sleep(pause)
 
     def drop_contents(self, most: int | None = None) -> None:
         """Delete the content rows of deleted files, `most` at a time (see

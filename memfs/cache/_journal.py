@@ -287,6 +287,12 @@ class Journal:
             self._fill_noted = True
 
     @property
+    def committed(self) -> int:
+        """How many records this journal has committed: a number that changes
+        whenever anything is committed."""
+        return self._seq
+
+    @property
     def unsaved_commits(self) -> bool:
         """Something was committed to SQLite since the last `checkpoint`."""
         return self._database.unsaved_commits

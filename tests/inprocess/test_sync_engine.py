@@ -498,3 +498,19 @@ def test_the_download_waits_only_for_requests_the_cache_answers():
     assert filesystem_busy(0.001, readers_waiting=0)  # a walk of the tree
     assert not filesystem_busy(0.001, readers_waiting=1)  # an open waits for a content
     assert not filesystem_busy(GIVE_WAY_QUIET * 2, readers_waiting=0)  # quiet
+
+
+async def test_a_pass_with_nothing_changed_writes_nothing_to_the_cache(side: Side):
+    """An idle mount leaves its disk alone: once a pass has taken the store's
+    changes, a pass that finds none commits nothing to the journal (no record
+    of the redo log, no flush), however many run."""
+    await side.put_remote("/a.md", "one")
+    await side.write("/b.md", "two")
+    await side.sync()
+    await side.sync()
+    committed = side.cache.journal.committed
+    for _ in range(3):
+        report = await side.sync()
+        assert (report.pushed, report.pulled) == (0, 0)
+    assert side.cache.journal.committed == committed
+    assert side.cache.get_meta("feed_ts") is not None
