@@ -27,7 +27,7 @@ class NodeKind(enum.StrEnum):
     DIR = "dir"
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Live:
     """A node's state in this process only."""
 
@@ -46,7 +46,7 @@ class Live:
     """Bumped by every local change: a push knows whether the file changed on the way."""
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Node:
     """One file or folder of the mount; its id is the inode number, never reused."""
 
