@@ -3,7 +3,10 @@
 Starts its own `memfs serve` (SQLite in a temporary folder), fills 8 stores
 with 2,000 memories of 1-4 KB each in 40 folders (over the API, 16 requests
 at a time), then starts ONE foreground `memfs mount` with `--store ID=PATH`
-eight times and `--sync-interval 5`, as an operator would, and measures:
+eight times and `--sync-interval 5`, as an operator would, through a fault
+proxy (`memfs.testing`'s `FaultProxyProcess`) that delays every request by
+`--delay-ms` (20 ms: a real link; the stores are filled before it is set), and
+measures:
 
 1. browsable: from starting `memfs mount` until `memfs status` lists the 8
    stores (mounted), and until an os.walk of every tree lists its 2,000 files;
@@ -26,6 +29,7 @@ with one sentence when a check fails. Always unmounts and stops what it
 started. Needs root (FUSE). Usage:
 
     .venv/bin/python bench/scale_bench.py [--stores 8] [--memories 2000] [--idle-passes 3]
+        [--delay-ms 20]
 """
 
 from __future__ import annotations
@@ -54,7 +58,7 @@ from _procs import cpu_seconds, text_of  # noqa: E402
 
 from memfs.api import MARKER_NAME  # noqa: E402
 from memfs.client import StoreClient  # noqa: E402
-from memfs.testing import FakeStore  # noqa: E402
+from memfs.testing import FakeStore, FaultProxyProcess  # noqa: E402
 from tests.support import ServerProcess  # noqa: E402
 from tests.support.mounts import Mounter  # noqa: E402
 
@@ -136,8 +140,9 @@ def wait_for(what: str, check, timeout: float = TIMEOUT):
 class Mount:
     """One foreground `memfs mount` of every store (the supervisor)."""
 
-    def __init__(self, mounter: Mounter, paths: dict[str, Path], log: Path) -> None:
+    def __init__(self, mounter: Mounter, paths: dict[str, Path], log: Path, api_url: str) -> None:
         args = ["mount", "--root", str(mounter.root), "--cache-dir", str(mounter.cache_dir)]
+        args += ["--api-url", api_url]
         args += ["--token-file", str(mounter.token_file), "--final-sync-timeout", "120"]
         args += ["--sync-interval", str(SYNC_INTERVAL)]
         for store_id, path in paths.items():
@@ -175,14 +180,20 @@ def run(args: argparse.Namespace, tmp: Path) -> dict:
     mounter = Mounter(server, tmp)
     mount: Mount | None = None
     try:
-        result: dict = {}
-        t0 = time.perf_counter()
-        seeded = trio.run(fill_stores, server.url, token, args.stores, args.memories)
-        result["fill_s"] = time.perf_counter() - t0
-        paths = {sid: mounter.root / f"store-{n}" for n, sid in enumerate(seeded)}
-        mount = Mount(mounter, paths, tmp / "mount.log")
-        phases(args, mounter, mount, server, seeded, paths, result)
-        return result
+        with FaultProxyProcess(server.url) as proxy:
+            result: dict = {}
+            t0 = time.perf_counter()
+            seeded = trio.run(fill_stores, server.url, token, args.stores, args.memories)
+            result["fill_s"] = time.perf_counter() - t0
+            proxy.set(delay=args.delay_ms / 1000)
+            paths = {sid: mounter.root / f"store-{n}" for n, sid in enumerate(seeded)}
+            mount = Mount(mounter, paths, tmp / "mount.log", proxy.url)
+            try:
+                phases(args, mounter, mount, server, seeded, paths, result)
+            finally:
+                mount.stop()
+                mount = None
+            return result
     finally:
         if mount is not None:
             mount.stop()
@@ -323,6 +334,7 @@ def table(r: dict, args: argparse.Namespace) -> str:
 
     rows = [
         (f"stores filled ({args.stores} x {args.memories}, setup)", f"{r['fill_s']:.1f} s"),
+        ("the link: delay per request at the proxy", f"{args.delay_ms:.0f} ms"),
         ("memfs mount: all stores mounted", f"{r['mounted_s']:.2f} s"),
         ("every tree browsable (os.walk of all)", f"{r['browsable_s']:.2f} s"),
         ("all contents cached", f"{r['all_cached_s']:.2f} s"),
@@ -361,6 +373,9 @@ def main() -> int:
     parser.add_argument("--stores", type=int, default=8)
     parser.add_argument("--memories", type=int, default=2000)
     parser.add_argument("--idle-passes", type=int, default=3)
+    parser.add_argument(
+        "--delay-ms", type=float, default=20.0, help="each request's delay at the proxy (the link)"
+    )
     args = parser.parse_args()
     if os.geteuid() != 0:
         print("scale_bench: needs root for FUSE mounts", file=sys.stderr)
@@ -388,6 +403,7 @@ def main() -> int:
         "stores": args.stores,
         "memories": args.memories,
         "idle_passes": args.idle_passes,
+        "delay_ms": args.delay_ms,
         "sync_interval": SYNC_INTERVAL,
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
