@@ -190,6 +190,25 @@ class Overloaded(StatusError):
     status, error_type = 529, "overloaded_error"
 
 
+STATUS_ERRORS: tuple[type[StatusError], ...] = (
+    InvalidRequest,
+    AuthenticationFailed,
+    BillingError,
+    PermissionDenied,
+    NotFound,
+    PreconditionFailed,
+    PathConflict,
+    Conflict,
+    RequestTooLarge,
+    RateLimited,
+    ServerError,
+    GatewayTimeout,
+    Overloaded,
+)
+"""Every error answer the contract lists, one class a type: what the error
+envelope (memfs/api/_envelope.py) maps each `error.type` and status to."""
+
+
 class CacheError(MemfsError):
     """The local cache refused an operation."""
 

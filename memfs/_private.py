@@ -106,13 +106,14 @@ disk (the cache's, which the daemon's log shares) still reaches the log."""
 _FALLOC_FL_KEEP_SIZE = 1
 
 
-def _fallocate() -> Any:
-    """libc's `fallocate`, or None where there is none."""
+def libc_function(name: str, argtypes: list[Any]) -> Any:
+    """libc's function `name`, taking `argtypes` and answering an int (-1 and
+    errno on failure), or None where libc has no such function."""
     try:
-        fn = ctypes.CDLL(None, use_errno=True).fallocate
+        fn = getattr(ctypes.CDLL(None, use_errno=True), name)
     except (OSError, AttributeError):
         return None
-    fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    fn.argtypes = argtypes
     fn.restype = ctypes.c_int
     return fn
 
@@ -120,7 +121,9 @@ def _fallocate() -> Any:
 def keep_room(fd: int, size: int = LOG_ROOM) -> None:
     """Allocate `size` bytes past the end of the file `fd` without growing it, so
     that appends up to there need no more room on the disk (best effort)."""
-    fallocate = _fallocate()
+    fallocate = libc_function(
+        "fallocate", [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    )
     if fallocate is not None:
         fallocate(fd, _FALLOC_FL_KEEP_SIZE, os.fstat(fd).st_size, size)
 

@@ -15,47 +15,14 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from .._exceptions import (
-    AuthenticationFailed,
-    BillingError,
-    Conflict,
-    GatewayTimeout,
-    InvalidRequest,
-    NotFound,
-    Overloaded,
-    PathConflict,
-    PermissionDenied,
-    PreconditionFailed,
-    RateLimited,
-    RequestTooLarge,
-    ServerError,
-    StatusError,
-)
+from .._exceptions import STATUS_ERRORS, ServerError, StatusError
 
-_STATUS_ERRORS: tuple[type[StatusError], ...] = (
-    InvalidRequest,
-    AuthenticationFailed,
-    BillingError,
-    PermissionDenied,
-    NotFound,
-    PreconditionFailed,
-    PathConflict,
-    Conflict,
-    RequestTooLarge,
-    RateLimited,
-    ServerError,
-    GatewayTimeout,
-    Overloaded,
-)
-
-STATUS_ERRORS_BY_TYPE: dict[str, type[StatusError]] = {
-    cls.error_type: cls for cls in _STATUS_ERRORS
-}
+STATUS_ERRORS_BY_TYPE: dict[str, type[StatusError]] = {cls.error_type: cls for cls in STATUS_ERRORS}
 
 # A status alone names a class when exactly one class has it.
-_STATUS_COUNTS = Counter(cls.status for cls in _STATUS_ERRORS)
+_STATUS_COUNTS = Counter(cls.status for cls in STATUS_ERRORS)
 STATUS_ERRORS_BY_STATUS: dict[int, type[StatusError]] = {
-    cls.status: cls for cls in _STATUS_ERRORS if _STATUS_COUNTS[cls.status] == 1
+    cls.status: cls for cls in STATUS_ERRORS if _STATUS_COUNTS[cls.status] == 1
 }
 
 

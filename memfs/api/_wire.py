@@ -9,9 +9,9 @@ leaves out, so the hosted API and `memfs serve` read the same.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from enum import StrEnum
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
 from ._session import ACCESS_READ_ONLY, ACCESS_READ_WRITE, Resource
 
@@ -69,6 +69,27 @@ def content_sha256(content: bytes) -> str:
     return hashlib.sha256(content).hexdigest()
 
 
+class _Dataclass(Protocol):
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+
+W = TypeVar("W", bound=_Dataclass)
+
+
+def _from_fields(cls: type[W], d: dict[str, Any], **read: Any) -> W:
+    """The wire object `cls` of the JSON object `d`: each field from the key of
+    its name, its default when `d` has no such key (KeyError for a field with
+    no default), but the fields `read` holds, read their own way, and `type`,
+    which names the class and is its own."""
+    values: dict[str, Any] = {}
+    for f in fields(cls):
+        if f.name in read or f.name == "type":
+            continue
+        if f.name in d or (f.default is MISSING and f.default_factory is MISSING):
+            values[f.name] = d[f.name]
+    return cls(**values, **read)
+
+
 @dataclass(frozen=True)
 class MemoryStore:
     id: str
@@ -82,14 +103,12 @@ class MemoryStore:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> MemoryStore:
-        return cls(
-            id=d["id"],
+        return _from_fields(
+            cls,
+            d,
             name=d.get("name", ""),
             description=d.get("description") or "",
             metadata=dict(d.get("metadata") or {}),
-            created_at=d.get("created_at", ""),
-            updated_at=d.get("updated_at", ""),
-            archived_at=d.get("archived_at"),
         )
 
 
@@ -110,16 +129,13 @@ class Memory:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Memory:
-        return cls(
-            id=d["id"],
+        return _from_fields(
+            cls,
+            d,
             memory_store_id=d.get("memory_store_id", ""),
-            path=d["path"],
             content_sha256=d.get("content_sha256", ""),
             content_size_bytes=int(d.get("content_size_bytes") or 0),
             memory_version_id=d.get("memory_version_id", ""),
-            created_at=d.get("created_at", ""),
-            updated_at=d.get("updated_at", ""),
-            content=d.get("content"),
         )
 
 
@@ -149,19 +165,11 @@ class MemoryVersion:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> MemoryVersion:
-        return cls(
-            id=d["id"],
-            memory_id=d["memory_id"],
+        return _from_fields(
+            cls,
+            d,
             memory_store_id=d.get("memory_store_id", ""),
-            operation=d["operation"],
             created_at=d.get("created_at", ""),
-            content=d.get("content"),
-            content_sha256=d.get("content_sha256"),
-            content_size_bytes=d.get("content_size_bytes"),
-            path=d.get("path"),
-            created_by=d.get("created_by"),
-            redacted_at=d.get("redacted_at"),
-            redacted_by=d.get("redacted_by"),
         )
 
 
@@ -217,22 +225,9 @@ class SessionResource:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> SessionResource:
-        def text(key: str) -> str | None:
-            value = d.get(key)
-            return value if isinstance(value, str) else None
-
-        return cls(
-            type=str(d.get("type") or ""),
-            id=text("id"),
-            memory_store_id=text("memory_store_id"),
-            access=text("access"),
-            name=text("name"),
-            description=text("description"),
-            instructions=text("instructions"),
-            mount_path=text("mount_path"),
-            created_at=text("created_at") or "",
-            updated_at=text("updated_at") or "",
-        )
+        """Only text counts: a field whose value is not a string has its default."""
+        texts = {key: value for key, value in d.items() if isinstance(value, str)}
+        return _from_fields(cls, texts, type=str(d.get("type") or ""))
 
 
 @dataclass(frozen=True)
@@ -260,8 +255,9 @@ class Session:
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Session:
         resources = d.get("resources")
-        return cls(
-            id=d["id"],
+        return _from_fields(
+            cls,
+            d,
             status=str(d.get("status") or ""),
             resources=[
                 SessionResource.from_json(r)
@@ -271,9 +267,6 @@ class Session:
             environment_id=str(d.get("environment_id") or ""),
             title=d.get("title") if isinstance(d.get("title"), str) else None,
             metadata=dict(d.get("metadata") or {}),
-            created_at=d.get("created_at", ""),
-            updated_at=d.get("updated_at", ""),
-            archived_at=d.get("archived_at"),
         )
 
 

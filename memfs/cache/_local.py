@@ -183,20 +183,18 @@ class LocalChanges(CacheParts):
     def chown(self, node_id: int, uid: int | None, gid: int | None) -> None:
         """Give a file or folder an owner and group (None: leave it as it is).
         Kept in the journal only: the store has no owners."""
-        node = self.node(node_id)
-        if uid is not None:
-            node.uid = uid
-        if gid is not None:
-            node.gid = gid
-        self._attributes_changed(node)
+        self._set_given(node_id, uid=uid, gid=gid)
 
     def set_times(self, node_id: int, mtime_ns: int | None, atime_ns: int | None = None) -> None:
         """Set a node's times (None: leave it); the change time is now."""
+        self._set_given(node_id, mtime_ns=mtime_ns, atime_ns=atime_ns)
+
+    def _set_given(self, node_id: int, **attributes: int | None) -> None:
+        """Set the node's attributes given (None: leave that one as it is)."""
         node = self.node(node_id)
-        if mtime_ns is not None:
-            node.mtime_ns = mtime_ns
-        if atime_ns is not None:
-            node.atime_ns = atime_ns
+        for name, value in attributes.items():
+            if value is not None:
+                setattr(node, name, value)
         self._attributes_changed(node)
 
     # ----------------------------------------------------------- content

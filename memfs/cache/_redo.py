@@ -47,10 +47,11 @@ import os
 import struct
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
+from .._private import libc_function
 from ._records import Op, Operation, decode, encode
 
 CAPACITY = 16 * 1024 * 1024
@@ -74,19 +75,11 @@ _MOST_BREAKS = 64
 _SYNC_FILE_RANGE_WRITE = 2
 
 
-def _sync_file_range() -> Any:
-    """libc's `sync_file_range`, or None where there is none (then
-    `start_writeback` does nothing)."""
-    try:
-        fn = ctypes.CDLL(None, use_errno=True).sync_file_range
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-    fn.restype = ctypes.c_int
-    return fn
-
-
-_START_WRITEBACK = _sync_file_range()
+_START_WRITEBACK = libc_function(
+    "sync_file_range", [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+)
+"""libc's `sync_file_range`, or None where there is none (then
+`start_writeback` does nothing)."""
 
 
 class RedoLogError(Exception):
@@ -234,30 +227,18 @@ class RedoLog:
         """The records of the chain that follows sequence number `after`, in order,
         each as (seq, operations), a content operation's length replaced by the
         content itself."""
-        reader = _Reader(self.fd)
-        at, expected = 0, after + 1
-        while True:
-            found = self._record_at(reader, at)
-            if found.kind is not _Kind.INTACT or found.seq != expected:
-                return
-            assert found.ops is not None
-            yield found.seq, found.ops
-            at, expected = found.next_at, expected + 1
+        for record in self._chain(_Reader(self.fd), 0, after + 1):
+            yield record.seq, record.ops
 
     def recover(self, after: int) -> tuple[list[ChainRecord], LogEnd]:
         """What opening finds: the chain that follows `after` (as `records`, with
         where each record's contents are), and how the log ends after it
         (`LogEnd`), for the journal to tell a clean end from damage."""
         reader = _Reader(self.fd)
-        chain: list[ChainRecord] = []
-        at, expected = 0, after + 1
-        while True:
-            found = self._record_at(reader, at)
-            if found.kind is not _Kind.INTACT or found.seq != expected:
-                break
-            assert found.ops is not None
-            chain.append(ChainRecord(found.seq, found.ops, found.contents_at))
-            at, expected = found.next_at, expected + 1
+        walk = self._chain(reader, 0, after + 1)
+        chain = list(walk)
+        at, expected, found = walk.at, walk.seq, walk.end
+        assert found is not None
         size = self.size_at_open
         partial = None
         if found.kind in (_Kind.CUT, _Kind.DAMAGED) and found.seq == expected:
@@ -310,14 +291,10 @@ class RedoLog:
         return later
 
     def _chain_from(self, reader: _Reader, at: int, seq: int) -> list[tuple[int, list[Operation]]]:
-        chain: list[tuple[int, list[Operation]]] = []
-        while True:
-            found = self._record_at(reader, at)
-            if found.kind is not _Kind.INTACT or found.seq != seq:
-                return chain
-            assert found.ops is not None
-            chain.append((seq, found.ops))
-            at, seq = found.next_at, seq + 1
+        return [(record.seq, record.ops) for record in self._chain(reader, at, seq)]
+
+    def _chain(self, reader: _Reader, at: int, seq: int) -> _Chain:
+        return _Chain(lambda offset: self._record_at(reader, offset), at, seq)
 
     def _find_record(self, seq: int, start: int, size: int) -> int | None:
         """The first offset at or after `start` where a header of this log that
@@ -397,6 +374,27 @@ class ChainRecord(NamedTuple):
     seq: int
     ops: list[Operation]
     contents_at: int
+
+
+class _Chain:
+    """The chain of a log's records from offset `at` on, numbered from `seq`
+    on: iterating yields its intact records in order; once it stops, `at` is
+    the offset past the last of them, `seq` the number the next would have
+    had, and `end` what stands at `at` instead (what breaks the chain)."""
+
+    def __init__(self, record_at: Callable[[int], _Found], at: int, seq: int) -> None:
+        self.record_at = record_at
+        self.at, self.seq = at, seq
+        self.end: _Found | None = None
+
+    def __iter__(self) -> Iterator[ChainRecord]:
+        while True:
+            found = self.end = self.record_at(self.at)
+            if found.kind is not _Kind.INTACT or found.seq != self.seq:
+                return
+            assert found.ops is not None
+            yield ChainRecord(found.seq, found.ops, found.contents_at)
+            self.at, self.seq = found.next_at, self.seq + 1
 
 
 class _Reader:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar, Unpack
 from urllib.parse import quote
 
 from .._exceptions import NotFound, PathConflict, PreconditionFailed
@@ -24,7 +24,7 @@ from ..api import (
     parent_path,
 )
 from ._errors import error_from
-from ._sending import Sender
+from ._sending import Request, Sender
 
 log = logging.getLogger("memfs.client")
 
@@ -33,15 +33,66 @@ def _q(segment: str) -> str:
     return quote(segment, safe="")
 
 
+def _in_store(store_id: str, collection: str, item_id: str | None = None) -> str:
+    """The URL of a store's `collection` (its memories, its versions), or of
+    the item `item_id` in it."""
+    url = f"/v1/memory_stores/{_q(store_id)}/{collection}"
+    return url if item_id is None else f"{url}/{_q(item_id)}"
+
+
+_PARAMETER_NAMES = {"created_at_gte": "created_at[gte]", "created_at_lte": "created_at[lte]"}
+"""The query parameters whose names are no Python names, by the keyword that gives them."""
+
+
 def _params(**values: Any) -> dict[str, str]:
+    """The query parameters of the values given (None: left out), in the API's words."""
     out: dict[str, str] = {}
     for key, value in values.items():
         if value is None:
             continue
         if isinstance(value, bool):
             value = "true" if value else "false"
-        out[key] = str(value)
+        out[_PARAMETER_NAMES.get(key, key)] = str(value)
     return out
+
+
+def _given(**values: Any) -> dict[str, Any]:
+    """The body fields of the values given (None: left out, the store keeps its own)."""
+    return {key: value for key, value in values.items() if value is not None}
+
+
+class StoreFilters(TypedDict, total=False):
+    """Which stores a listing holds: archived ones too, and `created_at`
+    bounds (RFC 3339, ends included)."""
+
+    include_archived: bool
+    created_at_gte: str | None
+    created_at_lte: str | None
+
+
+class MemoryFilters(TypedDict, total=False):
+    """Which memories a listing holds (`path_prefix`, `depth`) and how much of
+    each (`view`)."""
+
+    path_prefix: str | None
+    depth: int | None
+    view: str | None
+
+
+class VersionFilters(TypedDict, total=False):
+    """Which versions a listing holds: every filter given must hold;
+    `session_id`, `api_key_id` and `service_account_id` keep the versions
+    whose `created_by` carries that id, `created_at_gte` / `created_at_lte`
+    (RFC 3339) bound their `created_at`, ends included."""
+
+    memory_id: str | None
+    operation: str | None
+    created_at_gte: str | None
+    created_at_lte: str | None
+    session_id: str | None
+    api_key_id: str | None
+    service_account_id: str | None
+    view: str | None
 
 
 def _memory_item(d: dict[str, Any]) -> Memory | MemoryPrefix:
@@ -51,6 +102,11 @@ def _memory_item(d: dict[str, Any]) -> Memory | MemoryPrefix:
 
 
 T = TypeVar("T")
+
+
+def _page(data: Any, item: Callable[[dict[str, Any]], T]) -> Page[T]:
+    """A listing's answer as a `Page` of its items."""
+    return Page([item(d) for d in data.get("data", [])], data.get("next_page"))
 
 
 async def _every_item(
@@ -71,6 +127,23 @@ class _Endpoints:
     _send: Sender
     """Where every call goes: the client's one pipeline and connection pool."""
 
+    async def _delete(self, operation: str, url: str, **request: Unpack[Request]) -> bool:
+        """Send a delete; True when an earlier attempt did it: a 404 after a
+        retried attempt means the one whose answer was lost deleted it, and
+        counts as done."""
+        answer = await self._send.exchange(operation, "DELETE", url, **request)
+        if answer.response.status_code == 404 and answer.attempts > 1:
+            return True
+        self._send.decode(answer)
+        return False
+
+    async def _get_in_store(
+        self, operation: str, store_id: str, collection: str, item_id: str, view: str | None
+    ) -> Any:
+        """The body of one item of a store's `collection`, in `view`."""
+        url = _in_store(store_id, collection, item_id)
+        return await self._send.call(operation, "GET", url, params=_params(view=view))
+
 
 class StoreEndpoints(_Endpoints):
     """`/v1/memory_stores`: create, read, patch, archive, delete and list stores."""
@@ -78,11 +151,7 @@ class StoreEndpoints(_Endpoints):
     async def create_store(
         self, name: str, *, description: str | None = None, metadata: dict[str, str] | None = None
     ) -> MemoryStore:
-        body: dict[str, Any] = {"name": name}
-        if description is not None:
-            body["description"] = description
-        if metadata is not None:
-            body["metadata"] = metadata
+        body = {"name": name, **_given(description=description, metadata=metadata)}
         data = await self._send.call("create_store", "POST", "/v1/memory_stores", json=body)
         return MemoryStore.from_json(data)
 
@@ -99,13 +168,7 @@ class StoreEndpoints(_Endpoints):
         metadata: dict[str, str | None] | None = None,
     ) -> MemoryStore:
         """Patch a store; in `metadata`, a None value deletes that key."""
-        body: dict[str, Any] = {}
-        if name is not None:
-            body["name"] = name
-        if description is not None:
-            body["description"] = description
-        if metadata is not None:
-            body["metadata"] = metadata
+        body = _given(name=name, description=description, metadata=metadata)
         data = await self._send.call(
             "update_store", "POST", f"/v1/memory_stores/{_q(store_id)}", json=body
         )
@@ -120,58 +183,28 @@ class StoreEndpoints(_Endpoints):
     async def delete_store(self, store_id: str) -> None:
         """Delete a store with its memories and versions. A 404 after a retried
         attempt means an earlier attempt did it, and counts as done."""
-        answer = await self._send.exchange(
-            "delete_store", "DELETE", f"/v1/memory_stores/{_q(store_id)}"
-        )
-        if answer.response.status_code == 404 and answer.attempts > 1:
-            return
-        self._send.decode(answer)
+        await self._delete("delete_store", f"/v1/memory_stores/{_q(store_id)}")
 
     async def list_stores_page(
-        self,
-        *,
-        include_archived: bool = False,
-        created_at_gte: str | None = None,
-        created_at_lte: str | None = None,
-        limit: int | None = None,
-        page: str | None = None,
+        self, *, limit: int | None = None, page: str | None = None, **filters: Unpack[StoreFilters]
     ) -> Page[MemoryStore]:
-        """One page of stores in creation order; `created_at_gte` /
-        `created_at_lte` (RFC 3339) bound their `created_at`, ends included."""
-        params = _params(include_archived=include_archived, limit=limit, page=page)
-        if created_at_gte is not None:
-            params["created_at[gte]"] = created_at_gte
-        if created_at_lte is not None:
-            params["created_at[lte]"] = created_at_lte
+        """One page of stores in creation order (`StoreFilters`: which)."""
+        filters.setdefault("include_archived", False)
+        params = _params(**filters, limit=limit, page=page)
         data = await self._send.call("list_stores_page", "GET", "/v1/memory_stores", params=params)
-        return Page([MemoryStore.from_json(d) for d in data.get("data", [])], data.get("next_page"))
+        return _page(data, MemoryStore.from_json)
 
     async def iter_stores(
-        self,
-        *,
-        include_archived: bool = False,
-        created_at_gte: str | None = None,
-        created_at_lte: str | None = None,
-        limit: int = 100,
+        self, *, limit: int = 100, **filters: Unpack[StoreFilters]
     ) -> AsyncGenerator[MemoryStore, None]:
         async for store in _every_item(
-            lambda page: self.list_stores_page(
-                include_archived=include_archived,
-                created_at_gte=created_at_gte,
-                created_at_lte=created_at_lte,
-                limit=limit,
-                page=page,
-            )
+            lambda page: self.list_stores_page(limit=limit, page=page, **filters)
         ):
             yield store
 
 
 class MemoryEndpoints(_Endpoints):
     """`/v1/memory_stores/{id}/memories`: the memories of a store, by id or by path."""
-
-    def _memories_url(self, store_id: str, memory_id: str | None = None) -> str:
-        url = f"/v1/memory_stores/{_q(store_id)}/memories"
-        return url if memory_id is None else f"{url}/{_q(memory_id)}"
 
     async def create_memory(
         self, store_id: str, path: str, content: str, *, view: str | None = None
@@ -188,7 +221,7 @@ class MemoryEndpoints(_Endpoints):
         answer = await self._send.exchange(
             "create_memory",
             "POST",
-            self._memories_url(store_id),
+            _in_store(store_id, "memories"),
             params=_params(view=view),
             json={"path": path, "content": content},
         )
@@ -210,12 +243,7 @@ class MemoryEndpoints(_Endpoints):
         return Memory.from_json(self._send.decode(answer))
 
     async def get_memory(self, store_id: str, memory_id: str, *, view: str = "full") -> Memory:
-        data = await self._send.call(
-            "get_memory",
-            "GET",
-            self._memories_url(store_id, memory_id),
-            params=_params(view=view),
-        )
+        data = await self._get_in_store("get_memory", store_id, "memories", memory_id, view)
         return Memory.from_json(data)
 
     async def update_memory(
@@ -237,17 +265,13 @@ class MemoryEndpoints(_Endpoints):
         answers 409 precondition failed but already holds exactly what was
         sent, the current memory is returned.
         """
-        body: dict[str, Any] = {}
-        if content is not None:
-            body["content"] = content
-        if path is not None:
-            body["path"] = path
+        body = _given(content=content, path=path)
         if precondition_sha256 is not None:
             body["precondition"] = {"type": "content_sha256", "content_sha256": precondition_sha256}
         answer = await self._send.exchange(
             "update_memory",
             "POST",
-            self._memories_url(store_id, memory_id),
+            _in_store(store_id, "memories", memory_id),
             params=_params(view=view),
             json=body,
         )
@@ -270,51 +294,38 @@ class MemoryEndpoints(_Endpoints):
     ) -> None:
         """Delete a memory. A 404 after a retried attempt means an earlier
         attempt deleted it, and counts as done."""
-        answer = await self._send.exchange(
+        if await self._delete(
             "delete_memory",
-            "DELETE",
-            self._memories_url(store_id, memory_id),
+            _in_store(store_id, "memories", memory_id),
             params=_params(expected_content_sha256=expected_content_sha256),
-        )
-        if answer.response.status_code == 404 and answer.attempts > 1:
+        ):
             log.info("delete of %s was applied by an earlier attempt", memory_id)
-            return
-        self._send.decode(answer)
 
     async def list_memories_page(
         self,
         store_id: str,
         *,
-        path_prefix: str | None = None,
-        depth: int | None = None,
-        view: str | None = None,
         limit: int | None = None,
         page: str | None = None,
+        **filters: Unpack[MemoryFilters],
     ) -> Page[Memory | MemoryPrefix]:
         data = await self._send.call(
             "list_memories_page",
             "GET",
-            self._memories_url(store_id),
-            params=_params(path_prefix=path_prefix, depth=depth, view=view, limit=limit, page=page),
+            _in_store(store_id, "memories"),
+            params=_params(**filters, limit=limit, page=page),
         )
-        return Page([_memory_item(d) for d in data.get("data", [])], data.get("next_page"))
+        return _page(data, _memory_item)
 
     async def iter_memories(
-        self,
-        store_id: str,
-        *,
-        path_prefix: str | None = None,
-        depth: int | None = None,
-        view: str = "basic",
-        limit: int = 100,
+        self, store_id: str, *, limit: int = 100, **filters: Unpack[MemoryFilters]
     ) -> AsyncGenerator[Memory | MemoryPrefix, None]:
-        """Every item of a listing, page after page (`full` view caps pages at 20)."""
-        if view == "full":
+        """Every item of a listing, page after page, in the basic view unless
+        `view` says otherwise (`full` view caps pages at 20)."""
+        if filters.setdefault("view", "basic") == "full":
             limit = min(limit, 20)
         async for item in _every_item(
-            lambda page: self.list_memories_page(
-                store_id, path_prefix=path_prefix, depth=depth, view=view, limit=limit, page=page
-            )
+            lambda page: self.list_memories_page(store_id, limit=limit, page=page, **filters)
         ):
             yield item
 
@@ -337,93 +348,45 @@ class MemoryEndpoints(_Endpoints):
 class VersionEndpoints(_Endpoints):
     """`/v1/memory_stores/{id}/memory_versions`: the version feed of a store."""
 
-    def _versions_url(self, store_id: str, version_id: str | None = None) -> str:
-        url = f"/v1/memory_stores/{_q(store_id)}/memory_versions"
-        return url if version_id is None else f"{url}/{_q(version_id)}"
-
     async def list_versions_page(
         self,
         store_id: str,
         *,
-        memory_id: str | None = None,
-        operation: str | None = None,
-        created_at_gte: str | None = None,
-        created_at_lte: str | None = None,
-        session_id: str | None = None,
-        api_key_id: str | None = None,
-        service_account_id: str | None = None,
-        view: str | None = None,
         limit: int | None = None,
         page: str | None = None,
+        **filters: Unpack[VersionFilters],
     ) -> Page[MemoryVersion]:
-        """One page of versions, newest first. `session_id`, `api_key_id` and
-        `service_account_id` keep the versions whose `created_by` carries that id."""
-        params = _params(
-            memory_id=memory_id,
-            operation=operation,
-            session_id=session_id,
-            api_key_id=api_key_id,
-            service_account_id=service_account_id,
-            view=view,
-            limit=limit,
-            page=page,
-        )
-        if created_at_gte is not None:
-            params["created_at[gte]"] = created_at_gte
-        if created_at_lte is not None:
-            params["created_at[lte]"] = created_at_lte
+        """One page of versions, newest first (`VersionFilters`: which)."""
         data = await self._send.call(
-            "list_versions_page", "GET", self._versions_url(store_id), params=params
+            "list_versions_page",
+            "GET",
+            _in_store(store_id, "memory_versions"),
+            params=_params(**filters, limit=limit, page=page),
         )
-        return Page(
-            [MemoryVersion.from_json(d) for d in data.get("data", [])], data.get("next_page")
-        )
+        return _page(data, MemoryVersion.from_json)
 
     async def iter_versions(
-        self,
-        store_id: str,
-        *,
-        memory_id: str | None = None,
-        operation: str | None = None,
-        created_at_gte: str | None = None,
-        created_at_lte: str | None = None,
-        session_id: str | None = None,
-        api_key_id: str | None = None,
-        service_account_id: str | None = None,
-        view: str | None = None,
-        limit: int = 100,
+        self, store_id: str, *, limit: int = 100, **filters: Unpack[VersionFilters]
     ) -> AsyncGenerator[MemoryVersion, None]:
         """Every version matching the filters, newest first, page after page."""
         async for version in _every_item(
-            lambda page: self.list_versions_page(
-                store_id,
-                memory_id=memory_id,
-                operation=operation,
-                created_at_gte=created_at_gte,
-                created_at_lte=created_at_lte,
-                session_id=session_id,
-                api_key_id=api_key_id,
-                service_account_id=service_account_id,
-                view=view,
-                limit=limit,
-                page=page,
-            )
+            lambda page: self.list_versions_page(store_id, limit=limit, page=page, **filters)
         ):
             yield version
 
     async def get_version(
         self, store_id: str, version_id: str, *, view: str | None = None
     ) -> MemoryVersion:
-        data = await self._send.call(
-            "get_version",
-            "GET",
-            self._versions_url(store_id, version_id),
-            params=_params(view=view),
+        data = await self._get_in_store(
+            "get_version", store_id, "memory_versions", version_id, view
         )
         return MemoryVersion.from_json(data)
 
     async def redact_version(self, store_id: str, version_id: str) -> MemoryVersion:
         data = await self._send.call(
-            "redact_version", "POST", self._versions_url(store_id, version_id) + "/redact", json={}
+            "redact_version",
+            "POST",
+            _in_store(store_id, "memory_versions", version_id) + "/redact",
+            json={},
         )
         return MemoryVersion.from_json(data)

@@ -19,8 +19,8 @@ import logging
 import random
 import time
 from collections import Counter
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import KW_ONLY, dataclass, field
+from typing import Any, Literal, TypedDict, Unpack
 
 import httpx
 import trio
@@ -32,6 +32,16 @@ log = logging.getLogger("memfs.client")
 
 HttpMethod = Literal["GET", "POST", "DELETE"]
 """The methods the Memory Store API uses."""
+
+
+class Request(TypedDict, total=False):
+    """What a call carries besides its method and URL: query parameters, a
+    JSON body, and headers added to (or replacing) the client's own."""
+
+    params: dict[str, str] | None
+    json: Any
+    headers: dict[str, str] | None
+
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504, 529})
 
@@ -99,39 +109,22 @@ class Answer:
     attempts: int
 
 
+@dataclass(eq=False)
 class Sender:
     """Sends the client's calls through one httpx client (one connection pool)."""
 
-    def __init__(
-        self,
-        http: httpx.AsyncClient,
-        *,
-        base_url: str,
-        timeout: float,
-        policy: RetryPolicy,
-        stats: ClientStats,
-    ) -> None:
-        self.http = http
-        self.base_url = base_url
-        self.timeout = timeout
-        self.policy = policy
-        self.stats = stats
+    http: httpx.AsyncClient
+    _: KW_ONLY
+    base_url: str
+    timeout: float
+    policy: RetryPolicy
+    stats: ClientStats
 
     async def call(
-        self,
-        operation: str,
-        method: HttpMethod,
-        url: str,
-        *,
-        params: dict[str, str] | None = None,
-        json: Any = None,
-        headers: dict[str, str] | None = None,
+        self, operation: str, method: HttpMethod, url: str, **request: Unpack[Request]
     ) -> Any:
         """The decoded body of a successful answer; a StoreError otherwise."""
-        answer = await self.exchange(
-            operation, method, url, params=params, json=json, headers=headers
-        )
-        return self.decode(answer)
+        return self.decode(await self.exchange(operation, method, url, **request))
 
     async def exchange(
         self,

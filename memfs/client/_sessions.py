@@ -23,7 +23,7 @@ from ..api import (
     Session,
     SessionResource,
 )
-from ._endpoints import _Endpoints, _every_item, _params, _q
+from ._endpoints import _Endpoints, _every_item, _given, _params, _q
 
 _SESSION_HEADERS = {"anthropic-beta": SESSIONS_BETA}
 
@@ -59,13 +59,10 @@ class SessionEndpoints(_Endpoints):
         """A new session holding these memory stores, with the sessions token
         `memfs serve` minted for it. Not retried into a duplicate silently:
         an attempt whose answer was lost may leave a session nobody holds."""
-        body: dict[str, Any] = {"resources": [_resource_body(r) for r in resources]}
-        if environment_id is not None:
-            body["environment_id"] = environment_id
-        if title is not None:
-            body["title"] = title
-        if metadata is not None:
-            body["metadata"] = metadata
+        body = {
+            "resources": [_resource_body(r) for r in resources],
+            **_given(environment_id=environment_id, title=title, metadata=metadata),
+        }
         data = await self._send.call(
             "create_session", "POST", "/v1/sessions", json=body, headers=_SESSION_HEADERS
         )
@@ -87,12 +84,9 @@ class SessionEndpoints(_Endpoints):
     async def delete_session(self, session_id: str) -> None:
         """Delete the session; its sessions token stops working. A 404 after a
         retried attempt means an earlier attempt did it, and counts as done."""
-        answer = await self._send.exchange(
-            "delete_session", "DELETE", self._session_url(session_id), headers=_SESSION_HEADERS
+        await self._delete(
+            "delete_session", self._session_url(session_id), headers=_SESSION_HEADERS
         )
-        if answer.response.status_code == 404 and answer.attempts > 1:
-            return
-        self._send.decode(answer)
 
     async def list_session_resources_page(
         self, session_id: str, *, limit: int | None = None, page: str | None = None
@@ -157,12 +151,8 @@ class SessionEndpoints(_Endpoints):
     async def delete_session_resource(self, session_id: str, resource_id: str) -> None:
         """Detach a resource (by its id; `memfs serve` also takes its store's
         id). A 404 after a retried attempt counts as done."""
-        answer = await self._send.exchange(
+        await self._delete(
             "delete_session_resource",
-            "DELETE",
             self._session_url(session_id, "resources", resource_id),
             headers=_SESSION_HEADERS,
         )
-        if answer.response.status_code == 404 and answer.attempts > 1:
-            return
-        self._send.decode(answer)
