@@ -209,7 +209,7 @@ OPS: dict[str, Callable[..., Any]] = {
 SPLIT = [
     ("SQLite", ("sqlite3", "_sqlite/", "(libsqlite3")),
     ("JSON", ("json/", "_json.c", "orjson")),
-    ("HTTP/1.1: h11, Hypercorn, _http11", ("hypercorn/", "h11/", "memfs/server/_http11")),
+    ("HTTP/1.1: h11, Hypercorn, _connections", ("hypercorn/", "h11/", "memfs/server/_connections")),
     ("Starlette", ("starlette/", "anyio/")),
     (
         "memfs serve",

@@ -3,8 +3,10 @@
 hide each other in the contract tests.
 
 - `_serve`: running the server (socket, signals, the demo store);
-- `_http11`: HTTP/1.1 (h11 on trio) running the ASGI app;
-- `_app`: the routes, each one call to a table of the database;
+- `_connections`: HTTP/1.1 on Hypercorn, with the connection cap and the
+  client timeouts;
+- `_app`: the routes (Starlette's router), each one call to a table of the
+  database;
   `_session_routes` the session endpoints;
 - `_http`: request headers, query values and bodies; JSON answers;
 - `_auth`: tokens, grants, what a sessions token reaches, and the actor a

@@ -47,48 +47,6 @@ from ._session_routes import SessionRoutes
 log = logging.getLogger("memfs.serve")
 
 Handler = Callable[[Request, Caller], Awaitable[dict[str, Any]]]
-Endpoint = Callable[[Request], Awaitable[Response]]
-
-
-class RouteTable:
-    """The routes by method and path shape, matched by splitting the path
-    instead of trying each route's regular expression in turn.
-
-    A template is literal segments and `{name}` segments; a `{name}` matches
-    one non-empty segment, as Starlette's `[^/]+` does, so a path this table
-    matches is one Starlette would send to the same endpoint with the same
-    parameters, and a path it does not match is left to Starlette."""
-
-    def __init__(self) -> None:
-        # (method, number of segments) -> [(each segment: its literal or None, names, endpoint)]
-        self._routes: dict[
-            tuple[str, int], list[tuple[list[str | None], list[str | None], Endpoint]]
-        ] = {}
-
-    def add(self, method: str, template: str, endpoint: Endpoint) -> None:
-        literals: list[str | None] = []
-        names: list[str | None] = []
-        for part in template.split("/"):
-            variable = part.startswith("{") and part.endswith("}")
-            literals.append(None if variable else part)
-            names.append(part[1:-1] if variable else None)
-        self._routes.setdefault((method, len(literals)), []).append((literals, names, endpoint))
-
-    def match(self, method: str, path: str) -> tuple[Endpoint, dict[str, str]] | None:
-        segments = path.split("/")
-        for literals, names, endpoint in self._routes.get((method, len(segments)), ()):
-            params: dict[str, str] = {}
-            for segment, literal, name in zip(segments, literals, names, strict=True):
-                if name is None:
-                    if segment != literal:
-                        break
-                elif segment:
-                    params[name] = segment
-                else:
-                    break
-            else:
-                return endpoint, params
-        return None
 
 
 class MemoryStoreApp:
@@ -118,7 +76,6 @@ class MemoryStoreApp:
             ("GET", v + "/{vid}", self.get_version),
             ("POST", v + "/{vid}/redact", self.redact_version),
         ]
-        self.routes = RouteTable()
         routes = []
         sessions = SessionRoutes(db)
         for method, template, handler, of_sessions in [
@@ -126,7 +83,6 @@ class MemoryStoreApp:
             *((*route, True) for route in sessions.routes()),
         ]:
             endpoint = self._endpoint(handler, sessions=of_sessions)
-            self.routes.add(method, template, endpoint)
             routes.append(Route(template, endpoint, methods=[method]))
         self.app = Starlette(
             routes=routes,
@@ -134,25 +90,15 @@ class MemoryStoreApp:
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """A request for one of the routes, by its own method, goes straight to
-        its endpoint, as Starlette's router would send it (same path
-        parameters, same `Request`, same answer); anything else (HEAD, an
-        unknown route or method, a root path, lifespan) goes through Starlette,
-        whose refusals are answered by `_http_exception`."""
+        """Every request goes through Starlette's router; its refusals (no
+        such route, a method the route does not take) are answered in the
+        envelope by `_http_exception`."""
         # ASGI hands routing a decoded path, where `memstore_x%2Fmemories` would be
         # `memstore_x/memories`: an id holding an encoded separator names nothing.
         if b"%2f" in scope.get("raw_path", b"").lower():
             refusal = NotFound("no such store, memory or version: the URL holds an encoded '/'")
             await error_response(refusal, new_request_id())(scope, receive, send)
             return
-        if scope["type"] == "http" and not scope.get("root_path"):
-            found = self.routes.match(scope["method"], scope["path"])
-            if found is not None:
-                endpoint, params = found
-                scope["path_params"] = params
-                response = await endpoint(Request(scope, receive))
-                await response(scope, receive, send)
-                return
         await self.app(scope, receive, send)
 
     # -- the envelope ----------------------------------------------------

@@ -1,5 +1,5 @@
 """Running `memfs serve`: the database opened, the socket bound, the app
-served over HTTP/1.1 (`_http11`) until SIGTERM or SIGINT.
+served over HTTP/1.1 (`_connections`, on Hypercorn) until SIGTERM or SIGINT.
 
 The first line on stdout is the URL the server listens on, printed once it
 accepts connections, so a caller that reads one line knows it may connect.
@@ -28,8 +28,8 @@ from ..api import (
 )
 from ._app import MemoryStoreApp
 from ._auth import Grant
+from ._connections import HTTPServer
 from ._db import Database
-from ._http11 import HTTPServer
 
 DEFAULT_HOST = SERVE_DEFAULT_HOST
 DEFAULT_PORT = SERVE_DEFAULT_PORT
@@ -108,7 +108,7 @@ def serve(
 ) -> None:
     """Run the server until SIGTERM or SIGINT; the first stdout line is its URL.
     `max_connections` and `client_timeout` bound what clients may hold
-    (`_http11.HTTPServer`)."""
+    (`_connections.HTTPServer`)."""
     if not tokens:
         raise ConfigError("no token to accept")
     try:

@@ -41,6 +41,7 @@ from contextlib import AsyncExitStack
 from dataclasses import asdict, dataclass, field
 from dataclasses import fields as dataclass_fields
 from functools import partial
+from http import HTTPStatus
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -50,24 +51,6 @@ from ..api import STATUS_ERRORS_BY_STATUS
 
 CONTROL_PATH = "/__faults__"
 MAX_HEAD_BYTES = 64 * 1024
-_REASONS = {
-    200: "OK",
-    400: "Bad Request",
-    401: "Unauthorized",
-    402: "Payment Required",
-    403: "Forbidden",
-    404: "Not Found",
-    408: "Request Timeout",
-    409: "Conflict",
-    412: "Precondition Failed",
-    413: "Content Too Large",
-    429: "Too Many Requests",
-    500: "Internal Server Error",
-    502: "Bad Gateway",
-    503: "Service Unavailable",
-    504: "Gateway Timeout",
-    529: "Overloaded",
-}
 # The error types of the statuses the API's contract does not tie to one type.
 _OTHER_ERROR_TYPES = {408: "timeout_error", 409: "conflict_error"}
 
@@ -272,8 +255,17 @@ def _headers(head: bytes) -> tuple[str, dict[str, str]]:
     return lines[0], fields
 
 
+def _reason(status: int) -> str:
+    """The standard library's reason phrase; `Error` for a status it does
+    not name (529, or any other the proxy is set to inject)."""
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Error"
+
+
 def _response(status: int, body: bytes, extra: dict[str, str] | None = None) -> bytes:
-    lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}"]
+    lines = [f"HTTP/1.1 {status} {_reason(status)}"]
     headers = {
         "content-type": "application/json",
         "content-length": str(len(body)),
