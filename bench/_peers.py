@@ -176,6 +176,49 @@ def mount_minfs(workdir: str) -> Iterator[Mounted]:
         _stop(proc)
 
 
+MEMFS_LL_BUILT = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    "build",
+    "memfs_ll",
+    "build",
+    "example",
+    "memfs_ll",
+)
+
+
+def memfs_ll_binary() -> str | None:
+    """libfuse's memfs_ll: `$MEMFS_LL` when set, else what scripts/build_memfs_ll.sh built."""
+    candidate = os.environ.get("MEMFS_LL") or MEMFS_LL_BUILT
+    return candidate if os.access(candidate, os.X_OK) else None
+
+
+@contextlib.contextmanager
+def mount_memfs_ll(workdir: str) -> Iterator[Mounted]:
+    """libfuse's own C++ low-level in-memory example (`example/memfs_ll.cc`),
+    multi-threaded, entries and attributes cached for a day (`-o no_timeout`):
+    the floor of any FUSE filesystem on this machine."""
+    binary = memfs_ll_binary()
+    if binary is None:
+        raise Skip(
+            "memfs_ll: skipped, not built (scripts/build_memfs_ll.sh builds it; "
+            "or set MEMFS_LL to its path)"
+        )
+    path = os.path.join(workdir, "memfs_ll")
+    os.mkdir(path)
+    proc = _spawn([binary, "-f", "-o", "no_timeout", path], os.path.join(workdir, "memfs_ll.log"))
+    try:
+        _wait_for(lambda: os.path.ismount(path), "memfs_ll mount", proc=proc)
+        yield Mounted(
+            "memfs_ll",
+            path,
+            "libfuse example/memfs_ll -o no_timeout (multi-threaded C++)",
+            lambda: [proc.pid],
+        )
+    finally:
+        _force_unmount(path)
+        _stop(proc)
+
+
 def _memfs_available() -> str | None:
     memfs = _tool("memfs")
     if memfs is None:
@@ -467,11 +510,14 @@ def mount_juicefs(workdir: str) -> Iterator[Mounted]:
 FILESYSTEMS: dict[str, Callable[[str], contextlib.AbstractContextManager[Mounted]]] = {
     "tmpfs": mount_tmpfs,
     "minfs": mount_minfs,
+    "memfs_ll": mount_memfs_ll,
     "memfs": mount_memfs,
     "rclone": mount_rclone,
     "juicefs": mount_juicefs,
 }
 PEERS = ("rclone", "juicefs")
+COUNTED = ("memfs_ll", "minfs", "memfs")
+"""The filesystems whose kernel requests the counting round counts (bench/_kernel_requests.py)."""
 
 
 def temp_workdir() -> contextlib.AbstractContextManager[str]:

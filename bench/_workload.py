@@ -12,6 +12,7 @@ same on every filesystem; nothing else runs between phases.
 
 from __future__ import annotations
 
+import collections
 import os
 import random
 import subprocess
@@ -218,17 +219,20 @@ def run_phases(root: str, tree: Tree) -> dict[str, float]:
     return times
 
 
-def count_phases(root: str, tree: Tree, requests: Callable[[], int | None]) -> dict[str, int]:
-    """Run the workload once more, untimed, asking the filesystem between phases
-    how many requests it answered: requests per phase (never part of a timed round)."""
-    counts: dict[str, int] = {}
+def count_phases(
+    root: str, tree: Tree, take: Callable[[], collections.Counter[str]]
+) -> dict[str, dict[str, int]]:
+    """Run the workload once more, untimed, asking between phases what the
+    filesystem was sent: `take()` returns the requests since its last call, by
+    kind; those per phase (never part of a timed round). The untimed checks
+    after a phase are not counted."""
+    counts: dict[str, dict[str, int]] = {}
+    take()
     for phase in PHASES:
-        before = requests()
         _PHASE_FUNCTIONS[phase](root, tree)
-        after = requests()
-        if before is not None and after is not None:
-            counts[phase] = after - before
+        counts[phase] = dict(sorted(take().items()))
         check = _CHECKS.get(phase)
         if check is not None:
             check(root, tree)
+            take()
     return counts
