@@ -132,6 +132,24 @@ def pids_with_cmdline(*needles: str) -> list[int]:
     return found
 
 
+def on_cpu_seconds(pids: list[int]) -> float | None:
+    """CPU time all threads of `pids` have run so far (`/proc/PID/task/*/schedstat`,
+    nanoseconds): what a filesystem's daemon costs, less swayed than wall time by
+    what else the machine runs. None without pids."""
+    if not pids:
+        return None
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with (
+                    contextlib.suppress(OSError, ValueError),
+                    open(f"/proc/{pid}/task/{tid}/schedstat") as f,
+                ):
+                    total += int(f.read().split()[0])
+    return total / 1e9
+
+
 def peak_rss_kib(pids: list[int]) -> int | None:
     """The largest VmHWM (peak resident set) among `pids`, in KiB."""
     peaks = []

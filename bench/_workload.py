@@ -205,18 +205,26 @@ _CHECKS: dict[str, Callable[[str, Tree], None]] = {
 phase checks them: stat and read check every file create wrote)."""
 
 
-def run_phases(root: str, tree: Tree) -> dict[str, float]:
+def run_phases(
+    root: str, tree: Tree, cpu: Callable[[], float | None] = lambda: None
+) -> tuple[dict[str, float], dict[str, float]]:
     """Run every phase in order on `root` (an empty folder), back to back, each
-    checked; seconds per phase."""
+    checked; seconds per phase, and the CPU seconds `cpu()` counted during each
+    (none when it says None)."""
     times: dict[str, float] = {}
+    used: dict[str, float] = {}
     for phase in PHASES:
+        c0 = cpu()
         t0 = time.perf_counter()
         _PHASE_FUNCTIONS[phase](root, tree)
         times[phase] = time.perf_counter() - t0
+        c1 = cpu()
+        if c0 is not None and c1 is not None:
+            used[phase] = c1 - c0
         check = _CHECKS.get(phase)
         if check is not None:
             check(root, tree)
-    return times
+    return times, used
 
 
 def count_phases(

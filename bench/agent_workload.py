@@ -39,7 +39,15 @@ from datetime import UTC, datetime
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _kernel_requests import KernelRequests, Unavailable, total  # noqa: E402
-from _peers import COUNTED, FILESYSTEMS, PEERS, Skip, peak_rss_kib, temp_workdir  # noqa: E402
+from _peers import (  # noqa: E402
+    COUNTED,
+    FILESYSTEMS,
+    PEERS,
+    Skip,
+    on_cpu_seconds,
+    peak_rss_kib,
+    temp_workdir,
+)
 from _workload import PHASES, count_phases, make_tree, run_phases  # noqa: E402
 
 GOAL_VS_TMPFS = 15.0
@@ -61,7 +69,9 @@ def _one_round(name: str, tree, counting: bool = False) -> dict:
         if counting:
             out: dict = {"requests": _count(m, root, tree)}
         else:
-            out = {"phases": run_phases(root, tree)}
+            daemons = m.find_pids()
+            phases, cpu = run_phases(root, tree, lambda: on_cpu_seconds(daemons))
+            out = {"phases": phases, "cpu": cpu}
         pids = m.find_pids()
         out["peak_rss_kib"] = peak_rss_kib(pids)
         out["describe"] = m.describe
@@ -139,6 +149,8 @@ def bench_all(names: list[str], tree, rounds: int) -> tuple[dict[str, dict], dic
         if name in COUNTED:
             try:
                 counts = _one_round(name, tree, counting=True)["requests"]
+                if not any(counts.values()):
+                    counts = {}
             except Exception as e:  # the counts are a help, not a result
                 print(f"  {name}: the counting round failed: {type(e).__name__}: {e}")
         phases = [r["phases"] for r in done[name]]
@@ -146,6 +158,7 @@ def bench_all(names: list[str], tree, rounds: int) -> tuple[dict[str, dict], dic
             "filesystem": name,
             "describe": done[name][0]["describe"],
             "phases": {p: statistics.median(r[p] for r in phases) for p in PHASES},
+            "cpu": _median_cpu([r["cpu"] for r in done[name]]),
             "total": statistics.median(sum(r.values()) for r in phases),
             "rounds": phases,
             "round_totals": [sum(r.values()) for r in phases],
@@ -156,6 +169,40 @@ def bench_all(names: list[str], tree, rounds: int) -> tuple[dict[str, dict], dic
             "notes": [n for r in done[name] for n in r["notes"]],
         }
     return results, failures
+
+
+def _median_cpu(rounds: list[dict[str, float]]) -> dict[str, float] | None:
+    """The daemon's CPU seconds per phase and in total (`total`), medians over rounds."""
+    if not rounds or any(set(r) != set(PHASES) for r in rounds):
+        return None
+    out = {p: statistics.median(r[p] for r in rounds) for p in PHASES}
+    out["total"] = statistics.median(sum(r.values()) for r in rounds)
+    return out
+
+
+def _cpu_table(results: dict[str, dict]) -> str:
+    """The daemons' CPU per phase (all their threads, medians of the timed rounds)."""
+    names = [n for n in results if results[n].get("cpu")]
+    if "memfs" not in names:
+        return ""
+    width = max(12, *(len(n) + 2 for n in names))
+    floors = [f for f in ("minfs", "memfs_ll") if f in names]
+    lines = [
+        "daemon CPU per phase (all threads, /proc schedstat; medians of the timed rounds)",
+        "phase".ljust(10)
+        + "".join(n.rjust(width) for n in names)
+        + "".join(f"memfs/{f}".rjust(16) for f in floors),
+    ]
+    for phase in (*PHASES, "total"):
+        row = phase.ljust(10)
+        for n in names:
+            row += f"{results[n]['cpu'][phase] * 1000:.1f} ms".rjust(width)
+        for f in floors:
+            floor = results[f]["cpu"][phase]
+            ratio = results["memfs"]["cpu"][phase] / floor if floor else float("inf")
+            row += f"{ratio:.2f}x".rjust(16)
+        lines.append(row)
+    return "\n".join(lines)
 
 
 def _table(results: dict[str, dict]) -> str:
@@ -266,6 +313,10 @@ def main(argv: list[str] | None = None) -> int:
     if results:
         print()
         print(_table(results))
+        cpu = _cpu_table(results)
+        if cpu:
+            print()
+            print(cpu)
         counts = _requests_table(results)
         if counts:
             print()

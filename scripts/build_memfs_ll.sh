@@ -50,6 +50,11 @@ fi
     echo "memfs_ll: $source has no example/memfs_ll.cc (libfuse 3.18 or later has it)" >&2
     exit 3
 }
+# The example leaves the `struct stat` of its getattr and setattr replies
+# uninitialised: a garbage st_blksize (up to 2^31) then makes Python's open()
+# fail ("invalid buffering size") in some rounds. Zero them, nothing else.
+sed -i -e 's/^\(\s*\)struct stat stbuf;$/\1struct stat stbuf = {};/' \
+    -e 's/^\(\s*\)struct stat st;$/\1struct stat st = {};/' "$out/src/example/memfs_ll.cc"
 (
     cd "$out/src"
     meson setup "$out/build" -Dexamples=true -Dutils=false -Dtests=false >"$out/build.log" 2>&1 &&
