@@ -8,7 +8,7 @@
 # https://github.com/libfuse/libfuse (depth 1).
 #
 # Exit status 3 (and one line on stderr) when no source can be had, so that
-# the bench can tell "absent" (a skip with a line) from "broken" (a failure).
+# a caller can tell "absent" (a skip with a line) from "broken" (a failure).
 # Needs meson and ninja (`pip install meson ninja`, in the bench extra), a C
 # and a C++ compiler; libfuse builds its own library beside the example.
 set -euo pipefail
@@ -29,16 +29,18 @@ exec 9>"$out/.lock"
 flock 9
 
 source="${MEMFS_LIBFUSE_SRC:-https://github.com/libfuse/libfuse}"
-rm -rf "$out/src" "$out/build"
-mkdir -p "$out/src"
+new="$out/src.new"
+rm -rf "$new"
+mkdir -p "$new"
 if [[ -f "$source" ]]; then
-    tar -xf "$source" -C "$out/src" --strip-components=1
+    tar -xf "$source" -C "$new" --strip-components=1
 elif [[ -d "$source" && -f "$source/meson.build" ]]; then
-    cp -a "$source/." "$out/src/"
+    cp -a "$source/." "$new/"
 elif [[ -d "$source" ]] && git --git-dir="$source" rev-parse --verify -q HEAD >/dev/null; then
-    git --git-dir="$source" archive HEAD | tar -x -C "$out/src"
+    git --git-dir="$source" archive HEAD | tar -x -C "$new"
 elif [[ "$source" == *://* || "$source" == git@* ]]; then
-    git clone -q --depth 1 "$source" "$out/src" 2>"$out/clone.log" || {
+    rmdir "$new"
+    git clone -q --depth 1 "$source" "$new" 2>"$out/clone.log" || {
         echo "memfs_ll: could not clone $source (set MEMFS_LIBFUSE_SRC to libfuse's source)" >&2
         exit 3
     }
@@ -46,10 +48,13 @@ else
     echo "memfs_ll: no libfuse source at $source (set MEMFS_LIBFUSE_SRC)" >&2
     exit 3
 fi
-[[ -f "$out/src/example/memfs_ll.cc" ]] || {
+[[ -f "$new/example/memfs_ll.cc" ]] || {
     echo "memfs_ll: $source has no example/memfs_ll.cc (libfuse 3.18 or later has it)" >&2
     exit 3
 }
+# Only now is a build there before replaced.
+rm -rf "$out/src" "$out/build"
+mv "$new" "$out/src"
 # The example leaves the `struct stat` of its getattr and setattr replies
 # uninitialised: a garbage st_blksize (up to 2^31) then makes Python's open()
 # fail ("invalid buffering size") in some rounds. Zero them, nothing else.
@@ -63,6 +68,12 @@ sed -i -e 's/^\(\s*\)struct stat stbuf;$/\1struct stat stbuf = {};/' \
     echo "memfs_ll: the build failed; see $out/build.log" >&2
     exit 1
 }
-rev=$(git --git-dir="$source" rev-parse HEAD 2>/dev/null || git -C "$out/src" rev-parse HEAD 2>/dev/null || echo unknown)
-echo "$rev" >"$out/.source"
+if [[ -d "$out/src/.git" ]]; then
+    rev=$(git -C "$out/src" rev-parse HEAD)
+elif [[ -d "$source" ]] && git --git-dir="$source" rev-parse --verify -q HEAD >/dev/null; then
+    rev=$(git --git-dir="$source" rev-parse HEAD)
+else
+    rev=""
+fi
+echo "$source $rev" >"$out/.source"
 echo "$out/build/example/memfs_ll"
