@@ -34,6 +34,8 @@ soak: install
 
 bench: install
 	@bash scripts/install.sh test,bench
+	@[ -x build/memfs_ll/build/example/memfs_ll ] || bash scripts/build_memfs_ll.sh \
+		|| echo "memfs_ll not built: agent_workload.py skips it"
 	$(PY) bench/server_bench.py
 	$(PY) bench/agent_workload.py
 	$(PY) bench/scale_bench.py

