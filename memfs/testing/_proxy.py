@@ -198,17 +198,23 @@ class _Reader:
 
     async def head(self) -> bytes | None:
         """Bytes up to and including the blank line; None at a clean EOF."""
+        return await self._through(b"\r\n\r\n", "a header block", MAX_HEAD_BYTES)
+
+    async def _through(self, end: bytes, inside: str, most: int | None = None) -> bytes | None:
+        """The buffered bytes up to and including `end`, reading more as needed
+        (ValueError past `most` bytes or at an EOF inside); None at an EOF
+        before any byte."""
         while True:
-            end = self.buffer.find(b"\r\n\r\n")
-            if end != -1:
-                head = bytes(self.buffer[: end + 4])
-                del self.buffer[: end + 4]
-                return head
-            if len(self.buffer) > MAX_HEAD_BYTES:
-                raise ValueError("header block too large")
+            at = self.buffer.find(end)
+            if at != -1:
+                data = bytes(self.buffer[: at + len(end)])
+                del self.buffer[: at + len(end)]
+                return data
+            if most is not None and len(self.buffer) > most:
+                raise ValueError(f"{inside} past {most} bytes")
             if not await self._fill():
                 if self.buffer:
-                    raise ValueError("connection closed inside a header block")
+                    raise ValueError(f"connection closed inside {inside}")
                 return None
 
     async def exactly(self, n: int) -> bytes:
@@ -220,14 +226,10 @@ class _Reader:
         return data
 
     async def line(self) -> bytes:
-        while True:
-            end = self.buffer.find(b"\r\n")
-            if end != -1:
-                data = bytes(self.buffer[: end + 2])
-                del self.buffer[: end + 2]
-                return data
-            if not await self._fill():
-                raise ValueError("connection closed inside a chunked body")
+        data = await self._through(b"\r\n", "a chunked body")
+        if data is None:
+            raise ValueError("connection closed inside a chunked body")
+        return data
 
     async def chunked(self) -> bytes:
         """A whole chunked body, framing included, to relay as is."""
