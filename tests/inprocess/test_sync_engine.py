@@ -6,17 +6,19 @@ Real mounts exercise the same engine in tests/system/test_sync.py."""
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from urllib.parse import parse_qs
 
 import pytest
+import trio
 
 from memfs._exceptions import SyncError
 from memfs.api import content_sha256
 from memfs.cache import ROOT_ID, StoreCache
 from memfs.client import StoreClient
-from memfs.mount._store import GIVE_WAY_QUIET, filesystem_busy
 from memfs.sync import SyncEngine, delete_cap
 from tests.support import conflict_files
 from tests.support.faults import FaultProxy
@@ -494,7 +496,56 @@ async def test_the_download_gives_way_between_pages_and_caches_every_content(sid
     assert await side.read("/many/m44.md") == "content 44"
 
 
-def test_the_download_waits_only_for_requests_the_cache_answers():
-    assert filesystem_busy(0.001, readers_waiting=0)  # a walk of the tree
-    assert not filesystem_busy(0.001, readers_waiting=1)  # an open waits for a content
-    assert not filesystem_busy(GIVE_WAY_QUIET * 2, readers_waiting=0)  # quiet
+# ---- the listing by folder and the background download (issue 23) ---------------
+
+CONTENT_GET = re.compile(r"^GET /v1/memory_stores/[^/]+/memories/[^/]+$")
+
+
+def content_gets(proxy: FaultProxy) -> dict[str, int]:
+    """The single-memory GETs the proxy saw: "GET /path" -> how many."""
+    return {k: n for k, n in proxy.counters.requests_by_method_path.items() if CONTENT_GET.match(k)}
+
+
+def listed_prefixes(proxy: FaultProxy, view: str) -> list[str]:
+    """The path_prefix of each listing in `view` the proxy saw, in order ("" for none)."""
+    out = []
+    for target in proxy.counters.targets:
+        path, _, query = target.partition("?")
+        q = parse_qs(query)
+        if path.endswith("/memories") and q.get("view", ["basic"]) == [view]:
+            out.append(q.get("path_prefix", [""])[0])
+    return out
+
+
+async def fill(client: StoreClient, store_id: str, files: dict[str, str]) -> None:
+    for path, content in files.items():
+        await client.create_memory(store_id, path, content)
+
+
+async def test_a_memory_moved_between_folders_while_the_store_is_listed_shows_at_its_new_path(
+    proxied_side: Side, proxy: FaultProxy, direct: StoreClient
+):
+    """A large store is listed by top-level folder, both folders at once; a
+    memory that moves from one to the other between their pages is on both:
+    the store is asked which is true, and the file shows once, where it is now."""
+    side = proxied_side
+    files = {f"/{d}/m{i:02}.md": f"{d} {i}" for d in "ab" for i in range(60)}
+    await fill(direct, side.store_id, files)
+    moving = await direct.find_memory_by_path(side.store_id, "/a/m00.md")
+
+    async def move_once_a_is_answered(method: str, target: str) -> None:
+        if "path_prefix=%2Fb%2F" not in target:
+            return
+        proxy.before_forward = None
+        while not any("path_prefix=%2Fa%2F" in t for t in proxy.counters.targets):
+            await trio.sleep(0.01)
+        await trio.sleep(0.2)  # the page of /a/ is answered, with /a/m00.md
+        await direct.update_memory(side.store_id, moving.id, path="/b/moved.md")
+
+    proxy.before_forward = move_once_a_is_answered
+    await side.sync(full=True)
+    assert {"/", "/a/", "/b/"} <= set(listed_prefixes(proxy, "basic"))
+    expected = {p: c for p, c in files.items() if p != "/a/m00.md"} | {"/b/moved.md": "a 0"}
+    shown = {n.path for n in side.cache.files()}
+    assert shown == set(expected)
+    assert await side.read("/b/moved.md") == "a 0"
