@@ -30,7 +30,7 @@ from ..api import MemoryVersion
 from ._listing import list_whole_store
 from ._part import Part, Shared, each, log
 from ._reports import FollowMode
-from ._rules import DEFAULT_CONCURRENCY
+from ._rules import DEFAULT_CONCURRENCY, FINAL_CONCURRENCY
 from ._store_api import RemoteMemory
 
 FEED_START = "1970-01-01T00:00:00Z"
@@ -97,7 +97,7 @@ class RemoteChanges(Part):
                 head = await self._feed_head()
             except FEED_REFUSALS as e:
                 feed_refused = e
-        listing = await list_whole_store(self.client, self.store_id, DEFAULT_CONCURRENCY)
+        listing = await list_whole_store(self.client, self.store_id, FINAL_CONCURRENCY)
         remote: dict[str, RemoteMemory] = {
             m.id: RemoteMemory(m.id, m.path, m.content_sha256, m.content_size_bytes)
             for m in listing.memories.values()

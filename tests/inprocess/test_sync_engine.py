@@ -478,9 +478,10 @@ async def test_a_local_edit_survives_the_store_replacing_the_memory_at_its_path(
     assert await side.remote() == {"/p.md": "theirs"}
 
 
-async def test_the_download_gives_way_between_pages_and_caches_every_content(side):
+async def test_the_download_places_page_after_page_and_caches_every_content(side):
     """With more missing contents than one full-view page holds, the download
-    reads pages of 20 and offers the filesystem its turn after each full one."""
+    reads pages of 20, each in place before the next, and offers `give_way`
+    its turn after each full one."""
     for i in range(45):
         await side.put_remote(f"/many/m{i:02}.md", f"content {i}")
     await side.sync()
@@ -549,3 +550,90 @@ async def test_a_memory_moved_between_folders_while_the_store_is_listed_shows_at
     shown = {n.path for n in side.cache.files()}
     assert shown == set(expected)
     assert await side.read("/b/moved.md") == "a 0"
+
+
+async def test_a_reader_of_every_file_takes_them_from_the_download_s_pages(
+    proxied_side: Side, proxy: FaultProxy, direct: StoreClient
+):
+    """Reading the whole tree while the download runs: every content comes on
+    the listing pages the download reads anyway, none by a request of its own."""
+    side = proxied_side
+    files = {f"/f{d}/m{i:02}.md": f"{d} {i} " * 50 for d in range(4) for i in range(30)}
+    await fill(direct, side.store_id, files)
+    await side.sync(full=True)
+    proxy.reset()
+    proxy.set(delay=0.05)
+    started = trio.Event()
+    read: dict[str, str | None] = {}
+
+    async def reader() -> None:
+        await started.wait()
+        for path in sorted(files):
+            read[path] = await side.read(path)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(reader)
+        await side.engine.prefetch(progress=lambda done, total: started.set())
+    assert read == files
+    assert content_gets(proxy) == {}
+    assert sorted(listed_prefixes(proxy, "full")) == [f"/f{d}/" for d in range(4) for _ in (1, 2)]
+
+
+async def test_a_file_a_reader_waits_for_jumps_the_download_s_queue(
+    proxied_side: Side, proxy: FaultProxy, direct: StoreClient
+):
+    """Twelve folders, eight read at once: the reader of a file in the last one
+    does not wait for the others; its folder is read at once, and its content
+    comes on that folder's page."""
+    side = proxied_side
+    files = {f"/f{d:02}/m{i:02}.md": f"{d} {i}" for d in range(12) for i in range(25)}
+    await fill(direct, side.store_id, files)
+    await side.sync(full=True)
+    proxy.reset()
+    proxy.set(delay=0.1)
+    started = trio.Event()
+    got: list[str | None] = []
+
+    async def reader() -> None:
+        await started.wait()
+        got.append(await side.read("/f11/m03.md"))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(reader)
+        await side.engine.prefetch(progress=lambda done, total: started.set())
+    assert got == ["11 3"]
+    prefixes = listed_prefixes(proxy, "full")
+    assert prefixes.index("/f11/") < prefixes.index("/f08/"), prefixes
+    assert content_gets(proxy) == {}
+    assert all(n.cached for n in side.cache.files())
+
+
+async def test_readers_far_down_a_long_folder_send_one_request_for_the_file(
+    proxied_side: Side, proxy: FaultProxy, direct: StoreClient
+):
+    """A file five pages down one folder is not waited for page by page: it is
+    fetched by id, once however many readers wait for it, and the page that
+    later carries it leaves it alone."""
+    side = proxied_side
+    files = {f"/big/m{i:03}.md": f"big {i}" for i in range(100)}
+    await fill(direct, side.store_id, files)
+    await side.sync(full=True)
+    far = await direct.find_memory_by_path(side.store_id, "/big/m099.md")
+    proxy.reset()
+    proxy.set(delay=0.1)
+    started = trio.Event()
+    got: list[str | None] = []
+
+    async def reader() -> None:
+        await started.wait()
+        got.append(await side.read("/big/m099.md"))
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(3):
+            nursery.start_soon(reader)
+        await side.engine.prefetch(progress=lambda done, total: started.set())
+    assert got == ["big 99"] * 3
+    assert content_gets(proxy) == {f"GET /v1/memory_stores/{side.store_id}/memories/{far.id}": 1}
+    assert listed_prefixes(proxy, "full") == ["/big/"] * 5
+    assert all(n.cached for n in side.cache.files())
+    assert await side.read("/big/m098.md") == "big 98"
