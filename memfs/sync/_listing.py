@@ -8,7 +8,8 @@ names the top-level folders and holds the root's own memories), then every
 folder's subtree at once (`concurrency` at a time). A store with one
 folder, or with more than `MAX_PREFIX_LISTINGS` of them (as many requests as
 folders: more than a chain would cost), goes on page after page from the
-first page's cursor.
+first page's cursor; so does a store that refuses one folder's listing
+(any answer but a whole-store failure).
 
 Nothing here relies on the store's order: a memory listed twice with
 different states (moved or changed between two folders' pages) is one the
@@ -20,9 +21,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .._exceptions import StoreError
 from ..api import Memory, MemoryPrefix
 from ._part import each
-from ._store_api import StoreAPI
+from ._store_api import StoreAPI, whole_store
 
 LISTING_PAGE = 100
 """Memories per page of a basic listing (the API's maximum)."""
@@ -60,9 +62,15 @@ async def list_whole_store(client: StoreAPI, store_id: str, concurrency: int) ->
     if len(folders) < 2 or len(folders) > MAX_PREFIX_LISTINGS:
         await _chain(client, store_id, out, page=first.next_page)
         return out
-    await each(
-        folders, lambda prefix: _chain(client, store_id, out, path_prefix=prefix), concurrency
-    )
+    try:
+        await each(
+            folders, lambda prefix: _chain(client, store_id, out, path_prefix=prefix), concurrency
+        )
+    except StoreError as e:
+        if whole_store(e):
+            raise
+        # The store refused one folder's listing: the whole store, page after page.
+        await _chain(client, store_id, out, page=first.next_page)
     return out
 
 

@@ -25,8 +25,9 @@ The cache lets one fetch per file run at a time, however many readers wait
 for it. The download never waits for a busy filesystem (a reader of the
 tree reads what it brings); it waits while the cache's disk is full, and a
 chain waiting so sends its readers to fetch for themselves. What the pages
-did not bring (a content changed since the listing, a chain that failed) is
-fetched one by one at the end.
+did not bring (a content changed since the listing, a chain the store
+refused) is fetched one by one at the end; a whole-store failure stops the
+download.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from .._exceptions import CacheError, StoreError
 from ..api import Memory, content_sha256
 from ..cache import Node, SyncFace
 from ._part import log
-from ._store_api import StoreAPI
+from ._store_api import StoreAPI, whole_store
 
 PREFETCH_BY_LISTING = 20
 """Above this many missing contents, prefetch reads full-view listing pages."""
@@ -208,6 +209,8 @@ class Download:
                 if self.give_way is not None:
                     await self.give_way()
         except StoreError as e:
+            if not whole_store(e):
+                return  # this chain's contents come one by one at the end
             if self._failure is None:
                 self._failure = e
             if self._nursery is not None:

@@ -637,3 +637,35 @@ async def test_readers_far_down_a_long_folder_send_one_request_for_the_file(
     assert listed_prefixes(proxy, "full") == ["/big/"] * 5
     assert all(n.cached for n in side.cache.files())
     assert await side.read("/big/m098.md") == "big 98"
+
+
+async def test_a_store_that_refuses_a_folder_s_listing_is_listed_page_after_page(
+    proxied_side: Side, proxy: FaultProxy, direct: StoreClient
+):
+    """A folder's listing refused (a store that takes no `path_prefix` there):
+    the pass lists the whole store page after page instead, and shows it all."""
+    side = proxied_side
+    files = {f"/{d}/m{i:02}.md": f"{d} {i}" for d in "ab" for i in range(60)}
+    await fill(direct, side.store_id, files)
+    proxy.set(status=400, status_next=1, match_path=r"path_prefix=%2Fb%2F")
+    await side.sync(full=True)
+    assert proxy.counters.statuses("GET", r"path_prefix=%2Fb%2F") == [400]
+    assert {n.path for n in side.cache.files()} == set(files)
+    assert await side.read("/b/m59.md") == "b 59"
+
+
+async def test_a_folder_whose_content_pages_are_refused_is_fetched_one_by_one(
+    proxied_side: Side, proxy: FaultProxy, direct: StoreClient
+):
+    """One folder's content pages refused: the download goes on with the others
+    and fetches that folder's contents by id, each once."""
+    side = proxied_side
+    files = {f"/{d}/m{i:02}.md": f"{d} {i}" for d in "ab" for i in range(30)}
+    await fill(direct, side.store_id, files)
+    await side.sync(full=True)
+    proxy.reset()
+    proxy.set(status=400, status_next=1, match_path=r"path_prefix=%2Fb%2F.*view=full")
+    assert await side.engine.prefetch() == 60
+    assert all(n.cached for n in side.cache.files())
+    assert sorted(content_gets(proxy).values()) == [1] * 30  # /b/'s, each once
+    assert await side.read("/b/m29.md") == "b 29"
