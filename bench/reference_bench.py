@@ -31,13 +31,17 @@ The phases, each timed and its requests counted at the proxy:
    store must then hold every file, byte for byte.
 
 Prints a table (phase, the reference's time and requests, memfs's, and
-memfs's time over the reference's) and writes JSON to
-bench/results/reference-<time>.json. Exits 1 with one sentence when a side
+memfs's time over the reference's), then memfs's materialise against issue
+23's targets in this run (browsable within 1 s; every file read within 0.4x
+the reference's download; at most 2x its requests: each ratio and whether it
+is met, also under "targets" in the JSON), and writes JSON to
+bench/results/reference-<time>.json. `--only-materialise` runs the first
+phase alone, on each side (for iterating; quoted figures use every phase). Exits 1 with one sentence when a side
 did not end where it should (a folder or a store not holding what it must).
 Always unmounts and stops what it started. Needs root (FUSE). Usage:
 
     .venv/bin/python bench/reference_bench.py [--memories 2000] [--edits 200]
-        [--new-files 2000] [--delay-ms 20]
+        [--new-files 2000] [--delay-ms 20] [--only-materialise]
 """
 
 from __future__ import annotations
@@ -280,6 +284,9 @@ async def reference_side(
     seconds, requests = await link.timed_async(lambda: ref.download(session))
     check("the reference's folder", read_all(folder, folder_files(folder)), files)
     result["materialise"] = {"seconds": seconds, "requests": requests, "kinds": link.kinds}
+    if args.only_materialise:
+        await ref.close()
+        return result, files
 
     seconds, requests = await link.timed_async(ref.sync)
     result["idle"] = {"seconds": seconds, "requests": requests, "kinds": link.kinds}
@@ -350,6 +357,9 @@ def memfs_side(
         "requests": link.since(mark),
         "kinds": link.kinds,
     }
+    if args.only_materialise:
+        mounter.unmount(mount)
+        return result
 
     def one_pass() -> dict:
         out = mounter.memfs("sync", "--json", str(mount), check=True)
@@ -425,8 +435,52 @@ def kinds_text(kinds: dict[str, int]) -> str:
     return ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
 
 
+BROWSABLE_TARGET_S = 1.0
+ALL_READ_TARGET = 0.4
+REQUESTS_TARGET = 2.0
+"""Issue 23's targets for materialising: browsable within 1 s; every file read
+by a reader that starts when the mount returns within 0.4x the reference's
+download; at most 2x its requests."""
+
+
+def materialise_targets(r: dict) -> dict:
+    """memfs's materialise against the reference's download, in this run."""
+    ref, m = r["reference"]["materialise"], r["memfs"]["materialise"]
+    all_read = m["seconds"] / ref["seconds"]
+    requests = m["requests"] / ref["requests"]
+    return {
+        "browsable_seconds": m["browsable_seconds"],
+        "browsable_met": m["browsable_seconds"] <= BROWSABLE_TARGET_S,
+        "all_read_seconds": m["seconds"],
+        "reference_seconds": ref["seconds"],
+        "all_read_ratio": all_read,
+        "all_read_met": all_read <= ALL_READ_TARGET,
+        "requests": m["requests"],
+        "reference_requests": ref["requests"],
+        "requests_ratio": requests,
+        "requests_met": requests <= REQUESTS_TARGET,
+    }
+
+
+def targets_text(t: dict) -> list[str]:
+    def verdict(met: bool) -> str:
+        return "met" if met else "MISSED"
+
+    return [
+        "materialise against issue 23's targets (this run):",
+        f"  browsable        {t['browsable_seconds']:5.2f} s"
+        f"{'':26}(target <= {BROWSABLE_TARGET_S:.1f} s: {verdict(t['browsable_met'])})",
+        f"  every file read  {t['all_read_seconds']:5.2f} s = {t['all_read_ratio']:.2f}x the "
+        f"reference's {t['reference_seconds']:.2f} s  (target <= {ALL_READ_TARGET}x: "
+        f"{verdict(t['all_read_met'])})",
+        f"  requests         {t['requests']:5d}   = {t['requests_ratio']:.2f}x the reference's "
+        f"{t['reference_requests']:<6d}(target <= {REQUESTS_TARGET:.0f}x: "
+        f"{verdict(t['requests_met'])})",
+    ]
+
+
 def table(r: dict, args: argparse.Namespace) -> str:
-    names = {k: v.format(**vars(args)) for k, v in PHASES}
+    names = {k: v.format(**vars(args)) for k, v in PHASES if k in r["memfs"]}
     width = max(len(n) for n in names.values()) + 2
     head = f"{'phase':<{width}}{'reference':>10}{'requests':>10}{'memfs':>10}{'requests':>10}"
     lines = [head + f"{'memfs/ref':>11}"]
@@ -450,6 +504,9 @@ def table(r: dict, args: argparse.Namespace) -> str:
         f"({m['requests_until_read']} requests until then: "
         f"{kinds_text(m['kinds_until_read'])}; {m['requests']} with the background download)"
     )
+    lines += targets_text(r["targets"])
+    if "idle" not in r["memfs"]:
+        return "\n".join(lines)
     lines.append(
         f"memfs pass alone (without the `memfs sync` command): idle "
         f"{r['memfs']['idle']['pass_seconds'] * 1000:.0f} ms, after the edits "
@@ -469,6 +526,11 @@ def main() -> int:
     parser.add_argument("--edits", type=int, default=200)
     parser.add_argument("--new-files", type=int, default=2000)
     parser.add_argument("--delay-ms", type=float, default=20.0)
+    parser.add_argument(
+        "--only-materialise",
+        action="store_true",
+        help="run the first phase alone (materialise), on each side",
+    )
     args = parser.parse_args()
     if os.geteuid() != 0:
         print("reference_bench: needs root for FUSE mounts", file=sys.stderr)
@@ -487,6 +549,7 @@ def main() -> int:
     except Failed as e:
         print(f"reference_bench: failed, {e}.", file=sys.stderr)
         return 1
+    result["targets"] = materialise_targets(result)
     result["config"] = {
         "memories": args.memories,
         "edits": args.edits,

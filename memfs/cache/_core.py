@@ -80,8 +80,6 @@ class CacheParts(Tree):
         """Where content that is not here yet comes from (the composition root sets it)."""
         self.budget_bytes = budget_bytes
         self.max_memories = max_memories
-        self.readers_waiting = 0
-        """Opens waiting for a content to come from the store."""
         self._said_full = False
         ensure_private_dir(root_dir, "cache folder", follow=True)
         ensure_private_dir(self.dir, "cache folder")

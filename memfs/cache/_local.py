@@ -209,11 +209,7 @@ class LocalChanges(CacheParts):
         if truncate:
             self.truncate_content(node, 0)
         elif not node.cached:
-            self.readers_waiting += 1
-            try:
-                await self._fetch(node)
-            finally:
-                self.readers_waiting -= 1
+            await self._fetch(node)
         return self._hold(node, writable)
 
     def create_open(

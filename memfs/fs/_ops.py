@@ -82,11 +82,6 @@ class MemoryStoreFS(pyfuse3.Operations):
         self._writeback = WriteBackHint(cache)
 
     @property
-    def last_request(self) -> float:
-        """time.perf_counter() when the latest request came."""
-        return self.times.last
-
-    @property
     def requests(self) -> collections.Counter[str]:
         """FUSE requests answered, by operation: what the kernel did not cache."""
         return collections.Counter(

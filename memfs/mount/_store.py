@@ -33,20 +33,6 @@ PROGRESS_AFTER = 1.0
 PROGRESS_EVERY = 0.2
 
 
-GIVE_WAY_QUIET = 0.02
-"""Seconds without requests after which the filesystem counts as quiet."""
-GIVE_WAY_MAX = 0.5
-"""The longest the background download waits for a quiet filesystem, a page."""
-FULL_DISK_WAIT = 1.0
-"""Seconds between looks at a full cache disk, for the background download."""
-
-
-def filesystem_busy(since_request: float, readers_waiting: int) -> bool:
-    """Whether the background download should wait: requests came within the last
-    `GIVE_WAY_QUIET` seconds and none of them waits for a content."""
-    return since_request < GIVE_WAY_QUIET and readers_waiting == 0
-
-
 def store_client(spec: StoreSpec) -> StoreClient:
     """The client of one store process. Few retries inside a pass: the sync
     loop has its own backoff between passes. The pool holds what the final
@@ -136,11 +122,8 @@ class MountedStore:
         shown = ProgressReport(
             f"memfs: downloading {self.spec.store_id}", minimum_total=PROGRESS_MIN_FILES
         )
-        await self._room_on_the_cache_disk()
         try:
-            await self.engine.prefetch(
-                self.spec.prefetch_concurrency, progress=shown, give_way=self._give_way
-            )
+            await self.engine.prefetch(self.spec.prefetch_concurrency, progress=shown)
         except MemfsError as e:
             log.warning(
                 "prefetch of %s stopped: %s",
@@ -157,25 +140,6 @@ class MountedStore:
         finally:
             shown.finish()
         self.prefetched = True
-
-    async def _give_way(self) -> None:
-        """Between pages, the background download waits while the filesystem answers
-        requests from the cache (a walk of a fresh mount), never while an open
-        waits for a content, and at most `GIVE_WAY_MAX` seconds a page."""
-        waited = 0.0
-        while waited < GIVE_WAY_MAX and filesystem_busy(
-            time.perf_counter() - self.fs.last_request, self.cache.readers_waiting
-        ):
-            await trio.sleep(GIVE_WAY_QUIET)
-            waited += GIVE_WAY_QUIET
-        await self._room_on_the_cache_disk()
-
-    async def _room_on_the_cache_disk(self) -> None:
-        """The background download waits while the cache's disk is full: the
-        room its redo log has left goes to the sync's uploads (a read still
-        fetches what it needs)."""
-        while self.cache.disk_full:
-            await trio.sleep(FULL_DISK_WAIT)
 
     async def final_sync(
         self,

@@ -17,7 +17,7 @@ from __future__ import annotations
 from ._decide import TABLE, Action, Local, Remote, decide, remote_state
 from ._deletes import EndOfSession
 from ._engine import SyncEngine
-from ._prefetch import prefetch
+from ._prefetch import Download
 from ._reports import FollowMode, PassReport, SyncStatus
 from ._rules import (
     DEFAULT_CONCURRENCY,
@@ -38,6 +38,7 @@ __all__ = [
     "TABLE",
     "Action",
     "Deletions",
+    "Download",
     "EndOfSession",
     "FollowMode",
     "KernelNotifier",
@@ -51,7 +52,6 @@ __all__ = [
     "backoff_delay",
     "decide",
     "delete_cap",
-    "prefetch",
     "remote_state",
     "whole_store",
 ]

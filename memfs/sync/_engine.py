@@ -44,7 +44,7 @@ from ..cache import SyncFace
 from ._deletes import DeletePacer, EndOfSession
 from ._ledger import Ledger
 from ._part import Shared, each, log
-from ._prefetch import prefetch
+from ._prefetch import Download
 from ._pull import Puller
 from ._push import Pusher
 from ._remote import RemoteChanges
@@ -80,6 +80,7 @@ class SyncEngine:
         self.status = SyncStatus()
         self.ledger = Ledger()
         self._lock = trio.Lock()
+        self._download: Download | None = None
         mode = Deletions(deletions)
         shared = Shared(client, cache, self.ledger, self.status, clock)
         self.remote = RemoteChanges(shared, full_listing_every=full_listing_every)
@@ -106,7 +107,13 @@ class SyncEngine:
         self.pacer.deletions = self.pusher.deletions = Deletions(mode)
 
     async def fetch_content(self, memory_id: str) -> tuple[bytes, str]:
-        """A memory's content and its sha: the cache's content source."""
+        """A memory's content and its sha: the cache's content source. While the
+        background download runs, it may bring the content on a page it reads
+        anyway (`Download.content`); otherwise one GET."""
+        if self._download is not None:
+            content = await self._download.content(memory_id)
+            if content is not None:
+                return content
         return await self.puller.fetch_content(memory_id)
 
     async def prefetch(
@@ -115,7 +122,15 @@ class SyncEngine:
         progress: Callable[[int, int], None] | None = None,
         give_way: Callable[[], Awaitable[None]] | None = None,
     ) -> int:
-        return await prefetch(self.client, self.cache, concurrency, progress, give_way)
+        """Every content not cached yet, in the background (`Download`); how many were fetched."""
+        download = Download(
+            self.client, self.cache, concurrency=concurrency, progress=progress, give_way=give_way
+        )
+        self._download = download
+        try:
+            return await download.run()
+        finally:
+            self._download = None
 
     def set_aside_local_changes(self) -> None:
         """A read-only mount shows the store's state: what an earlier read-write

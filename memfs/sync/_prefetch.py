@@ -1,94 +1,326 @@
 """Prefetch: every content not cached yet, in the background after a mount.
 
-Many missing contents come through full-view listing pages (20 a request,
-each page put in place in one journal transaction); the rest one by one, a
-few at a time. Between pages the download may give way to the filesystem
-(`give_way`), so that a walk of a fresh mount does not wait behind it.
+A few missing contents (at most `PREFETCH_BY_LISTING`) are fetched one by
+one, a few at a time. Many come through full-view listing pages (20 a
+request, each page put in place in one journal transaction), read by folder
+in parallel: the cache's tree, which the mount's first pass has just set to
+the store's, cuts the store into chains of pages (`Chain`): each top-level
+folder's subtree; a folder holding more than `SPLIT_ABOVE` memories is cut
+again into its own files (depth 1) and its subfolders' subtrees. Chains go
+in path order, the order in which a walk of the tree reads them,
+`listing_concurrency` at a time. A chain whose missing contents are fewer
+than its pages is fetched one by one instead.
+
+A reader that opens a file whose content is not here yet asks the download
+first (`Download.content`, the cache's content source in front of a GET):
+
+- its chain not started yet jumps the queue (it starts at once);
+- when its content is on the page the chain is reading or the next one, the
+  reader waits for that page and takes its content from it: no request of
+  its own;
+- otherwise (further down a long chain, or no download running) the reader
+  fetches it by id, and the page that later carries it leaves it alone.
+
+The cache lets one fetch per file run at a time, however many readers wait
+for it. The download never waits for a busy filesystem (a reader of the
+tree reads what it brings); it waits while the cache's disk is full, and a
+chain waiting so sends its readers to fetch for themselves. What the pages
+did not bring (a content changed since the listing, a chain the store
+refused) is fetched one by one at the end; a whole-store failure stops the
+download.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 
 import trio
 
-from .._exceptions import CacheError
+from .._exceptions import CacheError, StoreError
 from ..api import Memory, content_sha256
 from ..cache import Node, SyncFace
 from ._part import log
-from ._store_api import StoreAPI
+from ._store_api import StoreAPI, whole_store
 
 PREFETCH_BY_LISTING = 20
 """Above this many missing contents, prefetch reads full-view listing pages."""
+FULL_PAGE = 20
+"""Memories per full-view listing page (the API's cap)."""
+SPLIT_ABOVE = 3 * FULL_PAGE
+"""A folder with more memories than this (and subfolders) is read as several chains."""
+LISTING_CONCURRENCY = 8
+"""Chains of full-view pages read at once."""
+FULL_DISK_WAIT = 1.0
+"""Seconds between looks at a full cache disk."""
+WAIT_PAGES_AHEAD = 1
+"""A reader waits for its chain's pages when its content is at most this many
+pages past the one being read; further, it fetches the content itself."""
+
+Content = tuple[bytes, str]
 
 
-async def prefetch(
-    client: StoreAPI,
-    cache: SyncFace,
-    concurrency: int = 4,
-    progress: Callable[[int, int], None] | None = None,
-    give_way: Callable[[], Awaitable[None]] | None = None,
-) -> int:
-    """Fetch every content not cached yet; returns how many were fetched.
-    `progress(done, total)` hears of each page and each content, `total`
-    being the contents missing at the start (some may be fetched on first
-    read meanwhile, so `done` may end below it)."""
-    missing = {n.memory_id: n for n in cache.files() if not n.cached and n.memory_id is not None}
-    total = len(missing)
-    fetched = 0
+@dataclass(eq=False)
+class Chain:
+    """One chain of full-view pages: a folder's subtree, or (`depth` 1) its own files."""
 
-    def tell() -> None:
-        if progress is not None:
-            progress(fetched, total)
+    prefix: str
+    depth: int | None
+    position: dict[str, int]
+    """Memory id -> its place in the listing, as the cache expects it (a depth-1
+    listing also holds one item per subfolder)."""
+    missing: dict[str, Node]
+    started: bool = False
+    pages_read: int = 0
+    paused: bool = False
+    """Waiting for room on the cache's disk: its readers fetch for themselves."""
+    done: bool = False
 
-    tell()
-    if len(missing) > PREFETCH_BY_LISTING:
-        page: list[Memory] = []
-        async for item in client.iter_memories(cache.store_id, view="full", limit=20):
-            if isinstance(item, Memory) and item.id in missing:
-                page.append(item)
-            if len(page) >= 20:
-                fetched += _install_page(cache, page, missing)
-                tell()
-                page = []
-                if give_way is not None:
-                    await give_way()
-        fetched += _install_page(cache, page, missing)
-        tell()
-    limiter = trio.CapacityLimiter(concurrency)
+    @property
+    def pages(self) -> int:
+        return -(-max(1, max(self.position.values(), default=0) + 1) // FULL_PAGE)
 
-    async def one(node_id: int) -> None:
-        nonlocal fetched
-        async with limiter:
+    def near(self, memory_id: str) -> bool:
+        """Whether the content of `memory_id` is on the page being read or close after."""
+        return self.position[memory_id] // FULL_PAGE <= self.pages_read + WAIT_PAGES_AHEAD
+
+
+@dataclass(eq=False)
+class Delivery:
+    """A reader waiting for a page: set with the content, or None (fetch it yourself)."""
+
+    ready: trio.Event = field(default_factory=trio.Event)
+    content: Content | None = None
+
+    def give(self, content: Content | None) -> None:
+        self.content = content
+        self.ready.set()
+
+
+class Download:
+    """The background download of one mount's missing contents (see the module)."""
+
+    def __init__(
+        self,
+        client: StoreAPI,
+        cache: SyncFace,
+        *,
+        concurrency: int = 4,
+        listing_concurrency: int = LISTING_CONCURRENCY,
+        progress: Callable[[int, int], None] | None = None,
+        give_way: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self.client = client
+        self.cache = cache
+        self.concurrency = max(1, concurrency)
+        self.listing_concurrency = max(1, listing_concurrency)
+        self.progress = progress
+        self.give_way = give_way
+        self.fetched = 0
+        self.total = 0
+        self._queue: deque[Chain] = deque()
+        self._chain_of: dict[str, Chain] = {}
+        self._waiting: dict[str, Delivery] = {}
+        self._nursery: trio.Nursery | None = None
+        self._failure: StoreError | None = None
+
+    # ------------------------------------------------------------- the run
+
+    async def run(self) -> int:
+        """Fetch every content not cached yet; returns how many were fetched.
+        `progress(done, total)` hears of each page and each content, `total`
+        being the contents missing at the start (some may be fetched on first
+        read meanwhile, so `done` may end below it). A whole-store failure of
+        the listing is raised once the chains stopped."""
+        await self._room_on_the_cache_disk()
+        missing = {n.memory_id: n for n in self.cache.files() if n.memory_id and not n.cached}
+        self.total = len(missing)
+        self._tell()
+        if len(missing) > PREFETCH_BY_LISTING:
+            chains = plan_chains(self.cache, missing)
+            self._queue.extend(c for c in chains if len(c.missing) > c.pages)
+            self._chain_of = {m: c for c in self._queue for m in c.missing}
             try:
-                if await cache.ensure_cached(node_id):
-                    fetched += 1
-                    tell()
-            except CacheError as e:
-                log.info("prefetch skipped: %s", e)
+                async with trio.open_nursery() as nursery:
+                    self._nursery = nursery
+                    for _ in range(self.listing_concurrency):
+                        nursery.start_soon(self._next_chains)
+            finally:
+                self._nursery = None
+                self._chain_of = {}
+                for delivery in self._waiting.values():
+                    delivery.give(None)
+                self._waiting.clear()
+            if self._failure is not None:
+                raise self._failure
+        await self._one_by_one([n for n in missing.values() if _missing(n)])
+        return self.fetched
 
-    async with trio.open_nursery() as nursery:
-        for node in missing.values():
-            if not node.cached and node.memory_id is not None:
-                nursery.start_soon(one, node.id)
-    return fetched
+    async def content(self, memory_id: str) -> Content | None:
+        """A reader's turn: the content of `memory_id` from the page that brings
+        it, when a chain brings it soon; None when the reader should fetch it."""
+        chain = self._chain_of.get(memory_id)
+        if chain is None or chain.done or chain.paused or self._nursery is None:
+            return None
+        if not chain.started:
+            chain.started = True
+            self._nursery.start_soon(self._read_chain, chain)
+        if not chain.near(memory_id):
+            return None
+        delivery = self._waiting.setdefault(memory_id, Delivery())
+        await delivery.ready.wait()
+        return delivery.content
+
+    def _tell(self) -> None:
+        if self.progress is not None:
+            self.progress(self.fetched, self.total)
+
+    async def _next_chains(self) -> None:
+        while self._queue:
+            chain = self._queue.popleft()
+            if not chain.started:
+                chain.started = True
+                await self._read_chain(chain)
+
+    async def _read_chain(self, chain: Chain) -> None:
+        """Read one chain's pages, putting each page's contents in place."""
+        cursor: str | None = None
+        try:
+            while True:
+                page = await self.client.list_memories_page(
+                    self.cache.store_id,
+                    path_prefix=chain.prefix,
+                    depth=chain.depth,
+                    view="full",
+                    limit=FULL_PAGE,
+                    page=cursor,
+                )
+                chain.pages_read += 1
+                self._take(chain, [m for m in page.data if isinstance(m, Memory)])
+                cursor = page.next_page
+                if not cursor or not chain.missing:
+                    break
+                if self.cache.disk_full:
+                    chain.paused = True
+                    self._release(chain)
+                    await self._room_on_the_cache_disk()
+                    chain.paused = False
+                if self.give_way is not None:
+                    await self.give_way()
+        except StoreError as e:
+            if not whole_store(e):
+                return  # this chain's contents come one by one at the end
+            if self._failure is None:
+                self._failure = e
+            if self._nursery is not None:
+                self._nursery.cancel_scope.cancel()
+        finally:
+            chain.done = True
+            self._release(chain)
+
+    def _release(self, chain: Chain) -> None:
+        """The readers waiting for a page of `chain` fetch their contents themselves."""
+        for memory_id in chain.missing:
+            delivery = self._waiting.pop(memory_id, None)
+            if delivery is not None:
+                delivery.give(None)
+
+    async def _room_on_the_cache_disk(self) -> None:
+        """The download waits while the cache's disk is full: the room its redo
+        log has left goes to the sync's uploads (a read still fetches what it
+        needs). It never waits for a busy filesystem: a reader of the tree reads
+        what the download brings."""
+        while self.cache.disk_full:
+            await trio.sleep(FULL_DISK_WAIT)
+
+    def _take(self, chain: Chain, page: list[Memory]) -> None:
+        """Hand a page's contents to the readers waiting for them, and cache the
+        others (a clean file whose base the content matches), in one transaction."""
+        todo: list[tuple[Node, str, bytes]] = []
+        for item in page:
+            node = chain.missing.pop(item.id, None)
+            if node is None:
+                continue
+            content = (item.content or "").encode("utf-8")
+            delivery = self._waiting.pop(item.id, None)
+            if delivery is not None:
+                delivery.give((content, content_sha256(content)))
+                self.fetched += 1
+            elif content_sha256(content) == node.base_sha and _missing(node):
+                todo.append((node, item.id, content))
+        if todo:
+            with self.cache.transaction():
+                for node, memory_id, content in todo:
+                    self.fetched += self.cache.install_listed(node, memory_id, content)
+        self._tell()
+
+    async def _one_by_one(self, nodes: list[Node]) -> None:
+        limiter = trio.CapacityLimiter(self.concurrency)
+
+        async def one(node_id: int) -> None:
+            async with limiter:
+                try:
+                    if await self.cache.ensure_cached(node_id):
+                        self.fetched += 1
+                        self._tell()
+                except CacheError as e:
+                    log.info("prefetch skipped: %s", e, extra={"event": "prefetch_skipped"})
+
+        async with trio.open_nursery() as nursery:
+            for node in nodes:
+                if _missing(node):
+                    nursery.start_soon(one, node.id)
 
 
-def _install_page(cache: SyncFace, page: list[Memory], missing: dict[str, Node]) -> int:
-    """Cache the contents of one listing page, in one journal transaction."""
-    todo: list[tuple[Node, str, bytes]] = []
-    for item in page:
-        node = missing.pop(item.id)
-        if node.cached or node.live.fetching is not None or node.memory_id != item.id:
-            continue
-        content = (item.content or "").encode("utf-8")
-        if content_sha256(content) == node.base_sha:
-            todo.append((node, item.id, content))
+def _missing(node: Node) -> bool:
+    return not node.cached and node.memory_id is not None
+
+
+def plan_chains(cache: SyncFace, missing: dict[str, Node]) -> list[Chain]:
+    """The chains of pages that bring `missing`, in path order (see the module)."""
+    paths: dict[str, str] = {}
+    for node in cache.files():
+        if node.memory_id is not None:
+            paths[node.memory_id] = node.base_path or node.path
+    chains: list[Chain] = []
+    _cut("/", sorted(paths, key=paths.__getitem__), paths, missing, chains, split=True)
+    return sorted(chains, key=lambda c: c.prefix)
+
+
+def _cut(
+    prefix: str,
+    under: list[str],
+    paths: dict[str, str],
+    missing: dict[str, Node],
+    chains: list[Chain],
+    *,
+    split: bool,
+) -> None:
+    """Chains for the memories `under` (ids in path order) below `prefix`: one
+    chain of the subtree, or when `split`, one of the folder's own files and
+    the subfolders' cut in turn."""
+    folders: dict[str, list[str]] = {}
+    own: list[str] = []
+    for memory_id in under:
+        rest = paths[memory_id][len(prefix) :]
+        cut = rest.find("/")
+        if cut == -1:
+            own.append(memory_id)
         else:
-            missing[item.id] = node
-    installed = 0
-    if todo:
-        with cache.transaction():
-            for node, memory_id, content in todo:
-                installed += cache.install_listed(node, memory_id, content)
-    return installed
+            folders.setdefault(prefix + rest[: cut + 1], []).append(memory_id)
+    if not split or not folders:
+        chains.append(_chain(prefix, None, {m: i for i, m in enumerate(under)}, missing))
+        return
+    if own:
+        keyed = [(paths[m], m) for m in own] + [(f, "") for f in folders]
+        order = {m: i for i, (_key, m) in enumerate(sorted(keyed)) if m}
+        chains.append(_chain(prefix, 1, order, missing))
+    for folder, ids in folders.items():
+        _cut(folder, ids, paths, missing, chains, split=len(ids) > SPLIT_ABOVE)
+
+
+def _chain(
+    prefix: str, depth: int | None, position: dict[str, int], missing: dict[str, Node]
+) -> Chain:
+    return Chain(prefix, depth, position, {m: missing[m] for m in position if m in missing})

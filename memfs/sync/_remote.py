@@ -7,7 +7,8 @@ mount, after a conflict, every `full_listing_every` passes, and for good once
 the store refuses the feed (400, 401, 403 or 404 while listings work: the
 feed is an optimisation, never a requirement).
 
-A memory a listing does not show is not taken as deleted on that word alone:
+A listing of a large store is read by top-level folder, in parallel
+(`_listing`). A memory a listing does not show is not taken as deleted on that word alone:
 a memory moved while the pages were read can be missing from every page. It
 is deleted only once the store confirms it (`GET` by id answers 404); a
 memory found so is taken at the path and sha the store gives.
@@ -25,10 +26,11 @@ from .._exceptions import (
     PermissionDenied,
     StatusError,
 )
-from ..api import Memory, MemoryVersion
+from ..api import MemoryVersion
+from ._listing import list_whole_store
 from ._part import Part, Shared, each, log
 from ._reports import FollowMode
-from ._rules import DEFAULT_CONCURRENCY
+from ._rules import DEFAULT_CONCURRENCY, FINAL_CONCURRENCY
 from ._store_api import RemoteMemory
 
 FEED_START = "1970-01-01T00:00:00Z"
@@ -95,16 +97,16 @@ class RemoteChanges(Part):
                 head = await self._feed_head()
             except FEED_REFUSALS as e:
                 feed_refused = e
-        remote: dict[str, RemoteMemory] = {}
-        async for item in self.client.iter_memories(self.store_id, view="basic", limit=100):
-            if isinstance(item, Memory):
-                remote[item.id] = RemoteMemory(
-                    item.id, item.path, item.content_sha256, item.content_size_bytes
-                )
+        listing = await list_whole_store(self.client, self.store_id, FINAL_CONCURRENCY)
+        remote: dict[str, RemoteMemory] = {
+            m.id: RemoteMemory(m.id, m.path, m.content_sha256, m.content_size_bytes)
+            for m in listing.memories.values()
+            if m.id not in listing.doubtful
+        }
         if feed_refused is not None and self.status.mode is FollowMode.FEED:
             self._follow_by_listings(feed_refused)
         known: Iterable[str] = [*self.cache.by_memory_id(), *self.cache.tombstones]
-        missing = sorted({m for m in known if m not in remote})
+        missing = sorted({m for m in known if m not in remote} | listing.doubtful)
         await each(missing, lambda m: self._confirm(m, remote), DEFAULT_CONCURRENCY)
         return remote, head
 

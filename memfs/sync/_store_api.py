@@ -20,8 +20,24 @@ class StoreAPI(Protocol):
 
     async def get_memory(self, store_id: str, memory_id: str, *, view: str = ...) -> Memory: ...
     def iter_memories(
-        self, store_id: str, *, view: str = ..., limit: int = ...
+        self,
+        store_id: str,
+        *,
+        path_prefix: str | None = ...,
+        depth: int | None = ...,
+        view: str = ...,
+        limit: int = ...,
     ) -> AsyncIterator[Memory | MemoryPrefix]: ...
+    async def list_memories_page(
+        self,
+        store_id: str,
+        *,
+        path_prefix: str | None = ...,
+        depth: int | None = ...,
+        view: str | None = ...,
+        limit: int | None = ...,
+        page: str | None = ...,
+    ) -> Page[Memory | MemoryPrefix]: ...
     async def list_versions_page(
         self,
         store_id: str,

@@ -6,17 +6,19 @@ Real mounts exercise the same engine in tests/system/test_sync.py."""
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from urllib.parse import parse_qs
 
 import pytest
+import trio
 
 from memfs._exceptions import SyncError
 from memfs.api import content_sha256
 from memfs.cache import ROOT_ID, StoreCache
 from memfs.client import StoreClient
-from memfs.mount._store import GIVE_WAY_QUIET, filesystem_busy
 from memfs.sync import SyncEngine, delete_cap
 from tests.support import conflict_files
 from tests.support.faults import FaultProxy
@@ -476,9 +478,10 @@ async def test_a_local_edit_survives_the_store_replacing_the_memory_at_its_path(
     assert await side.remote() == {"/p.md": "theirs"}
 
 
-async def test_the_download_gives_way_between_pages_and_caches_every_content(side):
+async def test_the_download_places_page_after_page_and_caches_every_content(side):
     """With more missing contents than one full-view page holds, the download
-    reads pages of 20 and offers the filesystem its turn after each full one."""
+    reads pages of 20, each in place before the next, and offers `give_way`
+    its turn after each full one."""
     for i in range(45):
         await side.put_remote(f"/many/m{i:02}.md", f"content {i}")
     await side.sync()
@@ -492,12 +495,6 @@ async def test_the_download_gives_way_between_pages_and_caches_every_content(sid
     assert turns == [20, 40]  # after each full page, with that page installed
     assert all(n.cached for n in side.cache.files())
     assert await side.read("/many/m44.md") == "content 44"
-
-
-def test_the_download_waits_only_for_requests_the_cache_answers():
-    assert filesystem_busy(0.001, readers_waiting=0)  # a walk of the tree
-    assert not filesystem_busy(0.001, readers_waiting=1)  # an open waits for a content
-    assert not filesystem_busy(GIVE_WAY_QUIET * 2, readers_waiting=0)  # quiet
 
 
 async def test_a_pass_with_nothing_changed_writes_nothing_to_the_cache(side: Side):
@@ -514,3 +511,177 @@ async def test_a_pass_with_nothing_changed_writes_nothing_to_the_cache(side: Sid
         assert (report.pushed, report.pulled) == (0, 0)
     assert side.cache.journal.committed == committed
     assert side.cache.get_meta("feed_ts") is not None
+
+
+# ---- the listing by folder and the background download (issue 23) ---------------
+
+CONTENT_GET = re.compile(r"^GET /v1/memory_stores/[^/]+/memories/[^/]+$")
+
+
+def content_gets(proxy: FaultProxy) -> dict[str, int]:
+    """The single-memory GETs the proxy saw: "GET /path" -> how many."""
+    return {k: n for k, n in proxy.counters.requests_by_method_path.items() if CONTENT_GET.match(k)}
+
+
+def listed_prefixes(proxy: FaultProxy, view: str) -> list[str]:
+    """The path_prefix of each listing in `view` the proxy saw, in order ("" for none)."""
+    out = []
+    for target in proxy.counters.targets:
+        path, _, query = target.partition("?")
+        q = parse_qs(query)
+        if path.endswith("/memories") and q.get("view", ["basic"]) == [view]:
+            out.append(q.get("path_prefix", [""])[0])
+    return out
+
+
+async def fill(client: StoreClient, store_id: str, files: dict[str, str]) -> None:
+    for path, content in files.items():
+        await client.create_memory(store_id, path, content)
+
+
+async def test_a_memory_moved_between_folders_while_the_store_is_listed_shows_at_its_new_path(
+    proxied_side: Side, proxy: FaultProxy, direct: StoreClient
+):
+    """A large store is listed by top-level folder, both folders at once; a
+    memory that moves from one to the other between their pages is on both:
+    the store is asked which is true, and the file shows once, where it is now."""
+    side = proxied_side
+    files = {f"/{d}/m{i:02}.md": f"{d} {i}" for d in "ab" for i in range(60)}
+    await fill(direct, side.store_id, files)
+    moving = await direct.find_memory_by_path(side.store_id, "/a/m00.md")
+
+    async def move_once_a_is_answered(method: str, target: str) -> None:
+        if "path_prefix=%2Fb%2F" not in target:
+            return
+        proxy.before_forward = None
+        while not any("path_prefix=%2Fa%2F" in t for t in proxy.counters.targets):
+            await trio.sleep(0.01)
+        await trio.sleep(0.2)  # the page of /a/ is answered, with /a/m00.md
+        await direct.update_memory(side.store_id, moving.id, path="/b/moved.md")
+
+    proxy.before_forward = move_once_a_is_answered
+    await side.sync(full=True)
+    assert {"/", "/a/", "/b/"} <= set(listed_prefixes(proxy, "basic"))
+    expected = {p: c for p, c in files.items() if p != "/a/m00.md"} | {"/b/moved.md": "a 0"}
+    shown = {n.path for n in side.cache.files()}
+    assert shown == set(expected)
+    assert await side.read("/b/moved.md") == "a 0"
+
+
+async def test_a_reader_of_every_file_takes_them_from_the_download_s_pages(
+    proxied_side: Side, proxy: FaultProxy, direct: StoreClient
+):
+    """Reading the whole tree while the download runs: every content comes on
+    the listing pages the download reads anyway, none by a request of its own."""
+    side = proxied_side
+    files = {f"/f{d}/m{i:02}.md": f"{d} {i} " * 50 for d in range(4) for i in range(30)}
+    await fill(direct, side.store_id, files)
+    await side.sync(full=True)
+    proxy.reset()
+    proxy.set(delay=0.05)
+    started = trio.Event()
+    read: dict[str, str | None] = {}
+
+    async def reader() -> None:
+        await started.wait()
+        for path in sorted(files):
+            read[path] = await side.read(path)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(reader)
+        await side.engine.prefetch(progress=lambda done, total: started.set())
+    assert read == files
+    assert content_gets(proxy) == {}
+    assert sorted(listed_prefixes(proxy, "full")) == [f"/f{d}/" for d in range(4) for _ in (1, 2)]
+
+
+async def test_a_file_a_reader_waits_for_jumps_the_download_s_queue(
+    proxied_side: Side, proxy: FaultProxy, direct: StoreClient
+):
+    """Twelve folders, eight read at once: the reader of a file in the last one
+    does not wait for the others; its folder is read at once, and its content
+    comes on that folder's page."""
+    side = proxied_side
+    files = {f"/f{d:02}/m{i:02}.md": f"{d} {i}" for d in range(12) for i in range(25)}
+    await fill(direct, side.store_id, files)
+    await side.sync(full=True)
+    proxy.reset()
+    proxy.set(delay=0.1)
+    started = trio.Event()
+    got: list[str | None] = []
+
+    async def reader() -> None:
+        await started.wait()
+        got.append(await side.read("/f11/m03.md"))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(reader)
+        await side.engine.prefetch(progress=lambda done, total: started.set())
+    assert got == ["11 3"]
+    prefixes = listed_prefixes(proxy, "full")
+    assert prefixes.index("/f11/") < prefixes.index("/f08/"), prefixes
+    assert content_gets(proxy) == {}
+    assert all(n.cached for n in side.cache.files())
+
+
+async def test_readers_far_down_a_long_folder_send_one_request_for_the_file(
+    proxied_side: Side, proxy: FaultProxy, direct: StoreClient
+):
+    """A file five pages down one folder is not waited for page by page: it is
+    fetched by id, once however many readers wait for it, and the page that
+    later carries it leaves it alone."""
+    side = proxied_side
+    files = {f"/big/m{i:03}.md": f"big {i}" for i in range(100)}
+    await fill(direct, side.store_id, files)
+    await side.sync(full=True)
+    far = await direct.find_memory_by_path(side.store_id, "/big/m099.md")
+    proxy.reset()
+    proxy.set(delay=0.1)
+    started = trio.Event()
+    got: list[str | None] = []
+
+    async def reader() -> None:
+        await started.wait()
+        got.append(await side.read("/big/m099.md"))
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(3):
+            nursery.start_soon(reader)
+        await side.engine.prefetch(progress=lambda done, total: started.set())
+    assert got == ["big 99"] * 3
+    assert content_gets(proxy) == {f"GET /v1/memory_stores/{side.store_id}/memories/{far.id}": 1}
+    assert listed_prefixes(proxy, "full") == ["/big/"] * 5
+    assert all(n.cached for n in side.cache.files())
+    assert await side.read("/big/m098.md") == "big 98"
+
+
+async def test_a_store_that_refuses_a_folder_s_listing_is_listed_page_after_page(
+    proxied_side: Side, proxy: FaultProxy, direct: StoreClient
+):
+    """A folder's listing refused (a store that takes no `path_prefix` there):
+    the pass lists the whole store page after page instead, and shows it all."""
+    side = proxied_side
+    files = {f"/{d}/m{i:02}.md": f"{d} {i}" for d in "ab" for i in range(60)}
+    await fill(direct, side.store_id, files)
+    proxy.set(status=400, status_next=1, match_path=r"path_prefix=%2Fb%2F")
+    await side.sync(full=True)
+    assert proxy.counters.statuses("GET", r"path_prefix=%2Fb%2F") == [400]
+    assert {n.path for n in side.cache.files()} == set(files)
+    assert await side.read("/b/m59.md") == "b 59"
+
+
+async def test_a_folder_whose_content_pages_are_refused_is_fetched_one_by_one(
+    proxied_side: Side, proxy: FaultProxy, direct: StoreClient
+):
+    """One folder's content pages refused: the download goes on with the others
+    and fetches that folder's contents by id, each once."""
+    side = proxied_side
+    files = {f"/{d}/m{i:02}.md": f"{d} {i}" for d in "ab" for i in range(30)}
+    await fill(direct, side.store_id, files)
+    await side.sync(full=True)
+    proxy.reset()
+    proxy.set(status=400, status_next=1, match_path=r"path_prefix=%2Fb%2F.*view=full")
+    assert await side.engine.prefetch() == 60
+    assert all(n.cached for n in side.cache.files())
+    assert sorted(content_gets(proxy).values()) == [1] * 30  # /b/'s, each once
+    assert await side.read("/b/m29.md") == "b 29"

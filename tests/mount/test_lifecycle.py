@@ -65,6 +65,31 @@ def proxy(memfs_server):
         p.stop()
 
 
+def test_reading_the_whole_tree_right_after_the_mount_costs_no_request_of_its_own(
+    mounter, memfs_server, proxy
+):
+    """A store of six folders on a slow link, every file read the moment the
+    mount returns: each content comes on a listing page the background
+    download reads anyway (two a folder), none by a GET of the reader's."""
+    store_id = memfs_server.create_store("Read at once")["id"]
+    files = {f"/f{d}/n{i:02}.md": f"note {d}.{i} " * 40 for d in range(6) for i in range(30)}
+    for path, content in files.items():
+        _put(memfs_server, store_id, path, content)
+    proxy.set(delay=0.05)
+    mnt = mounter.mount_one(store_id, extra=("--api-url", proxy.url))
+    walked = sorted(Path(d) / f for d, _, names in os.walk(mnt) for f in names if f != MARKER)
+    read = {"/" + p.relative_to(mnt).as_posix(): p.read_text() for p in walked}
+    assert read == files
+    assert _content_gets(proxy) == {}
+    _wait_for(lambda: all(s["prefetched"] for s in mounter.status()), 30, "the prefetch")
+    listings = proxy.state()["counters"]["requests_by_path"][
+        f"/v1/memory_stores/{store_id}/memories"
+    ]
+    # The first pass: one page of the whole store, the root, each folder; then the
+    # download: two full-view pages a folder.
+    assert listings <= 2 + 6 + 6 * 2, listings
+
+
 def test_tree_at_once_contents_on_first_open_and_a_warm_cache_fetches_nothing_again(
     mounter, memfs_server, proxy
 ):
