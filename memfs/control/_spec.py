@@ -86,6 +86,10 @@ class StoreSpec(StoreSettings):
     runtime_dir: str
     read_only: bool = False
     prefetch_concurrency: int = 4
+    stores_mounted: int = 1
+    """How many stores this one is mounted with (by one `memfs mount`, itself
+    included): they share the machine, so each lists its store with fewer
+    requests at once (`listing_concurrency`)."""
     follow_parent: bool = False
     """Stop (final sync, unmount) when stdin reaches its end: the foreground
     `memfs mount` holds the other end, so its death by any signal is seen at once."""

@@ -9,6 +9,7 @@ checked as the command line read them (memfs.control's bounds).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -232,7 +233,7 @@ def build_specs(
                 **settings.settings(),
             )
         )
-    return specs
+    return [dataclasses.replace(spec, stores_mounted=len(specs)) for spec in specs]
 
 
 def parse_metrics_addr(text: str) -> tuple[str, int]:

@@ -68,6 +68,7 @@ class SyncEngine:
         delete_window: float = DELETE_WINDOW,
         concurrency: int = DEFAULT_CONCURRENCY,
         final_concurrency: int = FINAL_CONCURRENCY,
+        listing_concurrency: int = FINAL_CONCURRENCY,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.client = client
@@ -83,7 +84,11 @@ class SyncEngine:
         self._download: Download | None = None
         mode = Deletions(deletions)
         shared = Shared(client, cache, self.ledger, self.status, clock)
-        self.remote = RemoteChanges(shared, full_listing_every=full_listing_every)
+        self.remote = RemoteChanges(
+            shared,
+            full_listing_every=full_listing_every,
+            listing_concurrency=max(1, listing_concurrency),
+        )
         self.puller = Puller(shared, read_only=read_only)
         self.pusher = Pusher(shared, deletions=mode)
         self.pacer = DeletePacer(shared, self.puller, deletions=mode, delete_window=delete_window)

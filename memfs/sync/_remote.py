@@ -45,7 +45,14 @@ FeedHead = tuple[str | None, list[str]]
 class RemoteChanges(Part):
     """Reads what changed in the store, by feed or by listing."""
 
-    def __init__(self, shared: Shared, *, full_listing_every: int = 40) -> None:
+    def __init__(
+        self,
+        shared: Shared,
+        *,
+        full_listing_every: int = 40,
+        listing_concurrency: int = FINAL_CONCURRENCY,
+    ) -> None:
+        self.listing_concurrency = listing_concurrency
         super().__init__(shared)
         self.full_listing_every = full_listing_every
         self._passes_since_listing = 0
@@ -97,7 +104,7 @@ class RemoteChanges(Part):
                 head = await self._feed_head()
             except FEED_REFUSALS as e:
                 feed_refused = e
-        listing = await list_whole_store(self.client, self.store_id, FINAL_CONCURRENCY)
+        listing = await list_whole_store(self.client, self.store_id, self.listing_concurrency)
         remote: dict[str, RemoteMemory] = {
             m.id: RemoteMemory(m.id, m.path, m.content_sha256, m.content_size_bytes)
             for m in listing.memories.values()
