@@ -19,6 +19,7 @@ from ._node import (
     NodeKind,
     Owner,
     Placement,
+    StoredMemory,
     Tombstone,
     Upload,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "Owner",
     "Placement",
     "StoreCache",
+    "StoredMemory",
     "SyncFace",
     "Tombstone",
     "Upload",

@@ -15,7 +15,7 @@ import time
 from .._exceptions import CacheCorrupt, EntryExists
 from ..api import content_sha256, join_path
 from ._core import CacheParts, now_ns
-from ._node import ROOT_ID, Change, Gone, Node, NodeKind, Placement, Upload
+from ._node import ROOT_ID, Change, Gone, Node, NodeKind, Placement, StoredMemory, Upload
 
 
 class SyncChanges(CacheParts):
@@ -130,23 +130,16 @@ class SyncChanges(CacheParts):
     # ------------------------------------------------- the store's state
 
     def place_remote(
-        self,
-        memory_id: str,
-        path: str,
-        sha: str,
-        size: int,
-        content: bytes | None,
-        mtime_ns: int | None = None,
-        *,
-        node: Node | None = None,
+        self, memory: StoredMemory, content: bytes | None, *, node: Node | None = None
     ) -> Placement:
-        """Show the store's memory at `path`: create the file (and its folders), or
+        """Show the store's memory at its path: create the file (and its folders), or
         move and update `node`, the file that has this memory id. A file here with
         no memory that already holds exactly these bytes takes the memory (they
         agree: nothing is copied or fetched). Whatever else stands in the way
         goes (see `in_the_way`); its local changes are kept as conflict copies
         first, all of them whole and durable before anything here changes
         (ConflictCopyFailed: nothing changed)."""
+        path, sha, size = memory.path, memory.sha, memory.size
         if node is None:
             node = self._new_file_holding(path, sha)
         copies = [
@@ -169,12 +162,10 @@ class SyncChanges(CacheParts):
                 self.move(node, parent.id, name)
                 self._prune_empty(old_parent, placed.gone)
             elif node is None:
-                placed.node = self._insert_remote(
-                    memory_id, sha, parent, name, path, size, content, mtime_ns
-                )
+                placed.node = self._insert_remote(memory, parent, name, content)
                 return placed
             placed.node = node
-            self.agreed.bind(node, memory_id, sha, path)
+            self.agreed.bind(node, memory.memory_id, sha, path)
             node.edited = False
             node.live.edits += 1
             self.agreed.settle(node)
@@ -187,8 +178,6 @@ class SyncChanges(CacheParts):
                 node.size = size
             elif not node.live.open_count:
                 self.contents.evictable(node)
-            if mtime_ns:
-                node.mtime_ns = mtime_ns
             self.journal.save(node)
         return placed
 
@@ -242,25 +231,17 @@ class SyncChanges(CacheParts):
         self.journal.save(node)
 
     def _insert_remote(
-        self,
-        memory_id: str,
-        sha: str,
-        parent: Node,
-        name: str,
-        path: str,
-        size: int,
-        content: bytes | None,
-        mtime_ns: int | None,
+        self, memory: StoredMemory, parent: Node, name: str, content: bytes | None
     ) -> Node:
         """A new clean file for the store's memory: its row is inserted whole, once
         (a cold mount places every memory of the store so)."""
-        now = mtime_ns or now_ns()
+        now = now_ns()
         node = Node(
-            id=0, kind=NodeKind.FILE, parent=parent.id, name=name, path=path,
+            id=0, kind=NodeKind.FILE, parent=parent.id, name=name, path=memory.path,
             mode=0o644, mtime_ns=now, ctime_ns=now,
-            size=size if content is None else len(content), cached=content is not None,
+            size=memory.size if content is None else len(content), cached=content is not None,
         )  # fmt: skip
-        node.memory_id, node.base_sha, node.base_path = memory_id, sha, path
+        node.memory_id, node.base_sha, node.base_path = memory.memory_id, memory.sha, memory.path
         node.live.edits += 1
         self._insert(node)
         if content is not None:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Protocol
 
-from ._node import Change, Gone, Node, Owner, Placement, Tombstone, Upload
+from ._node import Change, Gone, Node, Owner, Placement, StoredMemory, Tombstone, Upload
 
 
 class FilesystemFace(Protocol):
@@ -111,15 +111,7 @@ class SyncFace(Protocol):
     def tombstone_done(self, memory_id: str) -> None: ...
     def deleted_in_store(self, memory_id: str) -> None: ...
     def place_remote(
-        self,
-        memory_id: str,
-        path: str,
-        sha: str,
-        size: int,
-        content: bytes | None,
-        mtime_ns: int | None = None,
-        *,
-        node: Node | None = None,
+        self, memory: StoredMemory, content: bytes | None, *, node: Node | None = None
     ) -> Placement: ...
     def follow_remote_move(self, node: Node, path: str) -> Gone: ...
     def remove_remote(self, node: Node) -> Gone: ...

@@ -115,6 +115,18 @@ class Placement:
 
 
 @dataclass(frozen=True)
+class StoredMemory:
+    """What the store holds for one memory, as the sync tells the cache to show
+    it: the memory's id, its path, and its content's sha256 and size (the
+    content itself travels apart, and only when it was fetched)."""
+
+    memory_id: str
+    path: str
+    sha: str
+    size: int
+
+
+@dataclass(frozen=True)
 class Tombstone:
     """A memory deleted locally and not yet deleted in the store."""
 

@@ -23,7 +23,7 @@ import time
 
 from .._exceptions import CacheDiskFull, CacheError, ConflictCopyFailed, NotFound, StoreError
 from ..api import content_sha256, listed_path_problem
-from ..cache import Node, Tombstone, Upload
+from ..cache import Node, StoredMemory, Tombstone, Upload
 from ._decide import Action, Local, Remote, decide, remote_state
 from ._not_shown import NotShown
 from ._part import Part, Shared, each, log
@@ -354,7 +354,8 @@ class Puller(Part):
             r.sha, r.size = sha, len(content)
         old_place = (old.parent, old.name) if old is not None else None
         try:
-            placed = self.cache.place_remote(r.memory_id, r.path, r.sha, r.size, content, node=old)
+            stored = StoredMemory(r.memory_id, r.path, r.sha, r.size)
+            placed = self.cache.place_remote(stored, content, node=old)
         except ConflictCopyFailed as e:
             self._wait_for_copy(r, r.path, e)
             return

@@ -5,7 +5,6 @@ which a pull tells what to forget."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -19,15 +18,6 @@ class StoreAPI(Protocol):
     stats: Any
 
     async def get_memory(self, store_id: str, memory_id: str, *, view: str = ...) -> Memory: ...
-    def iter_memories(
-        self,
-        store_id: str,
-        *,
-        path_prefix: str | None = ...,
-        depth: int | None = ...,
-        view: str = ...,
-        limit: int = ...,
-    ) -> AsyncIterator[Memory | MemoryPrefix]: ...
     async def list_memories_page(
         self,
         store_id: str,

@@ -18,7 +18,7 @@ import pytest
 
 from memfs._exceptions import CacheDiskFull
 from memfs.api import MARKER_NAME, MAX_CONTENT_BYTES, content_sha256
-from memfs.cache import ROOT_ID, StoreCache
+from memfs.cache import ROOT_ID, StoreCache, StoredMemory
 from memfs.fs import MARKER_INODE, MemoryStoreFS
 
 STORE = "memstore_handlers"
@@ -45,7 +45,9 @@ async def errno_of(call) -> int:
 def cache(tmp_path):
     c = StoreCache(str(tmp_path), STORE)
     content = b"stored text"
-    c.place_remote("mem_1", "/dir/stored.md", content_sha256(content), len(content), content)
+    c.place_remote(
+        StoredMemory("mem_1", "/dir/stored.md", content_sha256(content), len(content)), content
+    )
     yield c
     c.close()
 

@@ -26,16 +26,15 @@ from memfs._exceptions import (
     NoSuchEntry,
 )
 from memfs.api import MAX_CONTENT_BYTES, content_sha256
-from memfs.cache import ROOT_ID, StoreCache
+from memfs.cache import ROOT_ID, StoreCache, StoredMemory
 
 STORE = "memstore_unit"
 
 
 def remote(cache: StoreCache, memory_id: str, path: str, content: bytes, *, cached: bool = True):
     """Show a memory the store holds, as the sync engine does after a listing."""
-    placed = cache.place_remote(
-        memory_id, path, content_sha256(content), len(content), content if cached else None
-    )
+    stored = StoredMemory(memory_id, path, content_sha256(content), len(content))
+    placed = cache.place_remote(stored, content if cached else None)
     return placed.node
 
 
