@@ -50,8 +50,10 @@ DROP_BATCH = 64
 """Content rows of deleted files dropped per idle tick (~1 ms): a request that
 comes meanwhile never waits long."""
 
-HOUSEKEEPING_QUIET = 1.6
-"""Seconds between housekeeping's looks at most, while nothing is committed."""
+HOUSEKEEPING_QUIET = 5.0
+"""Seconds between housekeeping's looks at most, while nothing is committed.
+A store process of 2,000 memories, idle, passes every 5 s: 3.5 ms of CPU a
+pass with this, 4.9-5.2 ms with 1.6 s (interleaved, two runs each)."""
 
 ContentSource = Callable[[str], Awaitable[tuple[bytes, str]]]
 """Fetches a memory's content by id: returns (content, content_sha256)."""
