@@ -568,6 +568,25 @@ async def test_a_memory_moved_between_folders_while_the_store_is_listed_shows_at
     assert await side.read("/b/moved.md") == "a 0"
 
 
+async def read_during_the_download(side: Side, *readers: list[str]) -> list[list[str | None]]:
+    """Run the download, and meanwhile one reader per list of paths, each
+    starting at the download's first progress and reading its paths in turn;
+    what each read."""
+    started = trio.Event()
+    got: list[list[str | None]] = [[] for _ in readers]
+
+    async def reader(paths: list[str], into: list[str | None]) -> None:
+        await started.wait()
+        for path in paths:
+            into.append(await side.read(path))
+
+    async with trio.open_nursery() as nursery:
+        for paths, into in zip(readers, got, strict=True):
+            nursery.start_soon(reader, paths, into)
+        await side.engine.prefetch(progress=lambda done, total: started.set())
+    return got
+
+
 async def test_a_reader_of_every_file_takes_them_from_the_download_s_pages(
     proxied_side: Side, proxy: FaultProxy, direct: StoreClient
 ):
@@ -579,18 +598,8 @@ async def test_a_reader_of_every_file_takes_them_from_the_download_s_pages(
     await side.sync(full=True)
     proxy.reset()
     proxy.set(delay=0.05)
-    started = trio.Event()
-    read: dict[str, str | None] = {}
-
-    async def reader() -> None:
-        await started.wait()
-        for path in sorted(files):
-            read[path] = await side.read(path)
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(reader)
-        await side.engine.prefetch(progress=lambda done, total: started.set())
-    assert read == files
+    [read] = await read_during_the_download(side, sorted(files))
+    assert dict(zip(sorted(files), read, strict=True)) == files
     assert content_gets(proxy) == {}
     assert sorted(listed_prefixes(proxy, "full")) == [f"/f{d}/" for d in range(4) for _ in (1, 2)]
 
@@ -607,17 +616,7 @@ async def test_a_file_a_reader_waits_for_jumps_the_download_s_queue(
     await side.sync(full=True)
     proxy.reset()
     proxy.set(delay=0.1)
-    started = trio.Event()
-    got: list[str | None] = []
-
-    async def reader() -> None:
-        await started.wait()
-        got.append(await side.read("/f11/m03.md"))
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(reader)
-        await side.engine.prefetch(progress=lambda done, total: started.set())
-    assert got == ["11 3"]
+    assert await read_during_the_download(side, ["/f11/m03.md"]) == [["11 3"]]
     prefixes = listed_prefixes(proxy, "full")
     assert prefixes.index("/f11/") < prefixes.index("/f08/"), prefixes
     assert content_gets(proxy) == {}
@@ -637,18 +636,8 @@ async def test_readers_far_down_a_long_folder_send_one_request_for_the_file(
     far = await direct.find_memory_by_path(side.store_id, "/big/m099.md")
     proxy.reset()
     proxy.set(delay=0.1)
-    started = trio.Event()
-    got: list[str | None] = []
-
-    async def reader() -> None:
-        await started.wait()
-        got.append(await side.read("/big/m099.md"))
-
-    async with trio.open_nursery() as nursery:
-        for _ in range(3):
-            nursery.start_soon(reader)
-        await side.engine.prefetch(progress=lambda done, total: started.set())
-    assert got == ["big 99"] * 3
+    got = await read_during_the_download(side, *[["/big/m099.md"]] * 3)
+    assert got == [["big 99"]] * 3
     assert content_gets(proxy) == {f"GET /v1/memory_stores/{side.store_id}/memories/{far.id}": 1}
     assert listed_prefixes(proxy, "full") == ["/big/"] * 5
     assert all(n.cached for n in side.cache.files())
