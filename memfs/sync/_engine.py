@@ -28,7 +28,7 @@ This layer never touches FUSE: what the kernel must forget goes through the
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 import trio
 
@@ -125,12 +125,9 @@ class SyncEngine:
         self,
         concurrency: int = 4,
         progress: Callable[[int, int], None] | None = None,
-        give_way: Callable[[], Awaitable[None]] | None = None,
     ) -> int:
         """Every content not cached yet, in the background (`Download`); how many were fetched."""
-        download = Download(
-            self.client, self.cache, concurrency=concurrency, progress=progress, give_way=give_way
-        )
+        download = Download(self.client, self.cache, concurrency=concurrency, progress=progress)
         self._download = download
         try:
             return await download.run()

@@ -33,7 +33,7 @@ download.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import trio
@@ -109,14 +109,12 @@ class Download:
         concurrency: int = 4,
         listing_concurrency: int = LISTING_CONCURRENCY,
         progress: Callable[[int, int], None] | None = None,
-        give_way: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.client = client
         self.cache = cache
         self.concurrency = max(1, concurrency)
         self.listing_concurrency = max(1, listing_concurrency)
         self.progress = progress
-        self.give_way = give_way
         self.fetched = 0
         self.total = 0
         self._queue: deque[Chain] = deque()
@@ -206,8 +204,6 @@ class Download:
                     self._release(chain)
                     await self._room_on_the_cache_disk()
                     chain.paused = False
-                if self.give_way is not None:
-                    await self.give_way()
         except StoreError as e:
             if not whole_store(e):
                 return  # this chain's contents come one by one at the end

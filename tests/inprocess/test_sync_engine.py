@@ -480,19 +480,18 @@ async def test_a_local_edit_survives_the_store_replacing_the_memory_at_its_path(
 
 async def test_the_download_places_page_after_page_and_caches_every_content(side):
     """With more missing contents than one full-view page holds, the download
-    reads pages of 20, each in place before the next, and offers `give_way`
-    its turn after each full one."""
+    reads pages of 20, each in place (and its progress told) before the next."""
     for i in range(45):
         await side.put_remote(f"/many/m{i:02}.md", f"content {i}")
     await side.sync()
     assert sum(1 for n in side.cache.files() if not n.cached) == 45
     turns = []
 
-    async def give_way() -> None:
+    def progress(done: int, total: int) -> None:
         turns.append(sum(1 for n in side.cache.files() if n.cached))
 
-    assert await side.engine.prefetch(give_way=give_way) == 45
-    assert turns == [20, 40]  # after each full page, with that page installed
+    assert await side.engine.prefetch(progress=progress) == 45
+    assert turns == [0, 20, 40, 45]  # at the start, then after each page, installed
     assert all(n.cached for n in side.cache.files())
     assert await side.read("/many/m44.md") == "content 44"
 
