@@ -56,7 +56,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from _peers import on_cpu_seconds  # noqa: E402
-from _procs import cpu_seconds, text_of  # noqa: E402
+from _procs import text_of  # noqa: E402
 
 from memfs.api import MARKER_NAME  # noqa: E402
 from memfs.client import StoreClient  # noqa: E402
@@ -75,8 +75,7 @@ TIMEOUT = 300.0
 def cpu_ms(pid: int) -> float:
     """CPU time of every thread of `pid` so far, to the nanosecond (schedstat):
     /proc/PID/stat counts 10 ms ticks, coarser than an idle pass's cost."""
-    seconds = on_cpu_seconds([pid])
-    return 1000 * (cpu_seconds(pid) if seconds is None else seconds)
+    return 1000 * (on_cpu_seconds([pid]) or 0.0)
 
 
 class Failed(Exception):

@@ -160,10 +160,7 @@ class CacheParts(Tree):
         return self.journal.get_meta(key)
 
     def set_meta(self, key: str, value: str | None) -> None:
-        """Keep a meta value; one equal to the kept one commits nothing (the
-        feed's head, saved after every pass, mostly stays the same)."""
-        if self.journal.get_meta(key) != value:
-            self.journal.set_meta(key, value)
+        self.journal.set_meta(key, value)
 
     def transaction(self) -> contextlib.AbstractContextManager[None]:
         """Group several changes in one journal transaction (one commit)."""

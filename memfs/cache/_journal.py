@@ -440,4 +440,9 @@ class Journal:
         return logged[1]
 
     def set_meta(self, key: str, value: str | None) -> None:
-        self._do((Op.SET_META, key, value))
+        """Keep a meta value. Outside a transaction, one equal to the kept one
+        commits nothing (the feed's head, saved after every pass, mostly stays
+        the same); inside, what the transaction set so far is not readable yet,
+        so the value is always recorded."""
+        if self.in_transaction() or self.get_meta(key) != value:
+            self._do((Op.SET_META, key, value))
