@@ -17,8 +17,10 @@ install:
 demo: install
 	@bash scripts/demo.sh
 
+# The TypeScript recipe's packages, when install could fetch them (see scripts/install.sh).
 test: install
-	$(VENV)/bin/pytest -q -n 3 --dist loadfile
+	MEMFS_TEST_NODE_MODULES=$${MEMFS_TEST_NODE_MODULES:-$(CURDIR)/build/node_modules} \
+		$(VENV)/bin/pytest -q -n 3 --dist loadfile
 
 # pjdfstest (built from ../shared/tools/pjdfstest-src.tar.gz), every category,
 # in a mount as root; `make test` runs most of it. Failures not in

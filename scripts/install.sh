@@ -59,3 +59,17 @@ fi
 # ~60 ms for each store process. compileall writes it anyway; only the files
 # changed since the last run are compiled again (a stale .pyc is never used).
 .venv/bin/python -m compileall -q memfs >/dev/null || echo "install: memfs's bytecode could not be written; it runs all the same" >&2
+
+# The TypeScript worker recipe of docs/worker.md is type-checked and run by
+# tests/mount/test_worker_recipes.py against the SDK it names: with the test
+# extras and npm on the machine, those packages go into build/node_modules
+# (once; `make test` points MEMFS_TEST_NODE_MODULES there). Without npm, or
+# when the registry cannot be reached, that one test says why it is skipped.
+recipe_packages=(@anthropic-ai/sdk@1.16.0 typescript@5 @types/node@22)
+if [[ ",$extras," == *,test,* ]] && command -v npm >/dev/null 2>&1 \
+    && [[ ! -d build/node_modules/@anthropic-ai/sdk || ! -d build/node_modules/@types/node ]]; then
+    echo "install: npm install ${recipe_packages[*]} (the TypeScript recipe's test)"
+    mkdir -p build
+    npm install --prefix build --no-audit --no-fund --no-save --silent "${recipe_packages[@]}" >/dev/null 2>&1 \
+        || echo "install: npm could not install the TypeScript recipe's packages; its test is skipped" >&2
+fi

@@ -17,7 +17,8 @@ queue (heartbeat, stop).
 
 Python runs everywhere (`anthropic` is in the test extras). TypeScript runs
 where `MEMFS_TEST_NODE_MODULES` names a `node_modules` holding
-`@anthropic-ai/sdk` and `typescript` (and `node` is on PATH): the recipe is
+`@anthropic-ai/sdk` and `typescript` (and `node` is on PATH), as `make test`
+arranges where npm is installed (scripts/install.sh): the recipe is
 type-checked against the SDK's types, compiled and run. Go is not run: see
 docs/worker.md."""
 
