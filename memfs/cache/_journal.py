@@ -288,8 +288,7 @@ class Journal:
 
     @property
     def committed(self) -> int:
-        """How many records this journal has committed: a number that changes
-        whenever anything is committed."""
+        """A count of records committed: it changes whenever anything is."""
         return self._seq
 
     @property
@@ -440,9 +439,7 @@ class Journal:
         return logged[1]
 
     def set_meta(self, key: str, value: str | None) -> None:
-        """Keep a meta value. Outside a transaction, one equal to the kept one
-        commits nothing (the feed's head, saved after every pass, mostly stays
-        the same); inside, what the transaction set so far is not readable yet,
-        so the value is always recorded."""
+        """Keep a meta value; an unchanged one commits nothing, outside a
+        transaction (inside, what it set so far is not readable yet)."""
         if self.in_transaction() or self.get_meta(key) != value:
             self._do((Op.SET_META, key, value))
