@@ -572,6 +572,7 @@ def test_a_session_that_cannot_be_read_mid_session_is_logged_once_and_unmounts_n
     agent = (
         f"touch {flags}/started; while [ ! -e {flags}/write ]; do sleep 0.1; done; "
         f"echo 'while the session could not be read' > {root}/one/during.md; "
+        f"touch {flags}/written; "
         f"while [ ! -e {root}/three/{MARKER} ]; do sleep 0.1; done"
     )
     with FaultProxyProcess(server.url) as proxy:
@@ -594,6 +595,9 @@ def test_a_session_that_cannot_be_read_mid_session_is_logged_once_and_unmounts_n
             time.sleep(3)  # several checks, all refused
             assert not (root / "three").exists()
             (flags / "write").touch()
+            wait_for_file(
+                flags / "written", 30, "the agent's write", alive=lambda: proc.poll() is None
+            )
             mounter.sync(root / "one")
             assert "/during.md" in remote_files(server, one)
             proxy.reset()
@@ -601,7 +605,8 @@ def test_a_session_that_cannot_be_read_mid_session_is_logged_once_and_unmounts_n
         finally:
             if proc.poll() is None:
                 proc.kill()
-                proc.communicate()
+                # The agent, orphaned, may still hold the pipes: fail, never hang.
+                proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     failures = [line for line in err.splitlines() if "cannot read session" in line]
     assert len(failures) == 1, err
