@@ -16,24 +16,58 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import cachetools
-
 from .._exceptions import CacheCorrupt
 from ._journal import Journal
 from ._node import Node
 
 
-class EvictingLRU(cachetools.LRUCache[int, int]):
-    """node id -> size in bytes; evicting calls back so the content goes."""
+class EvictingLRU:
+    """node id -> size in bytes, the least recently used first; past the budget
+    the oldest go, each through `on_evict`, but never the one just put (a
+    content larger than the whole budget stays until the next one comes).
 
-    def __init__(self, maxsize: int, on_evict: Callable[[int], None]) -> None:
-        super().__init__(maxsize=maxsize, getsizeof=lambda size: max(1, size))
+    One dict, whose order is the order of use: a store's every clean file is
+    here, so it costs a tenth of a general-purpose LRU's three maps."""
+
+    __slots__ = ("_sizes", "_total", "_budget", "_on_evict")
+
+    def __init__(self, budget: int, on_evict: Callable[[int], None]) -> None:
+        self._sizes: dict[int, int] = {}
+        self._total = 0
+        self._budget = budget
         self._on_evict = on_evict
 
-    def popitem(self) -> tuple[int, int]:
-        key, value = super().popitem()
-        self._on_evict(key)
-        return key, value
+    def __contains__(self, key: int) -> bool:
+        return key in self._sizes
+
+    def __len__(self) -> int:
+        return len(self._sizes)
+
+    @property
+    def total(self) -> int:
+        """The bytes held by what may be evicted."""
+        return self._total
+
+    def put(self, key: int, size: int) -> None:
+        """Add or refresh `key`, as the most recently used."""
+        self.pop(key)
+        self._sizes[key] = size = max(1, size)
+        self._total += size
+        while self._total > self._budget and len(self._sizes) > 1:
+            oldest = next(iter(self._sizes))
+            self.pop(oldest)
+            self._on_evict(oldest)
+
+    def touch(self, key: int) -> None:
+        """`key`, if held, becomes the most recently used."""
+        size = self._sizes.pop(key, None)
+        if size is not None:
+            self._sizes[key] = size
+
+    def pop(self, key: int) -> None:
+        size = self._sizes.pop(key, None)
+        if size is not None:
+            self._total -= size
 
 
 class Contents:
@@ -80,16 +114,15 @@ class Contents:
 
     def evictable(self, node: Node) -> None:
         """The file is clean, cached and closed: its content may be evicted."""
-        self._evictable[node.id] = node.size
+        self._evictable.put(node.id, node.size)
 
     def kept(self, node: Node) -> None:
         """The file is edited, open or gone: its content is never evicted."""
-        self._evictable.pop(node.id, None)
+        self._evictable.pop(node.id)
 
     def touch(self, node: Node) -> None:
         """The file was used: the last to be evicted."""
-        if node.id in self._evictable:
-            self._evictable[node.id] = self._evictable[node.id]
+        self._evictable.touch(node.id)
 
     def _evict(self, node_id: int) -> None:
         node = self._node_of(node_id)

@@ -240,6 +240,41 @@ async def test_eviction_drops_clean_contents_never_dirty_or_open_ones(tmp_path):
     cache.close()
 
 
+async def test_the_file_read_last_is_evicted_last(tmp_path):
+    cache = StoreCache(str(tmp_path), STORE, budget_bytes=3000)
+    for i in range(3):
+        remote(cache, f"mem_{i}", f"/clean{i}.md", bytes([65 + i]) * 1000)
+    first = cache.find("/clean0.md")
+    await cache.open(first.id)
+    assert cache.read(first, 0, 3) == b"AAA"
+    cache.release(first.id)
+    remote(cache, "mem_3", "/clean3.md", b"D" * 1000)
+    cached = {p: cache.find(p).cached for p in ("/clean0.md", "/clean1.md", "/clean2.md")}
+    assert cached == {"/clean0.md": True, "/clean1.md": False, "/clean2.md": True}
+    assert on_disk(cache, cache.find("/clean1.md").id) is None
+    cache.close()
+
+
+async def test_a_content_larger_than_the_whole_budget_is_kept_until_the_next_one(tmp_path):
+    cache = StoreCache(str(tmp_path), STORE, budget_bytes=1000)
+    small = remote(cache, "mem_small", "/small.md", b"s" * 500)
+    big = remote(cache, "mem_big", "/big.md", b"b" * 2000, cached=False)
+
+    async def fetch(memory_id: str) -> tuple[bytes, str]:
+        assert memory_id == "mem_big"
+        return b"b" * 2000, content_sha256(b"b" * 2000)
+
+    cache.source = fetch
+    await cache.open(big.id)
+    assert cache.read(big, 1990, 100) == b"b" * 10
+    cache.release(big.id)
+    assert (small.cached, big.cached) == (False, True)
+    remote(cache, "mem_next", "/next.md", b"n" * 100)
+    assert not big.cached
+    assert on_disk(cache, big.id) is None
+    cache.close()
+
+
 async def test_journal_and_contents_survive_a_kill(tmp_path):
     cache = StoreCache(str(tmp_path), STORE)
     remote(cache, "mem_gone", "/gone.md", b"bye")
