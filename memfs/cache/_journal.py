@@ -54,8 +54,9 @@ class Journal:
 
     def __init__(self, path: str, *, store_id: str) -> None:
         self.path = path
-        self._names: dict[int, tuple[int, str]] = {}
-        """(parent, name) of each row as the journal will hold it, by node id."""
+        self._rows_known = 1
+        """Nodes whose `Live.row_known` is this know their row's name (`save`);
+        it grows when what the rows hold is unknown again."""
         self._group: list[Operation] | None = None
         """The operations of the open `transaction()`, logged together at its end."""
         self._outer: list[bool] = []
@@ -151,13 +152,13 @@ class Journal:
             return
         ops, self._group = self._group or [], None
         if kind is not None:
-            self._names.clear()  # what the rows were assumed to hold is unknown now
+            self._rows_known += 1  # what the rows were assumed to hold is unknown now
             return
         if ops:
             try:
                 self._commit(ops)
             except BaseException:
-                self._names.clear()
+                self._rows_known += 1
                 raise
 
     @contextlib.contextmanager
@@ -187,7 +188,7 @@ class Journal:
                 if left:
                     self._commit(left)
                 else:
-                    self._names.clear()  # SQLite ended it: the rows are as they were
+                    self._rows_known += 1  # SQLite ended it: the rows are as they were
 
     def in_transaction(self) -> bool:
         return self._group is not None or self.db.in_transaction
@@ -339,7 +340,7 @@ class Journal:
             rows = self._database.node_rows()
         for row in rows:
             node = node_of(row)
-            self._names[node.id] = (node.parent, node.name)
+            _note_row_name(node, self._rows_known)
             yield node
 
     def insert(self, node: Node) -> int:
@@ -347,22 +348,20 @@ class Journal:
         node_id = self._next_id
         self._do((Op.INSERT_NODE, node_id, *row_values(node)))
         self._next_id += 1
-        self._names[node_id] = (node.parent, node.name)
+        _note_row_name(node, self._rows_known)
         return node_id
 
     def save(self, node: Node) -> None:
         """Write a node's row (leaving its name's index entry alone when the name
         is the one the row holds)."""
-        name = (node.parent, node.name)
-        if self._names.get(node.id) == name:
+        if _row_named_as(node, self._rows_known):
             self._do((_SAVE_NODE_IN_PLACE, *row_values_in_place(node)))
         else:
             self._do((Op.SAVE_NODE, *row_values(node), node.id))
-            self._names[node.id] = name
+            _note_row_name(node, self._rows_known)
 
     def delete(self, node_id: int) -> None:
         self._do((Op.DELETE_NODE, node_id))
-        self._names.pop(node_id, None)
 
     # ----------------------------------------------------------- tombstones
 
@@ -443,3 +442,15 @@ class Journal:
         transaction (inside, what it set so far is not readable yet)."""
         if self.in_transaction() or self.get_meta(key) != value:
             self._do((Op.SET_META, key, value))
+
+
+def _note_row_name(node: Node, known: int) -> None:
+    """The journal's row of `node` holds its parent and name (`Live.row_known`)."""
+    live = node.live
+    live.row_parent, live.row_name, live.row_known = node.parent, node.name, known
+
+
+def _row_named_as(node: Node, known: int) -> bool:
+    """Whether the journal's row of `node` holds its parent and name."""
+    live = node.live
+    return live.row_known == known and live.row_parent == node.parent and live.row_name == node.name

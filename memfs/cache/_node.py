@@ -44,6 +44,12 @@ class Live:
     """Unlinked while open: it lives on, outside the tree, until its last release."""
     edits: int = 0
     """Bumped by every local change: a push knows whether the file changed on the way."""
+    row_parent: int = 0
+    row_name: str | None = None
+    row_known: int = 0
+    """The parent and name the journal's row holds, when `row_known` is the
+    journal's count of what it knows (`Journal.save` writes a row in place when
+    they are the node's)."""
 
 
 @dataclass(eq=False, slots=True)
