@@ -105,6 +105,8 @@ def _from_fields(cls: type[W], d: dict[str, Any], **read: Any) -> W:
 class _FromJSON:
     """A wire type read field by field from the API's JSON (see `_from_fields`)."""
 
+    __slots__ = ()
+
     __dataclass_fields__: ClassVar[dict[str, Any]]
 
     @classmethod
@@ -149,7 +151,7 @@ class MemoryStore(_FromJSON):
     type: str = "memory_store"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Memory(_FromJSON):
     """A memory; `content` is None in the basic view."""
 

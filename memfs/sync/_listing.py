@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from .._exceptions import StoreError
 from ..api import Memory, MemoryPrefix
 from ._part import each
-from ._store_api import StoreAPI, whole_store
+from ._store_api import RemoteMemory, StoreAPI, whole_store
 
 LISTING_PAGE = 100
 """Memories per page of a basic listing (the API's maximum)."""
@@ -34,17 +34,23 @@ MAX_PREFIX_LISTINGS = 64
 
 @dataclass
 class Listing:
-    """What a whole listing found: memory id -> memory, and the ids listed twice
-    with different states (to ask the store about, by id)."""
+    """What a whole listing found: memory id -> what the store holds, and the
+    ids listed twice with different states (to ask the store about, by id).
 
-    memories: dict[str, Memory] = field(default_factory=dict)
+    Each page's memories are kept only as what the sync reads of them, so that
+    the pages themselves go as soon as they are read: a store process is not
+    left as large as a whole store's wire objects at once."""
+
+    memories: dict[str, RemoteMemory] = field(default_factory=dict)
     doubtful: set[str] = field(default_factory=set)
 
     def add(self, item: Memory) -> None:
         seen = self.memories.get(item.id)
         if seen is None:
-            self.memories[item.id] = item
-        elif (seen.path, seen.content_sha256) != (item.path, item.content_sha256):
+            self.memories[item.id] = RemoteMemory(
+                item.id, item.path, item.content_sha256, item.content_size_bytes
+            )
+        elif (seen.path, seen.sha) != (item.path, item.content_sha256):
             self.doubtful.add(item.id)
 
 

@@ -105,11 +105,9 @@ class RemoteChanges(Part):
             except FEED_REFUSALS as e:
                 feed_refused = e
         listing = await list_whole_store(self.client, self.store_id, self.listing_concurrency)
-        remote: dict[str, RemoteMemory] = {
-            m.id: RemoteMemory(m.id, m.path, m.content_sha256, m.content_size_bytes)
-            for m in listing.memories.values()
-            if m.id not in listing.doubtful
-        }
+        remote = listing.memories
+        for memory_id in listing.doubtful:
+            del remote[memory_id]
         if feed_refused is not None and self.status.mode is FollowMode.FEED:
             self._follow_by_listings(feed_refused)
         known: Iterable[str] = [*self.cache.by_memory_id(), *self.cache.tombstones]

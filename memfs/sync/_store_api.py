@@ -74,7 +74,7 @@ def whole_store(e: StoreError) -> bool:
     return e.status in (401, 408, 429) or e.status >= 500
 
 
-@dataclass
+@dataclass(slots=True)
 class RemoteMemory:
     """What the store holds for one memory; `deleted` when it holds nothing."""
 
