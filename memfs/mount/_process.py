@@ -68,6 +68,7 @@ from ..control import (
 from ..fs import KernelCache, mount_options
 from ..sync import NoKernel
 from ._folder import prepare_mount_path, remove_mount_folder
+from ._memory import FreedMemory
 from ._store import PROGRESS_AFTER, MountedStore, store_client
 
 log = logging.getLogger("memfs.mount")
@@ -120,6 +121,7 @@ class StoreProcess:
             serving.start_soon(self._fuse_main)
             serving.start_soon(partial(cache.housekeeping, busy=store.fs_busy))
             serving.start_soon(store.fs.write_back)
+            serving.start_soon(FreedMemory(store.fs.request_total).run)
             async with trio.open_nursery() as syncing:
                 syncing.start_soon(self._signals, signals)
                 syncing.start_soon(store.periodic)

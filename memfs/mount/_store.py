@@ -23,6 +23,7 @@ from ..client import StoreClient
 from ..control import StoreSpec, StoreStatus
 from ..fs import MemoryStoreFS
 from ..sync import FINAL_CONCURRENCY, EndOfSession, SyncEngine, backoff_delay
+from ._memory import give_back_freed_memory
 
 log = logging.getLogger("memfs.mount")
 
@@ -155,6 +156,7 @@ class MountedStore:
         finally:
             shown.finish()
         self.prefetched = True
+        give_back_freed_memory()
 
     async def final_sync(
         self,
