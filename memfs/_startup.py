@@ -3,13 +3,12 @@
 Most of a cold `memfs mount` is Python starting: the command line's
 interpreter, then a store process's (trio, pyfuse3, httpx: ~0.2 s). Each
 trick below buys a part of that back (4 and 5 buy memory as well); none
-changes what memfs does. The
-figures are interleaved A/B runs on the 2-core development machine (with
-other work on it), each trick off against on, 30-40 runs a side, median:
-cold `memfs mount --daemon` of a store of the demo store's size against a
-local `memfs serve`, named without a mount path (so the command line looks
-its name up), until the command returned; `memfs status` with nothing
-mounted; `python -m memfs.mount` reading an empty stdin.
+changes what memfs does. The figures are interleaved A/B runs on the 2-core
+development machine (with other work on it), each trick off against on,
+30-40 runs a side, median: cold `memfs mount --daemon` of a store of the
+demo store's size against a local `memfs serve`, named without a mount path
+(so the command line looks its name up), until the command returned; `memfs
+status` with nothing mounted; `python -m memfs.mount` reading an empty stdin.
 
 1. Store processes started before the command line is read
    (`start_early_stores`, first thing in `memfs.cli.main`): `memfs mount`
@@ -56,8 +55,8 @@ mounted; `python -m memfs.mount` reading an empty stdin.
    unknown; it is gone once the imports are done, so whatever asks later
    gets the real module. 1.0 MiB less resident (what a store process's
    imports add: 20,988 KiB without it, 19,992 with it) and 9 ms less to
-   start one (163 against 172 ms, medians of 30
-   interleaved runs of its imports).
+   start one (163 against 172 ms, medians of 30 interleaved runs of its
+   imports).
 
 Tricks 4 and 5, with `memfs.mount._memory`, bring a store process of 2,000
 memories under issue 23's 40 MiB (bench/README.md, "A store process's
