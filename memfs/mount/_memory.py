@@ -19,19 +19,13 @@ from collections.abc import Callable
 
 import trio
 
+from .._private import libc_function
+
 QUIET_AFTER = 5.0
 """Seconds without a request after which the filesystem is quiet."""
 
-
-def _malloc_trim() -> Callable[[int], int] | None:
-    try:
-        trim: Callable[[int], int] = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):  # not glibc
-        return None
-    return trim
-
-
-_TRIM = _malloc_trim()
+_TRIM = libc_function("malloc_trim", [ctypes.c_size_t])
+"""glibc's `malloc_trim`, or None elsewhere."""
 
 
 def _trim() -> None:
