@@ -235,6 +235,4 @@ class DeletePacer(Part):
             m = await self.client.get_memory(self.store_id, stone.memory_id, view="basic")
         except NotFound:
             return
-        await self.puller.place(
-            RemoteMemory(m.id, m.path, m.content_sha256, m.content_size_bytes), report, fetch=True
-        )
+        await self.puller.place(RemoteMemory.of(m), report, fetch=True)

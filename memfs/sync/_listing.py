@@ -47,9 +47,7 @@ class Listing:
     def add(self, item: Memory) -> None:
         seen = self.memories.get(item.id)
         if seen is None:
-            self.memories[item.id] = RemoteMemory(
-                item.id, item.path, item.content_sha256, item.content_size_bytes
-            )
+            self.memories[item.id] = RemoteMemory.of(item)
         elif (seen.path, seen.sha) != (item.path, item.content_sha256):
             self.doubtful.add(item.id)
 

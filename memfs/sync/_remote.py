@@ -123,7 +123,7 @@ class RemoteChanges(Part):
         except NotFound:
             remote[memory_id] = RemoteMemory(memory_id, deleted=True)
             return
-        remote[memory_id] = RemoteMemory(memory_id, m.path, m.content_sha256, m.content_size_bytes)
+        remote[memory_id] = RemoteMemory.of(m)
 
     def _follow_by_listings(self, refusal: StatusError) -> None:
         """Listings work and the feed does not: follow the store by listings."""
@@ -179,4 +179,4 @@ class RemoteChanges(Part):
             m = await self.client.get_memory(self.store_id, memory_id, view="basic")
         except NotFound:
             return RemoteMemory(memory_id, deleted=True)
-        return RemoteMemory(memory_id, m.path, m.content_sha256, m.content_size_bytes)
+        return RemoteMemory.of(m)

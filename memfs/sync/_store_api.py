@@ -83,3 +83,8 @@ class RemoteMemory:
     sha: str | None = None
     size: int = 0
     deleted: bool = False
+
+    @classmethod
+    def of(cls, m: Memory) -> RemoteMemory:
+        """What the store's answer `m` says it holds."""
+        return cls(m.id, m.path, m.content_sha256, m.content_size_bytes)
