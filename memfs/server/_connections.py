@@ -20,10 +20,12 @@ What this module adds:
   (`retry-after: 1`, `connection: close`) and closed;
 - a client that stops reading its answer, or stops sending a request body
   it began, for `client_timeout` seconds is dropped (its connection closed);
-- a request whose body the app did not read (refused at its size, say):
-  once its answer is sent and the connection is to close, what the client
-  still sends is read and dropped for up to `linger_timeout` seconds, so
-  that it gets the answer rather than a reset.
+- a request whose body the app did not read (refused at its size, or for
+  its credentials): its answer says `connection: close` (Hypercorn closes
+  such a connection, and a client must not send its next request on it),
+  and once it is sent what the client still sends is read and dropped for
+  up to `linger_timeout` seconds, so that it gets the answer rather than a
+  reset.
 """
 
 from __future__ import annotations
@@ -144,8 +146,17 @@ class _BoundedBodies:
             await connection.drop()
             return {"type": "http.disconnect"}
 
+        async def send_closing_if_unread(message: Message) -> None:
+            # Hypercorn closes a connection whose request body was not all read
+            # when the answer ends: the answer says so, and no client reuses it.
+            if message["type"] == "http.response.start" and pending:
+                headers = list(message.get("headers", []))
+                if all(name.lower() != b"connection" for name, _ in headers):
+                    message = {**message, "headers": [*headers, (b"connection", b"close")]}
+            await send(message)
+
         try:
-            await self.app(scope, bounded_receive, send)
+            await self.app(scope, bounded_receive, send_closing_if_unread)
         except Exception:
             log.exception(
                 "internal error on %s %s",

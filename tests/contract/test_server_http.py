@@ -98,6 +98,25 @@ def test_expect_100_continue_is_answered_before_the_body(shared_memfs_server):
         assert status == 200 and json.loads(answer)["name"] == "after 100"
 
 
+def test_an_answer_given_before_its_body_was_read_says_the_connection_closes(
+    shared_memfs_server,
+):
+    """Refused before its body is read (here: a wrong key), a request's answer
+    says `connection: close`, and the connection closes after it: a client
+    keeping connections alive opens a new one rather than lose its next
+    request on this one."""
+    with connect(shared_memfs_server) as sock:
+        reader = Reader(sock)
+        body = json.dumps({"name": "never read"}).encode()
+        head = request("POST", "/v1/memory_stores").replace(b"x-api-key: ", b"x-api-key: wrong-")
+        sock.sendall(head.replace(b"content-length: 0", b"content-length: %d" % len(body)))
+        status, headers, _ = reader.answer()
+        assert status == 401
+        assert headers.get("connection") == "close"
+        sock.sendall(body)
+        assert reader.closed()
+
+
 @pytest.mark.parametrize(
     "raw",
     [
