@@ -10,6 +10,8 @@ import shlex
 import subprocess
 from pathlib import Path
 
+from memfs.api._wire import SERVE_DEFAULT_PORT
+
 ROOT = Path(__file__).resolve().parents[2]
 TEST_ONLY_SYSTEM_PACKAGES = {"vim", "autoconf", "automake", "make"}
 
@@ -55,3 +57,8 @@ def test_make_demo_installs_memfs_alone_and_make_test_the_rest():
     assert [line for line in test if line.startswith("install: would npm install ")]
     (apt,) = [line for line in test if " apt-get " in line]
     assert set(apt.split()) >= TEST_ONLY_SYSTEM_PACKAGES, apt
+
+
+def test_the_demo_listens_where_memfs_store_looks_by_default():
+    text = (ROOT / "scripts" / "demo.sh").read_text()
+    assert f'port="${{MEMFS_DEMO_PORT:-{SERVE_DEFAULT_PORT}}}"' in text
