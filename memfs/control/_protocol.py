@@ -6,13 +6,16 @@ One request and one reply per connection, each one line of JSON::
     <- {"ok": true, "status": {...StoreStatus...}}
     -> {"cmd": "sync"}
     <- {"ok": true, "report": {...the pass report...}}
-    -> {"cmd": "stop"}
+    -> {"cmd": "stop", "by": "memfs unmount"}
     <- {"ok": <nothing left to upload>, "not_uploaded": [paths]}
     -> {"cmd": "metrics"}
     <- {"ok": true, "metrics": {...raw counters and histograms...}}
 
 and `{"ok": false, "error": "<sentence>"}` when a command could not be
 carried out (a sync pass that failed, a command this process does not know).
+A request may name the command that asks (`by`, optional): the store process
+logs a `stop` from `memfs unmount` with it and the asker's pid, so that a
+mount ended from another shell says why.
 `memfs status --json` prints `StoreStatus` as it came; `memfs sync --json`
 prints each reply with the store's mount path and id before it. Those JSON
 shapes are promised: fields are only ever added.
@@ -59,12 +62,23 @@ class UnknownCommand(ValueError):
         super().__init__(f"unknown command {value!r}")
 
 
+BY_MAX_CHARS = 100
+
+
 @dataclass(frozen=True)
 class Request:
     command: Command
+    by: str | None = None
+    """The command that asks (`memfs unmount`), when it says."""
+    peer_pid: int | None = None
+    """The asking process, as the store process's end of the socket sees it
+    (SO_PEERCRED); never sent."""
 
     def encode(self) -> bytes:
-        return _line({"cmd": self.command.value})
+        message = {"cmd": self.command.value}
+        if self.by is not None:
+            message["by"] = self.by
+        return _line(message)
 
     @classmethod
     def decode(cls, data: bytes) -> Request:
@@ -77,7 +91,10 @@ class Request:
         value = message.get("cmd")
         if not isinstance(value, str) or value not in _COMMANDS:
             raise UnknownCommand(value)
-        return cls(Command(value))
+        by = message.get("by")
+        if not isinstance(by, str) or not by.isprintable() or len(by) > BY_MAX_CHARS:
+            by = None  # an asker's name is only ever logged: one unfit for a log line is dropped
+        return cls(Command(value), by)
 
 
 @dataclass(frozen=True)

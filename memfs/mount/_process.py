@@ -207,6 +207,15 @@ class StoreProcess:
             case Command.STOP:
                 if not self.stopping.is_set():
                     self._waive_window = True
+                    if request.by is not None:
+                        pid = request.peer_pid if request.peer_pid is not None else "unknown"
+                        log.info(
+                            "stopping %s: unmounted by `%s` from pid %s; final sync",
+                            self.spec.store_id,
+                            request.by,
+                            pid,
+                            extra={"event": "stop_asked"},
+                        )
                 self.stopping.set()
                 await self._final_sync_done.wait()
                 return StopReply(list(self._not_uploaded))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -285,3 +286,26 @@ def test_two_mounts_of_one_store_with_their_own_caches_are_each_found(mounter, m
     mounter.unmount(second)
     assert mounter.status() == []
     assert os.listdir(mounter.runtime_dir) == []
+
+
+def test_a_mount_ended_by_memfs_unmount_says_so_in_its_log(mounter, memfs_server):
+    """A mount that `memfs unmount` ends from another shell names it, and the
+    asking process's pid, in its log before its final sync: the reader of
+    that log learns why it ended."""
+    store_id = memfs_server.create_store("ended from outside")["id"]
+    mnt = mounter.mount_one(store_id)
+    unmount = subprocess.Popen(
+        [sys.executable, "-m", "memfs", "unmount", str(mnt)],
+        env=mounter.env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    out, err = unmount.communicate(timeout=120)
+    assert unmount.returncode == 0, err
+    assert f"unmounted {mnt}" in out
+    log = (mounter.cache_dir / store_id / "memfs.log").read_text()
+    said = f"stopping {store_id}: unmounted by `memfs unmount` from pid {unmount.pid}; final sync"
+    assert said in log, log
+    assert log.index(said) < log.index(f"unmounted {store_id} from {mnt}")
