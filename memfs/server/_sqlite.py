@@ -100,14 +100,17 @@ CREATE TABLE IF NOT EXISTS session_resources (
 );
 CREATE INDEX IF NOT EXISTS session_resources_by_store ON session_resources (store_id);
 """
+# sessions.created_by_token is added by MIGRATIONS[3], to new files as to old ones.
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """`PRAGMA user_version` of a file this server has opened: 0 is a file from
 before sessions (stores, memories, versions only); 1 adds `sessions` and
-`session_resources`; 2 keeps no content on `deleted` versions. `SCHEMA`
-creates what is missing (every statement is IF NOT EXISTS) and `MIGRATIONS`
-changes the rows of an older file, so opening one migrates it in place; a
-file of a newer version than this server knows is refused."""
+`session_resources`; 2 keeps no content on `deleted` versions; 3 records which
+token created each session (`created_by_token`, NULL for older sessions).
+`SCHEMA` creates what is missing (every statement is IF NOT EXISTS) and
+`MIGRATIONS` changes the tables and rows of an older file, so opening one
+migrates it in place; a file of a newer version than this server knows is
+refused."""
 
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (),  # the session tables, which SCHEMA creates
@@ -115,6 +118,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "UPDATE versions SET content = NULL, content_sha256 = NULL, content_size_bytes = NULL"
         " WHERE operation = 'deleted'",
     ),
+    3: ("ALTER TABLE sessions ADD COLUMN created_by_token TEXT",),
 }
 """For each schema version, what brings a file of the version before to it."""
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import select
 import socket
 import subprocess
@@ -180,6 +181,23 @@ def test_a_token_on_the_command_line_warns_and_works_only_on_loopback(tmp_path):
     (sentence,) = r.stderr.splitlines()
     assert sentence.startswith("memfs: --token is refused with --host 0.0.0.0")
     assert "argv-token-everywhere" not in r.stderr
+
+
+def test_a_token_on_the_command_line_is_gone_from_it_once_the_server_listens(tmp_path):
+    one, two = (f"argv-token-{secrets.token_hex(8)}" for _ in range(2))
+    server = start(tmp_path, "--token", one, f"--token={two}", env={"MEMFS_SERVE_TOKEN": "env-tok"})
+    try:
+        for token in (one, two, "env-tok"):
+            assert status_of(server, token) == 200, token
+        assert cmdlines_holding([one.encode(), two.encode()]) == []
+        with open(f"/proc/{server.proc.pid}/cmdline", "rb") as f:
+            words = f.read().split(b"\0")
+        assert b"serve" in words and str(server.db_path).encode() in words
+        assert b"--token" not in words
+        assert server.stderr.count("warning: --token") == 1
+        assert one not in server.stderr and two not in server.stderr
+    finally:
+        server.stop()
 
 
 # ---- bodies --------------------------------------------------------------------

@@ -1145,6 +1145,7 @@ def test_a_deleted_version_keeps_its_path_and_no_content_even_in_an_older_file(m
             " content_size_bytes = 13 WHERE operation = 'deleted'",
             (sha("private words"),),
         )
+        db.execute("ALTER TABLE sessions DROP COLUMN created_by_token")  # added by schema 3
         db.execute("PRAGMA user_version = 1")
     db.close()
     memfs_server.start()

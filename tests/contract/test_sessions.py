@@ -380,6 +380,48 @@ def test_a_token_limited_to_some_stores_starts_sessions_of_those_only(tmp_path):
             assert client.get(f"/v1/sessions/{r.json()['id']}").status_code == 200
 
 
+def test_a_token_limited_to_some_stores_reaches_only_its_own_or_its_stores_sessions(tmp_path):
+    """An empty session is no "session of its stores": a limited token reaches
+    the sessions it created, and those holding only its stores and one at least."""
+    with ServerProcess(tmp_path / "s.sqlite3") as server:
+        mine = server.create_store("mine")["id"]
+        someone_elses = server.create_session()["id"]
+        of_mine = server.create_session(mine)["id"]
+        server.stop()
+        server.env = {"MEMFS_SERVE_TOKEN": f"limited@{mine},second@{mine}"}
+        server.start()
+
+        def client(token: str) -> httpx.Client:
+            headers = {**server.headers(), "x-api-key": token, **SESSION_HEADERS}
+            return httpx.Client(base_url=server.url, headers=headers, timeout=10.0)
+
+        with client("limited") as limited, client("second") as second:
+            base = f"/v1/sessions/{someone_elses}"
+            for r in (
+                limited.get(base),
+                limited.get(base + "/resources"),
+                limited.post(base + "/resources", json=memory_store(mine)),
+                limited.delete(base),
+            ):
+                message = assert_error(r, 403, "permission_error")
+                assert someone_elses in message
+            with server.http() as admin:
+                got = admin.get(base, headers=SESSION_HEADERS).json()
+            assert got["resources"] == []
+
+            assert limited.get(f"/v1/sessions/{of_mine}").status_code == 200
+
+            r = limited.post("/v1/sessions", json={"resources": []})
+            assert r.status_code == 200, r.text
+            own = f"/v1/sessions/{r.json()['id']}"
+            assert_error(second.get(own), 403, "permission_error")
+            assert limited.get(own).status_code == 200
+            r = limited.post(own + "/resources", json=memory_store(mine))
+            assert r.status_code == 200, r.text
+            assert second.get(own).status_code == 200
+            assert limited.delete(own).status_code == 200
+
+
 def test_deleting_a_store_detaches_it_from_its_sessions(shared_memfs_server, http):
     keep, drop = new_store(http, "keep"), new_store(http, "drop")
     session = create_session(http, memory_store(keep), memory_store(drop))
