@@ -40,7 +40,7 @@ from .._exceptions import (
     SyncError,
 )
 from ..api import MAX_CONTENT_BYTES
-from ..cache import SyncFace
+from ..cache import Node, SyncFace
 from ._deletes import DeletePacer, EndOfSession
 from ._ledger import Ledger
 from ._part import Shared, each, log
@@ -316,6 +316,11 @@ class SyncEngine:
                     "the store with this cache sends it"
                 )
         return out
+
+    def content_refused(self, node: Node) -> bool:
+        """Whether the store refused the file's content as it is now: the file is
+        refused, not pending, and no stop leaves it behind."""
+        return self.ledger.content_refused(node)
 
     def _content_refused(self, node_id: int) -> bool:
         node = self.cache.nodes.get(node_id)

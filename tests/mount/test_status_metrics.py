@@ -210,6 +210,7 @@ def test_status_lists_a_refused_file_once_and_counts_it_as_each_pass_does(mounte
     for r in (first, second):
         assert r.stdout.rstrip().endswith(f"refused {len(refused)}"), (r.stdout, refused)
     assert st["last_pass"]["refused"] == len(refused)
+    assert st["dirty"] == 0  # each refused file counted once, under refused
 
     lines = mounter.memfs("status", check=True).stdout.splitlines()
     for refused_path, reason in refused.items():  # under `refused` only, the reason with it
@@ -221,6 +222,7 @@ def test_status_lists_a_refused_file_once_and_counts_it_as_each_pass_does(mounte
     header, row = lines[0], lines[lines.index(str(path)) + 1]
     assert cell_under(header, row, "CACHED").endswith(" kB"), row
     assert cell_under(header, row, "REFUSED") == str(len(refused)), row
+    assert cell_under(header, row, "DIRTY") == "0", row
     assert cell_under(header, row, "MEMORIES") == str(st["memories"]), row
 
 
