@@ -135,7 +135,8 @@ class StoreStatus:
     """Files that hold a memory of the store (new local files not yet uploaded aside)."""
     cached_bytes: int = 0
     dirty: int = 0
-    """Files with changes not yet in the store."""
+    """Files with changes not yet in the store, but for those whose content the
+    store refused (they are counted under `refused`)."""
     pending_deletes: int = 0
     conflict_copies: list[str] = field(default_factory=list)
     """Every conflict copy kept in this store's cache folder."""

@@ -21,6 +21,7 @@ import pytest
 from memfs.control import socket_path
 from memfs.mount import mount_table
 from memfs.testing import FakeStore
+from tests.mount.test_lifecycle import git_commit_in
 from tests.support.faults import FaultProxyProcess
 from tests.support.mounts import Mounter, memfs_mounts_under
 
@@ -120,6 +121,28 @@ def test_foreground_mount_exits_1_and_names_what_the_final_sync_left(mounter, me
     assert b"not uploaded" in err and b"/unsent.md" in err and b"Traceback" not in err
     assert not path.exists()
     assert _memories(memfs_server, store_id) == {}
+
+
+def test_ctrl_c_of_a_foreground_mount_after_a_git_commit_exits_0(mounter, memfs_server):
+    """As `make demo` ends: the binary files of a commit the store refuses are
+    not left behind by a failure, so Ctrl-C after the final sync exits 0."""
+    store_id = memfs_server.create_store("Demo")["id"]
+    path = mounter.root / "fg"
+    proc = _foreground_mount(mounter, store_id, path)
+    try:
+        assert _read_lines(proc, 1, 60) == [f"mounted {store_id} at {path} (read-write)"]
+        git_commit_in(path)
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err.decode()
+    assert b" ERROR " not in err and b"not uploaded from" not in err, err.decode()
+    assert err.count(b" WARNING /.git/index is not uploaded: its content is not UTF-8") == 1
+    assert not path.exists()
+    assert _memories(memfs_server, store_id)["/notes.md"] == "notes"
 
 
 def test_sigkill_of_a_foreground_mount_stops_its_stores_and_loses_nothing(mounter, memfs_server):

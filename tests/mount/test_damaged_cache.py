@@ -70,7 +70,7 @@ def _damage_log(folder: Path, at: int, data: bytes) -> None:
 
 def _status(mounter: Mounter) -> tuple[dict, str]:
     [status] = mounter.status()
-    human = mounter.memfs("status", check=True).stdout
+    human = " ".join(mounter.memfs("status", check=True).stdout.split())  # its lines unwrapped
     return status, human
 
 
