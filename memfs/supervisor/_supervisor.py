@@ -59,6 +59,8 @@ from ._notify import notify
 log = logging.getLogger("memfs.supervisor")
 
 READY_TIMEOUT = 300.0
+ABANDON_CHECK = 0.2
+"""Seconds between two looks, while a store added mid-session starts, at whether it is abandoned."""
 STOP_MARGIN = 30.0
 """How much longer than its final sync bound a store process may take to stop before it is killed."""
 
@@ -181,9 +183,12 @@ class Supervisor:
         if not self.daemon:
             notify("READY=1")
 
-    def _await_ready(self, children: list[_Child]) -> list[_Child]:
+    def _await_ready(
+        self, children: list[_Child], abandon: threading.Event | None = None
+    ) -> list[_Child]:
         """Wait until each of `children` says READY or fails (at most
-        READY_TIMEOUT); those that did not become ready."""
+        READY_TIMEOUT, and no longer once `abandon` is set); those that did
+        not become ready."""
         sel = selectors.DefaultSelector()
         for child in children:
             assert child.proc.stdout is not None
@@ -192,9 +197,9 @@ class Supervisor:
         waiting = len(children)
         while waiting:
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if remaining <= 0 or (abandon is not None and abandon.is_set()):
                 break
-            for key, _ in sel.select(timeout=min(remaining, 1.0)):
+            for key, _ in sel.select(timeout=min(remaining, ABANDON_CHECK)):
                 answered: _Child = key.data
                 assert answered.proc.stdout is not None
                 line = answered.proc.stdout.readline()
@@ -227,20 +232,25 @@ class Supervisor:
         with self._lock:
             return [c.spec for c in self.children]
 
-    def add(self, spec: StoreSpec) -> None:
+    def add(self, spec: StoreSpec, abandon: threading.Event | None = None) -> bool:
         """Mount one more store while the others run: start its process and
         wait for its READY; MountError, its process stopped, when it cannot be
-        mounted."""
+        mounted. When `abandon` is set before its READY (the session follower
+        was told to stop), its process is stopped, whatever it mounted goes
+        with it, and False is returned: nothing of it is left running."""
         child = self._start(spec)
-        if self._await_ready([child]):
+        if self._await_ready([child], abandon):
             if child.proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     child.proc.send_signal(signal.SIGTERM)
             self._wait_stopped(child)
+            if child.error is None and abandon is not None and abandon.is_set():
+                return False
             raise self._mount_error(child)
         with self._lock:
             self.specs.append(spec)
             self.children.append(child)
+        return True
 
     def remove(self, mount_path: str) -> FinalSync | None:
         """Stop the store this supervisor mounted at `mount_path` with its

@@ -371,6 +371,51 @@ def test_a_store_the_daemon_mount_began_with_is_unmounted_when_detached(mounter,
     assert unmount_all(mounter, env).stdout == f"stopped following session {item['data']['id']}\n"
 
 
+def test_unmount_all_returns_only_once_no_mount_of_the_followed_session_can_appear(
+    mounter, memfs_server, tmp_path
+):
+    """`memfs unmount --all` while the daemon follower is mounting a store
+    attached to the session (its first pass held back by the fault proxy,
+    longer than unmount once waited for a follower): it waits for the
+    follower to end, the follower abandons that mount, and no mount of the
+    session exists then or appears afterwards."""
+    server = memfs_server
+    item = new_session(server, mounter)
+    session_id = item["data"]["id"]
+    item_file = tmp_path / "work-item.json"
+    item_file.write_text(json.dumps(item))
+    env = worker_env(mounter)
+    slow = admin(server, mounter, "create", "Slow To Mount").strip()
+    path = mounter.root / "slow"
+    held = 15.0
+    with FaultProxyProcess(server.url) as proxy:
+        args = ["mount", "--daemon", "--work-item", str(item_file), "--api-url", proxy.url]
+        r = mounter.memfs(*args, "--cache-dir", str(mounter.cache_dir), env=env)
+        assert r.returncode == 0, r.stderr
+        _, (followed,) = status(mounter, env)
+        follower = followed["pid"]
+        proxy.set(match_path=f"^/v1/memory_stores/{slow}", delay=held)
+        admin(server, mounter, "session", "attach", session_id, "--store", f"{slow}={path}")
+
+        def store_requested() -> bool:
+            seen = proxy.counters().requests_by_method_path
+            return any(slow in p for p in seen)
+
+        wait_until(store_requested, 20, "the attached store's first request")
+        asked = time.monotonic()
+        r = unmount_all(mounter, env)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == f"stopped following session {session_id}\n"
+        wait_until(lambda: not os.path.exists(f"/proc/{follower}"), 10, "the follower gone")
+        assert mounter.store_pids() == []
+        time.sleep(max(0.0, asked + held + 3 - time.monotonic()))
+        assert memfs_mounts_under(mounter.tmp) == [] and mounter.store_pids() == []
+        assert not (path / MARKER).exists()
+        assert status(mounter, env) == ([], [])
+    log = (mounter.cache_dir / f"session-{session_id}.log").read_text()
+    assert f"stopped following session {session_id} while mounting store {slow}" in log
+
+
 def test_memfs_mount_in_the_foreground_follows_a_session_named_by_id(
     mounter, memfs_server, tmp_path
 ):
