@@ -128,6 +128,8 @@ class Supervisor:
         self._stop_asked = False
         self._old_handlers: dict[int, Any] | None = None
         self._lock = threading.Lock()
+        self.removed: list[FinalSync] = []
+        """The final syncs of the stores `remove` stopped (detached mid-session), in order."""
         self.follower: Follower | None = None
         """A session follower that may add and remove stores: with one, a
         foreground `wait` goes on when no store runs (one may be attached), and
@@ -262,7 +264,10 @@ class Supervisor:
                 return None
             self.children.remove(child)
             self.specs[:] = [s for s in self.specs if s.mount_path != mount_path]
-        return self._final_sync(child)
+        result = self._final_sync(child)
+        with self._lock:
+            self.removed.append(result)
+        return result
 
     def _stop_follower(self) -> None:
         follower = self.follower

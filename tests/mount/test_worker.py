@@ -236,7 +236,9 @@ def test_a_store_detached_before_its_last_write_was_synced_keeps_it_in_the_cache
     """Detaching takes the store away from the session's token at once (the
     server answers 403 from then on), so its final sync cannot upload what
     the agent wrote since its last pass: the file is named, stays in the
-    cache, and the next mount of the store with that cache uploads it."""
+    cache, `memfs run` exits 75 although the agent succeeded (as for files
+    its last final sync leaves), and the next mount of the store with that
+    cache uploads it."""
     server = memfs_server
     store = admin(server, mounter, "create", "Scratch").strip()
     path = mounter.root / "scratch"
@@ -258,8 +260,12 @@ def test_a_store_detached_before_its_last_write_was_synced_keeps_it_in_the_cache
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert proc.returncode == 0, err
+    assert proc.returncode == 75, err
     assert f"memfs: not uploaded from {path}: /unsynced.md" in err
+    assert err.count("memfs: not uploaded from") == 1, err
+    assert (
+        f"memfs: the final sync left 1 file behind; they stay in the cache ({mounter.cache_dir})"
+    ) in err
     assert (
         f"memfs: unmounted {path}, detached from session {item['data']['id']} "
         "(its final sync left 1 file behind, kept in the cache for its next mount)"
