@@ -549,6 +549,8 @@ class SessionFollower:
                 f"its final sync left {n} file{'s' if n != 1 else ''} behind, "
                 "kept in the cache for its next mount"
             )
+        elif result.sync_error is not None:
+            detail = f"nothing left to upload, but its final sync failed: {result.sync_error}"
         else:
             detail = "final sync done, nothing left to upload"
         self._event(
@@ -613,7 +615,9 @@ class SessionFollower:
             _wait_gone(state.pid, GONE_TIMEOUT)
             if isinstance(reply, ErrorReply):
                 return FinalSync(spec, failure=reply.error)
-            return FinalSync(spec, not_uploaded=list(reply.not_uploaded))
+            return FinalSync(
+                spec, not_uploaded=list(reply.not_uploaded), sync_error=reply.sync_error
+            )
         return FinalSync(spec, failure="it was no longer mounted")
 
 

@@ -97,6 +97,9 @@ class FinalSync:
     failure: str | None = None
     """Why the final sync could not be confirmed (the store process was gone,
     or did not answer); None when it answered."""
+    sync_error: str | None = None
+    """Why the final sync's pass failed, as the store process logged it
+    (after a detach: the API's 403); with nothing left behind, nothing was lost."""
 
     @property
     def ok(self) -> bool:
@@ -368,6 +371,7 @@ class Supervisor:
                 result.failure = reply.error
             else:
                 result.not_uploaded = list(reply.not_uploaded)
+                result.sync_error = reply.sync_error
         rc = self._wait_stopped(child)
         if rc != 0 and result.ok:
             result.failure = f"its store process exited with status {rc}"
