@@ -205,17 +205,27 @@ class SyncReply(_ObjectReply):
 class StopReply:
     not_uploaded: list[str]
     """What the final sync could not upload: kept in the cache for the next mount."""
+    sync_error: str | None = None
+    """Why the final sync's pass failed or did not finish (what the store
+    process logged), None when it ran; with nothing left, nothing was lost."""
 
     @property
     def ok(self) -> bool:
         return not self.not_uploaded
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "not_uploaded": self.not_uploaded}
+        out: dict[str, Any] = {"ok": self.ok, "not_uploaded": self.not_uploaded}
+        if self.sync_error is not None:
+            out["sync_error"] = self.sync_error
+        return out
 
     @classmethod
     def from_json(cls, message: dict[str, Any]) -> StopReply:
-        return cls([str(path) for path in message["not_uploaded"]])
+        error = message.get("sync_error")
+        return cls(
+            [str(path) for path in message["not_uploaded"]],
+            None if error is None else str(error),
+        )
 
 
 @dataclass(frozen=True)

@@ -218,7 +218,7 @@ class StoreProcess:
                         )
                 self.stopping.set()
                 await self._final_sync_done.wait()
-                return StopReply(list(self._not_uploaded))
+                return StopReply(list(self._not_uploaded), store.final_sync_error)
             case Command.METRICS:
                 return MetricsReply(store.metrics())
 

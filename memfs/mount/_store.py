@@ -93,6 +93,8 @@ class MountedStore:
         self.prefetched = False
         self.next_pass_at: float | None = None
         self._pending_at_start = 0
+        self.final_sync_error: str | None = None
+        """Why the final sync's pass failed or did not finish; None when it ran."""
         self._fs_requests_seen = 0
 
     async def first_pass(self) -> None:
@@ -182,6 +184,7 @@ class MountedStore:
                     while self.engine.pending() and (report.pushed or report.deleted_remote):
                         report = await self.engine.run_pass(final=True, end=end)
                 except SyncError as e:
+                    self.final_sync_error = str(e)
                     log.error(
                         "final sync of %s failed: %s",
                         spec.store_id,
@@ -190,6 +193,7 @@ class MountedStore:
                     )
                 watching.cancel_scope.cancel()
         if scope.cancelled_caught:
+            self.final_sync_error = f"it did not finish within {spec.final_sync_timeout:.0f} s"
             log.error(
                 "final sync of %s did not finish within %.0f s",
                 spec.store_id,

@@ -42,6 +42,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import math
 import os
 import signal
 import threading
@@ -294,17 +295,20 @@ def _is_follower_process(pid: int) -> bool:
         return False
 
 
-def stop_daemon_followers(folder: str | None = None, timeout: float = 10.0) -> list[str]:
-    """End every daemon follower (of `memfs mount --daemon`), so that none
-    mounts a store attached later; the ids of their sessions. Their mounts
-    stay: `memfs unmount --all` stops them next."""
+def stop_daemon_followers(folder: str | None = None) -> list[str]:
+    """End every daemon follower (of `memfs mount --daemon`), and wait until
+    each has ended, so that none mounts a store later: one told to stop
+    abandons the store it is mounting (its process stopped, its mount gone).
+    The ids of their sessions. Their other mounts stay: `memfs unmount
+    --all` stops them next. The wait is as long as the follower's own bounds:
+    a read of the session, a store's start, a detached store's final sync."""
     stopped = []
     for record in session_records(folder):
         if not record.daemon or not _is_follower_process(record.pid):
             continue
         with contextlib.suppress(ProcessLookupError):
             os.kill(record.pid, signal.SIGTERM)
-        _wait_gone(record.pid, timeout)
+        _wait_gone(record.pid, math.inf)
         stopped.append(record.session_id)
     return stopped
 
@@ -476,7 +480,7 @@ class SessionFollower:
                 [resource], self.session.creds, self.session.settings, root=self.session.root
             )
             self._check_free(spec)
-            self.supervisor.add(spec)
+            mounted = self.supervisor.add(spec, abandon=self._stop)
         except MemfsError as e:
             reason = str(e)
             if self._refused.get(key) != reason:
@@ -498,6 +502,14 @@ class SessionFollower:
                     )
                 )
             self._refused[key] = reason
+            return
+        if not mounted:
+            log.info(
+                "stopped following session %s while mounting store %s: it is not mounted",
+                sid,
+                resource.memory_store_id,
+                extra={"event": "session_attach_abandoned", "store_id": resource.memory_store_id},
+            )
             return
         self._refused.pop(key, None)
         store = FollowedStore(resource, spec.store_id, spec.mount_path, spec.read_only)
@@ -537,6 +549,8 @@ class SessionFollower:
                 f"its final sync left {n} file{'s' if n != 1 else ''} behind, "
                 "kept in the cache for its next mount"
             )
+        elif result.sync_error is not None:
+            detail = f"nothing left to upload, but its final sync failed: {result.sync_error}"
         else:
             detail = "final sync done, nothing left to upload"
         self._event(
@@ -601,7 +615,9 @@ class SessionFollower:
             _wait_gone(state.pid, GONE_TIMEOUT)
             if isinstance(reply, ErrorReply):
                 return FinalSync(spec, failure=reply.error)
-            return FinalSync(spec, not_uploaded=list(reply.not_uploaded))
+            return FinalSync(
+                spec, not_uploaded=list(reply.not_uploaded), sync_error=reply.sync_error
+            )
         return FinalSync(spec, failure="it was no longer mounted")
 
 

@@ -77,12 +77,16 @@ class RunResult:
     """Why the command could not be started; None when it ran."""
     stores: list[FinalSync] = field(default_factory=list)
     """Each store's final sync, in the order of the specs."""
+    detached: list[FinalSync] = field(default_factory=list)
+    """The final syncs of the stores detached from the session during the
+    run (the follower named what each left behind when it unmounted it)."""
 
     @property
     def left_behind(self) -> bool:
-        """Something may not be in a store: files it did not take, or a final
-        sync that could not be confirmed."""
-        return not all(s.ok for s in self.stores)
+        """Something may not be in a store: files a final sync (at the end, or
+        of a store detached meanwhile) did not upload, or a final sync that
+        could not be confirmed."""
+        return not all(s.ok for s in self.stores + self.detached)
 
 
 def shell_status(returncode: int) -> int:
@@ -119,6 +123,7 @@ def run(
                 SessionFollower(session, supervisor, announce=announce).start()
             result = _run_command(supervisor, argv, stdin_devnull=stdin_devnull)
             result.stores = supervisor.final_sync()
+            result.detached = list(supervisor.removed)
     except BaseException:
         # Whatever went wrong here, no store stays mounted behind memfs.
         supervisor.stop_all()

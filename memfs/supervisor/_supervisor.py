@@ -59,6 +59,8 @@ from ._notify import notify
 log = logging.getLogger("memfs.supervisor")
 
 READY_TIMEOUT = 300.0
+ABANDON_CHECK = 0.2
+"""Seconds between two looks, while a store added mid-session starts, at whether it is abandoned."""
 STOP_MARGIN = 30.0
 """How much longer than its final sync bound a store process may take to stop before it is killed."""
 
@@ -95,6 +97,9 @@ class FinalSync:
     failure: str | None = None
     """Why the final sync could not be confirmed (the store process was gone,
     or did not answer); None when it answered."""
+    sync_error: str | None = None
+    """Why the final sync's pass failed, as the store process logged it
+    (after a detach: the API's 403); with nothing left behind, nothing was lost."""
 
     @property
     def ok(self) -> bool:
@@ -126,6 +131,8 @@ class Supervisor:
         self._stop_asked = False
         self._old_handlers: dict[int, Any] | None = None
         self._lock = threading.Lock()
+        self.removed: list[FinalSync] = []
+        """The final syncs of the stores `remove` stopped (detached mid-session), in order."""
         self.follower: Follower | None = None
         """A session follower that may add and remove stores: with one, a
         foreground `wait` goes on when no store runs (one may be attached), and
@@ -181,9 +188,12 @@ class Supervisor:
         if not self.daemon:
             notify("READY=1")
 
-    def _await_ready(self, children: list[_Child]) -> list[_Child]:
+    def _await_ready(
+        self, children: list[_Child], abandon: threading.Event | None = None
+    ) -> list[_Child]:
         """Wait until each of `children` says READY or fails (at most
-        READY_TIMEOUT); those that did not become ready."""
+        READY_TIMEOUT, and no longer once `abandon` is set); those that did
+        not become ready."""
         sel = selectors.DefaultSelector()
         for child in children:
             assert child.proc.stdout is not None
@@ -192,9 +202,9 @@ class Supervisor:
         waiting = len(children)
         while waiting:
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if remaining <= 0 or (abandon is not None and abandon.is_set()):
                 break
-            for key, _ in sel.select(timeout=min(remaining, 1.0)):
+            for key, _ in sel.select(timeout=min(remaining, ABANDON_CHECK)):
                 answered: _Child = key.data
                 assert answered.proc.stdout is not None
                 line = answered.proc.stdout.readline()
@@ -227,20 +237,25 @@ class Supervisor:
         with self._lock:
             return [c.spec for c in self.children]
 
-    def add(self, spec: StoreSpec) -> None:
+    def add(self, spec: StoreSpec, abandon: threading.Event | None = None) -> bool:
         """Mount one more store while the others run: start its process and
         wait for its READY; MountError, its process stopped, when it cannot be
-        mounted."""
+        mounted. When `abandon` is set before its READY (the session follower
+        was told to stop), its process is stopped, whatever it mounted goes
+        with it, and False is returned: nothing of it is left running."""
         child = self._start(spec)
-        if self._await_ready([child]):
+        if self._await_ready([child], abandon):
             if child.proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     child.proc.send_signal(signal.SIGTERM)
             self._wait_stopped(child)
+            if child.error is None and abandon is not None and abandon.is_set():
+                return False
             raise self._mount_error(child)
         with self._lock:
             self.specs.append(spec)
             self.children.append(child)
+        return True
 
     def remove(self, mount_path: str) -> FinalSync | None:
         """Stop the store this supervisor mounted at `mount_path` with its
@@ -252,7 +267,10 @@ class Supervisor:
                 return None
             self.children.remove(child)
             self.specs[:] = [s for s in self.specs if s.mount_path != mount_path]
-        return self._final_sync(child)
+        result = self._final_sync(child)
+        with self._lock:
+            self.removed.append(result)
+        return result
 
     def _stop_follower(self) -> None:
         follower = self.follower
@@ -353,6 +371,7 @@ class Supervisor:
                 result.failure = reply.error
             else:
                 result.not_uploaded = list(reply.not_uploaded)
+                result.sync_error = reply.sync_error
         rc = self._wait_stopped(child)
         if rc != 0 and result.ok:
             result.failure = f"its store process exited with status {rc}"

@@ -187,17 +187,22 @@ def test_a_worker_flow_end_to_end(mounter, memfs_server, tmp_path):
         assert followed["session_id"] == session_id and followed["last_error"] is None
         events = [(e["event"], e["store_id"], e["mount_path"]) for e in followed["events"]]
         assert events == [("attached", late, f"{root}/late"), ("detached", docs, f"{root}/docs")]
-        assert followed["events"][1]["detail"] == "final sync done, nothing left to upload"
+        # The detach took the store from the session's token: its final sync
+        # had nothing to upload, and its pass was refused (403); both are said.
+        detail = followed["events"][1]["detail"]
+        assert detail.startswith("nothing left to upload, but its final sync failed: "), detail
+        assert "(403)" in detail
         text = mounter.memfs("status", env=worker_env(mounter), check=True).stdout
         assert f"attached {late}: mounted at {root}/late (read-write)" in text
-        assert f"detached {docs}: unmounted {root}/docs, final sync done" in text
+        assert f"detached {docs}: unmounted {root}/docs, nothing left to upload, but" in text
 
         (flags / "done").touch()
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.communicate()
+            # The agent, orphaned, may still hold the pipes: fail, never hang.
+            proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert out == "\nread me\n"
     assert (
@@ -205,6 +210,12 @@ def test_a_worker_flow_end_to_end(mounter, memfs_server, tmp_path):
         in err
     )
     assert f"memfs: unmounted {root}/docs, detached from session {session_id}" in err
+    assert f"memfs.mount ERROR final sync of {docs} failed: " in err
+    assert (
+        f"memfs: unmounted {root}/docs, detached from session {session_id} "
+        "(nothing left to upload, but its final sync failed: "
+    ) in err
+    assert "final sync done" not in err
     assert remote_files(server, notes) == {
         "/seed.md": "from an earlier session\n",
         "/copy.md": "from an earlier session\n",
@@ -236,7 +247,9 @@ def test_a_store_detached_before_its_last_write_was_synced_keeps_it_in_the_cache
     """Detaching takes the store away from the session's token at once (the
     server answers 403 from then on), so its final sync cannot upload what
     the agent wrote since its last pass: the file is named, stays in the
-    cache, and the next mount of the store with that cache uploads it."""
+    cache, `memfs run` exits 75 although the agent succeeded (as for files
+    its last final sync leaves), and the next mount of the store with that
+    cache uploads it."""
     server = memfs_server
     store = admin(server, mounter, "create", "Scratch").strip()
     path = mounter.root / "scratch"
@@ -258,8 +271,12 @@ def test_a_store_detached_before_its_last_write_was_synced_keeps_it_in_the_cache
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert proc.returncode == 0, err
+    assert proc.returncode == 75, err
     assert f"memfs: not uploaded from {path}: /unsynced.md" in err
+    assert err.count("memfs: not uploaded from") == 1, err
+    assert (
+        f"memfs: the final sync left 1 file behind; they stay in the cache ({mounter.cache_dir})"
+    ) in err
     assert (
         f"memfs: unmounted {path}, detached from session {item['data']['id']} "
         "(its final sync left 1 file behind, kept in the cache for its next mount)"
@@ -362,13 +379,55 @@ def test_a_store_the_daemon_mount_began_with_is_unmounted_when_detached(mounter,
     followed = wait_for_event(mounter, env, "detached", store)
     assert not path.exists()
     (event,) = followed["events"]
-    assert (event["event"], event["store_id"], event["detail"]) == (
-        "detached",
-        store,
-        "final sync done, nothing left to upload",
-    )
+    assert (event["event"], event["store_id"]) == ("detached", store)
+    assert event["detail"].startswith("nothing left to upload, but its final sync failed: ")
     assert remote_files(server, store) == {"/kept.md": "before the detach\n"}
     assert unmount_all(mounter, env).stdout == f"stopped following session {item['data']['id']}\n"
+
+
+def test_unmount_all_returns_only_once_no_mount_of_the_followed_session_can_appear(
+    mounter, memfs_server, tmp_path
+):
+    """`memfs unmount --all` while the daemon follower is mounting a store
+    attached to the session (its first pass held back by the fault proxy,
+    longer than unmount once waited for a follower): it waits for the
+    follower to end, the follower abandons that mount, and no mount of the
+    session exists then or appears afterwards."""
+    server = memfs_server
+    item = new_session(server, mounter)
+    session_id = item["data"]["id"]
+    item_file = tmp_path / "work-item.json"
+    item_file.write_text(json.dumps(item))
+    env = worker_env(mounter)
+    slow = admin(server, mounter, "create", "Slow To Mount").strip()
+    path = mounter.root / "slow"
+    held = 15.0
+    with FaultProxyProcess(server.url) as proxy:
+        args = ["mount", "--daemon", "--work-item", str(item_file), "--api-url", proxy.url]
+        r = mounter.memfs(*args, "--cache-dir", str(mounter.cache_dir), env=env)
+        assert r.returncode == 0, r.stderr
+        _, (followed,) = status(mounter, env)
+        follower = followed["pid"]
+        proxy.set(match_path=f"^/v1/memory_stores/{slow}", delay=held)
+        admin(server, mounter, "session", "attach", session_id, "--store", f"{slow}={path}")
+
+        def store_requested() -> bool:
+            seen = proxy.counters().requests_by_method_path
+            return any(slow in p for p in seen)
+
+        wait_until(store_requested, 20, "the attached store's first request")
+        asked = time.monotonic()
+        r = unmount_all(mounter, env)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == f"stopped following session {session_id}\n"
+        wait_until(lambda: not os.path.exists(f"/proc/{follower}"), 10, "the follower gone")
+        assert mounter.store_pids() == []
+        time.sleep(max(0.0, asked + held + 3 - time.monotonic()))
+        assert memfs_mounts_under(mounter.tmp) == [] and mounter.store_pids() == []
+        assert not (path / MARKER).exists()
+        assert status(mounter, env) == ([], [])
+    log = (mounter.cache_dir / f"session-{session_id}.log").read_text()
+    assert f"stopped following session {session_id} while mounting store {slow}" in log
 
 
 def test_memfs_mount_in_the_foreground_follows_a_session_named_by_id(

@@ -136,6 +136,7 @@ def test_the_status_prints_its_fields_in_their_order():
         (SyncReply({"pushed": 1, "error": None}), SyncReply),
         (StopReply(["/a.md"]), StopReply),
         (StopReply([]), StopReply),
+        (StopReply([], "the token may not use store memstore_1 (403)"), StopReply),
     ],
 )
 def test_a_reply_reads_back_as_itself(reply, kind):
