@@ -16,7 +16,7 @@ from typing import Any
 
 import trio
 
-from .._exceptions import MemfsError, MountError, SyncError
+from .._exceptions import MemfsError, MountError, SyncError, TransportError
 from .._logging import ProgressReport
 from ..cache import StoreCache
 from ..client import StoreClient
@@ -34,10 +34,11 @@ PROGRESS_AFTER = 1.0
 PROGRESS_EVERY = 0.2
 
 
-def store_client(spec: StoreSpec) -> StoreClient:
+def store_client(spec: StoreSpec, on_wait: Callable[[str], None] | None = None) -> StoreClient:
     """The client of one store process. Few retries inside a pass: the sync
     loop has its own backoff between passes. The pool holds what the final
-    sync sends at once."""
+    sync sends at once. Until the API first answers, the start's bound
+    holds, and each attempt without an answer goes to `on_wait`."""
     return StoreClient(
         spec.api_url,
         spec.token,
@@ -45,6 +46,8 @@ def store_client(spec: StoreSpec) -> StoreClient:
         max_retries=3,
         backoff_max=2.0,
         max_connections=max(spec.sync_concurrency, _final_concurrency(spec)),
+        start_timeout=spec.start_timeout,
+        on_wait=on_wait,
     )
 
 
@@ -104,8 +107,11 @@ class MountedStore:
         try:
             await self.engine.run_pass(full=True, before_mount=True)
         except SyncError as e:
+            cause = e.__cause__
             if self.cache.get_meta("feed_ts") is None and not self.cache.file_count():
-                raise MountError(f"cannot mount {self.spec.store_id}: {e}")
+                # Nothing is cached, so no local change is kept: the cause alone.
+                reason = cause if isinstance(cause, TransportError) else e
+                raise MountError(f"cannot mount {self.spec.store_id}: {reason}")
             log.warning(
                 "mounting %s from the cache alone: %s",
                 self.spec.store_id,

@@ -69,6 +69,7 @@ class MountSettings:
     sync_deletions: Deletions
     final_sync_timeout: float
     sync_concurrency: int
+    start_timeout: float
     metrics_addr: str | None
     """`HOST:PORT` of the metrics endpoint, None for none."""
     daemon: bool
@@ -135,15 +136,27 @@ def check_mount_path(path: str, store_id: str) -> str:
     return path
 
 
+def _say_waiting(sentence: str) -> None:
+    log.warning("%s", sentence, extra={"event": "waiting_for_api"})
+
+
 async def _store_names(
-    creds: Credentials, store_ids: list[str]
+    creds: Credentials, store_ids: list[str], start_timeout: float
 ) -> tuple[dict[str, str], dict[str, str]]:
-    """The stores' names, and for each store the API refused to name, why."""
+    """The stores' names, and for each store the API refused to name, why.
+    These are a mount's first requests: the start's bound holds for them."""
     from ..client import StoreClient
 
     names: dict[str, str] = {}
     refused: dict[str, str] = {}
-    async with StoreClient(creds.api_url, creds.token, auth=creds.auth, max_retries=3) as client:
+    async with StoreClient(
+        creds.api_url,
+        creds.token,
+        auth=creds.auth,
+        max_retries=3,
+        start_timeout=start_timeout,
+        on_wait=_say_waiting,
+    ) as client:
         for sid in store_ids:
             try:
                 names[sid] = (await client.get_store(sid)).name
@@ -197,7 +210,7 @@ def build_specs(
     if need_names:
         import trio
 
-        names, refused = trio.run(_store_names, creds, need_names)
+        names, refused = trio.run(_store_names, creds, need_names, settings.start_timeout)
     specs = []
     paths: dict[str, str] = {}
     for r in resources:

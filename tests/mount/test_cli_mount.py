@@ -6,14 +6,18 @@ mounted or created."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import re
 import selectors
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -143,6 +147,103 @@ def test_sigkill_of_a_foreground_mount_stops_its_stores_and_loses_nothing(mounte
     assert _memories(memfs_server, store_id) == {"/last.md": "the last write before the kill"}
     again = mounter.mount_one(store_id, "fg")
     assert (again / "last.md").read_text() == "the last write before the kill"
+
+
+@contextlib.contextmanager
+def _silent_api() -> Iterator[str]:
+    """The URL of a port that accepts every connection and never answers."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    held: list[socket.socket] = []
+    done = threading.Event()
+
+    def accept() -> None:
+        while not done.is_set():
+            try:
+                held.append(listener.accept()[0])
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        done.set()
+        thread.join()
+        for conn in held:
+            conn.close()
+        listener.close()
+
+
+def _timed_lines(stream, timeout: float) -> list[tuple[float, str]]:
+    """The lines of `stream` until its end, each with the seconds it came after the call."""
+    started = time.monotonic()
+    lines: list[tuple[float, str]] = []
+    data = b""
+    with selectors.DefaultSelector() as sel:
+        sel.register(stream, selectors.EVENT_READ)
+        while time.monotonic() - started < timeout:
+            if not sel.select(timeout - (time.monotonic() - started)):
+                break
+            chunk = os.read(stream.fileno(), 4096)
+            if not chunk:
+                break
+            data += chunk
+            *done, data = data.split(b"\n")
+            lines += [(time.monotonic() - started, d.decode()) for d in done]
+    return lines
+
+
+CLIENT_TIMEOUT = 30.0
+"""The client's own wait for one answer: before the start's bound, the first
+attempt alone took this long, and four of them (123 s) went by in silence."""
+
+
+@pytest.mark.parametrize("where", ["path", "id"])
+def test_a_silent_api_is_said_at_once_and_the_start_gives_up_at_its_bound(
+    where, mounter, memfs_server
+):
+    """An API that accepts connections and never answers: `memfs mount` says
+    within a few seconds that it waits for it (the URL, attempt n of m), and
+    gives up at --start-timeout (MEMFS_START_TIMEOUT), nothing mounted. With
+    a path the store process waits; without one memfs itself, asking the
+    store's name."""
+    store_id = memfs_server.create_store("Silent")["id"]
+    store = f"{store_id}={mounter.root / 's'}" if where == "path" else store_id
+    env = mounter.env
+    with _silent_api() as url:
+        cmd = [sys.executable, "-m", "memfs", "mount", "--daemon", "--store", store]
+        cmd += ["--root", str(mounter.root), "--cache-dir", str(mounter.cache_dir)]
+        cmd += ["--token-file", str(mounter.token_file), "--api-url", url]
+        if where == "path":
+            env["MEMFS_START_TIMEOUT"] = "8"
+        else:
+            cmd += ["--start-timeout", "8"]
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env
+        )
+        try:
+            lines = _timed_lines(proc.stderr, timeout=3 * CLIENT_TIMEOUT)
+            ended = proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            proc.stdout.close()
+            proc.stderr.close()
+    said = "\n".join(line for _, line in lines)
+    waiting = [at for at, line in lines if f"waiting for the API at {url}: " in line]
+    assert waiting and "(attempt 1 of 2)" in said, said
+    # Said while the first attempt still could have been waiting, long before the end.
+    assert waiting[0] < CLIENT_TIMEOUT and waiting[0] < lines[-1][0], lines
+    assert ended == 1 and lines[-1][1].startswith("memfs: "), said
+    assert f"cannot reach the API at {url}: " in lines[-1][1], said
+    assert "gave up after 2 attempts" in lines[-1][1] and "(start-timeout 8 s)" in said, said
+    assert lines[-1][0] < CLIENT_TIMEOUT, lines
+    assert "Traceback" not in said
+    assert memfs_mounts_under(mounter.root) == [] and os.listdir(mounter.root) == []
+    assert not mounter.store_pids()
 
 
 def test_a_new_mount_waits_for_the_previous_process_of_the_store_to_finish(mounter, memfs_server):
