@@ -87,6 +87,9 @@ class StoreSpec(StoreSettings):
     api_url: str
     token: str = field(repr=False)
     runtime_dir: str
+    credential_source: str = ""
+    """Where the token came from (a flag's or a variable's name, never the
+    token): a refusal of the token names it."""
     read_only: bool = False
     prefetch_concurrency: int = 4
     stores_mounted: int = 1

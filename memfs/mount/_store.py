@@ -16,7 +16,7 @@ from typing import Any
 
 import trio
 
-from .._exceptions import MemfsError, MountError, SyncError, TransportError
+from .._exceptions import MemfsError, MountError, StoreError, SyncError, TransportError
 from .._logging import ProgressReport
 from ..cache import StoreCache
 from ..client import StoreClient
@@ -24,6 +24,7 @@ from ..control import StoreSpec, StoreStatus
 from ..fs import MemoryStoreFS
 from ..sync import FINAL_CONCURRENCY, EndOfSession, SyncEngine, backoff_delay
 from ._memory import give_back_freed_memory
+from ._start import start_refusal
 
 log = logging.getLogger("memfs.mount")
 
@@ -101,21 +102,28 @@ class MountedStore:
     async def first_pass(self) -> None:
         """One full pass before mounting: the whole tree listed, recovered
         local changes reconciled and pushed. A store that cannot be reached
-        mounts from its cache, if there is one."""
+        mounts from its cache, if there is one. A refused token, or a URL
+        that names `/v1`, is said as `start_refusal` says it."""
         if self.spec.read_only:
             self.engine.set_aside_local_changes()
         try:
             await self.engine.run_pass(full=True, before_mount=True)
         except SyncError as e:
             cause = e.__cause__
+            refusal = None
+            if isinstance(cause, StoreError):
+                spec = self.spec
+                refusal = start_refusal(
+                    cause, api_url=spec.api_url, credential_source=spec.credential_source
+                )
             if self.cache.get_meta("feed_ts") is None and not self.cache.file_count():
                 # Nothing is cached, so no local change is kept: the cause alone.
                 reason = cause if isinstance(cause, TransportError) else e
-                raise MountError(f"cannot mount {self.spec.store_id}: {reason}")
+                raise MountError(f"cannot mount {self.spec.store_id}: {refusal or reason}")
             log.warning(
                 "mounting %s from the cache alone: %s",
                 self.spec.store_id,
-                e,
+                refusal or e,
                 extra={"event": "cache_only"},
             )
 

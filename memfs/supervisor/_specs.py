@@ -15,7 +15,13 @@ import logging
 import os
 from dataclasses import dataclass, fields
 
-from .._exceptions import ConfigError, MountError, StatusError, StoreError
+from .._exceptions import (
+    AuthenticationFailed,
+    ConfigError,
+    MountError,
+    StatusError,
+    StoreError,
+)
 from .._private import ensure_private_dir
 from ..api import (
     ACCESS_READ_ONLY,
@@ -30,6 +36,7 @@ from ..api import (
     store_id_problem,
 )
 from ..control import StoreSettings, StoreSpec, runtime_dir
+from ..mount import start_refusal
 from ._credentials import Credentials
 
 log = logging.getLogger("memfs.supervisor")
@@ -144,7 +151,10 @@ async def _store_names(
     creds: Credentials, store_ids: list[str], start_timeout: float
 ) -> tuple[dict[str, str], dict[str, str]]:
     """The stores' names, and for each store the API refused to name, why.
-    These are a mount's first requests: the start's bound holds for them."""
+    These are a mount's first requests: the start's bound holds for them. A
+    refusal of the token, confirmed on a memory endpoint (the hosted API may
+    refuse a sessions token the store alone), or a 404 from a URL that names
+    `/v1`, mounts nothing (`start_refusal`)."""
     from ..client import StoreClient
 
     names: dict[str, str] = {}
@@ -163,6 +173,17 @@ async def _store_names(
             except StatusError as e:
                 if e.status not in NAME_REFUSALS:
                     raise MountError(f"cannot look up store {sid}: {e}")
+                error: StoreError = e
+                if isinstance(e, AuthenticationFailed):
+                    try:
+                        await client.list_memories_page(sid, limit=1)
+                    except StoreError as again:
+                        error = again
+                refusal = start_refusal(
+                    error, api_url=creds.api_url, credential_source=creds.source
+                )
+                if refusal is not None:
+                    raise MountError(f"cannot mount {sid}: {refusal}")
                 refused[sid] = f"the API answered {e.status} {e.type}"
             except StoreError as e:
                 raise MountError(f"cannot look up store {sid}: {e}")
@@ -241,6 +262,7 @@ def build_specs(
                 token=creds.token,
                 auth=creds.auth,
                 runtime_dir=runtime_dir(),
+                credential_source=creds.source,
                 read_only=r.read_only,
                 name=name,
                 **settings.settings(),

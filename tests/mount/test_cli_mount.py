@@ -490,7 +490,25 @@ def _case_token_as_argument(m: Mounter, stores, tmp: Path):
 
 def _case_wrong_token(m: Mounter, stores, tmp: Path):
     m.token_file.write_text("not-the-token")
-    return m.mount(stores[0], check=False), [stores[0], "401"]
+    return m.mount(stores[0], check=False), [stores[0], "refused the token from --token-file (401)"]
+
+
+def _case_wrong_token_with_path(m: Mounter, stores, tmp: Path):
+    m.token_file.write_text("not-the-token")
+    r = m.mount(f"{stores[0]}={m.root / 'x'}", check=False)
+    return r, [stores[0], "refused the token from --token-file (401)"]
+
+
+def _case_api_url_with_v1(m: Mounter, stores, tmp: Path):
+    r = m.mount(stores[0], extra=("--api-url", m.server.url + "/v1"), check=False)
+    return r, [stores[0], f"looks like it includes /v1: give the base URL, {m.server.url}"]
+
+
+def _case_api_url_with_v1_and_path(m: Mounter, stores, tmp: Path):
+    env = {**m.env, "MEMFS_API_URL": m.server.url + "/v1/"}
+    args = ["mount", "--daemon", "--store", f"{stores[0]}={m.root / 'x'}"]
+    r = m.memfs(*args, "--token-file", str(m.token_file), "--cache-dir", str(m.cache_dir), env=env)
+    return r, [stores[0], f"looks like it includes /v1: give the base URL, {m.server.url}"]
 
 
 def _case_unknown_store(m: Mounter, stores, tmp: Path):
@@ -563,6 +581,10 @@ def _case_unmount_nothing(m: Mounter, stores, tmp: Path):
     return m.memfs("unmount", str(m.root / "nothing")), ["no memfs mount is running"]
 
 
+ALONE = {_case_wrong_token, _case_wrong_token_with_path, _case_api_url_with_v1}
+ALONE |= {_case_api_url_with_v1_and_path}
+"""Refusals of the token or the URL: nothing is said before the sentence
+(no "mounting it at", no "local changes are kept", no "was not found")."""
 LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} memfs[.\w]* WARNING ")
 USAGE, FAILED = 2, 1
 """The documented exit statuses: 2 for what the command was given, 1 for work that failed."""
@@ -578,6 +600,9 @@ USAGE, FAILED = 2, 1
             (_case_no_token, USAGE),
             (_case_token_as_argument, USAGE),
             (_case_wrong_token, FAILED),
+            (_case_wrong_token_with_path, FAILED),
+            (_case_api_url_with_v1, FAILED),
+            (_case_api_url_with_v1_and_path, FAILED),
             (_case_unknown_store, FAILED),
             (_case_unknown_store_without_path, FAILED),
             (_case_path_taken, FAILED),
@@ -607,6 +632,8 @@ def test_refusals_are_one_sentence_and_leave_nothing_behind(
         assert all(LOG_LINE.match(line) for line in lines[:-1]), r.stderr
         for word in words:
             assert word in lines[-1], r.stderr
+        if case in ALONE:
+            assert lines[:-1] == [], r.stderr
         assert "test-token" not in r.stderr
         assert memfs_mounts_under(tmp_path) == []
         assert set(os.listdir(m.root)) - {"taken"} == set(before)
