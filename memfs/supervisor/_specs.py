@@ -143,7 +143,8 @@ def check_mount_path(path: str, store_id: str) -> str:
     return path
 
 
-def _say_waiting(sentence: str) -> None:
+def say_waiting(sentence: str) -> None:
+    """Say an attempt of a mount's start that the API did not answer."""
     log.warning("%s", sentence, extra={"event": "waiting_for_api"})
 
 
@@ -165,7 +166,7 @@ async def _store_names(
         auth=creds.auth,
         max_retries=3,
         start_timeout=start_timeout,
-        on_wait=_say_waiting,
+        on_wait=say_waiting,
     ) as client:
         for sid in store_ids:
             try:

@@ -200,22 +200,28 @@ CLIENT_TIMEOUT = 30.0
 attempt alone took this long, and four of them (123 s) went by in silence."""
 
 
-@pytest.mark.parametrize("where", ["path", "id"])
+@pytest.mark.parametrize("where", ["path", "id", "session"])
 def test_a_silent_api_is_said_at_once_and_the_start_gives_up_at_its_bound(
-    where, mounter, memfs_server
+    where, mounter, memfs_server, tmp_path
 ):
     """An API that accepts connections and never answers: `memfs mount` says
     within a few seconds that it waits for it (the URL, attempt n of m), and
     gives up at --start-timeout (MEMFS_START_TIMEOUT), nothing mounted. With
     a path the store process waits; without one memfs itself, asking the
-    store's name."""
+    store's name; for a session, memfs itself reading it."""
     store_id = memfs_server.create_store("Silent")["id"]
-    store = f"{store_id}={mounter.root / 's'}" if where == "path" else store_id
     env = mounter.env
     with _silent_api() as url:
-        cmd = [sys.executable, "-m", "memfs", "mount", "--daemon", "--store", store]
+        cmd = [sys.executable, "-m", "memfs", "mount", "--daemon", "--api-url", url]
         cmd += ["--root", str(mounter.root), "--cache-dir", str(mounter.cache_dir)]
-        cmd += ["--token-file", str(mounter.token_file), "--api-url", url]
+        if where == "session":
+            secret = tmp_path / "secret"
+            sessions = json.dumps({"sessions_token": "silent-session-token"})
+            secret.write_text(base64.urlsafe_b64encode(sessions.encode()).decode())
+            cmd += ["--session", "sesn_silent", "--secret-file", str(secret)]
+        else:
+            store = f"{store_id}={mounter.root / 's'}" if where == "path" else store_id
+            cmd += ["--store", store, "--token-file", str(mounter.token_file)]
         if where == "path":
             env["MEMFS_START_TIMEOUT"] = "8"
         else:
