@@ -197,8 +197,8 @@ def mount_plan(settings: Settings) -> MountPlan:
             "ANTHROPIC_AUTH_TOKEN are never used for a session)"
         )
     log.info("the token comes from %s and travels as %s", creds.source, creds.auth)
-    resources = sup.fetch_session_resources(creds, session_id)
     mount = mounting(settings)
+    resources = sup.fetch_session_resources(creds, session_id, mount.start_timeout)
     each = mount.store_settings()
     specs = sup.build_specs(resources, creds, each, root=mount.root)
     mounted = [

@@ -4,7 +4,8 @@
 store: pyfuse3 holds one session per process). It reads its `StoreLaunch`
 (its `StoreSpec`, environment and log file) as one line of JSON on stdin, so
 the token never shows in `ps`, and reports on stdout one line: `READY` once
-the store is mounted, or `ERROR <sentence>`. It may be started before its
+the store is mounted, or `ERROR <sentence>`; before it, a `WAITING
+<sentence>` line for each attempt of the start that the API did not answer. It may be started before its
 spec exists (memfs._startup), so that its imports overlap the command
 line's; one whose stdin ends before the line exits 0 without a word.
 
@@ -107,7 +108,7 @@ class StoreProcess:
             life.callback(self.state.remove)
             life.callback(cache.close)
             ensure_private_dir(spec.runtime_dir, "runtime folder")
-            client = store_client(spec)
+            client = store_client(spec, on_wait=_say_waiting)
             life.push_async_callback(client.aclose)
             store = MountedStore(spec, cache, client)
             await store.first_pass()
@@ -271,6 +272,13 @@ async def open_cache(spec: StoreSpec) -> StoreCache:
                 )
                 waited = True
             await trio.sleep(0.2)
+
+
+def _say_waiting(sentence: str) -> None:
+    """Before READY: the supervisor says it to the person waiting for the mount."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.write(f"WAITING {sentence}\n")
+        sys.stdout.flush()
 
 
 async def _store_main(spec: StoreSpec) -> int:

@@ -192,12 +192,14 @@ class Supervisor:
         self, children: list[_Child], abandon: threading.Event | None = None
     ) -> list[_Child]:
         """Wait until each of `children` says READY or fails (at most
-        READY_TIMEOUT, and no longer once `abandon` is set); those that did
-        not become ready."""
+        READY_TIMEOUT, and no longer once `abandon` is set), saying each WAITING
+        line of theirs meanwhile; those that did not become ready."""
         sel = selectors.DefaultSelector()
         for child in children:
             assert child.proc.stdout is not None
             sel.register(child.proc.stdout, selectors.EVENT_READ, child)
+        # Read unbuffered: a line left in a file object's buffer would wake no select.
+        partial: dict[int, bytes] = {}
         deadline = time.monotonic() + READY_TIMEOUT
         waiting = len(children)
         while waiting:
@@ -206,14 +208,19 @@ class Supervisor:
                 break
             for key, _ in sel.select(timeout=min(remaining, ABANDON_CHECK)):
                 answered: _Child = key.data
-                assert answered.proc.stdout is not None
-                line = answered.proc.stdout.readline()
+                chunk = os.read(key.fd, 65536)
+                *lines, partial[key.fd] = (partial.get(key.fd, b"") + chunk).split(b"\n")
+                if not chunk:
+                    lines.append(partial[key.fd])  # its last words, or b"": it exited
+                answer = self._waiting_said(answered, lines)
+                if answer is None:
+                    continue
                 sel.unregister(key.fileobj)
                 waiting -= 1
-                if line.startswith("READY"):
+                if answer.startswith("READY"):
                     answered.ready = True
                 else:
-                    error = line[6:].strip() if line.startswith("ERROR ") else None
+                    error = answer[6:].strip() if answer.startswith("ERROR ") else None
                     answered.error = error or f"the store process exited ({answered.proc.wait()})"
         sel.close()
         failed = [c for c in children if not c.ready]
@@ -222,6 +229,21 @@ class Supervisor:
                 if child.proc.stdout is not None:
                     child.proc.stdout.close()
         return failed
+
+    @staticmethod
+    def _waiting_said(child: _Child, lines: list[bytes]) -> str | None:
+        """Say each WAITING line of a starting store process; its first other
+        line (READY, ERROR or its end), None while it has said none yet."""
+        for raw in lines:
+            line = raw.decode("utf-8", "replace")
+            if not line.startswith("WAITING "):
+                return line
+            log.warning(
+                "%s",
+                line[8:].strip(),
+                extra={"event": "waiting_for_api", "store_id": child.spec.store_id},
+            )
+        return None
 
     @staticmethod
     def _mount_error(child: _Child) -> MountError:

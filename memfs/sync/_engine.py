@@ -165,13 +165,16 @@ class SyncEngine:
         the passes of one final sync share one `end`). `asked`: a pass a person
         asked for (`memfs sync`), which tries every refused file and delete again
         at once; the backoff is for the periodic passes. `before_mount`: nothing
-        else uses the cache yet, so the store's state is placed in one commit."""
+        else uses the cache yet, so the store's state is placed in one commit;
+        its failure is not logged, the caller says what it makes of it. The
+        SyncError's cause is the StoreError, when one ended the pass."""
         if final and end is None:
             end = EndOfSession()
         async with self._lock:
             report = PassReport()
             before = self.client.stats.requests
             started = time.monotonic()
+            cause: StoreError | None = None
             try:
                 await self._pass(
                     report,
@@ -181,14 +184,18 @@ class SyncEngine:
                     before_mount=before_mount,
                 )
             except AuthenticationFailed as e:
+                cause = e
                 report.error = (
                     f"the store refused the token (401); local changes are kept: {e.message}"
                 )
             except NotFound as e:
+                cause = e
                 report.error = f"store {self.store_id} was not found (404): {e.message}"
             except PermissionDenied as e:
+                cause = e
                 report.error = f"the token may not use store {self.store_id} (403): {e.message}"
             except StoreError as e:
+                cause = e
                 report.error = (
                     f"the store could not be reached or failed; local changes are kept: {e}"
                 )
@@ -217,13 +224,14 @@ class SyncEngine:
             if report.error:
                 self.status.failures_in_a_row += 1
                 self.status.last_error = report.error
-                log.error(
-                    "sync of %s failed: %s",
-                    self.store_id,
-                    report.error,
-                    extra={"event": "pass_failed"},
-                )
-                raise SyncError(report.error)
+                if not before_mount:  # the mount's start says what it makes of it
+                    log.error(
+                        "sync of %s failed: %s",
+                        self.store_id,
+                        report.error,
+                        extra={"event": "pass_failed"},
+                    )
+                raise SyncError(report.error) from cause
             self.status.failures_in_a_row = 0
             self.status.last_error = None
             return report
