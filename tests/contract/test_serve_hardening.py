@@ -293,8 +293,7 @@ def test_connections_past_the_cap_are_answered_503_and_closed(tmp_path):
         with connect(server) as extra:
             extra.sendall(head("GET", "/v1/memory_stores", "t"))
             status, headers, _ = read_answer(extra)
-            assert status == 503 and headers["retry-after"] == "1"
-            assert headers["connection"] == "close"
+            assert status == 503 and headers["connection"] == "close"
             assert closed_by_server(extra, 5)
             wait_until(lambda: not server_holds(server, extra), 5, "the refused one to close")
         assert all(server_holds(server, c) for c in idle)
