@@ -2,7 +2,7 @@
 clock and its write transactions.
 
 One connection, synchronous on purpose: each request is a few fast
-statements, and the server runs every request on one trio thread, so writes
+statements, and the server runs every request on one event-loop thread, so writes
 are serialised without locks. `BEGIN IMMEDIATE` keeps a second process on the
 same file from interleaving. WAL with `synchronous=NORMAL`: a committed
 change survives the server being killed (only a power loss may take the last
@@ -16,7 +16,7 @@ What NORMAL gives up is the machine losing power or the kernel crashing
 before it flushes the WAL; `synchronous=FULL` would fsync on every commit,
 which on this project's bench machine costs about 240 µs of waiting per
 write (half as much again as the write's whole CPU, and milliseconds on a
-disk that honours flushes), inline on the one trio thread that serves every
+disk that honours flushes), inline on the one thread that serves every
 request. A process crash is the case that happens; a host crash is left to
 the host's own durability (a journaling filesystem, backups).
 """
