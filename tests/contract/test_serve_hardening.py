@@ -314,3 +314,16 @@ def test_a_request_head_that_never_ends_is_dropped_after_five_seconds(shared_mem
         started = time.monotonic()
         assert closed_by_server(sock, 10)
         assert 4 < time.monotonic() - started < 8
+
+
+def test_a_silent_connection_is_dropped_on_a_server_listening_on_every_address(tmp_path):
+    """Bound to 0.0.0.0, the server sees its connections on the address they
+    came to (here 127.0.0.1): they are bounded all the same."""
+    server = start(tmp_path, "--host", "0.0.0.0", env={"MEMFS_SERVE_TOKEN": "t"})
+    try:
+        with connect(server) as sock:
+            started = time.monotonic()
+            assert closed_by_server(sock, 10)
+            assert 4 < time.monotonic() - started < 8
+    finally:
+        server.stop()
