@@ -10,6 +10,7 @@ those stores only (read-only ones it cannot write), is taken as
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterator
 
@@ -452,27 +453,31 @@ def test_sessions_and_their_tokens_survive_a_restart(memfs_server):
     assert session["sessions_token"] not in repr(stored)
 
 
-def test_a_database_from_before_sessions_is_migrated_in_place(memfs_server):
-    sid = memfs_server.create_store("from before")["id"]
-    with memfs_server.http() as http:
-        http.post(f"/v1/memory_stores/{sid}/memories", json={"path": "/old.md", "content": "old"})
+@pytest.mark.parametrize(
+    "older",
+    [
+        "DROP TABLE sessions; DROP TABLE session_resources; PRAGMA user_version = 0;",
+        "PRAGMA user_version = 1;",
+        "ALTER TABLE sessions DROP COLUMN created_by_token; PRAGMA user_version = 2;",
+    ],
+)
+def test_a_database_of_an_older_layout_is_refused_in_one_sentence(memfs_server, older):
+    """Layouts before this one were never released: such a file is moved
+    aside, not migrated, and a fresh file gets the one schema."""
+    memfs_server.create_store("from before")
     memfs_server.stop()
     db = sqlite3.connect(memfs_server.db_path)
-    db.executescript("DROP TABLE sessions; DROP TABLE session_resources; PRAGMA user_version = 0;")
+    db.executescript(older)
     db.close()
-
+    with pytest.raises(RuntimeError):
+        memfs_server.start(timeout=10)
+    sentence = memfs_server.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in memfs_server.stderr
+    assert sentence.startswith(f"memfs: cannot open the database {memfs_server.db_path}: ")
+    assert "older layout" in sentence and "move the file aside" in sentence
+    os.rename(memfs_server.db_path, str(memfs_server.db_path) + ".old")
     memfs_server.start()
-    with memfs_server.http() as http:
-        listing = http.get(f"/v1/memory_stores/{sid}/memories").json()["data"]
-        assert [m["path"] for m in listing] == ["/old.md"]
-    session = memfs_server.create_session(sid)
-    with as_session(memfs_server, session["sessions_token"]) as agent:
-        assert agent.get(f"/v1/memory_stores/{sid}/memories").status_code == 200
-    db = sqlite3.connect(memfs_server.db_path)
-    try:
-        assert db.execute("PRAGMA user_version").fetchone()[0] >= 1
-    finally:
-        db.close()
+    assert memfs_server.create_store("fresh")["name"] == "fresh"
 
 
 def test_a_database_of_a_newer_schema_is_refused_in_one_sentence(memfs_server):
