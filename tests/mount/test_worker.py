@@ -568,6 +568,47 @@ def test_unmount_of_one_mount_of_a_followed_session_unmounts_all_of_its_mounts(
     assert memfs_mounts_under(mounter.tmp) == [] and mounter.store_pids() == []
 
 
+def test_unmount_of_an_attached_store_of_a_foreground_mount_takes_the_session_with_it(
+    mounter, memfs_server
+):
+    """`memfs unmount PATH` of a store attached to the session of a
+    foreground `memfs mount --session ID`: its follower stops, the store the
+    session began with is unmounted too, and the foreground mount ends."""
+    server = memfs_server
+    first = admin(server, mounter, "create", "First").strip()
+    first_path = mounter.root / "first"
+    item = new_session(server, mounter, f"{first}={first_path}")
+    session_id = item["data"]["id"]
+    env = worker_env(mounter, MEMFS_WORK_ITEM_SECRET=item["secret"])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memfs", "mount", "--session", session_id]
+        + ["--cache-dir", str(mounter.cache_dir), "--final-sync-timeout", "20"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for_file(first_path / MARKER, 60, "the first store")
+        second = admin(server, mounter, "create", "Second").strip()
+        path = mounter.root / "second"
+        admin(server, mounter, "session", "attach", session_id, "--store", f"{second}={path}")
+        wait_for_file(path / MARKER, 20, "the second store")
+        r = mounter.memfs("unmount", str(path), env=env)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == (
+            f"stopped following session {session_id}\nunmounted {path}\nunmounted {first_path}\n"
+        )
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert memfs_mounts_under(mounter.tmp) == [] and mounter.store_pids() == []
+    assert status(mounter, env) == ([], [])
+
+
 def test_memfs_mount_in_the_foreground_follows_a_session_named_by_id(
     mounter, memfs_server, tmp_path
 ):
