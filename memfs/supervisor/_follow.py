@@ -20,7 +20,14 @@ Where it runs:
   session, its credentials and the settings as one line of JSON on stdin (so
   the token is in no argv and no environment), starts store processes as a
   daemon mount does, stops one as `memfs unmount` does, and runs until
-  SIGTERM: `memfs unmount --all` sends it (`stop_daemon_followers`).
+  SIGTERM: `memfs unmount --all` sends it (`_unfollow.stop_followers`).
+
+`memfs unmount --all`, and `memfs unmount PATH` of a mount a follower
+holds, stop the follower first and wait until it has stopped, so that no
+mount of its session appears afterwards: SIGTERM ends a daemon follower;
+`UNFOLLOW_SIGNAL` (SIGUSR2) asks a foreground process to stop its follower
+thread and go on (`memfs run`'s command keeps running), which removes the
+session's file.
 
 What a follower saw is in a file of the runtime folder,
 `session-<session id>-<key>.session` (the key a hash of the cache folder),
@@ -42,9 +49,7 @@ import contextlib
 import hashlib
 import json
 import logging
-import math
 import os
-import signal
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -279,6 +284,9 @@ class SessionRecord:
     next_check_at: float | None = None
     last_error: str | None = None
     events: list[SessionEvent] = field(default_factory=list)
+    mount_paths: list[str] | None = None
+    """The paths of the stores the follower holds mounted, or is mounting
+    (None in a file an older memfs wrote: unknown)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -290,52 +298,32 @@ class SessionRecord:
         return cls(**values)
 
 
-def session_records(folder: str | None = None) -> list[SessionRecord]:
-    """Every followed session of this machine whose follower is alive, by
-    the files in the runtime folder (default `runtime_dir()`)."""
+def _session_files(folder: str | None = None) -> list[tuple[str, SessionRecord]]:
+    """Each session file of the runtime folder whose follower is alive, and its record."""
     folder = runtime_dir() if folder is None else folder
     try:
         names = sorted(os.listdir(folder))
     except OSError:
         return []
-    records = []
+    found = []
     for name in names:
         if not name.endswith(SESSION_FILE_SUFFIX):
             continue
+        path = os.path.join(folder, name)
         try:
-            with open(os.path.join(folder, name), "rb") as f:
+            with open(path, "rb") as f:
                 record = SessionRecord.from_json(json.loads(f.read()))
         except (OSError, ValueError, TypeError):
             continue
         if process_alive(record.pid):
-            records.append(record)
-    return records
+            found.append((path, record))
+    return found
 
 
-def _is_follower_process(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return FOLLOWER_MODULE.encode() in f.read()
-    except OSError:
-        return False
-
-
-def stop_daemon_followers(folder: str | None = None) -> list[str]:
-    """End every daemon follower (of `memfs mount --daemon`), and wait until
-    each has ended, so that none mounts a store later: one told to stop
-    abandons the store it is mounting (its process stopped, its mount gone).
-    The ids of their sessions. Their other mounts stay: `memfs unmount
-    --all` stops them next. The wait is as long as the follower's own bounds:
-    a read of the session, a store's start, a detached store's final sync."""
-    stopped = []
-    for record in session_records(folder):
-        if not record.daemon or not _is_follower_process(record.pid):
-            continue
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(record.pid, signal.SIGTERM)
-        _wait_gone(record.pid, math.inf)
-        stopped.append(record.session_id)
-    return stopped
+def session_records(folder: str | None = None) -> list[SessionRecord]:
+    """Every followed session of this machine whose follower is alive, by
+    the files in the runtime folder (default `runtime_dir()`)."""
+    return [record for _, record in _session_files(folder)]
 
 
 # ---------------------------------------------------------------- the follower
@@ -371,12 +359,20 @@ class SessionFollower:
         self._refused: dict[tuple[str, str, str, str], str] = {}
         """Stores listed that could not be mounted, and why (each logged once)."""
         self._refused_items: set[str] = set()
+        self._attaching: str | None = None
+        """The mount path of the store being mounted, in the file already."""
+
+    @property
+    def session_id(self) -> str:
+        return self.session.session_id
 
     # -------------------------------------------------------------- the file
 
     def write_record(self) -> None:
         """The session's file, rewritten whole (a temporary file renamed over it)."""
         ensure_private_dir(self.runtime_dir, "runtime folder")
+        paths = [m.mount_path for m in self.mounted.values()]
+        self.record.mount_paths = paths + ([self._attaching] if self._attaching else [])
         tmp = self.path + ".tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "w") as f:
@@ -505,6 +501,10 @@ class SessionFollower:
                 [resource], self.session.creds, self.session.settings, root=self.session.root
             )
             self._check_free(spec)
+            # In the file before it can appear: `memfs unmount` of another of
+            # the session's mounts then stops it too.
+            self._attaching = spec.mount_path
+            self.write_record()
             mounted = self.supervisor.add(spec, abandon=self._stop)
         except MemfsError as e:
             reason = str(e)
@@ -528,6 +528,8 @@ class SessionFollower:
                 )
             self._refused[key] = reason
             return
+        finally:
+            self._attaching = None
         if not mounted:
             log.info(
                 "stopped following session %s while mounting store %s: it is not mounted",

@@ -84,6 +84,9 @@ class Follower(Protocol):
     """What the supervisor needs of a session follower: to stop it (and wait
     for what it is doing to finish) before the stores stop."""
 
+    @property
+    def session_id(self) -> str: ...
+
     def stop(self) -> None: ...
 
 
@@ -129,6 +132,7 @@ class Supervisor:
         self.children: list[_Child] = []
         self.metrics: subprocess.Popen[str] | None = None
         self._stop_asked = False
+        self._unfollow_asked = False
         self._old_handlers: dict[int, Any] | None = None
         self._lock = threading.Lock()
         self.removed: list[FinalSync] = []
@@ -299,6 +303,19 @@ class Supervisor:
         if follower is not None and threading.current_thread() is threading.main_thread():
             follower.stop()
 
+    def stop_following(self) -> None:
+        """Stop the session follower, if any, and wait for it (`memfs
+        unmount` asked, by SIGUSR2); the stores stay mounted."""
+        self._unfollow_asked = False
+        follower = self.follower
+        if follower is not None:
+            self._stop_follower()
+            log.info(
+                "stopped following session %s; its mounts stay",
+                follower.session_id,
+                extra={"event": "session_unfollowed"},
+            )
+
     def _start_metrics(self, addr: str) -> None:
         """The metrics endpoint of these stores, a process of its own (it outlives a
         `--daemon` supervisor and ends with the stores); a failure stops the stores."""
@@ -427,16 +444,26 @@ class Supervisor:
                 s: signal.signal(s, self._on_stop_signal)
                 for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
             }
+            # For the rest of the process: `memfs unmount` may send it until
+            # the follower's file is gone, which is during `stop_all`.
+            signal.signal(signal.SIGUSR2, self._on_unfollow_signal)
 
     def _on_stop_signal(self, signum: int, frame: FrameType | None) -> None:
         self._stop_asked = True
 
+    def _on_unfollow_signal(self, signum: int, frame: FrameType | None) -> None:
+        # Not the stop itself: it joins the follower, which may wait for `_lock`.
+        self._unfollow_asked = True
+
     def wait(self) -> int:
         """Foreground: run until SIGTERM/SIGINT (or every store has ended, when
-        no session follower may add one), then stop all."""
+        no session follower may add one), then stop all. SIGUSR2 stops the
+        session follower (`memfs unmount` sends it) and lets the stores run."""
         self.catch_stop_signals()
         try:
             while not self._stop_asked:
+                if self._unfollow_asked:
+                    self.stop_following()
                 if not self.report_ended() and self.follower is None:
                     break
                 time.sleep(0.2)
