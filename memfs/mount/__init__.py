@@ -14,24 +14,24 @@ from __future__ import annotations
 
 from ._folder import (
     MountEntry,
+    MountFolder,
     decode_mounts_field,
     force_unmount,
     is_stale_mount,
     memfs_mounts,
     mount_table,
     mounted_source,
-    prepare_mount_path,
     remove_mount_folder,
 )
 
 __all__ = [
     "MountEntry",
+    "MountFolder",
     "decode_mounts_field",
     "force_unmount",
     "is_stale_mount",
     "memfs_mounts",
     "mount_table",
     "mounted_source",
-    "prepare_mount_path",
     "remove_mount_folder",
 ]
