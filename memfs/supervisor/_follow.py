@@ -66,7 +66,7 @@ from ..control import (
 )
 from ._commands import GONE_TIMEOUT, _wait_gone
 from ._credentials import Credentials
-from ._specs import build_specs
+from ._specs import build_specs, mount_path_clash
 from ._supervisor import STOP_MARGIN, FinalSync, Supervisor
 
 log = logging.getLogger("memfs.supervisor")
@@ -473,7 +473,11 @@ class SessionFollower:
         sid = self.session.session_id
         try:
             (spec,) = build_specs(
-                [resource], self.session.creds, self.session.settings, root=self.session.root
+                [resource],
+                self.session.creds,
+                self.session.settings,
+                root=self.session.root,
+                from_session=True,
             )
             self._check_free(spec)
             self.supervisor.add(spec)
@@ -523,6 +527,11 @@ class SessionFollower:
         for other in self.mounted.values():
             if other.mount_path == spec.mount_path:
                 raise MountError(f"store {other.store_id} is mounted at {spec.mount_path} already")
+            clash = mount_path_clash(
+                (spec.store_id, spec.mount_path), (other.store_id, other.mount_path)
+            )
+            if clash is not None:
+                raise MountError(clash)
             if other.store_id == spec.store_id:
                 raise MountError(f"store {spec.store_id} is mounted at {other.mount_path} already")
 
