@@ -200,7 +200,7 @@ def mount_plan(settings: Settings) -> MountPlan:
     mount = mounting(settings)
     resources = sup.fetch_session_resources(creds, session_id, mount.start_timeout)
     each = mount.store_settings()
-    specs = sup.build_specs(resources, creds, each, root=mount.root)
+    specs = sup.build_specs(resources, creds, each, root=mount.root, from_session=True)
     mounted = [
         sup.FollowedStore(r, s.store_id, s.mount_path, s.read_only)
         for r, s in zip(resources, specs, strict=True)

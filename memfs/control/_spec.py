@@ -101,6 +101,13 @@ class StoreSpec(StoreSettings):
     `memfs mount` holds the other end, so its death by any signal is seen at once."""
     name: str = ""
     auth: AuthHeader = "bearer"
+    mount_root: str = DEFAULT_ROOT
+    """The mount's root folder (`--root`): no folder memfs made for the mount
+    path is removed at the end if it is this folder or one above it."""
+    confined_to_root: bool = False
+    """The mount path came from a session: its folders are created, and
+    removed, from a descriptor of `mount_root` without following a symlink,
+    so that they stay strictly under it."""
 
 
 @dataclass

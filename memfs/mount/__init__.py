@@ -15,19 +15,20 @@ from __future__ import annotations
 
 from ._folder import (
     MountEntry,
+    MountFolder,
     decode_mounts_field,
     force_unmount,
     is_stale_mount,
     memfs_mounts,
     mount_table,
     mounted_source,
-    prepare_mount_path,
     remove_mount_folder,
 )
 from ._start import base_url_without_v1, start_refusal
 
 __all__ = [
     "MountEntry",
+    "MountFolder",
     "base_url_without_v1",
     "start_refusal",
     "decode_mounts_field",
@@ -36,6 +37,5 @@ __all__ = [
     "memfs_mounts",
     "mount_table",
     "mounted_source",
-    "prepare_mount_path",
     "remove_mount_folder",
 ]

@@ -2,9 +2,13 @@
 FUSE nor HTTP, so that `memfs unmount`, `memfs sync` and `memfs status`
 start quickly.
 
-- The mount folder's life: created like `mkdir -p`, refused when anything
-  stands there (except a stale mount of the same store, or an empty folder an
-  earlier mount of that store left), removed after unmounting.
+- The mount folder's life (`MountFolder`): created like `mkdir -p`, refused
+  when anything stands there (except a stale mount of the same store, or an
+  empty folder an earlier mount of that store left), removed after
+  unmounting with the folders above it that memfs made for it, innermost
+  first, those still empty. A session's mount path is created from a
+  descriptor of the mount root, never through a symlink, so that it stays
+  under the root whatever stands there.
 - The mounts table (`mount_table`), its escapes decoded into the paths they
   name, whatever letters those hold (`Café Notes`).
 """
@@ -104,50 +108,185 @@ def force_unmount(path: str) -> None:
             return
 
 
-def prepare_mount_path(path: str, store_id: str, *, left_by_us: bool = False) -> None:
-    """Create the folder like `mkdir -p`; refuse anything already standing there,
-    except a stale mount of this very store, which is cleaned up and reused, and
-    an empty folder that an earlier, killed mount of this store created
-    (`left_by_us`, from the store's journal). Whichever it was, the folder is
-    then memfs's own, made now or by an earlier run of this store, and is
-    removed at the end."""
-    source = mounted_source(path)
-    if source is not None:
-        if source == f"memfs:{store_id}" and is_stale_mount(path):
-            log.warning(
-                "cleaning up a stale memfs mount of %s at %s",
-                store_id,
-                path,
-                extra={"event": "stale_mount"},
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+def _open_folder_at(dir_fd: int, name: str) -> int:
+    """The folder `name` of the folder `dir_fd`, never through a symlink."""
+    return os.open(name, _DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+
+
+def _is_at_or_above(path: str, folder: str) -> bool:
+    return path == folder or folder.startswith(path.rstrip("/") + "/")
+
+
+class MountFolder:
+    """The folder one store mounts at, and the folders memfs made for it.
+
+    `made` (outermost first) is what this process created, or took over from
+    an earlier mount of the store; `remove` removes those, innermost first,
+    while they are empty, and never the mount root or a folder above it.
+    `confined`: the path came from a session and must stay strictly under
+    `root`, so each folder is reached and created from the root's descriptor
+    without following a symlink (ELOOP where one stands)."""
+
+    def __init__(self, path: str, store_id: str, *, root: str, confined: bool = False) -> None:
+        self.path = path
+        self.store_id = store_id
+        self.root = os.path.realpath(root)
+        self.confined = confined
+        self.made: list[str] = []
+
+    def prepare(self, *, left_by_us: bool = False) -> None:
+        """Create the folder like `mkdir -p`; refuse anything already standing
+        there, except a stale mount of this very store, which is cleaned up and
+        reused, and an empty folder that an earlier, killed mount of this store
+        created (`left_by_us`, from the store's journal). Whichever it was, the
+        folder is then memfs's own, made now or by an earlier run of this
+        store, and is removed at the end."""
+        path, store_id = self.path, self.store_id
+        source = mounted_source(path)
+        if source is not None:
+            if source == f"memfs:{store_id}" and is_stale_mount(path):
+                log.warning(
+                    "cleaning up a stale memfs mount of %s at %s",
+                    store_id,
+                    path,
+                    extra={"event": "stale_mount"},
+                )
+                force_unmount(path)
+                self.made = [self._place()]
+                return
+            raise MountError(
+                f"cannot mount {store_id} at {path}: something is already mounted there ({source})"
             )
-            force_unmount(path)
+        if left_by_us and os.path.isdir(path) and not os.path.islink(path) and not os.listdir(path):
+            log.warning(
+                "reusing the empty mount folder %s left by an earlier mount of %s",
+                path,
+                store_id,
+                extra={"event": "folder_reused"},
+            )
+            self.made = [self._place()]
             return
-        raise MountError(
-            f"cannot mount {store_id} at {path}: something is already mounted there ({source})"
-        )
-    if left_by_us and os.path.isdir(path) and not os.path.islink(path) and not os.listdir(path):
-        log.warning(
-            "reusing the empty mount folder %s left by an earlier mount of %s",
-            path,
-            store_id,
-            extra={"event": "folder_reused"},
-        )
-        return
-    if os.path.lexists(path):
-        raise MountError(
-            f"cannot mount {store_id} at {path}: the path already exists; remove it or choose another"
-        )
-    try:
+        if os.path.lexists(path):
+            raise MountError(
+                f"cannot mount {store_id} at {path}: the path already exists; remove it or choose another"
+            )
         # Folders an agent walks through: 0755 whatever the process's umask.
         old = os.umask(0o022)
         try:
-            os.makedirs(path)
+            self._make()
+        except MountError:
+            self.remove()
+            raise
         finally:
             os.umask(old)
-    except OSError as e:
-        raise MountError(
-            f"cannot create the mount folder {path} ({e.strerror}); the host must make that path writable"
-        )
+
+    def _make(self) -> None:
+        try:
+            if self.confined:
+                self._make_under_root()
+            else:
+                self._make_by_path()
+        except OSError as e:
+            if self.confined and e.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise MountError(
+                    f"cannot mount {self.store_id} at {self.path}: a symlink or a file stands "
+                    f"in its way under the mount root {self.root}"
+                )
+            raise MountError(
+                f"cannot create the mount folder {self.path} ({e.strerror}); "
+                "the host must make that path writable"
+            )
+
+    def _place(self) -> str:
+        return os.path.realpath(self.path) if self.confined else self.path
+
+    def _make_by_path(self) -> None:
+        folder = "/"
+        for name in self.path.split("/"):
+            if not name:
+                continue
+            folder = os.path.join(folder, name)
+            try:
+                os.mkdir(folder)
+            except FileExistsError:
+                continue
+            self.made.append(folder)
+
+    def _parts_under_root(self) -> list[str]:
+        """The names from the root down to where the path leads, or MountError
+        when it leads elsewhere."""
+        place = self._place()
+        if not place.startswith(self.root.rstrip("/") + "/"):
+            raise MountError(
+                f"cannot mount {self.store_id} at {self.path}: it leads to {place}, "
+                f"not to a folder under the mount root {self.root}"
+            )
+        return place[len(self.root.rstrip("/")) + 1 :].split("/")
+
+    def _make_under_root(self) -> None:
+        names = self._parts_under_root()
+        os.makedirs(self.root, exist_ok=True)
+        fd = os.open(self.root, _DIRECTORY)
+        try:
+            folder = self.root
+            for name in names:
+                folder = os.path.join(folder, name)
+                try:
+                    os.mkdir(name, dir_fd=fd)
+                    self.made.append(folder)
+                except FileExistsError:
+                    pass
+                inner = _open_folder_at(fd, name)
+                os.close(fd)
+                fd = inner
+            # What the kernel will mount on must be the folder made here.
+            made, there = os.fstat(fd), os.stat(self.path)
+            if (made.st_dev, made.st_ino) != (there.st_dev, there.st_ino):
+                raise MountError(
+                    f"cannot mount {self.store_id} at {self.path}: the path changed "
+                    "while its folder was made"
+                )
+        finally:
+            os.close(fd)
+
+    def remove(self) -> None:
+        """Remove the folders memfs made, innermost first, each only while
+        empty (the first that is not, or is gone, ends it); never the mount
+        root or a folder above it."""
+        while self.made:
+            folder = self.made[-1]
+            if _is_at_or_above(folder, self.root):
+                break
+            if self.confined and not is_within(os.path.dirname(folder), self.root):
+                break
+            try:
+                if self.confined:
+                    self._remove_under_root(folder)
+                else:
+                    os.rmdir(folder)
+            except OSError:
+                break
+            self.made.pop()
+
+    def _remove_under_root(self, folder: str) -> None:
+        parent, name = os.path.split(folder)
+        fd = os.open(self.root, _DIRECTORY)
+        try:
+            for part in [p for p in parent[len(self.root) :].split("/") if p]:
+                inner = _open_folder_at(fd, part)
+                os.close(fd)
+                fd = inner
+            os.rmdir(name, dir_fd=fd)
+        finally:
+            os.close(fd)
+
+
+def is_within(path: str, folder: str) -> bool:
+    """Whether `path` is `folder` or inside it (both absolute, normalised)."""
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
 def remove_mount_folder(path: str) -> None:

@@ -17,16 +17,18 @@ The life of a mount, each resource's teardown declared where it is made
    of this store that is finishing its final sync is waited for.
 2. One full pass against the store: the whole tree is listed (basic view),
    recovered local changes are reconciled and pushed.
-3. Prepare the mount path (`mkdir -p`, refuse anything standing there, clean
-   a stale mount of this very store), mount, write the state file, answer READY.
+3. Prepare the mount path (`mkdir -p`, from a descriptor of the mount root
+   for a session's path; refuse anything standing there, clean a stale mount
+   of this very store), mount, write the state file, answer READY.
 4. Serve: pyfuse3's loop, the periodic sync, the background prefetch and the
    control socket (`sync`, `status`, `stop`) run side by side.
 5. On SIGTERM, SIGINT or `stop`: a final two-way pass (and more while they
    make progress) within `final_sync_timeout`, still mounted; `stop` is
    answered. Then the teardown, in reverse: the control socket, the kernel
-   mount, the folder memfs made, the client, the cache, and last the state
-   file. The exit status is 0 only when the store holds everything; what is
-   left is named in the log and stays in the cache.
+   mount, the folders memfs made (innermost first, while empty), the client,
+   the cache, and last the state file. The exit status is 0 only when the
+   store holds everything; what is left is named in the log and stays in the
+   cache.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ from ..control import (
 )
 from ..fs import KernelCache, mount_options
 from ..sync import NoKernel
-from ._folder import prepare_mount_path, remove_mount_folder
+from ._folder import MountFolder
 from ._memory import FreedMemory
 from ._store import PROGRESS_AFTER, MountedStore, store_client
 
@@ -153,14 +155,18 @@ class StoreProcess:
 
     def _make_folder(self, life: contextlib.AsyncExitStack, store: MountedStore) -> None:
         """Prepare the mount path. The folder is memfs's from here: it goes at
-        the end, and the journal remembers it meanwhile (a killed run leaves
-        it empty, and the next run of this store may reuse it)."""
+        the end, with the folders above it this process made for it, and the
+        journal remembers it meanwhile (a killed run leaves it empty, and the
+        next run of this store may reuse it)."""
         spec, cache = self.spec, store.cache
         left_by_us = cache.get_meta("mount_folder") == spec.mount_path
-        prepare_mount_path(spec.mount_path, spec.store_id, left_by_us=left_by_us)
+        folder = MountFolder(
+            spec.mount_path, spec.store_id, root=spec.mount_root, confined=spec.confined_to_root
+        )
+        folder.prepare(left_by_us=left_by_us)
 
         def remove_folder() -> None:
-            remove_mount_folder(spec.mount_path)
+            folder.remove()
             if not os.path.lexists(spec.mount_path):
                 cache.set_meta("mount_folder", None)
 

@@ -128,6 +128,12 @@ def _check_mount_path(value: Any, where: str) -> str | None:
     return value.rstrip("/") or "/"
 
 
+def _same_path(mount_path: str) -> str:
+    """The form two mount paths are compared in: repeated slashes are one
+    (`//x` and `/x` are one path; `.`, `..` and a trailing `/` are never kept)."""
+    return "/" + "/".join(part for part in mount_path.split("/") if part)
+
+
 @dataclass(frozen=True)
 class _Attach:
     """One memory store a request asks to attach."""
@@ -301,14 +307,14 @@ class Sessions:
             )
         if len(rows) >= MAX_STORES_PER_SESSION:
             raise InvalidRequest(f"a session holds at most {MAX_STORES_PER_SESSION} memory stores")
-        taken = {r["mount_path"] for r in rows}
+        taken = {_same_path(r["mount_path"]) for r in rows}
         mount_path = attach.mount_path
         if mount_path is None:
             base = f"{MOUNT_ROOT}/{slugify(store['name'])}"
             mount_path, n = base, 2
             while mount_path in taken:
                 mount_path, n = f"{base}-{n}", n + 1
-        elif mount_path in taken:
+        elif _same_path(mount_path) in taken:
             raise InvalidRequest(
                 f"{where}mount_path {mount_path} is the mount path of another store of this session"
             )

@@ -72,7 +72,7 @@ from ..control import (
 )
 from ._commands import GONE_TIMEOUT, _wait_gone
 from ._credentials import Credentials
-from ._specs import build_specs, say_waiting
+from ._specs import build_specs, mount_path_clash, say_waiting
 from ._supervisor import STOP_MARGIN, FinalSync, Supervisor
 
 log = logging.getLogger("memfs.supervisor")
@@ -498,7 +498,11 @@ class SessionFollower:
         sid = self.session.session_id
         try:
             (spec,) = build_specs(
-                [resource], self.session.creds, self.session.settings, root=self.session.root
+                [resource],
+                self.session.creds,
+                self.session.settings,
+                root=self.session.root,
+                from_session=True,
             )
             self._check_free(spec)
             # In the file before it can appear: `memfs unmount` of another of
@@ -562,6 +566,11 @@ class SessionFollower:
         for other in self.mounted.values():
             if other.mount_path == spec.mount_path:
                 raise MountError(f"store {other.store_id} is mounted at {spec.mount_path} already")
+            clash = mount_path_clash(
+                (spec.store_id, spec.mount_path), (other.store_id, other.mount_path)
+            )
+            if clash is not None:
+                raise MountError(clash)
             if other.store_id == spec.store_id:
                 raise MountError(f"store {spec.store_id} is mounted at {other.mount_path} already")
 

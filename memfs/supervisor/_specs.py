@@ -1,10 +1,19 @@
 """From what the operator asked for (`MountSettings`: `--store`,
 `--resources`, credentials, flags) to one `StoreSpec` per store, every
 refusal made before anything is mounted: too many stores, a store given
-twice, two stores at one path, a relative mount path, a store id not of the
-API's form (it would name files and mount options), no token, cache or
-runtime folders other users could write into. The settings' values were
-checked as the command line read them (memfs.control's bounds).
+twice, two stores at one path or one inside another, a relative mount path,
+a session's mount path outside the mount root, a store id not of the API's
+form (it would name files and mount options), no token, cache or runtime
+folders other users could write into. The settings' values were checked as
+the command line read them (memfs.control's bounds).
+
+Mount paths are compared where they lead: every symlink followed, `..` and
+repeated slashes normalised (`/x` and `//x` are one path). A path the
+operator gives (`--store ID=PATH`, a `--resources` file) may lead anywhere;
+one a session gives (`--work-item`, `--session`, a store attached
+mid-session) must lead to a folder strictly under the mount root (`--root`),
+since whoever creates the session chooses it and memfs, often root, creates
+and mounts it.
 """
 
 from __future__ import annotations
@@ -136,11 +145,53 @@ def default_cache_dir() -> str:
 
 
 def check_mount_path(path: str, store_id: str) -> str:
+    """`path` normalised (`normal_mount_path`) when it is absolute and without
+    `..`; ConfigError otherwise."""
     if not os.path.isabs(path):
         raise ConfigError(f"the mount path {path!r} of {store_id} must be absolute")
     if ".." in path.split("/"):
         raise ConfigError(f"the mount path {path!r} of {store_id} may not contain '..'")
-    return path
+    return normal_mount_path(path)
+
+
+def normal_mount_path(path: str) -> str:
+    """An absolute path with repeated slashes (a leading `//` too), `.` and a
+    trailing slash dropped: `//x/./y/` is `/x/y`."""
+    return "/" + os.path.normpath(path).lstrip("/")
+
+
+def is_under(path: str, folder: str) -> bool:
+    """Whether `path` is strictly inside `folder` (both normalised, absolute)."""
+    return path != folder and path.startswith(folder.rstrip("/") + "/")
+
+
+def check_session_mount_path(path: str, store_id: str, root: str) -> None:
+    """Refuse a mount path a session gave that does not lead (every symlink
+    followed) to a folder strictly under the mount root: ConfigError naming it."""
+    place, real_root = os.path.realpath(path), os.path.realpath(root)
+    if not is_under(place, real_root):
+        shown = path if place == path else f"{path} (which leads to {place})"
+        raise ConfigError(
+            f"the mount path {shown} of {store_id}, given by the session, is not a folder "
+            f"under the mount root {root}; a session's stores mount only there"
+        )
+
+
+def mount_path_clash(one: tuple[str, str], other: tuple[str, str]) -> str | None:
+    """Why two stores, (store id, normalised mount path) each, cannot both be
+    mounted, compared where their paths lead; None when they can. A store
+    inside another's folder is refused whichever mounts first: the outer
+    mount would hide the inner folder, or the inner one stand in the outer's way."""
+    (one_id, one_path), (other_id, other_path) = one, other
+    one_place, other_place = os.path.realpath(one_path), os.path.realpath(other_path)
+    if one_place == other_place:
+        return f"stores {other_id} and {one_id} would both mount at {one_path}"
+    if is_under(one_place, other_place) or is_under(other_place, one_place):
+        return (
+            f"stores {other_id} and {one_id} would mount one inside the other "
+            f"({other_path} and {one_path}); give each a folder of its own"
+        )
+    return None
 
 
 def say_waiting(sentence: str) -> None:
@@ -211,9 +262,17 @@ def _check_resources(resources: list[Resource]) -> None:
 
 
 def build_specs(
-    resources: list[Resource], creds: Credentials | None, settings: StoreSettings, *, root: str
+    resources: list[Resource],
+    creds: Credentials | None,
+    settings: StoreSettings,
+    *,
+    root: str,
+    from_session: bool = False,
 ) -> list[StoreSpec]:
-    """One spec per store, every refusal made before anything is mounted."""
+    """One spec per store, every refusal made before anything is mounted.
+    `from_session`: the resources are a session's, so each mount path must
+    lead under `root` (`check_session_mount_path`), and the store process
+    creates its folders from a descriptor of the root."""
     _check_resources(resources)
     if not resources:
         return []
@@ -248,12 +307,13 @@ def build_specs(
                 path,
                 extra={"event": "store_name_unknown"},
             )
-        check_mount_path(path, r.memory_store_id)
-        path = os.path.normpath(path)
-        if path in paths:
-            raise ConfigError(
-                f"stores {paths[path]} and {r.memory_store_id} would both mount at {path}"
-            )
+        path = check_mount_path(path, r.memory_store_id)
+        if from_session:
+            check_session_mount_path(path, r.memory_store_id, root)
+        for taken_path, taken_id in paths.items():
+            clash = mount_path_clash((r.memory_store_id, path), (taken_id, taken_path))
+            if clash is not None:
+                raise ConfigError(clash)
         paths[path] = r.memory_store_id
         specs.append(
             StoreSpec(
@@ -266,6 +326,8 @@ def build_specs(
                 credential_source=creds.source,
                 read_only=r.read_only,
                 name=name,
+                mount_root=os.path.abspath(root),
+                confined_to_root=from_session,
                 **settings.settings(),
             )
         )

@@ -159,6 +159,29 @@ def test_a_session_with_resources_it_cannot_hold_is_refused(http, resources, sta
     assert words in assert_error(r, status, error_type)
 
 
+@pytest.mark.parametrize("other", ["//mnt/memory/x", "/mnt//memory/x", "/mnt/memory/x//"])
+def test_two_stores_of_a_session_at_one_path_however_written_are_refused(http, other):
+    a, b, c = new_store(http, "a"), new_store(http, "b"), new_store(http, "c")
+    r = http.post(
+        "/v1/sessions",
+        json={
+            "resources": [
+                memory_store(a, mount_path="/mnt/memory/x"),
+                memory_store(b, mount_path=other),
+            ]
+        },
+        headers=SESSION_HEADERS,
+    )
+    assert "is the mount path of another store" in assert_error(r, 400, "invalid_request_error")
+    session = create_session(http, memory_store(a, mount_path="/mnt/memory/x"))
+    r = http.post(
+        f"/v1/sessions/{session['id']}/resources",
+        json=memory_store(c, mount_path=other),
+        headers=SESSION_HEADERS,
+    )
+    assert "is the mount path of another store" in assert_error(r, 400, "invalid_request_error")
+
+
 def test_a_session_holds_at_most_eight_stores(http):
     stores = [new_store(http, f"s{i}") for i in range(9)]
     r = http.post(

@@ -384,7 +384,8 @@ def test_several_stores_from_resources_with_a_work_item_secret(mounter, memfs_se
     assert r.returncode == 0, r.stderr
     assert memfs_mounts_under(tmp_path) == []
     assert not any(p.exists() for p in paths.values())
-    assert deep_path.parent.is_dir()
+    assert not (tmp_path / "not").exists()  # every folder memfs made for deep_path goes
+    assert tmp_path.is_dir()
     assert _memories(memfs_server, notes) == {"/n.md": "note"}
     assert _memories(memfs_server, deep) == {"/d.md": "deep"}
     assert _memories(memfs_server, prefs) == {"/tz.md": "UTC"}

@@ -1,5 +1,5 @@
 """The store process's teardown when something fails after the store is
-mounted: the kernel mount goes, the folder memfs made goes (and only that),
+mounted: the kernel mount goes, the folders memfs made go (and only those),
 the cache is released and the runtime folder is left empty, and the
 operator reads one sentence."""
 
@@ -21,7 +21,9 @@ def test_a_failure_after_mounting_unmounts_and_removes_only_the_folder_memfs_mad
     mounter.runtime_dir.mkdir(mode=0o700)
     socket = socket_path(str(mounter.runtime_dir), store_id, str(mounter.cache_dir))
     os.mkdir(socket)
-    parent = mounter.root / "made"
+    kept = mounter.root / "kept"
+    kept.mkdir()
+    parent = kept / "made"
     path = parent / "s"
     r = mounter.mount(f"{store_id}={path}", check=False)
 
@@ -32,7 +34,8 @@ def test_a_failure_after_mounting_unmounts_and_removes_only_the_folder_memfs_mad
     assert "Traceback" not in log, log
     assert memfs_mounts_under(mounter.tmp) == []
     assert not path.exists()
-    assert parent.is_dir()  # made by `mkdir -p`, but not the mount folder: it stays
+    assert not parent.exists()  # made by `mkdir -p` for the mount folder: it goes too
+    assert kept.is_dir()  # not made by memfs: it stays
     assert os.listdir(mounter.runtime_dir) == [os.path.basename(socket)]  # no state file
     assert not mounter.store_pids()
 

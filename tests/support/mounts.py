@@ -77,11 +77,14 @@ class Mounter:
     @property
     def env(self) -> dict[str, str]:
         """The caller's environment without what would change the mount: its
-        credentials, its `MEMFS_<FLAG>` settings and its config file."""
+        credentials, its `MEMFS_<FLAG>` settings and its config file; the
+        mount root is this mounter's."""
         env = dict(os.environ)
         for name in (*CREDENTIAL_ENV, *SETTING_ENV):
             env.pop(name, None)
         env["MEMFS_RUNTIME_DIR"] = str(self.runtime_dir)
+        # A session's stores mount only under the root.
+        env["MEMFS_ROOT"] = str(self.root)
         env["MEMFS_API_URL"] = self.server.url
         env["XDG_CONFIG_HOME"] = str(self.tmp / "config")
         return env

@@ -154,6 +154,19 @@ def test_build_specs_honours_given_paths_without_asking_the_store():
             {},
             "would both mount at /m/x",
         ),
+        (
+            [Resource("memstore_a", mount_path="//m/x"), Resource("memstore_b", mount_path="/m/x")],
+            {},
+            "would both mount at /m/x",
+        ),
+        (
+            [
+                Resource("memstore_a", mount_path="/m/a"),
+                Resource("memstore_b", mount_path="/m/a/b"),
+            ],
+            {},
+            "would mount one inside the other (/m/a and /m/a/b)",
+        ),
         ([Resource("memstore_a", mount_path="m/a")], {}, "must be absolute"),
         ([Resource("memstore_a", mount_path="/m/../etc")], {}, "may not contain '..'"),
     ],
