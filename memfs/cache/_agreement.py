@@ -80,8 +80,6 @@ class SyncChanges(CacheParts):
         if node.live.edits == change.edits and node.path == path:
             node.edited = False
             self.agreed.settle(node)
-            if node.live.open_count == 0:
-                self.contents.evictable(node)
         self.journal.save(node)
         # Its folders are now implied by the store: they go when the store empties them.
         parent = self.nodes.get(node.parent)
@@ -124,7 +122,6 @@ class SyncChanges(CacheParts):
         node.edited = True
         node.live.edits += 1
         self.agreed.set_pending(node)
-        self.contents.kept(node)
         self.journal.save(node)
 
     # ------------------------------------------------- the store's state
@@ -176,8 +173,6 @@ class SyncChanges(CacheParts):
             elif not (node.cached and node.size == size and self._cached_sha(node) == sha):
                 self.contents.uncache(node)
                 node.size = size
-            elif not node.live.open_count:
-                self.contents.evictable(node)
             self.journal.save(node)
         return placed
 
@@ -252,8 +247,6 @@ class SyncChanges(CacheParts):
         """The store's content becomes the file's cached, clean content."""
         self.contents.put(node, content)
         node.cached, node.size = True, len(content)
-        if not node.live.open_count:
-            self.contents.evictable(node)
 
     def follow_remote_move(self, node: Node, path: str) -> Gone:
         """The store moved this file's memory; it changed here too: move it, keep the

@@ -1,11 +1,12 @@
 """Local changes: what the filesystem does to a store's cache.
 
-A file's content is a row of the journal, and an open file's content is
-held in memory as well (`Live.data`), so reads never touch the disk.
-`write()` commits its bytes, the file's size and times, and the journal's
-"edited" mark in one commit before it returns (a SIGKILL loses nothing);
-`fsync()` flushes the journal's redo log, which makes all of them durable
-with one `fdatasync`.
+A file's content is a file of the cache (memfs/cache/_contents.py), and an
+open file's content is held in memory as well (`Live.data`), so reads never
+touch the disk. A write commits the journal's "edited" mark first (once, when
+a clean file is first written), then writes its bytes to the content file
+before it returns (a SIGKILL loses nothing); the file's size and times are
+the content file's, and its row follows while the filesystem is idle.
+`fsync()` flushes the content file and the journal's WAL.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import trio
 
 from .._exceptions import (
     CacheCorrupt,
+    CacheDiskFull,
     ContentUnavailable,
     DirectoryNotEmpty,
     EntryExists,
@@ -196,6 +198,8 @@ class LocalChanges(CacheParts):
             if value is not None:
                 setattr(node, name, value)
         self._attributes_changed(node)
+        if attributes.get("mtime_ns") is not None and node.cached:
+            self.contents.stamp(node)
 
     # ----------------------------------------------------------- content
 
@@ -208,7 +212,7 @@ class LocalChanges(CacheParts):
             raise IsADirectory(f"{node.path} is a folder")
         if truncate:
             self.truncate_content(node, 0)
-        elif not node.cached:
+        elif not node.cached and node.live.data is None:
             await self._fetch(node)
         return self._hold(node, writable)
 
@@ -226,7 +230,6 @@ class LocalChanges(CacheParts):
         live.open_count += 1
         if writable:
             live.writers += 1
-        self.contents.touch(node)
         return node
 
     async def _fetch(self, node: Node) -> None:
@@ -249,7 +252,12 @@ class LocalChanges(CacheParts):
                 raise ContentUnavailable(f"cannot fetch {node.path}: {e}")
             if node.cached or node.memory_id != memory_id or node.orphan:
                 return
-            self.install_content(node, content, sha)
+            try:
+                self.install_content(node, content, sha)
+            except CacheDiskFull:
+                # No room to cache it: the file is read from memory while it is open.
+                live.data = bytearray(content)
+                node.size = len(content)
         finally:
             live.fetching.set()
             live.fetching = None
@@ -260,12 +268,10 @@ class LocalChanges(CacheParts):
         the kernel forget the size it was told."""
         if node.cached or node.edited or node.orphan:
             return
-        with self.transaction():
-            self.contents.put(node, content)
-            node.cached = True
-            node.size = len(content)
-            self.journal.save(node)
-        self.contents.evictable(node)
+        self.contents.put(node, content)
+        node.cached = True
+        node.size = len(content)
+        self.journal.save(node)
 
     def install_listed(self, node: Node, memory_id: str, content: bytes) -> bool:
         """Cache a content a listing page carried (its sha checked by the caller) for
@@ -278,7 +284,6 @@ class LocalChanges(CacheParts):
         node.cached = True
         node.size = len(content)
         self.journal.save(node)
-        self.contents.evictable(node)
         return True
 
     async def ensure_cached(self, node_id: int) -> bool:
@@ -300,11 +305,9 @@ class LocalChanges(CacheParts):
         if live.open_count:
             return
         live.data = None
+        self.contents.closed(node)
         if live.orphan:
             self._drop(node)
-            return
-        if not node.edited and node.cached:
-            self.contents.evictable(node)
 
     def read(self, node: Node, offset: int, size: int) -> bytes:
         content = node.live.data
@@ -319,21 +322,18 @@ class LocalChanges(CacheParts):
         if content is None:
             raise CacheCorrupt(f"{node.path} is not open")
         old_size, old = len(content), bytes(content[offset:end])
+        times = node.mtime_ns, node.ctime_ns
+        now = node.mtime_ns = node.ctime_ns = now_ns()
+        try:
+            if not node.orphan:
+                self._record_change(node, content=True)
+                self.contents.write(node, offset, data, old, old_size)
+        except BaseException:
+            node.mtime_ns, node.ctime_ns = times
+            raise
         if offset > len(content):
             content.extend(bytes(offset - len(content)))
         content[offset:end] = data
-        now = now_ns()
-        if not node.orphan:
-            flips = not (node.edited and node.pending)  # the row changes too: one transaction
-            try:
-                with self.transaction() if flips else _ALONE:
-                    self._record_change(node, content=True)
-                    self.journal.put_written(node.id, content, now)
-            except BaseException:
-                # Not committed: what the file shows stays what the journal holds.
-                content[offset:end] = old
-                del content[old_size:]
-                raise
         node.size = len(content)
         self._written(node, now)
         return len(data)
@@ -351,13 +351,16 @@ class LocalChanges(CacheParts):
         )
 
     def _written(self, node: Node, now: int) -> None:
-        """The file's content changed at `now` (the journal has its size and times)."""
+        """The file's content changed at `now` (its row follows, `save_written`)."""
         node.mtime_ns = node.ctime_ns = now
         node.live.last_write = time.monotonic()
+        if node.orphan:
+            return
         if node.too_large:
             node.too_large = False
-            if not node.orphan:
-                self.journal.save(node)
+            self.journal.save(node)
+        else:
+            self._unsaved.add(node)
 
     def truncate(self, node_id: int, size: int) -> None:
         node = self.node(node_id)
@@ -371,36 +374,25 @@ class LocalChanges(CacheParts):
             if node.too_large:
                 self._written(node, now_ns())
             return
-        current = node.live.data
-        if current is not None:
-            content = bytearray(current)
-        elif size == 0:
-            content = bytearray()
-        elif node.cached:
-            content = bytearray(self.read_content(node))
-        else:
+        if not node.cached and size != 0:
             raise ContentUnavailable(f"{node.path} has no content here to truncate")
-        del content[size:]
-        content.extend(bytes(size - len(content)))
-        now = now_ns()
-        with self.transaction():
-            if not node.cached:
+        now = node.mtime_ns = node.ctime_ns = now_ns()
+        if not node.orphan:
+            with self.transaction():
                 node.cached = True
-                self.journal.save(node)
-            if not node.orphan:
                 self._record_change(node, content=True)
-                self.journal.put_written(node.id, content, now)
-        if node.live.data is not None:
-            node.live.data = content
+                self.journal.save(node)
+            self.contents.truncate(node, size)
+        node.cached = True
+        content = node.live.data
+        if content is not None:
+            del content[size:]
+            content.extend(bytes(size - len(content)))
         node.size = size
         self._written(node, now)
 
-    def start_writeback(self) -> None:
-        """Start writing the changes committed since the last flush to the disk,
-        without waiting: an `fsync()` that follows soon has less left to do."""
-        self.journal.start_writeback()
-
     def fsync(self, node: Node | None) -> None:
         """Make the file's content, its row and the rest of the journal durable:
-        one flush of the redo log (they are all committed there already)."""
+        the content file (the truth for its size and times), then the WAL."""
+        self.contents.sync(node)
         self.journal.make_durable()
