@@ -124,6 +124,29 @@ class SyncChanges(CacheParts):
         self.agreed.set_pending(node)
         self.journal.save(node)
 
+    # ------------------------------------------------------- contents
+
+    def install_listed(self, node: Node, memory_id: str, content: bytes) -> bool:
+        """Cache a content a listing page carried (its sha checked by the caller) for
+        a clean file, unless the file changed meanwhile or is being fetched;
+        True when installed. The caller holds a transaction (one per page)."""
+        unchanged = node.memory_id == memory_id and node.live.fetching is None
+        if node.cached or node.edited or node.orphan or not unchanged:
+            return False
+        self.contents.put(node, content)
+        node.cached = True
+        node.size = len(content)
+        self.journal.save(node)
+        return True
+
+    async def ensure_cached(self, node_id: int) -> bool:
+        """Fetch a file's content if it is not here yet; True when it was fetched."""
+        node = self.nodes.get(node_id)
+        if node is None or node.is_dir or node.cached or node.orphan:
+            return False
+        await self._fetch(node)
+        return True
+
     # ------------------------------------------------- the store's state
 
     def place_remote(

@@ -85,10 +85,7 @@ class Contents:
         except FileNotFoundError:
             return b""
         try:
-            chunks = []
-            while chunk := os.read(fd, 1 << 20):
-                chunks.append(chunk)
-            return b"".join(chunks)
+            return os.pread(fd, os.fstat(fd).st_size, 0)
         finally:
             os.close(fd)
 
@@ -211,8 +208,7 @@ class Contents:
                 os.fsync(self.fd)
                 self._made = False
 
-    def closed(self, node: Node) -> None:
-        """The file is no longer written: its descriptor goes."""
+    def closed(self, node: Node) -> None:  # no longer written: its descriptor goes
         fd = self._open.pop(node.id, None)
         if fd is not None:
             os.close(fd)

@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
-from .._exceptions import CacheDiskFull
+from .._exceptions import CacheDiskFull, ContentUnavailable, MemfsError
 from .._private import ensure_private_dir, open_private_dir
 from ..api import MAX_MEMORIES, check_store_id
 from ._agreed import Agreements
@@ -249,9 +249,7 @@ class CacheParts(Tree):
         for node in self.nodes.values():
             node.live.data = None
         self.journal.close()
-        self.contents.close()
-        with contextlib.suppress(OSError):
-            os.close(self.folder_fd)
+        self.abandon()
 
     def abandon(self) -> None:
         """Close as a SIGKILL would: nothing saved, flushed or checkpointed."""
@@ -261,6 +259,47 @@ class CacheParts(Tree):
             os.close(self.folder_fd)
 
     # ------------------------------------------- steps that span the parts
+
+    async def _fetch(self, node: Node) -> None:
+        """Wait for the content of a file (one fetch at a time per file)."""
+        live = node.live
+        if live.fetching is not None:
+            await live.fetching.wait()
+            if node.cached:
+                return
+        if node.memory_id is None or self.source is None:
+            raise ContentUnavailable(
+                f"{node.path} has no content here and no store to fetch it from"
+            )
+        live.fetching = trio.Event()
+        try:
+            memory_id = node.memory_id
+            try:
+                content, sha = await self.source(memory_id)
+            except MemfsError as e:
+                raise ContentUnavailable(f"cannot fetch {node.path}: {e}")
+            if node.cached or node.memory_id != memory_id or node.orphan:
+                return
+            try:
+                self.install_content(node, content, sha)
+            except CacheDiskFull:
+                # No room to cache it: the file is read from memory while it is open.
+                live.data = bytearray(content)
+                node.size = len(content)
+        finally:
+            live.fetching.set()
+            live.fetching = None
+
+    def install_content(self, node: Node, content: bytes, sha: str) -> None:
+        """Cache the store's content of a clean file. Content newer than the base
+        is shown, but the base stays: the next pass pulls it properly and makes
+        the kernel forget the size it was told."""
+        if node.cached or node.edited or node.orphan:
+            return
+        self.contents.put(node, content)
+        node.cached = True
+        node.size = len(content)
+        self.journal.save(node)
 
     def _insert(self, node: Node) -> Node:
         """A new node: its row, its place in the tree, its memory and whether it is

@@ -1,13 +1,11 @@
 """Whether the disk of a store's cache has room: the cache's full-disk mode.
 
-The cache keeps a little room allocated (`RESERVE`, the file `room`): when
-the disk fills, it gives that back and the change that met the full disk is
-done again, so that writes go on a while longer. A full disk past that
-(ENOSPC from a content file, SQLITE_FULL from the journal, or too little
-room found at open) becomes `CacheDiskFull`, and `full` says so, logged when
-it begins (`cache_disk_full`) and ends (`cache_disk_room`). The filesystem
-then refuses changes with ENOSPC, so that what room is left goes to the
-sync. Housekeeping looks for room again (`look_for_room`).
+The cache keeps room allocated (`RESERVE`, the file `room`), given back when
+the disk fills, and the change that met the full disk is done again. Past
+that (or with too little room at open) a full disk becomes `CacheDiskFull`
+and `full` says so, logged when it begins (`cache_disk_full`) and ends
+(`cache_disk_room`): the filesystem refuses changes with ENOSPC, so that
+the room left goes to the sync, until housekeeping finds room again.
 """
 
 from __future__ import annotations

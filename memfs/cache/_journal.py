@@ -51,10 +51,19 @@ class Journal:
         else:
             self.space.run(self.db.execute, sql, params)
 
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self) -> contextlib.AbstractContextManager[None]:
         """One commit for everything inside; nested uses join the outer one. An
         exception inside commits nothing."""
+        return self._grouped(keep=False)
+
+    def batch(self) -> contextlib.AbstractContextManager[None]:
+        """One commit for many changes made while nothing else runs: unlike
+        `transaction`, what ran is committed even when an exception ends the
+        batch, since memory already holds it."""
+        return self._grouped(keep=True)
+
+    @contextlib.contextmanager
+    def _grouped(self, *, keep: bool) -> Iterator[None]:
         if self.db.in_transaction:
             yield
             return
@@ -62,37 +71,22 @@ class Journal:
         try:
             yield
         except BaseException:
-            if self.in_transaction():  # asked anew: a failed statement may have ended it
+            if keep:
+                self._commit()
+            elif _in_transaction(self.db):  # a failed statement may have ended it
                 self.db.execute("ROLLBACK")
             raise
         self._commit()
 
-    @contextlib.contextmanager
-    def batch(self) -> Iterator[None]:
-        """One commit for many changes made while nothing else runs: unlike
-        `transaction`, what ran is committed even when an exception ends the
-        batch, since memory already holds it."""
-        if self.db.in_transaction:
-            yield
-            return
-        self._run("BEGIN")
-        try:
-            yield
-        finally:
-            self._commit()
-
     def _commit(self) -> None:
-        if not self.db.in_transaction:
+        if not _in_transaction(self.db):
             return
         try:
             self._run("COMMIT")
         except BaseException:
-            if self.db.in_transaction:
+            if _in_transaction(self.db):
                 self.db.execute("ROLLBACK")
             raise
-
-    def in_transaction(self) -> bool:
-        return self.db.in_transaction
 
     @property
     def committed(self) -> int:
@@ -219,3 +213,8 @@ class Journal:
         """Keep a meta value; an unchanged one commits nothing."""
         if self.get_meta(key) != value:
             self._run("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+
+def _in_transaction(db: sqlite3.Connection) -> bool:
+    """Asked anew each time: a statement may have ended the transaction."""
+    return db.in_transaction

@@ -11,29 +11,21 @@ the content file's, and its row follows while the filesystem is idle.
 
 from __future__ import annotations
 
-import contextlib
 import time
-
-import trio
 
 from .._exceptions import (
     CacheCorrupt,
-    CacheDiskFull,
     ContentUnavailable,
     DirectoryNotEmpty,
     EntryExists,
     FileTooLarge,
     IsADirectory,
-    MemfsError,
     NotADirectory,
     StoreFull,
 )
 from ..api import MAX_CONTENT_BYTES, join_path
 from ._core import CacheParts, log, now_ns
 from ._node import Node, NodeKind, Owner
-
-_ALONE = contextlib.nullcontext()
-"""In place of a transaction, for a change that is one commit by itself."""
 
 
 class LocalChanges(CacheParts):
@@ -76,9 +68,7 @@ class LocalChanges(CacheParts):
                 f"{path}: the store holds at most {self.max_memories} memories; delete some first"
             )
         self._said_full = False
-        # One commit of the row is the common case (the content comes with the first
-        # write); adopting a pending delete changes two tables, in one transaction.
-        with self.transaction() if stone is not None else _ALONE:
+        with self.transaction():
             adopted = self.agreed.take_back(path) if stone is not None else None
             if adopted is not None:
                 node.memory_id, node.base_sha = adopted.memory_id, adopted.base_sha
@@ -231,68 +221,6 @@ class LocalChanges(CacheParts):
         if writable:
             live.writers += 1
         return node
-
-    async def _fetch(self, node: Node) -> None:
-        """Wait for the content of a file (one fetch at a time per file)."""
-        live = node.live
-        if live.fetching is not None:
-            await live.fetching.wait()
-            if node.cached:
-                return
-        if node.memory_id is None or self.source is None:
-            raise ContentUnavailable(
-                f"{node.path} has no content here and no store to fetch it from"
-            )
-        live.fetching = trio.Event()
-        try:
-            memory_id = node.memory_id
-            try:
-                content, sha = await self.source(memory_id)
-            except MemfsError as e:
-                raise ContentUnavailable(f"cannot fetch {node.path}: {e}")
-            if node.cached or node.memory_id != memory_id or node.orphan:
-                return
-            try:
-                self.install_content(node, content, sha)
-            except CacheDiskFull:
-                # No room to cache it: the file is read from memory while it is open.
-                live.data = bytearray(content)
-                node.size = len(content)
-        finally:
-            live.fetching.set()
-            live.fetching = None
-
-    def install_content(self, node: Node, content: bytes, sha: str) -> None:
-        """Cache the store's content of a clean file. Content newer than the base
-        is shown, but the base stays: the next pass pulls it properly and makes
-        the kernel forget the size it was told."""
-        if node.cached or node.edited or node.orphan:
-            return
-        self.contents.put(node, content)
-        node.cached = True
-        node.size = len(content)
-        self.journal.save(node)
-
-    def install_listed(self, node: Node, memory_id: str, content: bytes) -> bool:
-        """Cache a content a listing page carried (its sha checked by the caller) for
-        a clean file, unless the file changed meanwhile or is being fetched;
-        True when installed. The caller holds a transaction (one per page)."""
-        unchanged = node.memory_id == memory_id and node.live.fetching is None
-        if node.cached or node.edited or node.orphan or not unchanged:
-            return False
-        self.contents.put(node, content)
-        node.cached = True
-        node.size = len(content)
-        self.journal.save(node)
-        return True
-
-    async def ensure_cached(self, node_id: int) -> bool:
-        """Fetch a file's content if it is not here yet; True when it was fetched."""
-        node = self.nodes.get(node_id)
-        if node is None or node.is_dir or node.cached or node.orphan:
-            return False
-        await self._fetch(node)
-        return True
 
     def release(self, node_id: int, *, writable: bool = False) -> None:
         node = self.nodes.get(node_id)
