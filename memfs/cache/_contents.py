@@ -35,8 +35,7 @@ from ._node import Node
 _NEW = ".new"
 """The suffix of a content being written whole, before its rename."""
 _SPARE = "spare-"
-SPARES = 256
-"""Spare content files kept at most."""
+SPARES = 256  # spare content files kept at most
 
 
 class Contents:

@@ -89,16 +89,17 @@ class CacheParts(Tree):
         try:
             self.space = DiskSpace(self.dir, self.folder_fd)
             self.conflicts = ConflictCopies(os.path.join(self.dir, "conflicts"))
-            self.journal = Journal(
-                os.path.join(self.dir, "journal.sqlite3"),
-                self.folder_fd,
-                self.space,
-                store_id=store_id,
-            )
+            journal = os.path.join(self.dir, "journal.sqlite3")
+            self.journal = Journal(journal, self.folder_fd, self.space, store_id=store_id)
         except BaseException:
             os.close(self.folder_fd)
             raise
-        self.contents = Contents(os.path.join(self.dir, "contents"), self.space)
+        try:
+            self.contents = Contents(os.path.join(self.dir, "contents"), self.space)
+        except BaseException:
+            self.journal.abandon()
+            os.close(self.folder_fd)
+            raise
         self.agreed = Agreements(self.journal)
         self._load()
 
