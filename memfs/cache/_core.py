@@ -317,7 +317,7 @@ class CacheParts(Tree):
 
     def _record_change(self, node: Node, *, content: bool) -> None:
         """Record a local change durably before the caller touches the content:
-        the file is pending (and edited, for its `content`), never evicted."""
+        the file is pending (and edited, for its `content`)."""
         node.live.edits += 1
         was = (node.edited, node.pending)
         if content:

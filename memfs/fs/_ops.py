@@ -23,7 +23,7 @@ What is promised:
   changed, from outside the handlers.
 
 The jobs beside the handlers (attributes, handles, listings, owners, the
-write-back hint, the wrapping) each have a module of their own in memfs/fs.
+wrapping) each have a module of their own in memfs/fs.
 """
 
 from __future__ import annotations
