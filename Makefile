@@ -1,6 +1,7 @@
 # The newcomer's entry points. `make demo` runs memfs for real on a local
 # `memfs serve` with a demo store; `make test` sets up and runs the suite.
-# `install` is a dependency of both: idempotent, and quick when already done.
+# Both install first (idempotent, and quick when already done): the demo only
+# what memfs needs to run, `install` (and `test`) the test tools too.
 
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -14,7 +15,10 @@ MYPY_PATHS := memfs
 install:
 	@bash scripts/install.sh test
 
-demo: install
+# memfs alone, as the wheel installs it (scripts/check_wheel.sh): no test
+# extras, no npm packages.
+demo:
+	@bash scripts/install.sh none
 	@bash scripts/demo.sh
 
 # The TypeScript recipe's packages, when install could fetch them (see scripts/install.sh).

@@ -209,7 +209,10 @@ OPS: dict[str, Callable[..., Any]] = {
 SPLIT = [
     ("SQLite", ("sqlite3", "_sqlite/", "(libsqlite3")),
     ("JSON", ("json/", "_json.c", "orjson")),
-    ("HTTP/1.1: h11, Hypercorn, _connections", ("hypercorn/", "h11/", "memfs/server/_connections")),
+    (
+        "HTTP/1.1: uvicorn, httptools, _connections",
+        ("uvicorn/", "httptools/", "uvloop/", "hypercorn/", "h11/", "memfs/server/_connections"),
+    ),
     ("Starlette", ("starlette/", "anyio/")),
     (
         "memfs serve",

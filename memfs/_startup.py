@@ -42,8 +42,8 @@ status` with nothing mounted; `python -m memfs.mount` reading an empty stdin.
 
 4. A store process without what it never uses (`skip_unused_modules`, in
    the store process only): httpcore loads HTTP/2 (h2, hpack, hyperframe)
-   whenever h2 is installed, as it is with memfs (Hypercorn, for `memfs
-   serve`, needs it), though memfs's client never asks for HTTP/2; shutil
+   whenever h2 is installed, as it may be beside memfs, though memfs's
+   client never asks for HTTP/2; shutil
    and zipfile load bz2 and lzma, which they treat as optional. None in
    `sys.modules` makes each import fail, and each goes without, as where
    the module is missing. A store process of 2,000 memories: 1.0-1.2 MiB

@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
 # `make demo`: memfs for real on this machine. Starts a local `memfs serve`
 # with a seeded demo store and mounts that store at /mnt/memory/demo in the
-# foreground; Ctrl-C unmounts (after a final sync) and stops the server.
+# foreground; Ctrl-C unmounts (after a final sync) and stops the server. The
+# exit status is the mount's.
+#
+# The server listens on 127.0.0.1:8377 (MEMFS_DEMO_PORT), the URL `memfs store`
+# uses by default; when that port is taken it says so and takes a free one.
+# The mount has a runtime folder of its own ($demo_dir/run), so that another
+# shell's `memfs status` or `memfs unmount --all` neither sees nor ends it.
+# $demo_dir/env, written for each run and removed at its end, exports the
+# runtime folder, the URL, the token (read from its file) and the store id:
+# `source` it in another shell to reach the demo.
 #
 # The token is generated once into a 0600 file and reaches the server and the
 # mount through --token-file (the `memfs store` hints through MEMFS_TOKEN): it
@@ -12,7 +21,10 @@ cd "$(dirname "$0")/.."
 memfs=".venv/bin/memfs"
 demo_dir="${MEMFS_DEMO_DIR:-${XDG_STATE_HOME:-$HOME/.local/state}/memfs-demo}"
 mount_path="${MEMFS_DEMO_MOUNT:-/mnt/memory/demo}"
+port="${MEMFS_DEMO_PORT:-8377}"
 token_file="$demo_dir/token"
+env_file="$demo_dir/env"
+export MEMFS_RUNTIME_DIR="$demo_dir/run"
 
 mkdir -p "$demo_dir"
 chmod 700 "$demo_dir"
@@ -23,6 +35,7 @@ chmod 600 "$token_file"
 
 server_pid=""
 stop_server() {
+    rm -f "$env_file"
     if [[ -n "$server_pid" ]] && kill -0 "$server_pid" 2>/dev/null; then
         kill -TERM "$server_pid" 2>/dev/null || true
         for _ in $(seq 50); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
@@ -32,28 +45,36 @@ stop_server() {
 }
 trap stop_server EXIT
 
-: >"$demo_dir/serve.out"
-# In its own session, so Ctrl-C reaches only the mount: the server must stay
-# up for the mount's final sync, and is stopped after it.
-env -u MEMFS_SERVE_TOKEN setsid "$memfs" serve --port 0 --token-file "$token_file" \
-    --db "$demo_dir/store.sqlite3" --demo-store demo \
-    >"$demo_dir/serve.out" 2>"$demo_dir/serve.log" &
-server_pid=$!
+# Starts memfs serve on port $1 and sets url, or returns 1 once it has exited.
+start_server() {
+    : >"$demo_dir/serve.out"
+    # In its own session, so Ctrl-C reaches only the mount: the server must stay
+    # up for the mount's final sync, and is stopped after it.
+    env -u MEMFS_SERVE_TOKEN setsid "$memfs" serve --port "$1" --token-file "$token_file" \
+        --db "$demo_dir/store.sqlite3" --demo-store demo \
+        >"$demo_dir/serve.out" 2>"$demo_dir/serve.log" &
+    server_pid=$!
+    url=""
+    for _ in $(seq 200); do
+        url="$(head -n1 "$demo_dir/serve.out" 2>/dev/null || true)"
+        [[ -n "$url" ]] && return 0
+        kill -0 "$server_pid" 2>/dev/null || return 1
+        sleep 0.1
+    done
+    echo "demo: memfs serve printed no URL within 20 s; its log is $demo_dir/serve.log" >&2
+    exit 1
+}
 
-url=""
-for _ in $(seq 200); do
-    url="$(head -n1 "$demo_dir/serve.out" 2>/dev/null || true)"
-    [[ -n "$url" ]] && break
-    if ! kill -0 "$server_pid" 2>/dev/null; then
+if ! start_server "$port"; then
+    if [[ "$port" != 0 ]] && grep -q "^memfs: cannot listen on " "$demo_dir/serve.log"; then
+        start_server 0 || true
+        [[ -z "$url" ]] || echo "demo: port $port is taken, so memfs serve listens on $url instead (source $env_file in another shell for it)"
+    fi
+    if [[ -z "$url" ]]; then
         echo "demo: memfs serve exited before it listened; its log:" >&2
         cat "$demo_dir/serve.log" >&2
         exit 1
     fi
-    sleep 0.1
-done
-if [[ -z "$url" ]]; then
-    echo "demo: memfs serve printed no URL within 20 s; its log is $demo_dir/serve.log" >&2
-    exit 1
 fi
 
 export MEMFS_API_URL="$url"
@@ -66,13 +87,20 @@ if [[ -z "$store_id" ]]; then
     exit 1
 fi
 
+{
+    echo "# Written by make demo (scripts/demo.sh) for the run now going; in another shell: source $env_file"
+    echo "export MEMFS_RUNTIME_DIR=$(printf %q "$MEMFS_RUNTIME_DIR")"
+    echo "export MEMFS_API_URL=$(printf %q "$url")"
+    echo "export MEMFS_TOKEN=\"\$(cat $(printf %q "$token_file"))\""
+    echo "export MEMFS_DEMO_STORE=$(printf %q "$store_id")"
+} >"$env_file"
 echo "demo: memfs serve at $url, demo store $store_id, data in $demo_dir"
 if ! "$memfs" mount --help >/dev/null 2>&1; then
     cat <<MSG
 demo: 'memfs mount' is not available in this build yet, so only the server runs.
 Try in another shell:
   cd $PWD
-  export MEMFS_API_URL=$url MEMFS_TOKEN="\$(cat $token_file)"
+  source $env_file
   $memfs store ls $store_id
   $memfs store cat $store_id /README.md
   echo hi | $memfs store put $store_id /notes.md -
@@ -86,13 +114,14 @@ fi
 cat <<MSG
 demo: mounting $store_id at $mount_path (Ctrl-C unmounts after a final sync).
 Try in another shell:
+  source $env_file   # the demo's runtime folder, URL, token and store id
   ls -la $mount_path
   cat $mount_path/README.md
   echo hi > $mount_path/notes.md
   $PWD/$memfs sync                  # push it now instead of within 15 s
-  export MEMFS_API_URL=$url MEMFS_TOKEN="\$(cat $token_file)"
-  $PWD/$memfs store cat $store_id /notes.md
-  $PWD/$memfs store log $store_id
+  $PWD/$memfs status
+  $PWD/$memfs store cat \$MEMFS_DEMO_STORE /notes.md
+  $PWD/$memfs store log \$MEMFS_DEMO_STORE
 MSG
 status=0
 "$memfs" mount --api-url "$url" --token-file "$token_file" \

@@ -2,19 +2,43 @@
 # Sets up everything memfs needs on a Debian 12 machine, and does nothing that
 # is already done: system packages (as root, only when missing), the .venv
 # virtualenv, and an editable install with the given extras (default: test;
-# `none` for memfs alone, as docker/Dockerfile installs it).
-# Re-installs the package only when pyproject.toml changed since the last run;
-# compiles memfs's bytecode each time (quick when nothing changed).
+# `none` for memfs alone, what `make demo` runs on, as docker/Dockerfile
+# installs it). The test extras add what only the tests use: their Python
+# tools, vim, autotools for pjdfstest and the TypeScript recipe's npm packages.
+# Re-installs the package only when pyproject.toml changed since the last run
+# (for `none`, an install with any extras counts); compiles memfs's bytecode
+# each time (quick when nothing changed).
+#
+# `scripts/install.sh EXTRAS --dry-run` prints what it would install, one
+# `install: would ...` line each, and changes nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 extras="${1:-test}"
+dry_run=""
+[[ "${2:-}" != --dry-run ]] || dry_run=1
 # gcc and libc6-dev build pyfuse3 where no compiler is installed (a slim image).
+system_packages=(fuse3 libfuse3-dev pkg-config gcc libc6-dev)
 # vim: tests/mount/test_readonly.py saves with it into a read-only store.
-system_packages=(fuse3 libfuse3-dev pkg-config gcc libc6-dev vim)
 # The tests build pjdfstest (scripts/pjdfstest.sh) from its source tarball.
-[[ ",$extras," != *,test,* ]] || system_packages+=(autoconf automake make)
+[[ ",$extras," != *,test,* ]] || system_packages+=(vim autoconf automake make)
 python="${PYTHON:-python3}"
+target=".[$extras]"
+[[ "$extras" != none ]] || target=.
+# The TypeScript worker recipe of docs/worker.md is type-checked and run by
+# tests/mount/test_worker_recipes.py against the SDK it names: with the test
+# extras and npm on the machine, those packages go into build/node_modules
+# (once; `make test` points MEMFS_TEST_NODE_MODULES there). Without npm, or
+# when the registry cannot be reached, that one test says why it is skipped.
+recipe_packages=()
+[[ ",$extras," != *,test,* ]] || recipe_packages=(@anthropic-ai/sdk@1.16.0 typescript@5 @types/node@22)
+
+if [[ -n "$dry_run" ]]; then
+    echo "install: would apt-get install (when missing) ${system_packages[*]}"
+    echo "install: would pip install -e '$target'"
+    ((${#recipe_packages[@]} == 0)) || echo "install: would npm install ${recipe_packages[*]}"
+    exit 0
+fi
 
 missing=()
 for pkg in "${system_packages[@]}"; do
@@ -38,9 +62,14 @@ if [[ ! -x .venv/bin/python ]]; then
 fi
 
 stamp=".venv/.memfs-installed-${extras//,/-}"
-target=".[$extras]"
-[[ "$extras" != none ]] || target=.
-if [[ ! -f "$stamp" || pyproject.toml -nt "$stamp" ]]; then
+installed=""
+for done_stamp in .venv/.memfs-installed-*; do
+    # Any extras hold memfs itself: what `none` asks for.
+    if [[ ("$done_stamp" == "$stamp" || "$extras" == none) && ! pyproject.toml -nt "$done_stamp" ]]; then
+        installed=1
+    fi
+done
+if [[ -z "$installed" ]]; then
     # The distribution was called `memfs` before it became `memfs-stores`: an
     # older .venv's editable `memfs` (and its egg-info here) would stay beside it.
     if .venv/bin/python -m pip show -q memfs >/dev/null 2>&1; then
@@ -60,13 +89,7 @@ fi
 # changed since the last run are compiled again (a stale .pyc is never used).
 .venv/bin/python -m compileall -q memfs >/dev/null || echo "install: memfs's bytecode could not be written; it runs all the same" >&2
 
-# The TypeScript worker recipe of docs/worker.md is type-checked and run by
-# tests/mount/test_worker_recipes.py against the SDK it names: with the test
-# extras and npm on the machine, those packages go into build/node_modules
-# (once; `make test` points MEMFS_TEST_NODE_MODULES there). Without npm, or
-# when the registry cannot be reached, that one test says why it is skipped.
-recipe_packages=(@anthropic-ai/sdk@1.16.0 typescript@5 @types/node@22)
-if [[ ",$extras," == *,test,* ]] && command -v npm >/dev/null 2>&1 \
+if ((${#recipe_packages[@]})) && command -v npm >/dev/null 2>&1 \
     && [[ ! -d build/node_modules/@anthropic-ai/sdk || ! -d build/node_modules/@types/node ]]; then
     echo "install: npm install ${recipe_packages[*]} (the TypeScript recipe's test)"
     mkdir -p build

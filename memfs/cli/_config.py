@@ -60,6 +60,7 @@ from ._options import (
     SECRET_FILE,
     SECRET_KEYS,
     SESSION,
+    START_TIMEOUT,
     STORE,
     SYNC_CONCURRENCY,
     SYNC_DELETIONS,
@@ -270,6 +271,7 @@ def mount_settings(chosen: Chosen) -> MountSettings:
         sync_deletions=chosen.value(SYNC_DELETIONS),
         final_sync_timeout=chosen.value(FINAL_SYNC_TIMEOUT),
         sync_concurrency=chosen.value(SYNC_CONCURRENCY),
+        start_timeout=chosen.value(START_TIMEOUT),
         metrics_addr=chosen.value(METRICS_ADDR),
         daemon=chosen.value(DAEMON),
     )

@@ -3,8 +3,10 @@
 Exit statuses: 0 success; 1 the work failed (a store refused, a sync did not
 finish, a mount failed); 2 bad usage (a flag, file or value memfs cannot use).
 Errors are one sentence on stderr, `memfs: <sentence>`, never a traceback,
-and never one that repeats a value memfs could not use: it may be a secret
-typed in the wrong place. Flags are never abbreviated (argparse would read
+and never one that repeats a value memfs could not use that looks like a
+token (`_looks_like_token`): it may be a secret typed in the wrong place.
+An unknown command, choice or flag is answered with the closest one memfs
+knows ("did you mean ..."). Flags are never abbreviated (argparse would read
 `--token X` as `--token-file X`).
 The subcommand modules import its parser helpers; it imports the layers below.
 """
@@ -12,6 +14,7 @@ The subcommand modules import its parser helpers; it imports the layers below.
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
 import os
 import re
@@ -32,7 +35,26 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 
 
-_INVALID_CHOICE_VALUE = re.compile(r"invalid choice: .*(?= \(choose from )", re.DOTALL)
+_TOKEN_PREFIXES = ("sk-", "memfs_sesstok_", "user:", "service_account:")
+"""Values that start so are API keys, sessions tokens or serve's token entries."""
+_API_ID = re.compile(r"(memstore|mem|memver|sesn|sesrsc|work|env|agent)_[A-Za-z0-9]{1,128}")
+_PATH_STARTS = ("/", "./", "../", "~")
+
+
+def _looks_like_token(value: str) -> bool:
+    """Whether a value memfs could not use may be a secret, and so is left out
+    of its sentence: one starting as a key or token does, or a long one (16
+    characters or more, no space) mixing digits, lower and upper case, as
+    random tokens do; an id of the API (`memstore_...`) or a path does not.
+    One that cannot be printed on one line is left out too."""
+    if not value.isprintable() or value.startswith(_TOKEN_PREFIXES):
+        return True
+    if _API_ID.fullmatch(value) or value.startswith(_PATH_STARTS):
+        return False
+    if len(value) < 16 or " " in value:
+        return False
+    kinds = [any(map(kind, value)) for kind in (str.isdigit, str.islower, str.isupper)]
+    return sum(kinds) >= 2
 
 
 def _flag_name(arg: str) -> str | None:
@@ -44,21 +66,57 @@ def _flag_name(arg: str) -> str | None:
     return None
 
 
-def _unrecognized(extras: list[str]) -> str:
-    """Name the flags memfs does not know, and only count the rest: a value
-    after an unknown flag, or a stray one, may be a secret."""
-    flags = [name for name in map(_flag_name, extras) if name]
-    values = len(extras) - len(flags)
-    hidden = (
-        "not shown in case it is a secret" if values == 1 else "not shown in case one is a secret"
+def _did_you_mean(flag: str, known: Sequence[str]) -> str:
+    """` (did you mean --store?)` for `--stor`, naming the closest of `known`
+    by what follows the dashes (which every flag shares); "" when none is close."""
+    names = {name.lstrip("-"): name for name in known}
+    close = difflib.get_close_matches(flag.lstrip("-"), list(names), n=1)
+    return f" (did you mean {names[close[0]]}?)" if close else ""
+
+
+def _unrecognized(extras: list[str], known_flags: Sequence[str]) -> str:
+    """Name the flags memfs does not know (each with the closest it knows) and
+    the values it could not place, but only count those that look like a
+    token (and never repeat a flag's `=VALUE`)."""
+    shown: list[str] = []
+    hidden = 0
+    for arg in extras:
+        flag = _flag_name(arg)
+        if flag:
+            shown.append(flag + _did_you_mean(flag, known_flags))
+        elif _looks_like_token(arg):
+            hidden += 1
+        else:
+            shown.append(repr(arg))
+    secret = (
+        "not shown in case it is a secret" if hidden == 1 else "not shown in case one is a secret"
     )
-    if not flags:
-        plural = "s" if values > 1 else ""
-        return f"{values} unrecognized argument{plural}, {hidden}"
-    named = f"unrecognized argument{'s' if len(flags) > 1 else ''} {', '.join(flags)}"
-    if values:
-        named += f" and {values} more argument{'s' if values > 1 else ''}, {hidden}"
+    if not shown:
+        return f"{hidden} unrecognized argument{'s' if hidden > 1 else ''}, {secret}"
+    named = f"unrecognized argument{'s' if len(shown) > 1 else ''} {', '.join(shown)}"
+    if hidden:
+        named += f" and {hidden} more argument{'s' if hidden > 1 else ''}, {secret}"
     return named
+
+
+def _flags_in_use(parser: argparse.ArgumentParser, namespace: argparse.Namespace) -> list[str]:
+    """The flags of `parser` and of the subcommands `namespace` chose (or,
+    where a subcommand's own argument took its `dest`, as `memfs run`'s
+    command does, the first of the words `parser` read that names one), but
+    those hidden from --help."""
+    flags: list[str] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            name = getattr(namespace, action.dest, None)
+            if not isinstance(name, str):
+                words = getattr(parser, "_arg_strings", [])
+                name = next((word for word in words if word in action.choices), "")
+            chosen = action.choices.get(name)
+            if chosen is not None:
+                flags += _flags_in_use(chosen, namespace)
+        elif action.help != argparse.SUPPRESS:
+            flags += action.option_strings
+    return flags
 
 
 class _Parser(argparse.ArgumentParser):
@@ -80,22 +138,31 @@ class _Parser(argparse.ArgumentParser):
     ) -> argparse.Namespace:
         namespace, extras = self.parse_known_args(args, namespace)
         if extras:
-            self.error(_unrecognized(extras))
+            self.error(_unrecognized(extras, _flags_in_use(self, namespace)))
         return namespace
 
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        """An invalid choice names the closest choice, and itself unless it
+        looks like a token. When an unknown flag stands before it (`memfs
+        store --tok X list` makes X the action), the flag is the mistake named."""
+        if action.choices is None or value in action.choices:
+            return
+        unknown = [
+            arg
+            for arg in getattr(self, "_arg_strings", [])
+            if _flag_name(arg) and _flag_name(arg) not in self._option_string_actions
+        ]
+        if unknown:
+            flags = _flags_in_use(self, argparse.Namespace())
+            raise argparse.ArgumentError(None, _unrecognized(unknown, flags))
+        choices = [str(choice) for choice in action.choices]
+        named = "" if _looks_like_token(str(value)) else f" {str(value)!r}"
+        close = difflib.get_close_matches(str(value), choices, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        listed = ", ".join(map(repr, choices))
+        raise argparse.ArgumentError(action, f"invalid choice{named}{hint} (choose from {listed})")
+
     def error(self, message: str) -> None:  # type: ignore[override]
-        if _INVALID_CHOICE_VALUE.search(message):
-            # `memfs store --tok X list` makes X the action: the unknown flag
-            # is the mistake to name, and X is never quoted.
-            unknown = [
-                arg
-                for arg in getattr(self, "_arg_strings", [])
-                if _flag_name(arg) and _flag_name(arg) not in self._option_string_actions
-            ]
-            if unknown:
-                message = _unrecognized(unknown)
-            else:
-                message = _INVALID_CHOICE_VALUE.sub("invalid choice", message)
         sys.stderr.write(f"memfs: {message} (see '{self.prog} --help')\n")
         raise SystemExit(EXIT_USAGE)
 

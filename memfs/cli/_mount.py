@@ -197,8 +197,8 @@ def mount_plan(settings: Settings) -> MountPlan:
             "ANTHROPIC_AUTH_TOKEN are never used for a session)"
         )
     log.info("the token comes from %s and travels as %s", creds.source, creds.auth)
-    resources = sup.fetch_session_resources(creds, session_id)
     mount = mounting(settings)
+    resources = sup.fetch_session_resources(creds, session_id, mount.start_timeout)
     each = mount.store_settings()
     specs = sup.build_specs(resources, creds, each, root=mount.root)
     mounted = [
@@ -287,11 +287,22 @@ def setup_unmount(p: argparse.ArgumentParser) -> None:
 
 
 def run_unmount(args: argparse.Namespace, settings: Settings) -> int:
+    """With `--all`, or a path a session follower holds: stop the followers
+    first (so that none mounts a store attached meanwhile), then unmount, a
+    followed session's every mount with the path named."""
     if args.all:
-        # First, so that no follower mounts a store attached meanwhile.
-        for session_id in sup.stop_daemon_followers():
-            print(f"stopped following session {session_id}")
-    return sup.unmount(args.mount_paths, all_=args.all)
+        for record in sup.stop_followers():
+            print(f"stopped following session {record.session_id}")
+        return sup.unmount(args.mount_paths, all_=True)
+    paths = [os.path.abspath(p) for p in args.mount_paths]
+    running = {os.path.abspath(s.mount_path) for s in sup.running_stores()}
+    for record in sup.stop_followers(holding=[p for p in paths if p in running]):
+        print(f"stopped following session {record.session_id}")
+        for held in record.mount_paths or []:
+            real = os.path.abspath(held)
+            if real not in paths and real in running:
+                paths.append(real)
+    return sup.unmount(paths, all_=False)
 
 
 def setup_sync(p: argparse.ArgumentParser) -> None:

@@ -352,6 +352,14 @@ SYNC_CONCURRENCY: Option[int] = Option(
     default=control.DEFAULT_SYNC_CONCURRENCY,
     metavar="N",
 )
+START_TIMEOUT: Option[float] = Option(
+    "start-timeout",
+    "seconds a mount's start waits in all for the API's first answer, in attempts of a "
+    "few seconds, each one that gets no answer reported",
+    seconds(),
+    default=control.DEFAULT_START_TIMEOUT,
+    metavar="SECONDS",
+)
 METRICS_ADDR: Option[str | None] = Option(
     "metrics-addr",
     "serve Prometheus metrics of every mounted store at HOST:PORT (e.g. 127.0.0.1:9477)",
@@ -380,6 +388,7 @@ MOUNT_OPTIONS: tuple[Option[Any], ...] = (
     SYNC_DELETIONS,
     FINAL_SYNC_TIMEOUT,
     SYNC_CONCURRENCY,
+    START_TIMEOUT,
     METRICS_ADDR,
     DAEMON,
 )

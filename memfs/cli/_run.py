@@ -6,8 +6,9 @@ Every option of `memfs mount` (the same definitions, `setup_mount`) except
 nothing on stdout, which is the command's; its sentences go to stderr.
 
 Exit statuses: the command's (128+N when it died by signal N, as shells
-report it); 75 (EX_TEMPFAIL) when the command succeeded but the final sync
-left files behind, each named on stderr as `memfs unmount` names them; 127
+report it); 75 (EX_TEMPFAIL) when the command succeeded but a final sync
+left files behind, each named on stderr as `memfs unmount` names them: the
+one at the end, or that of a store detached from the session meanwhile; 127
 or 126 when the command could not be started (not found, not executable),
 after the stores were unmounted; 1 when a store could not be mounted (the
 command never ran) and 2 for bad usage, as for `memfs mount`.
@@ -87,6 +88,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                 f"memfs: the final sync of {store.spec.mount_path} could not be confirmed: "
                 f"{store.failure}\n"
             )
+    for store in result.detached:  # each named by the follower when it unmounted it
+        left += len(store.not_uploaded)
     if result.left_behind:
         what = f"{left} file{'s' if left != 1 else ''}" if left else "changes"
         then = (
@@ -96,7 +99,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         )
         sys.stderr.write(
             f"memfs: the final sync left {what} behind; they stay in the cache "
-            f"({result.stores[0].spec.cache_dir}): {then}\n"
+            f"({(result.stores + result.detached)[0].spec.cache_dir}): {then}\n"
         )
         if result.status == 0:
             return EXIT_LEFT_BEHIND

@@ -8,6 +8,9 @@ other user can read them. `--token TOKEN` puts the token in the process's
 command line, which every local user reads (`ps`, /proc/PID/cmdline): it is
 kept for a demo on a loopback address only, with a warning, and refused
 with any other `--host`, where the token guards what other machines reach.
+Before serving, the process executes itself again with the `--token` values
+moved into `MEMFS_SERVE_TOKEN` (its environment, which only its own user
+reads), so they are on its command line only while it starts.
 """
 
 from __future__ import annotations
@@ -77,8 +80,9 @@ def setup(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="TOKEN",
         help=(
-            "accept this token (as --token-file's lines); every local user can read it in ps, "
-            "so it is taken only with a loopback --host, with a warning"
+            "accept this token (as --token-file's lines); every local user can read it in ps "
+            "until serve moves it into its environment, so it is taken only with a loopback "
+            "--host, with a warning"
         ),
     )
     p.add_argument(
@@ -129,6 +133,39 @@ def _token_file_entries(path: str) -> list[str]:
     return entries
 
 
+def _without_token_flags(argv: list[str]) -> list[str]:
+    """`argv` less its `--token VALUE` and `--token=VALUE` (flags are never
+    abbreviated, and no flag of serve takes a value starting with `--`)."""
+    kept: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--token":
+            skip = True
+        elif not arg.startswith("--token="):
+            kept.append(arg)
+    return kept
+
+
+def _reexec_with_tokens_in_environment(tokens: list[str], token_env: str) -> None:
+    """Replace this process (same PID) by the same command without its
+    `--token` flags, their values put in front of `token_env`'s (the order
+    `run` reads them in), so that no token stays in /proc/PID/cmdline.
+    Returns only when this process's command line holds no `--token`: `main`
+    was handed its arguments by a caller."""
+    argv = sys.argv[1:]
+    kept = _without_token_flags(argv)
+    if kept == argv or sys.orig_argv[len(sys.orig_argv) - len(argv) :] != argv:
+        return
+    interpreter_args = sys.orig_argv[1 : len(sys.orig_argv) - len(argv)]
+    env = dict(os.environ)
+    env[token_env] = ",".join([*tokens, env[token_env]] if env.get(token_env) else tokens)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, *interpreter_args, *kept], env)
+
+
 def _connection_cap(asked: int) -> int:
     """`--max-connections`, lowered so that the connections cannot use up the
     process's descriptors (their limit less `FD_RESERVE`)."""
@@ -165,6 +202,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             f" /proc/PID/cmdline); give --token-file FILE or set {TOKEN_ENV} instead\n"
         )
         sys.stderr.flush()
+        _reexec_with_tokens_in_environment(args.token, TOKEN_ENV)
         entries += args.token
     env = os.environ.get(TOKEN_ENV)
     if env:

@@ -1,38 +1,41 @@
-"""`memfs status` for a person: one table row per mounted store, within 100
-columns, and the details that do not fit a row (the store, the last pass,
+"""`memfs status` for a person, within 80 columns: per mounted store its
+mount path on a line of its own (never cut, however long), one table row
+below it, and the details that do not fit a row (the store, the last pass,
 traffic since the mount, errors, changes a damaged cache lost, a full cache
-disk, refused files, conflict copies, what is pending) indented below it;
+disk, refused files, conflict copies, what is pending) indented below that;
 then each followed session, with a line per store attached to it or
-detached from it while it was followed. Nothing is cut: a mount path longer
-than the MOUNT column stands whole on a line of its own, its row below it
-with that cell empty (a terminal may wrap that line; the output does not
-depend on the terminal's width). `memfs status --json` prints the same
-status field for field (`memfs.control.StoreStatus`, then
-`memfs.supervisor.SessionRecord`).
+detached from it while it was followed. Each column is as wide as its
+widest cell, so a wider value (`261.3 kB`) moves no other column out of
+line; each file is listed once (a refused file under `refused`, not again
+under `pending`). The output does not depend on the terminal's width.
+`memfs status --json` prints the same status field for field
+(`memfs.control.StoreStatus`, then `memfs.supervisor.SessionRecord`).
 """
 
 from __future__ import annotations
 
+import textwrap
 import time
 from collections.abc import Iterator
 
 from ..control import ErrorReply, StatusReply, StoreState, StoreStatus
 from ..supervisor import SessionRecord
 
-WIDTH = 100
+WIDTH = 80
 COLUMNS = (
-    ("MOUNT", 21, "<"),
-    ("ACCESS", 6, "<"),
-    ("MEMORIES", 8, ">"),
-    ("CACHED", 7, ">"),
-    ("DIRTY", 5, ">"),
-    ("DELETES", 7, ">"),
-    ("CONFL", 5, ">"),
-    ("REFUSED", 7, ">"),
-    ("MODE", 7, "<"),
-    ("LAST", 10, "<"),
-    ("NEXT", 6, "<"),
+    ("ACCESS", "<"),
+    ("MEMORIES", ">"),
+    ("CACHED", ">"),
+    ("DIRTY", ">"),
+    ("DELETES", ">"),
+    ("CONFL", ">"),
+    ("REFUSED", ">"),
+    ("MODE", "<"),
+    ("LAST", "<"),
+    ("NEXT", "<"),
 )
+MIN_WIDTHS = {"CACHED": len("999.9 kB"), "MODE": len("listing"), "LAST": len("failed 59m")}
+"""Widths the usual values take, so that the columns stay put from one run to the next."""
 MAX_LISTED = 20
 """Pending paths shown under a store (the JSON has all of them)."""
 
@@ -54,18 +57,18 @@ def _ago(seconds: float) -> str:
     return f"{seconds / 3600:.0f}h"
 
 
-def _row(values: list[str]) -> str:
-    """The cells padded to their columns; a wider one is not cut, it pushes the rest right."""
-    cells = [f"{v:{align}{w}}" for v, (_, w, align) in zip(values, COLUMNS, strict=True)]
-    return " ".join(cells).rstrip()
-
-
-def _rows(mount_path: str, values: list[str]) -> list[str]:
-    """A store's row: the whole mount path in its cell when it fits, else on a
-    line of its own above the row."""
-    if len(mount_path) <= COLUMNS[0][1]:
-        return [_row([mount_path, *values])]
-    return [mount_path, _row(["", *values])]
+def _aligned(rows: list[list[str]]) -> list[str]:
+    """The rows (the header first) with each column as wide as its widest cell."""
+    widths = [
+        max(MIN_WIDTHS.get(name, 0), *(len(row[i]) for row in rows))
+        for i, (name, _) in enumerate(COLUMNS)
+    ]
+    return [
+        " ".join(
+            f"{v:{align}{w}}" for v, (_, align), w in zip(row, COLUMNS, widths, strict=True)
+        ).rstrip()
+        for row in rows
+    ]
 
 
 def _cells(st: StoreStatus, now: float) -> list[str]:
@@ -108,39 +111,69 @@ def _details(st: StoreStatus) -> Iterator[str]:
         f"{human_bytes(st.bytes_down)} down"
     )
     if st.sync_mode_reason:
-        yield f"  listing mode: {st.sync_mode_reason}"
+        yield from _sentence(f"listing mode: {st.sync_mode_reason}")
     if st.store_full:
-        yield "  the store is full: new files are refused (ENOSPC)"
+        yield from _sentence("the store is full: new files are refused (ENOSPC)")
     if st.last_error:
-        yield f"  error: {st.last_error}"
+        yield from _sentence(f"error: {st.last_error}")
     if st.cache_damage:
-        yield f"  cache damaged: {st.cache_damage}"
+        yield from _sentence(f"cache damaged: {st.cache_damage}")
     if st.cache_disk_full:
-        yield (
-            "  the cache's disk is full: changes are refused (ENOSPC) until space is freed; "
+        yield from _sentence(
+            "the cache's disk is full: changes are refused (ENOSPC) until space is freed; "
             "reads and uploads go on"
         )
     for path, reason in st.refused.items():
-        yield f"  refused: {path}: {reason}"
+        yield from _with_reason("refused", path, reason)
     for path, reason in st.not_shown.items():
-        yield f"  not shown: {path}: {reason}"
+        yield from _with_reason("not shown", path, reason)
     for copy in st.conflict_copies:
         yield f"  conflict copy: {copy}"
-    for path in st.pending[:MAX_LISTED]:
+    pending = [path for path in st.pending if path not in st.refused]
+    for path in pending[:MAX_LISTED]:
         yield f"  pending: {path}"
-    if len(st.pending) > MAX_LISTED:
-        yield f"  pending: ... and {len(st.pending) - MAX_LISTED} more (memfs status --json)"
+    if len(pending) > MAX_LISTED:
+        yield f"  pending: ... and {len(pending) - MAX_LISTED} more (memfs status --json)"
+
+
+def _sentence(text: str) -> list[str]:
+    """A detail that is a sentence, indented, its words wrapped within the width
+    (a word longer than a line, a path, stands whole on its own)."""
+    return textwrap.wrap(
+        text,
+        WIDTH,
+        initial_indent="  ",
+        subsequent_indent="    ",
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+
+
+def _with_reason(label: str, path: str, reason: str) -> list[str]:
+    """`label: path: reason` on one line, or the reason on a line of its own
+    below when the line would not fit."""
+    line = f"  {label}: {path}: {reason}"
+    if len(line) <= WIDTH:
+        return [line]
+    return [f"  {label}: {path}", f"    {reason}"]
 
 
 def table(results: list[tuple[StoreState, StatusReply | ErrorReply]], now: float) -> list[str]:
     """The lines `memfs status` prints."""
-    lines = [_row([name for name, _, _ in COLUMNS])]
-    for store, reply in results:
+    rows = [[name for name, _ in COLUMNS]]
+    for _, reply in results:
         if isinstance(reply, ErrorReply):
-            lines.extend(_rows(store.mount_path, ["?", *[""] * (len(COLUMNS) - 2)]))
-            lines.append(f"  store {store.store_id}: unreachable: {reply.error}")
+            rows.append(["?", *[""] * (len(COLUMNS) - 1)])
+        else:
+            rows.append(_cells(reply.status, now))
+    header, *aligned = _aligned(rows)
+    lines = [header]
+    for (store, reply), row in zip(results, aligned, strict=True):
+        if isinstance(reply, ErrorReply):
+            lines += [store.mount_path, row]
+            lines += _sentence(f"store {store.store_id}: unreachable: {reply.error}")
             continue
-        lines.extend(_rows(reply.status.mount_path, _cells(reply.status, now)))
+        lines += [reply.status.mount_path, row]
         lines.extend(_details(reply.status))
     return lines
 

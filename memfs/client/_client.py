@@ -10,7 +10,9 @@ anyio). What it promises:
 - One bounded connection pool per client; or any httpx transport given as
   `transport` (`httpx.ASGITransport` drives `memfs serve`'s app in-process).
 - Retries of what may be retried, with backoff and jitter, every attempt
-  counted in `stats` (`_sending`).
+  counted in `stats` (`_sending`). With `start_timeout` (a mount's start),
+  the API's first answer is awaited at most that long in all, in short
+  attempts, each one without an answer handed to `on_wait`.
 - Every failure is a `memfs._exceptions.StoreError`: a `StatusError` subclass
   for an error answer, `TransportError` when no answer came after every retry
   (`_errors`). No httpx exception escapes.
@@ -22,6 +24,7 @@ anyio). What it promises:
 from __future__ import annotations
 
 import ssl
+from collections.abc import Callable
 
 import httpx
 
@@ -29,7 +32,7 @@ from .. import __version__
 from .._exceptions import ConfigError
 from ..api import ANTHROPIC_VERSION, BETA, AuthHeader
 from ._endpoints import MemoryEndpoints, StoreEndpoints, VersionEndpoints
-from ._sending import ClientStats, RetryPolicy, Sender
+from ._sending import ClientStats, RetryPolicy, Sender, StartWait
 from ._sessions import SessionEndpoints
 
 
@@ -49,7 +52,7 @@ class StoreClient(StoreEndpoints, MemoryEndpoints, VersionEndpoints, SessionEndp
     `auth` picks the header the token travels in: `Authorization: Bearer`
     (a session's token) or `x-api-key`. `transport`, when given, carries
     every request instead of httpx's own connection pool (`max_connections`
-    then does not apply).
+    then does not apply). `start_timeout` and `on_wait`: see `StartWait`.
     """
 
     def __init__(
@@ -65,6 +68,8 @@ class StoreClient(StoreEndpoints, MemoryEndpoints, VersionEndpoints, SessionEndp
         max_connections: int = 8,
         beta: str = BETA,
         transport: httpx.AsyncBaseTransport | None = None,
+        start_timeout: float | None = None,
+        on_wait: Callable[[str], None] | None = None,
     ) -> None:
         base_url = base_url.rstrip("/")
         if not base_url.startswith(("http://", "https://")):
@@ -107,6 +112,9 @@ class StoreClient(StoreEndpoints, MemoryEndpoints, VersionEndpoints, SessionEndp
             timeout=timeout,
             policy=RetryPolicy(max_retries, backoff_base, backoff_max),
             stats=self.stats,
+            start=None
+            if start_timeout is None
+            else StartWait(start_timeout, on_wait or (lambda sentence: None)),
         )
 
     @property

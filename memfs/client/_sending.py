@@ -11,21 +11,29 @@ is no JSON becomes an exception, `_errors`). What it promises:
   413 never are. An answer's `x-should-retry: true|false` overrides that
   rule, as the SDKs let it. A URL httpx cannot send to is never retried.
 - Every attempt is counted in `ClientStats`.
+- With a `StartWait` (a mount's start), until the API first answers: each
+  attempt waits at most `START_ATTEMPT_TIMEOUT`, every one that gets no
+  answer is announced (the URL, why, attempt n of m), and all of them
+  together take at most the start's bound; then a TransportError says so.
+  After the first answer, or once the bound is reached, calls are sent as
+  above.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import random
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal, TypedDict, Unpack
 
 import httpx
 import trio
 
-from .._exceptions import StoreError
+from .._exceptions import StoreError, TransportError
 from ._errors import error_from, retry_after_seconds, transport_reason
 
 log = logging.getLogger("memfs.client")
@@ -101,6 +109,36 @@ def should_retry(response: httpx.Response) -> bool:
     return response.status_code in RETRY_STATUSES
 
 
+START_ATTEMPT_TIMEOUT = 5.0
+"""Seconds one attempt waits for an answer while a mount's start waits for
+the API: short, so that a silent API is reported within a few seconds."""
+
+
+@dataclass
+class StartWait:
+    """A mount's start: the API's first answer is awaited at most `within`
+    seconds in all, in attempts of at most `START_ATTEMPT_TIMEOUT` each, each
+    attempt without an answer handed to `announce` as one sentence."""
+
+    within: float
+    announce: Callable[[str], None]
+    made: int = 0
+    """Attempts made so far, by every call sent meanwhile."""
+    deadline: float | None = None
+    over: bool = False
+    """The API answered, or the bound was reached."""
+
+    @property
+    def attempts(self) -> int:
+        """How many attempts fit in the bound."""
+        return max(1, math.ceil(self.within / START_ATTEMPT_TIMEOUT))
+
+    def attempt_timeout(self) -> float:
+        if self.deadline is None:
+            self.deadline = time.monotonic() + self.within
+        return max(0.05, min(START_ATTEMPT_TIMEOUT, self.deadline - time.monotonic()))
+
+
 @dataclass
 class Answer:
     """The last HTTP answer of one call, and how many attempts it took."""
@@ -119,6 +157,7 @@ class Sender:
     timeout: float
     policy: RetryPolicy
     stats: ClientStats
+    start: StartWait | None = None
 
     async def call(
         self, operation: str, method: HttpMethod, url: str, **request: Unpack[Request]
@@ -145,12 +184,19 @@ class Sender:
         """
         self.stats.by_operation[operation] += 1
         attempt = 0
+        sent = False
         while True:
+            start = self.start if self.start is not None and not self.start.over else None
+            timeout = start.attempt_timeout() if start is not None else None
             try:
                 response = await self._attempt(
-                    operation, method, url, params, json, headers, retry=attempt > 0
+                    operation, method, url, params, json, headers, retry=sent, timeout=timeout
                 )
             except (httpx.HTTPError, httpx.InvalidURL) as e:
+                sent = True
+                if start is not None and timeout is not None:
+                    await self._wait_at_start(start, e, timeout)
+                    continue  # the start's attempts are not the call's retries
                 if attempt >= self.policy.max_retries or isinstance(e, _NEVER_RETRIED):
                     raise error_from(
                         exc=e, base_url=self.base_url, timeout=self.timeout, attempts=attempt + 1
@@ -158,6 +204,9 @@ class Sender:
                 reason = transport_reason(e, self.timeout)
                 await self._wait(attempt, None, f"{method} {url}: {reason}")
             else:
+                sent = True
+                if start is not None:
+                    start.over = True
                 if attempt >= self.policy.max_retries or not should_retry(response):
                     return Answer(response, attempt + 1)
                 status = response.status_code
@@ -175,8 +224,9 @@ class Sender:
         headers: dict[str, str] | None,
         *,
         retry: bool,
+        timeout: float | None = None,
     ) -> httpx.Response:
-        """One HTTP request, counted."""
+        """One HTTP request, counted; `timeout` replaces the client's own."""
         if retry:
             self.stats.retries += 1
         self.stats.requests += 1
@@ -184,7 +234,12 @@ class Sender:
         started = time.monotonic()
         try:
             response = await self.http.request(
-                method, url, params=params, json=json, headers=headers
+                method,
+                url,
+                params=params,
+                json=json,
+                headers=headers,
+                timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout,
             )
         except (httpx.HTTPError, httpx.InvalidURL):
             self.stats.by_status[0] += 1
@@ -207,6 +262,27 @@ class Sender:
         delay = self.policy.delay(attempt, retry_after)
         log.info("%s; retrying in %.2f s", what, delay)
         await trio.sleep(delay)
+
+    async def _wait_at_start(self, start: StartWait, exc: BaseException, timeout: float) -> None:
+        """After an attempt of a mount's start that got no answer: announce it
+        and wait before the next one; TransportError once the attempts or the
+        bound are used up (or the URL is unusable)."""
+        start.made += 1
+        reason = transport_reason(exc, round(timeout, 1))
+        assert start.deadline is not None
+        left = start.deadline - time.monotonic()
+        if start.made >= start.attempts or left <= 0.05 or isinstance(exc, _NEVER_RETRIED):
+            start.over = True
+            waited = start.within - left
+            raise TransportError(
+                f"cannot reach the API at {self.base_url}: {reason}; gave up after "
+                f"{start.made} attempts in {waited:.0f} s (start-timeout {start.within:g} s)"
+            )
+        start.announce(
+            f"waiting for the API at {self.base_url}: {reason} "
+            f"(attempt {start.made} of {start.attempts})"
+        )
+        await trio.sleep(min(self.policy.delay(start.made - 1, None), left))
 
     def decode(self, answer: Answer) -> Any:
         """The JSON body of a success; the error answer as its exception."""

@@ -43,10 +43,13 @@ class ControlClient:
         """Run a pass now; answered when it is done."""
         return self._exchange(Command.SYNC, SyncReply, timeout)
 
-    def stop(self, *, timeout: float = STOP_TIMEOUT) -> StopReply | ErrorReply:
+    def stop(
+        self, *, timeout: float = STOP_TIMEOUT, by: str | None = None
+    ) -> StopReply | ErrorReply:
         """The final sync; answered when it is done, before the process
-        unmounts and exits (wait for its pid to see it gone)."""
-        return self._exchange(Command.STOP, StopReply, timeout)
+        unmounts and exits (wait for its pid to see it gone). `by`, the
+        command that asks, goes into the store process's log."""
+        return self._exchange(Command.STOP, StopReply, timeout, by=by)
 
     def metrics(self, *, timeout: float = STATUS_TIMEOUT) -> MetricsReply | ErrorReply:
         return self._exchange(Command.METRICS, MetricsReply, timeout)
@@ -64,7 +67,7 @@ class ControlClient:
                 return self.metrics(timeout=timeout)
 
     def _exchange(
-        self, command: Command, kind: type[ReplyKind], timeout: float
+        self, command: Command, kind: type[ReplyKind], timeout: float, *, by: str | None = None
     ) -> ReplyKind | ErrorReply:
         where = self.store.mount_path
         try:
@@ -72,7 +75,7 @@ class ControlClient:
                 s.settimeout(timeout)
                 with socket_address(self.store.socket) as address:
                     s.connect(address)
-                s.sendall(Request(command).encode())
+                s.sendall(Request(command, by).encode())
                 data = _receive_line(s)
         except OSError as e:
             raise SyncError(f"cannot reach the memfs process of {where}: {e.strerror or e}")

@@ -6,13 +6,16 @@ One request and one reply per connection, each one line of JSON::
     <- {"ok": true, "status": {...StoreStatus...}}
     -> {"cmd": "sync"}
     <- {"ok": true, "report": {...the pass report...}}
-    -> {"cmd": "stop"}
+    -> {"cmd": "stop", "by": "memfs unmount"}
     <- {"ok": <nothing left to upload>, "not_uploaded": [paths]}
     -> {"cmd": "metrics"}
     <- {"ok": true, "metrics": {...raw counters and histograms...}}
 
 and `{"ok": false, "error": "<sentence>"}` when a command could not be
 carried out (a sync pass that failed, a command this process does not know).
+A request may name the command that asks (`by`, optional): the store process
+logs a `stop` from `memfs unmount` with it and the asker's pid, so that a
+mount ended from another shell says why.
 `memfs status --json` prints `StoreStatus` as it came; `memfs sync --json`
 prints each reply with the store's mount path and id before it. Those JSON
 shapes are promised: fields are only ever added.
@@ -59,12 +62,23 @@ class UnknownCommand(ValueError):
         super().__init__(f"unknown command {value!r}")
 
 
+BY_MAX_CHARS = 100
+
+
 @dataclass(frozen=True)
 class Request:
     command: Command
+    by: str | None = None
+    """The command that asks (`memfs unmount`), when it says."""
+    peer_pid: int | None = None
+    """The asking process, as the store process's end of the socket sees it
+    (SO_PEERCRED); never sent."""
 
     def encode(self) -> bytes:
-        return _line({"cmd": self.command.value})
+        message = {"cmd": self.command.value}
+        if self.by is not None:
+            message["by"] = self.by
+        return _line(message)
 
     @classmethod
     def decode(cls, data: bytes) -> Request:
@@ -77,7 +91,10 @@ class Request:
         value = message.get("cmd")
         if not isinstance(value, str) or value not in _COMMANDS:
             raise UnknownCommand(value)
-        return cls(Command(value))
+        by = message.get("by")
+        if not isinstance(by, str) or not by.isprintable() or len(by) > BY_MAX_CHARS:
+            by = None  # an asker's name is only ever logged: one unfit for a log line is dropped
+        return cls(Command(value), by)
 
 
 @dataclass(frozen=True)
@@ -118,7 +135,8 @@ class StoreStatus:
     """Files that hold a memory of the store (new local files not yet uploaded aside)."""
     cached_bytes: int = 0
     dirty: int = 0
-    """Files with changes not yet in the store."""
+    """Files with changes not yet in the store, but for those whose content the
+    store refused (they are counted under `refused`)."""
     pending_deletes: int = 0
     conflict_copies: list[str] = field(default_factory=list)
     """Every conflict copy kept in this store's cache folder."""
@@ -188,17 +206,27 @@ class SyncReply(_ObjectReply):
 class StopReply:
     not_uploaded: list[str]
     """What the final sync could not upload: kept in the cache for the next mount."""
+    sync_error: str | None = None
+    """Why the final sync's pass failed or did not finish (what the store
+    process logged), None when it ran; with nothing left, nothing was lost."""
 
     @property
     def ok(self) -> bool:
         return not self.not_uploaded
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "not_uploaded": self.not_uploaded}
+        out: dict[str, Any] = {"ok": self.ok, "not_uploaded": self.not_uploaded}
+        if self.sync_error is not None:
+            out["sync_error"] = self.sync_error
+        return out
 
     @classmethod
     def from_json(cls, message: dict[str, Any]) -> StopReply:
-        return cls([str(path) for path in message["not_uploaded"]])
+        error = message.get("sync_error")
+        return cls(
+            [str(path) for path in message["not_uploaded"]],
+            None if error is None else str(error),
+        )
 
 
 @dataclass(frozen=True)

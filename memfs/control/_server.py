@@ -4,7 +4,8 @@
 who mounted may ask), answers each connection with the handler the store
 process gives it, and removes the file when it stops serving. The protocol
 is `_protocol`'s; the server answers a command it does not know itself, and
-drops a connection that sends no request at all.
+drops a connection that sends no request at all. Each request reaches the
+handler with the asking process's pid (`Request.peer_pid`).
 
 A reply, once made, is sent even while the server is being cancelled (for
 at most `SEND_TIMEOUT`): a `stop` is answered when the final sync is done,
@@ -15,7 +16,10 @@ included.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
+import socket
+import struct
 from collections.abc import Awaitable, Callable
 
 import trio
@@ -73,6 +77,7 @@ class ControlServer:
             except (ValueError, trio.BrokenResourceError):
                 return
             else:
+                request = dataclasses.replace(request, peer_pid=_peer_pid(stream.socket))
                 reply = await self.handler(request)
             with trio.move_on_after(SEND_TIMEOUT, shield=True):
                 with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
@@ -87,3 +92,14 @@ async def _receive_line(stream: trio.SocketStream) -> bytes:
             break
         data += chunk
     return data
+
+
+def _peer_pid(sock: trio.socket.SocketType) -> int | None:
+    """The pid of the process at the other end (Linux's SO_PEERCRED); None
+    when the kernel cannot say (0: a process of another pid namespace)."""
+    try:
+        data = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except OSError:
+        return None
+    pid, _uid, _gid = struct.unpack("3i", data)
+    return pid or None

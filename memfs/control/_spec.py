@@ -38,6 +38,8 @@ DEFAULT_FINAL_SYNC_TIMEOUT = 30.0
 DEFAULT_SYNC_CONCURRENCY = 16
 MAX_SYNC_CONCURRENCY = 32
 """Requests at once in a pass: the default and the most (at least 1)."""
+DEFAULT_START_TIMEOUT = 30.0
+"""Seconds a mount's start waits in all for the API's first answer (any number more than 0)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,6 +57,7 @@ class StoreSettings:
     sync_deletions: Deletions = Deletions.ENABLED
     final_sync_timeout: float = DEFAULT_FINAL_SYNC_TIMEOUT
     sync_concurrency: int = DEFAULT_SYNC_CONCURRENCY
+    start_timeout: float = DEFAULT_START_TIMEOUT
 
     def settings(self) -> dict[str, Any]:
         """These settings alone, by field (a spec's too), to make another
@@ -84,6 +87,9 @@ class StoreSpec(StoreSettings):
     api_url: str
     token: str = field(repr=False)
     runtime_dir: str
+    credential_source: str = ""
+    """Where the token came from (a flag's or a variable's name, never the
+    token): a refusal of the token names it."""
     read_only: bool = False
     prefetch_concurrency: int = 4
     stores_mounted: int = 1

@@ -5,6 +5,7 @@ life.
 - `_folder`: the mount folder and the mounts table, without FUSE or HTTP.
 - `_store`: one store's parts wired, and what they do while mounted.
 - `_process`: the store process, its life on one exit stack.
+- `_start`: the sentences of a mount's start for a refused token or a `/v1` URL.
 
 Importing this package loads neither pyfuse3 nor httpx (only `_folder`);
 the store process is `python -m memfs.mount`.
@@ -23,9 +24,12 @@ from ._folder import (
     prepare_mount_path,
     remove_mount_folder,
 )
+from ._start import base_url_without_v1, start_refusal
 
 __all__ = [
     "MountEntry",
+    "base_url_without_v1",
+    "start_refusal",
     "decode_mounts_field",
     "force_unmount",
     "is_stale_mount",

@@ -4,7 +4,8 @@
 store: pyfuse3 holds one session per process). It reads its `StoreLaunch`
 (its `StoreSpec`, environment and log file) as one line of JSON on stdin, so
 the token never shows in `ps`, and reports on stdout one line: `READY` once
-the store is mounted, or `ERROR <sentence>`. It may be started before its
+the store is mounted, or `ERROR <sentence>`; before it, a `WAITING
+<sentence>` line for each attempt of the start that the API did not answer. It may be started before its
 spec exists (memfs._startup), so that its imports overlap the command
 line's; one whose stdin ends before the line exits 0 without a word.
 
@@ -107,7 +108,7 @@ class StoreProcess:
             life.callback(self.state.remove)
             life.callback(cache.close)
             ensure_private_dir(spec.runtime_dir, "runtime folder")
-            client = store_client(spec)
+            client = store_client(spec, on_wait=_say_waiting)
             life.push_async_callback(client.aclose)
             store = MountedStore(spec, cache, client)
             await store.first_pass()
@@ -206,9 +207,18 @@ class StoreProcess:
             case Command.STOP:
                 if not self.stopping.is_set():
                     self._waive_window = True
+                    if request.by is not None:
+                        pid = request.peer_pid if request.peer_pid is not None else "unknown"
+                        log.info(
+                            "stopping %s: unmounted by `%s` from pid %s; final sync",
+                            self.spec.store_id,
+                            request.by,
+                            pid,
+                            extra={"event": "stop_asked"},
+                        )
                 self.stopping.set()
                 await self._final_sync_done.wait()
-                return StopReply(list(self._not_uploaded))
+                return StopReply(list(self._not_uploaded), store.final_sync_error)
             case Command.METRICS:
                 return MetricsReply(store.metrics())
 
@@ -261,6 +271,13 @@ async def open_cache(spec: StoreSpec) -> StoreCache:
                 )
                 waited = True
             await trio.sleep(0.2)
+
+
+def _say_waiting(sentence: str) -> None:
+    """Before READY: the supervisor says it to the person waiting for the mount."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.write(f"WAITING {sentence}\n")
+        sys.stdout.flush()
 
 
 async def _store_main(spec: StoreSpec) -> int:

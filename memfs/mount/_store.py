@@ -16,7 +16,7 @@ from typing import Any
 
 import trio
 
-from .._exceptions import MemfsError, MountError, SyncError
+from .._exceptions import MemfsError, MountError, StoreError, SyncError, TransportError
 from .._logging import ProgressReport
 from ..cache import StoreCache
 from ..client import StoreClient
@@ -24,6 +24,7 @@ from ..control import StoreSpec, StoreStatus
 from ..fs import MemoryStoreFS
 from ..sync import FINAL_CONCURRENCY, EndOfSession, SyncEngine, backoff_delay
 from ._memory import give_back_freed_memory
+from ._start import start_refusal
 
 log = logging.getLogger("memfs.mount")
 
@@ -34,10 +35,11 @@ PROGRESS_AFTER = 1.0
 PROGRESS_EVERY = 0.2
 
 
-def store_client(spec: StoreSpec) -> StoreClient:
+def store_client(spec: StoreSpec, on_wait: Callable[[str], None] | None = None) -> StoreClient:
     """The client of one store process. Few retries inside a pass: the sync
     loop has its own backoff between passes. The pool holds what the final
-    sync sends at once."""
+    sync sends at once. Until the API first answers, the start's bound
+    holds, and each attempt without an answer goes to `on_wait`."""
     return StoreClient(
         spec.api_url,
         spec.token,
@@ -45,6 +47,8 @@ def store_client(spec: StoreSpec) -> StoreClient:
         max_retries=3,
         backoff_max=2.0,
         max_connections=max(spec.sync_concurrency, _final_concurrency(spec)),
+        start_timeout=spec.start_timeout,
+        on_wait=on_wait,
     )
 
 
@@ -93,23 +97,35 @@ class MountedStore:
         self.prefetched = False
         self.next_pass_at: float | None = None
         self._pending_at_start = 0
+        self.final_sync_error: str | None = None
+        """Why the final sync's pass failed or did not finish; None when it ran."""
         self._fs_requests_seen = 0
 
     async def first_pass(self) -> None:
         """One full pass before mounting: the whole tree listed, recovered
         local changes reconciled and pushed. A store that cannot be reached
-        mounts from its cache, if there is one."""
+        mounts from its cache, if there is one. A refused token, or a URL
+        that names `/v1`, is said as `start_refusal` says it."""
         if self.spec.read_only:
             self.engine.set_aside_local_changes()
         try:
             await self.engine.run_pass(full=True, before_mount=True)
         except SyncError as e:
+            cause = e.__cause__
+            refusal = None
+            if isinstance(cause, StoreError):
+                spec = self.spec
+                refusal = start_refusal(
+                    cause, api_url=spec.api_url, credential_source=spec.credential_source
+                )
             if self.cache.get_meta("feed_ts") is None and not self.cache.file_count():
-                raise MountError(f"cannot mount {self.spec.store_id}: {e}")
+                # Nothing is cached, so no local change is kept: the cause alone.
+                reason = cause if isinstance(cause, TransportError) else e
+                raise MountError(f"cannot mount {self.spec.store_id}: {refusal or reason}")
             log.warning(
                 "mounting %s from the cache alone: %s",
                 self.spec.store_id,
-                e,
+                refusal or e,
                 extra={"event": "cache_only"},
             )
 
@@ -182,6 +198,7 @@ class MountedStore:
                     while self.engine.pending() and (report.pushed or report.deleted_remote):
                         report = await self.engine.run_pass(final=True, end=end)
                 except SyncError as e:
+                    self.final_sync_error = str(e)
                     log.error(
                         "final sync of %s failed: %s",
                         spec.store_id,
@@ -190,6 +207,7 @@ class MountedStore:
                     )
                 watching.cancel_scope.cancel()
         if scope.cancelled_caught:
+            self.final_sync_error = f"it did not finish within {spec.final_sync_timeout:.0f} s"
             log.error(
                 "final sync of %s did not finish within %.0f s",
                 spec.store_id,
@@ -223,7 +241,7 @@ class MountedStore:
             access="read_only" if self.spec.read_only else "read_write",
             memories=sum(1 for f in files if f.memory_id is not None),
             cached_bytes=sum(f.size for f in files if f.cached),
-            dirty=sum(1 for f in files if f.pending),
+            dirty=sum(1 for f in files if f.pending and not self.engine.content_refused(f)),
             pending_deletes=len(self.cache.tombstones),
             conflict_copies=self.cache.conflicts.paths(),
             next_pass_at=self.next_pass_at,

@@ -3,16 +3,16 @@
 hide each other in the contract tests.
 
 - `_serve`: running the server (socket, signals, the demo store);
-- `_connections`: HTTP/1.1 on Hypercorn, with the connection cap and the
-  client timeouts;
+- `_connections`: what uvicorn leaves to memfs: the client timeouts,
+  closing after an unread body, the access log;
 - `_app`: the routes (Starlette's router), each one call to a table of the
   database;
   `_session_routes` the session endpoints;
 - `_http`: request headers, query values and bodies; JSON answers;
 - `_auth`: tokens, grants, what a sessions token reaches, and the actor a
   change is recorded as;
-- `_db`: the database, made of `_sqlite` (the file, schema and its
-  migration, clock and transactions), `_stores`, `_memories`, `_versions`
+- `_db`: the database, made of `_sqlite` (the file, its one schema,
+  clock and transactions), `_stores`, `_memories`, `_versions`
   and `_sessions` (sessions with their resources and tokens), `_pages`
   (limits and cursors) and `_fields` (rules for request values).
 """

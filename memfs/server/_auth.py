@@ -14,6 +14,11 @@ Sessions tokens are minted by the server, one per session (`_sessions`),
 and taken as `Authorization: Bearer` only. One reaches the stores attached to
 its session now, writes only those attached read-write, manages no store and
 no session, and is recorded as the `session_actor` of its session.
+
+Which sessions a token of the table reaches: an unlimited one every session;
+one limited to some stores the sessions it created, and those that hold only
+its stores and at least one (an empty session someone else created is not
+"a session of its stores").
 """
 
 from __future__ import annotations
@@ -128,12 +133,15 @@ def _token_digest(token: str) -> str:
 @dataclass(frozen=True)
 class Caller:
     """Who is asking: the actor recorded on versions and the stores they may
-    touch; for a sessions token, its session and the stores it may only read."""
+    touch; for a sessions token, its session and the stores it may only read;
+    for a token of the table, `token_id`, which names that token without
+    revealing it (the same across restarts), for the sessions it creates."""
 
     actor: dict[str, str]
     allowed: frozenset[str] | None
     session_id: str | None = None
     read_only: frozenset[str] = frozenset()
+    token_id: str | None = None
 
     def check_store(self, store_id: str) -> None:
         """403 when a token restricted to some stores reaches for another."""
@@ -164,6 +172,23 @@ class Caller:
             raise PermissionDenied(
                 f"this sessions token belongs to session {self.session_id}, not {session_id}"
             )
+
+    def check_session_stores(
+        self, session_id: str, created_by: str | None, store_ids: Iterable[str]
+    ) -> None:
+        """403 when a token limited to some stores reaches for a session it did
+        not create (`created_by`, a `token_id`) unless the session holds only
+        its stores, and at least one."""
+        if self.allowed is None or self.session_id is not None or created_by == self.token_id:
+            return
+        held = list(store_ids)
+        if not held:
+            raise PermissionDenied(
+                f"these credentials may not use session {session_id}: other credentials"
+                " created it, and it holds no memory store of theirs"
+            )
+        for store_id in held:
+            self.check_store(store_id)
 
 
 @dataclass(frozen=True)
@@ -212,7 +237,7 @@ def authenticate(
         )
     grant = table.get(token)
     if grant is not None:
-        return Caller(actor_for(token, grant), grant.stores)
+        return Caller(actor_for(token, grant), grant.stores, token_id=_token_digest(token))
     if sessions is not None and scheme == "bearer":
         found = sessions(token)
         if found is not None:

@@ -1,162 +1,163 @@
-"""HTTP/1.1 for `memfs serve`: Hypercorn's own connection handler
-(`hypercorn.trio.tcp_server.TCPServer`) under memfs's accept loop, so that
-no client, with or without credentials, can hold the server's descriptors or
-memory.
+"""HTTP/1.1 for `memfs serve`: uvicorn, through its public API only
+(`uvicorn.Config`, `uvicorn.Server`), and memfs's own bounds on what a
+client may hold: `ClientLimits` around the ASGI app, `ConnectionWatch` over
+the connections.
 
-Hypercorn gives, as a client sees it: keep-alive, pipelining,
-`Connection: close` and HTTP/1.0; an idle connection closed after 5 s
-without a request (and one whose request head is not whole by then);
-`Expect: 100-continue`; HEAD answers without a body; a bare answer with
-`connection: close` for a request it cannot parse (400; 431 for a head still
-incomplete past 16 KiB), which never reaches the app; a bare 500 for an app
-that fails before answering; the `date` header; `--access-log`'s line; and
-on shutdown, idle connections closed and requests in flight given the
-graceful timeout. Not served: HTTP/2 and WebSockets (no client of the
-Memory Store API uses them) and Hypercorn's `server` header.
+uvicorn gives, as a client sees it: keep-alive, pipelining,
+`Connection: close` and HTTP/1.0; an idle connection closed 5 s after its
+last answer; `Expect: 100-continue`; HEAD answers without a body; a 400 with
+`connection: close` for a request it cannot parse, which never reaches the
+app; the `date` header; and, past its connection count (`limit_concurrency`),
+a 503 with `connection: close` for each request.
 
-What this module adds:
+What memfs adds:
 
-- at most `max_connections` open at once: one more is answered a bare 503
-  (`retry-after: 1`, `connection: close`) and closed;
-- a client that stops reading its answer, or stops sending a request body
-  it began, for `client_timeout` seconds is dropped (its connection closed);
-- a request whose body the app did not read (refused at its size, or for
-  its credentials): its answer says `connection: close` (Hypercorn closes
-  such a connection, and a client must not send its next request on it),
-  and once it is sent what the client still sends is read and dropped for
-  up to `linger_timeout` seconds, so that it gets the answer rather than a
-  reset.
+- a connection with no request in flight for `head_timeout` seconds (one
+  that sends nothing, or a request head that never ends) is closed;
+- a client that stops sending a request body it began, or stops reading its
+  answer, for `client_timeout` seconds is dropped (its connection reset);
+- a request whose body the app did not read (refused at its size, or for its
+  credentials): its answer says `connection: close`, and once the answer is
+  written what the client still sends of the body is read and dropped for up
+  to `linger_timeout` seconds, so that it reads the answer rather than a
+  reset;
+- `--access-log`'s line, in the format it always had;
+- an app that fails is logged as `memfs serve` logs its own errors.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+import os
 import socket
+import struct
 import time
-from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
-from typing import cast
-from wsgiref.handlers import format_date_time
 
-import trio
-from hypercorn.app_wrappers import ASGIWrapper
-from hypercorn.config import Config
-from hypercorn.trio.tcp_server import TCPServer
-from hypercorn.trio.worker_context import WorkerContext
-from hypercorn.typing import ASGIFramework
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .._exceptions import ServerError
+from ._http import error_response, new_request_id
 
 log = logging.getLogger("memfs.serve")
 
-MAX_RECV = 65536
-BACKLOG = 100
-MAX_REFUSING = 32
-"""Connections past the cap that are being answered 503 at once; more are closed bare."""
-_SOCKET_GONE = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
+Peer = tuple[str, int]
 
 
-def _refusal() -> bytes:
-    date = format_date_time(time.time()).encode("ascii")
-    return (
-        b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nretry-after: 1\r\n"
-        b"connection: close\r\ndate: " + date + b"\r\n\r\n"
-    )
+class ConnectionWatch:
+    """The server's connections, each known by its client's address, seen
+    through the process's own descriptors (uvicorn's public API does not
+    show them). Every `SWEEP_INTERVAL` seconds, `swept()` closes a connection
+    with no request in flight for `head_timeout` seconds, and drops (resets)
+    one whose request has waited on its client, to send its body or to read
+    its answer, for `client_timeout` seconds.
 
+    The sweep runs on the event loop, the only thread that opens or closes
+    the connections' descriptors, so a descriptor it sees is the connection
+    it names until it returns."""
 
-class _Connection(trio.abc.HalfCloseableStream):
-    """A client's socket as Hypercorn sees it: a send that the client does
-    not take within `client_timeout` drops the connection, and closing it
-    lingers when the app left a request body unread."""
+    SWEEP_INTERVAL = 0.5
 
-    def __init__(self, stream: trio.SocketStream, server: HTTPServer) -> None:
-        self.stream = stream
-        self.socket = stream.socket  # Hypercorn reads the addresses off it.
-        self.server = server
-        self.body_left_unread = False
-
-    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        with trio.move_on_after(self.server.client_timeout):
-            await self.stream.send_all(data)
-            return
-        await self.drop()
-        raise trio.BrokenResourceError("the client did not take its answer")
-
-    async def wait_send_all_might_not_block(self) -> None:
-        await self.stream.wait_send_all_might_not_block()
-
-    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
-        return await self.stream.receive_some(max_bytes)
-
-    async def send_eof(self) -> None:
-        await self.stream.send_eof()
-
-    async def drop(self) -> None:
-        """Close at once: whatever the client sends or waits for is lost."""
-        self.body_left_unread = False
-        await self.stream.aclose()
-
-    async def aclose(self) -> None:
-        with trio.CancelScope(shield=True):
-            if self.body_left_unread:
-                self.body_left_unread = False
-                try:
-                    await self.stream.send_eof()
-                    with trio.move_on_after(self.server.linger_timeout):
-                        while await self.stream.receive_some(MAX_RECV):
-                            pass
-                except (*_SOCKET_GONE, trio.BusyResourceError):
-                    pass
-            await self.stream.aclose()
-
-
-_current: ContextVar[_Connection] = ContextVar("memfs_serve_connection")
-"""The connection whose request the app is running: Hypercorn spawns the
-app's task from the connection's, which set it."""
-
-
-class _BoundedBodies:
-    """The ASGI app, its request bodies bounded in time: each wait for more
-    of a body lasts at most `client_timeout`, after which the connection is
-    dropped and the app told the client left. An app that fails is logged
-    here, as `memfs serve` logs its own errors (Hypercorn then answers a
-    bare 500 if the app had not answered)."""
-
-    def __init__(self, app: ASGIApp, client_timeout: float) -> None:
-        self.app = app
+    def __init__(
+        self, listener: socket.socket, *, head_timeout: float, client_timeout: float
+    ) -> None:
+        self.port = listener.getsockname()[1]
+        self.head_timeout = head_timeout
         self.client_timeout = client_timeout
+        self.in_flight: dict[Peer, int] = {}
+        self.quiet_since: dict[Peer, float] = {}
+        self.waiting_since: dict[Peer, float] = {}
+        self.dropped: set[Peer] = set()
+
+    def started(self, peer: Peer) -> None:
+        self.in_flight[peer] = self.in_flight.get(peer, 0) + 1
+
+    def ended(self, peer: Peer) -> None:
+        left = self.in_flight.pop(peer, 1) - 1
+        if left:
+            self.in_flight[peer] = left
+        self.quiet_since[peer] = time.monotonic()
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self.SWEEP_INTERVAL)
+            self.swept()
+
+    def swept(self) -> None:
+        now = time.monotonic()
+        seen: dict[Peer, float] = {}
+        for connection, peer in self._connections():
+            with connection:
+                since = seen[peer] = self.quiet_since.get(peer, now)
+                waiting = self.waiting_since.get(peer)
+                if waiting is not None and now - waiting > self.client_timeout:
+                    # What it was sent and did not read is discarded.
+                    linger = struct.pack("ii", 1, 0)
+                    connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
+                    _shut(connection)
+                    self.dropped.add(peer)
+                elif peer not in self.in_flight and now - since > self.head_timeout:
+                    _shut(connection)
+        self.quiet_since = seen
+        self.dropped &= seen.keys()
+
+    def _connections(self) -> list[tuple[socket.socket, Peer]]:
+        """Each connection accepted on the listener, as a duplicate of its
+        descriptor (closing it leaves the connection open), with its peer."""
+        found = []
+        for name in os.listdir("/proc/self/fd"):
+            try:
+                if not os.readlink(f"/proc/self/fd/{name}").startswith("socket:"):
+                    continue
+                connection = socket.socket(fileno=os.dup(int(name)))
+            except OSError:
+                continue
+            try:
+                # The listener's port, whatever address it was bound to
+                # (0.0.0.0 accepts on every one); the server connects nowhere.
+                inet = connection.family in (socket.AF_INET, socket.AF_INET6)
+                ours = inet and connection.getsockname()[1] == self.port
+                peer = connection.getpeername()[:2] if ours else None
+            except OSError:
+                peer = None
+            if peer is None:
+                connection.close()
+            else:
+                found.append((connection, (str(peer[0]), int(peer[1]))))
+        return found
+
+
+def _shut(connection: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        connection.shutdown(socket.SHUT_RDWR)
+
+
+class ClientLimits:
+    """The ASGI app, each request's waits on its client reported to the
+    `ConnectionWatch` (see the module's docstring)."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        watch: ConnectionWatch,
+        *,
+        linger_timeout: float = 1.0,
+        access_log: logging.Logger | None = None,
+    ) -> None:
+        self.app = app
+        self.watch = watch
+        self.linger_timeout = linger_timeout
+        self.access_log = access_log
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        connection = _current.get(None)
-        if scope["type"] != "http" or connection is None:
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        pending = _has_body(scope)
-
-        async def bounded_receive() -> Message:
-            nonlocal pending
-            if not pending:
-                return await receive()
-            with trio.move_on_after(self.client_timeout):
-                message = await receive()
-                if message["type"] != "http.request" or not message.get("more_body", False):
-                    pending = False
-                return message
-            # The client stopped sending the body it began: drop it.
-            pending = False
-            await connection.drop()
-            return {"type": "http.disconnect"}
-
-        async def send_closing_if_unread(message: Message) -> None:
-            # Hypercorn closes a connection whose request body was not all read
-            # when the answer ends: the answer says so, and no client reuses it.
-            if message["type"] == "http.response.start" and pending:
-                headers = list(message.get("headers", []))
-                if all(name.lower() != b"connection" for name, _ in headers):
-                    message = {**message, "headers": [*headers, (b"connection", b"close")]}
-            await send(message)
-
+        request = _Request(self, scope, receive, send)
+        self.watch.started(request.peer)
         try:
-            await self.app(scope, bounded_receive, send_closing_if_unread)
+            await self.app(scope, request.receive, request.send)
         except Exception:
             log.exception(
                 "internal error on %s %s",
@@ -164,8 +165,108 @@ class _BoundedBodies:
                 scope["path"],
                 extra={"event": "server_error"},
             )
+            if not request.started:
+                response = error_response(ServerError("internal server error"), new_request_id())
+                await response(scope, request.receive, request.send)
         finally:
-            connection.body_left_unread = pending
+            self.watch.ended(request.peer)
+
+
+class _Request:
+    """One request's receive and send, as `ClientLimits` bounds them."""
+
+    def __init__(self, limits: ClientLimits, scope: Scope, receive: Receive, send: Send) -> None:
+        self.limits = limits
+        self.waiting = limits.watch.waiting_since
+        self.scope = scope
+        client = scope.get("client") or ("", 0)
+        self.peer: Peer = (str(client[0]), int(client[1]))
+        self._receive = receive
+        self._send = send
+        self.body_pending = _has_body(scope)
+        self.started = False
+        self.closing = False
+        self.status = 0
+        self.length = "-"
+
+    async def receive(self) -> Message:
+        if not self.body_pending:
+            return await self._receive()
+        self.waiting[self.peer] = time.monotonic()
+        try:
+            message = await self._receive()
+        finally:
+            self.waiting.pop(self.peer, None)
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            self.body_pending = False
+        return message
+
+    async def send(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.started = True
+            self.status = message["status"]
+            headers = list(message.get("headers", []))
+            if self.body_pending:
+                # The rest of the body is never read: the connection ends with
+                # this answer, and a client must not send its next request on it.
+                self.closing = True
+                if all(name.lower() != b"connection" for name, _ in headers):
+                    headers.append((b"connection", b"close"))
+                message = {**message, "headers": headers}
+            for name, value in headers:
+                if name.lower() == b"content-length":
+                    self.length = value.decode("latin-1")
+        elif message["type"] == "http.response.body" and not message.get("more_body", False):
+            if self.closing:
+                await self._timed_send({**message, "more_body": True})
+                await self._drain_body()
+                message = {"type": "http.response.body", "body": b"", "more_body": False}
+            await self._timed_send(message)
+            self._log_access()
+            return
+        await self._timed_send(message)
+
+    async def _timed_send(self, message: Message) -> None:
+        if self.peer in self.limits.watch.dropped:
+            return
+        self.waiting[self.peer] = time.monotonic()
+        try:
+            await self._send(message)
+        except Exception:
+            # uvicorn may still write to a connection the watch dropped under it
+            # (a request queued behind a pipelined one): the answer goes nowhere.
+            if self.peer not in self.limits.watch.dropped:
+                raise
+        finally:
+            self.waiting.pop(self.peer, None)
+
+    async def _drain_body(self) -> None:
+        """Read and drop what the client still sends of its body, for at most
+        `linger_timeout`, so that it reads the answer rather than a reset."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.limits.linger_timeout):
+                while self.body_pending:
+                    message = await self._receive()
+                    if message["type"] != "http.request" or not message.get("more_body", False):
+                        self.body_pending = False
+
+    def _log_access(self) -> None:
+        if self.limits.access_log is None:
+            return
+        scope = self.scope
+        headers = {name.lower(): value for name, value in scope["headers"]}
+        self.limits.access_log.info(
+            '%s:%s - - %s "%s %s %s" %s %s "%s" "%s"',
+            *self.peer,
+            time.strftime("[%d/%b/%Y:%H:%M:%S %z]"),
+            scope["method"],
+            scope["path"],
+            scope["http_version"],
+            self.status,
+            self.length,
+            headers.get(b"referer", b"-").decode("latin-1"),
+            headers.get(b"user-agent", b"-").decode("latin-1"),
+        )
 
 
 def _has_body(scope: Scope) -> bool:
@@ -173,109 +274,3 @@ def _has_body(scope: Scope) -> bool:
         if name == b"transfer-encoding" or (name == b"content-length" and value.strip() != b"0"):
             return True
     return False
-
-
-class HTTPServer:
-    """Serves an ASGI app on a bound socket until `shutdown` returns."""
-
-    def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        access_log: logging.Logger | None = None,
-        keep_alive_timeout: float = 5.0,
-        graceful_timeout: float = 2.0,
-        max_connections: int = 512,
-        client_timeout: float = 10.0,
-        linger_timeout: float = 1.0,
-    ) -> None:
-        self.max_connections = max_connections
-        self.client_timeout = client_timeout
-        self.linger_timeout = linger_timeout
-        self.graceful_timeout = graceful_timeout
-        config = Config()
-        config.loglevel = "WARNING"
-        config.accesslog = access_log
-        config.keep_alive_timeout = keep_alive_timeout
-        config.keep_alive_max_requests = 1_000_000
-        config.graceful_timeout = graceful_timeout
-        config.include_server_header = False
-        self.config = config
-        # The same ASGI dicts: Starlette types a scope as a MutableMapping,
-        # Hypercorn as TypedDicts, which mypy cannot match.
-        self.app = ASGIWrapper(cast(ASGIFramework, _BoundedBodies(app, client_timeout)))
-        self.context = WorkerContext(None)
-        self.open_connections = 0
-        self._refusing = 0
-
-    async def serve(
-        self,
-        sock: socket.socket,
-        shutdown: Callable[[], Awaitable[None]],
-        *,
-        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
-    ) -> None:
-        """Accept on `sock` (bound, not yet listening); `task_status.started()`
-        once connections are accepted; return once `shutdown()` returned and
-        every connection is closed: idle ones at once, requests in flight
-        after at most `graceful_timeout`."""
-        sock.listen(BACKLOG)
-        listener = trio.SocketListener(trio.socket.from_stdlib_socket(sock))
-        async with trio.open_nursery() as connections:
-            async with trio.open_nursery() as accepting:
-                await accepting.start(_serve_listener, self._accepted, listener, connections)
-                task_status.started()
-                await shutdown()
-                accepting.cancel_scope.cancel()
-            await listener.aclose()
-            await self.context.terminated.set()
-            connections.cancel_scope.deadline = trio.current_time() + self.graceful_timeout
-
-    async def _accepted(self, stream: trio.SocketStream) -> None:
-        """A new connection: served, or refused when `max_connections` are open."""
-        if self.open_connections >= self.max_connections:
-            await self._refuse_busy(stream)
-            return
-        self.open_connections += 1
-        try:
-            connection = _Connection(stream, self)
-            _current.set(connection)
-            await TCPServer(
-                self.app,
-                self.config,
-                self.context,
-                {},
-                cast(trio.SSLStream[trio.SocketStream], connection),
-            )
-        finally:
-            self.open_connections -= 1
-
-    async def _refuse_busy(self, stream: trio.SocketStream) -> None:
-        """503 without reading the request, then close; closed bare when many
-        such refusals are under way already."""
-        if self._refusing >= MAX_REFUSING:
-            await stream.aclose()
-            return
-        self._refusing += 1
-        connection = _Connection(stream, self)
-        try:
-            try:
-                await connection.send_all(_refusal())
-                connection.body_left_unread = True  # its request is never read
-            except _SOCKET_GONE:
-                pass
-            await connection.aclose()
-        finally:
-            self._refusing -= 1
-
-
-async def _serve_listener(
-    handler: Callable[[trio.SocketStream], Awaitable[None]],
-    listener: trio.SocketListener,
-    connections: trio.Nursery,
-    *,
-    task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
-) -> None:
-    await trio.serve_listeners(
-        handler, [listener], handler_nursery=connections, task_status=task_status
-    )

@@ -1,5 +1,6 @@
 """Running `memfs serve`: the database opened, the socket bound, the app
-served over HTTP/1.1 (`_connections`, on Hypercorn) until SIGTERM or SIGINT.
+served over HTTP/1.1 (uvicorn, with `_connections`' limits) until SIGTERM or
+SIGINT.
 
 The first line on stdout is the URL the server listens on, printed once it
 accepts connections, so a caller that reads one line knows it may connect.
@@ -7,6 +8,7 @@ accepts connections, so a caller that reads one line knows it may connect.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
@@ -14,9 +16,9 @@ import socket
 import sqlite3
 import sys
 from collections.abc import Mapping
-from functools import partial
+from types import FrameType
 
-import trio
+import uvicorn
 
 from .._exceptions import ConfigError
 from ..api import (
@@ -28,12 +30,16 @@ from ..api import (
 )
 from ._app import MemoryStoreApp
 from ._auth import Grant
-from ._connections import HTTPServer
+from ._connections import ClientLimits, ConnectionWatch
 from ._db import Database
 
 DEFAULT_HOST = SERVE_DEFAULT_HOST
 DEFAULT_PORT = SERVE_DEFAULT_PORT
 TOKEN_ENV = SERVE_TOKEN_ENV
+BACKLOG = 100
+KEEP_ALIVE_TIMEOUT = 5
+HEAD_TIMEOUT = 5.0
+GRACEFUL_TIMEOUT = 2
 
 
 def default_db_path() -> str:
@@ -108,7 +114,7 @@ def serve(
 ) -> None:
     """Run the server until SIGTERM or SIGINT; the first stdout line is its URL.
     `max_connections` and `client_timeout` bound what clients may hold
-    (`_connections.HTTPServer`)."""
+    (`_connections`)."""
     if not tokens:
         raise ConfigError("no token to accept")
     try:
@@ -121,32 +127,74 @@ def serve(
             sys.stderr.write(f"memfs serve: demo store {demo_store}: {sid}\n")
             sys.stderr.flush()
         sock = _bind(host, port)
-        url = _url(sock)
-        server = HTTPServer(
+        watch = ConnectionWatch(sock, head_timeout=HEAD_TIMEOUT, client_timeout=client_timeout)
+        app = ClientLimits(
             MemoryStoreApp(db, tokens),
+            watch,
             access_log=logging.getLogger("memfs.serve.access") if access_log else None,
-            keep_alive_timeout=5.0,
-            graceful_timeout=2.0,
-            max_connections=max_connections,
-            client_timeout=client_timeout,
         )
-        trio.run(partial(_run, server, sock, url, db_path))
+        config = uvicorn.Config(
+            app,
+            loop="uvloop",
+            http="httptools",
+            lifespan="off",
+            access_log=False,
+            log_config=None,
+            server_header=False,
+            proxy_headers=False,
+            # uvicorn counts the connection asking too: N open are served, one more is not.
+            limit_concurrency=max_connections + 1,
+            backlog=BACKLOG,
+            timeout_keep_alive=KEEP_ALIVE_TIMEOUT,
+            timeout_graceful_shutdown=GRACEFUL_TIMEOUT,
+        )
+        # uvicorn's own log lines (start, stop, refusals) are not memfs's:
+        # what a user needs of them is in its answers.
+        logging.getLogger("uvicorn.error").setLevel(logging.CRITICAL)
+        _run(_Server(config), sock, watch, db_path)
     finally:
         db.close()
 
 
-async def _run(server: HTTPServer, sock: socket.socket, url: str, db_path: str) -> None:
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+class _Server(uvicorn.Server):
+    """uvicorn's server, saying which signal stops it."""
 
-        async def until_signal() -> None:
-            async for signum in signals:
-                sys.stderr.write(f"memfs serve: {signal.Signals(signum).name}, shutting down\n")
-                sys.stderr.flush()
-                return
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if not self.should_exit:
+            sys.stderr.write(f"memfs serve: {signal.Signals(sig).name}, shutting down\n")
+            sys.stderr.flush()
+        super().handle_exit(sig, frame)
 
-        async with trio.open_nursery() as nursery:
-            await nursery.start(server.serve, sock, until_signal)
+
+def _run(server: _Server, sock: socket.socket, watch: ConnectionWatch, db_path: str) -> None:
+    """Serve on `sock` until a signal; the URL is printed once uvicorn accepts."""
+    url = _url(sock)
+
+    async def main() -> None:
+        serving = asyncio.create_task(server.serve(sockets=[sock]))
+        sweeping = asyncio.create_task(watch.run())
+        while not server.started and not serving.done():
+            await asyncio.sleep(0.01)
+        if server.started:
             sys.stdout.write(url + "\n")
             sys.stdout.flush()
             sys.stderr.write(f"memfs serve: listening on {url} (database {db_path})\n")
             sys.stderr.flush()
+        try:
+            await serving
+        finally:
+            sweeping.cancel()
+
+    # uvicorn re-sends the signal that stopped it once it is done, to the
+    # handler found before it started: this one, which lets serve return.
+    previous = {sig: signal.signal(sig, _ignore) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        with asyncio.Runner(loop_factory=server.config.get_loop_factory()) as runner:
+            runner.run(main())
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _ignore(sig: int, frame: FrameType | None) -> None:
+    pass

@@ -3,8 +3,9 @@
 it and its resources, attach and detach stores while it lives, delete it.
 
 Who may do what: an API key (a token of the server's table) manages
-sessions; one limited to some stores only with those stores. A sessions
-token reads its own session and its resources, and nothing else here.
+sessions; one limited to some stores only with those stores, and only the
+sessions it created or that hold only its stores (`Caller.check_session_stores`).
+A sessions token reads its own session and its resources, and nothing else here.
 """
 
 from __future__ import annotations
@@ -40,19 +41,20 @@ class SessionRoutes:
 
     def _session_of(self, request: Request, caller: Caller) -> str:
         """The session a request names, once the caller may see it (else 403):
-        a sessions token its own only; a token limited to some stores a
-        session of those stores only."""
+        a sessions token its own only; a token limited to some stores one it
+        created, or one holding only those stores."""
         session_id: str = request.path_params["session_id"]
         caller.check_session(session_id)
         if caller.allowed is not None and caller.session_id is None:
-            for store_id in self.db.sessions.store_ids(session_id):
-                caller.check_store(store_id)
+            created_by, store_ids = self.db.sessions.creator_and_stores(session_id)
+            caller.check_session_stores(session_id, created_by, store_ids)
         return session_id
 
     async def create_session(self, request: Request, caller: Caller) -> dict[str, Any]:
         """The new session, and (in this answer only) its `sessions_token`."""
         caller.check_not_session("create sessions")
-        session, token = self.db.sessions.create(await json_body(request), caller.check_store)
+        body = await json_body(request)
+        session, token = self.db.sessions.create(body, caller.check_store, caller.token_id)
         return {**session, "sessions_token": token}
 
     async def get_session(self, request: Request, caller: Caller) -> dict[str, Any]:

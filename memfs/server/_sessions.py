@@ -219,13 +219,18 @@ class Sessions:
             "updated_at": row["updated_at"],
         }
 
-    def store_ids(self, session_id: str) -> list[str]:
-        """The stores attached to the session (404 when there is no such session)."""
-        self._row(session_id)
-        return [r["store_id"] for r in self._resource_rows(session_id)]
+    def creator_and_stores(self, session_id: str) -> tuple[str | None, list[str]]:
+        """The `token_id` of the token that created the session (None for one
+        created before they were recorded) and the stores attached to it; 404
+        when there is no such session."""
+        row = self._row(session_id)
+        return row["created_by_token"], [r["store_id"] for r in self._resource_rows(session_id)]
 
-    def create(self, body: dict[str, Any], check_store: CheckStore) -> tuple[dict[str, Any], str]:
-        """A new session holding the resources asked for; its JSON and its token."""
+    def create(
+        self, body: dict[str, Any], check_store: CheckStore, created_by: str | None = None
+    ) -> tuple[dict[str, Any], str]:
+        """A new session holding the resources asked for, recorded as created by
+        the token whose `token_id` is `created_by`; its JSON and its token."""
         raw = body.get("resources")
         if raw is None:
             raw = []
@@ -251,7 +256,7 @@ class Sessions:
             session_id = new_id("sesn")
             self.db.run(
                 "INSERT INTO sessions (id, token_sha256, environment_id, title, metadata,"
-                " agent_id, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?)",
+                " agent_id, created_at, updated_at, created_by_token) VALUES (?,?,?,?,?,?,?,?,?)",
                 (
                     session_id,
                     token_sha256(token),
@@ -261,6 +266,7 @@ class Sessions:
                     agent_id,
                     now,
                     now,
+                    created_by,
                 ),
             )
             for i, attach in enumerate(wanted):

@@ -2,7 +2,7 @@
 clock and its write transactions.
 
 One connection, synchronous on purpose: each request is a few fast
-statements, and the server runs every request on one trio thread, so writes
+statements, and the server runs every request on one event-loop thread, so writes
 are serialised without locks. `BEGIN IMMEDIATE` keeps a second process on the
 same file from interleaving. WAL with `synchronous=NORMAL`: a committed
 change survives the server being killed (only a power loss may take the last
@@ -16,7 +16,7 @@ What NORMAL gives up is the machine losing power or the kernel crashing
 before it flushes the WAL; `synchronous=FULL` would fsync on every commit,
 which on this project's bench machine costs about 240 µs of waiting per
 write (half as much again as the write's whole CPU, and milliseconds on a
-disk that honours flushes), inline on the one trio thread that serves every
+disk that honours flushes), inline on the one thread that serves every
 request. A process crash is the case that happens; a host crash is left to
 the host's own durability (a journaling filesystem, backups).
 """
@@ -32,8 +32,8 @@ from typing import Any, TypeVar
 
 from .._exceptions import Conflict, NotFound
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS stores (
+SCHEMA: tuple[str, ...] = (
+    """CREATE TABLE stores (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     id TEXT NOT NULL UNIQUE,
     name TEXT NOT NULL,
@@ -42,9 +42,9 @@ CREATE TABLE IF NOT EXISTS stores (
     created_at TEXT NOT NULL,
     updated_at TEXT NOT NULL,
     archived_at TEXT
-);
-CREATE INDEX IF NOT EXISTS stores_by_created ON stores (created_at, seq);
-CREATE TABLE IF NOT EXISTS memories (
+)""",
+    """CREATE INDEX stores_by_created ON stores (created_at, seq)""",
+    """CREATE TABLE memories (
     id TEXT PRIMARY KEY,
     store_id TEXT NOT NULL,
     path TEXT NOT NULL,
@@ -55,8 +55,8 @@ CREATE TABLE IF NOT EXISTS memories (
     created_at TEXT NOT NULL,
     updated_at TEXT NOT NULL,
     UNIQUE (store_id, path)
-);
-CREATE TABLE IF NOT EXISTS versions (
+)""",
+    """CREATE TABLE versions (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     id TEXT NOT NULL UNIQUE,
     store_id TEXT NOT NULL,
@@ -70,10 +70,10 @@ CREATE TABLE IF NOT EXISTS versions (
     created_by TEXT,
     redacted_at TEXT,
     redacted_by TEXT
-);
-CREATE INDEX IF NOT EXISTS versions_by_store ON versions (store_id, created_at, seq);
-CREATE INDEX IF NOT EXISTS versions_by_memory ON versions (memory_id, created_at, seq);
-CREATE TABLE IF NOT EXISTS sessions (
+)""",
+    """CREATE INDEX versions_by_store ON versions (store_id, created_at, seq)""",
+    """CREATE INDEX versions_by_memory ON versions (memory_id, created_at, seq)""",
+    """CREATE TABLE sessions (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     id TEXT NOT NULL UNIQUE,
     token_sha256 TEXT NOT NULL UNIQUE,
@@ -82,9 +82,10 @@ CREATE TABLE IF NOT EXISTS sessions (
     metadata TEXT NOT NULL,
     agent_id TEXT NOT NULL,
     created_at TEXT NOT NULL,
-    updated_at TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS session_resources (
+    updated_at TEXT NOT NULL,
+    created_by_token TEXT
+)""",
+    """CREATE TABLE session_resources (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     id TEXT NOT NULL UNIQUE,
     session_id TEXT NOT NULL,
@@ -97,26 +98,17 @@ CREATE TABLE IF NOT EXISTS session_resources (
     created_at TEXT NOT NULL,
     updated_at TEXT NOT NULL,
     UNIQUE (session_id, store_id)
-);
-CREATE INDEX IF NOT EXISTS session_resources_by_store ON session_resources (store_id);
-"""
+)""",
+    """CREATE INDEX session_resources_by_store ON session_resources (store_id)""",
+)
+"""The tables of a database this server creates, run one by one in the
+transaction that creates them."""
 
-SCHEMA_VERSION = 2
-"""`PRAGMA user_version` of a file this server has opened: 0 is a file from
-before sessions (stores, memories, versions only); 1 adds `sessions` and
-`session_resources`; 2 keeps no content on `deleted` versions. `SCHEMA`
-creates what is missing (every statement is IF NOT EXISTS) and `MIGRATIONS`
-changes the rows of an older file, so opening one migrates it in place; a
-file of a newer version than this server knows is refused."""
-
-MIGRATIONS: dict[int, tuple[str, ...]] = {
-    1: (),  # the session tables, which SCHEMA creates
-    2: (
-        "UPDATE versions SET content = NULL, content_sha256 = NULL, content_size_bytes = NULL"
-        " WHERE operation = 'deleted'",
-    ),
-}
-"""For each schema version, what brings a file of the version before to it."""
+SCHEMA_VERSION = 3
+"""`PRAGMA user_version` of a database of `SCHEMA`. A file of another
+version is refused: an older one holds no released memfs's data (the
+layouts before this one were never released), so it is moved aside rather
+than migrated."""
 
 _ID_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _STORED_TIMESTAMP = "%Y-%m-%dT%H:%M:%S.%fZ"
@@ -192,7 +184,7 @@ class SQLiteFile:
         self.conn.execute("PRAGMA synchronous=NORMAL")
         self.conn.execute("PRAGMA busy_timeout=10000")
         self.conn.execute("PRAGMA foreign_keys=OFF")
-        self._migrate()
+        self._create_or_check()
         row = self.conn.execute(
             "SELECT max(t) FROM (SELECT max(created_at) AS t FROM versions"
             " UNION ALL SELECT max(updated_at) FROM stores"
@@ -201,8 +193,9 @@ class SQLiteFile:
         ).fetchone()
         self._last_time: str = row[0] or ""
 
-    def _migrate(self) -> None:
-        """Bring the file to `SCHEMA_VERSION` in one transaction."""
+    def _create_or_check(self) -> None:
+        """Create the tables in a new, empty file; refuse a file of another
+        schema version in one sentence."""
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             version = int(self.conn.execute("PRAGMA user_version").fetchone()[0])
@@ -211,13 +204,16 @@ class SQLiteFile:
                     f"its schema is version {version}; this memfs serve knows up to"
                     f" {SCHEMA_VERSION}: run a newer memfs"
                 )
-            for statement in SCHEMA.split(";"):
-                if statement.strip():
-                    self.conn.execute(statement)
-            for step in range(version + 1, SCHEMA_VERSION + 1):
-                for statement in MIGRATIONS[step]:
-                    self.conn.execute(statement)
             if version < SCHEMA_VERSION:
+                tables = self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+                if tables:
+                    raise sqlite3.DatabaseError(
+                        f"its schema is version {version}, an older layout this memfs serve"
+                        " does not read (it holds no released memfs's data): move the file"
+                        " aside and start again"
+                    )
+                for statement in SCHEMA:
+                    self.conn.execute(statement)
                 self.conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         except BaseException:
             self.conn.execute("ROLLBACK")

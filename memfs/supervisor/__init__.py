@@ -9,6 +9,7 @@ supervisor (readiness, signal fan-out), and the `unmount`, `sync` and
 - `_commands`: `memfs unmount`, `memfs sync`, `memfs status`.
 - `_run`: `memfs run`: one command in the foreground between mount and final sync.
 - `_follow`: a session's stores attached and detached while it runs, followed.
+- `_unfollow`: stopping those followers from outside (`memfs unmount`).
 - `_notify`: systemd's readiness messages (`Type=notify`), without a library.
 
 Importing this package loads neither trio, pyfuse3 nor httpx.
@@ -50,7 +51,6 @@ from ._follow import (
     fetch_session_resources,
     session_records,
     start_daemon_follower,
-    stop_daemon_followers,
 )
 from ._notify import notify
 from ._run import (
@@ -74,6 +74,7 @@ from ._specs import (
     store_arg_problem,
 )
 from ._supervisor import READY_TIMEOUT, STOP_MARGIN, FinalSync, Supervisor
+from ._unfollow import stop_daemon_followers, stop_followers
 
 __all__ = [
     "CHECK_INTERVAL_ENV",
@@ -88,6 +89,7 @@ __all__ = [
     "session_records",
     "start_daemon_follower",
     "stop_daemon_followers",
+    "stop_followers",
     "parse_metrics_addr",
     "API_KEY_PREFIX",
     "AUTH_API_KEY",

@@ -96,7 +96,7 @@ def unmount(paths: list[str], *, all_: bool) -> int:
     code = 0
     for store in targets:
         try:
-            reply = ControlClient(store).stop()
+            reply = ControlClient(store).stop(by="memfs unmount")
         except SyncError as e:
             log.error("%s", e, extra={"event": "stop_unanswered", "store_id": store.store_id})
             code = 1

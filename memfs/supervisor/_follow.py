@@ -20,7 +20,14 @@ Where it runs:
   session, its credentials and the settings as one line of JSON on stdin (so
   the token is in no argv and no environment), starts store processes as a
   daemon mount does, stops one as `memfs unmount` does, and runs until
-  SIGTERM: `memfs unmount --all` sends it (`stop_daemon_followers`).
+  SIGTERM: `memfs unmount --all` sends it (`_unfollow.stop_followers`).
+
+`memfs unmount --all`, and `memfs unmount PATH` of a mount a follower
+holds, stop the follower first and wait until it has stopped, so that no
+mount of its session appears afterwards: SIGTERM ends a daemon follower;
+`UNFOLLOW_SIGNAL` (SIGUSR2) asks a foreground process to stop its follower
+thread and go on (`memfs run`'s command keeps running), which removes the
+session's file.
 
 What a follower saw is in a file of the runtime folder,
 `session-<session id>-<key>.session` (the key a hash of the cache folder),
@@ -43,7 +50,6 @@ import hashlib
 import json
 import logging
 import os
-import signal
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -66,7 +72,7 @@ from ..control import (
 )
 from ._commands import GONE_TIMEOUT, _wait_gone
 from ._credentials import Credentials
-from ._specs import build_specs
+from ._specs import build_specs, say_waiting
 from ._supervisor import STOP_MARGIN, FinalSync, Supervisor
 
 log = logging.getLogger("memfs.supervisor")
@@ -184,32 +190,57 @@ def _as_resource_json(r: Any) -> dict[str, Any]:
 
 
 async def _session_stores(
-    creds: Credentials, session_id: str, *, retries: int, timeout: float
+    creds: Credentials,
+    session_id: str,
+    *,
+    retries: int,
+    timeout: float,
+    start_timeout: float | None,
 ) -> list[dict[str, Any]]:
     from ..client import StoreClient
 
     async with StoreClient(
-        creds.api_url, creds.token, auth=creds.auth, max_retries=retries, timeout=timeout
+        creds.api_url,
+        creds.token,
+        auth=creds.auth,
+        max_retries=retries,
+        timeout=timeout,
+        start_timeout=start_timeout,
+        on_wait=say_waiting,
     ) as client:
         session = await client.get_session(session_id)
     return [_as_resource_json(r) for r in session.memory_stores]
 
 
 def read_session_stores(
-    creds: Credentials, session_id: str, *, retries: int = 3, timeout: float = 30.0
+    creds: Credentials,
+    session_id: str,
+    *,
+    retries: int = 3,
+    timeout: float = 30.0,
+    start_timeout: float | None = None,
 ) -> list[dict[str, Any]]:
     """The memory stores of the session, as its resources list them (JSON
-    objects for `parse_resources`); StoreError when it cannot be read."""
+    objects for `parse_resources`); StoreError when it cannot be read.
+    `start_timeout`: the read is a mount's first request, its wait bounded
+    and each attempt without an answer said."""
     import trio
 
-    return trio.run(lambda: _session_stores(creds, session_id, retries=retries, timeout=timeout))
+    return trio.run(
+        lambda: _session_stores(
+            creds, session_id, retries=retries, timeout=timeout, start_timeout=start_timeout
+        )
+    )
 
 
-def fetch_session_resources(creds: Credentials, session_id: str) -> list[Resource]:
+def fetch_session_resources(
+    creds: Credentials, session_id: str, start_timeout: float | None = None
+) -> list[Resource]:
     """The session's memory stores, checked as a resources file is; MountError
-    with one sentence when the session cannot be read."""
+    with one sentence when the session cannot be read. `start_timeout`: as
+    `read_session_stores`."""
     try:
-        stores = read_session_stores(creds, session_id)
+        stores = read_session_stores(creds, session_id, start_timeout=start_timeout)
     except StoreError as e:
         raise MountError(f"cannot read session {session_id} at {creds.api_url}: {e}")
     return parse_resources(stores)
@@ -253,6 +284,9 @@ class SessionRecord:
     next_check_at: float | None = None
     last_error: str | None = None
     events: list[SessionEvent] = field(default_factory=list)
+    mount_paths: list[str] | None = None
+    """The paths of the stores the follower holds mounted, or is mounting
+    (None in a file an older memfs wrote: unknown)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -264,49 +298,32 @@ class SessionRecord:
         return cls(**values)
 
 
-def session_records(folder: str | None = None) -> list[SessionRecord]:
-    """Every followed session of this machine whose follower is alive, by
-    the files in the runtime folder (default `runtime_dir()`)."""
+def _session_files(folder: str | None = None) -> list[tuple[str, SessionRecord]]:
+    """Each session file of the runtime folder whose follower is alive, and its record."""
     folder = runtime_dir() if folder is None else folder
     try:
         names = sorted(os.listdir(folder))
     except OSError:
         return []
-    records = []
+    found = []
     for name in names:
         if not name.endswith(SESSION_FILE_SUFFIX):
             continue
+        path = os.path.join(folder, name)
         try:
-            with open(os.path.join(folder, name), "rb") as f:
+            with open(path, "rb") as f:
                 record = SessionRecord.from_json(json.loads(f.read()))
         except (OSError, ValueError, TypeError):
             continue
         if process_alive(record.pid):
-            records.append(record)
-    return records
+            found.append((path, record))
+    return found
 
 
-def _is_follower_process(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return FOLLOWER_MODULE.encode() in f.read()
-    except OSError:
-        return False
-
-
-def stop_daemon_followers(folder: str | None = None, timeout: float = 10.0) -> list[str]:
-    """End every daemon follower (of `memfs mount --daemon`), so that none
-    mounts a store attached later; the ids of their sessions. Their mounts
-    stay: `memfs unmount --all` stops them next."""
-    stopped = []
-    for record in session_records(folder):
-        if not record.daemon or not _is_follower_process(record.pid):
-            continue
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(record.pid, signal.SIGTERM)
-        _wait_gone(record.pid, timeout)
-        stopped.append(record.session_id)
-    return stopped
+def session_records(folder: str | None = None) -> list[SessionRecord]:
+    """Every followed session of this machine whose follower is alive, by
+    the files in the runtime folder (default `runtime_dir()`)."""
+    return [record for _, record in _session_files(folder)]
 
 
 # ---------------------------------------------------------------- the follower
@@ -342,12 +359,20 @@ class SessionFollower:
         self._refused: dict[tuple[str, str, str, str], str] = {}
         """Stores listed that could not be mounted, and why (each logged once)."""
         self._refused_items: set[str] = set()
+        self._attaching: str | None = None
+        """The mount path of the store being mounted, in the file already."""
+
+    @property
+    def session_id(self) -> str:
+        return self.session.session_id
 
     # -------------------------------------------------------------- the file
 
     def write_record(self) -> None:
         """The session's file, rewritten whole (a temporary file renamed over it)."""
         ensure_private_dir(self.runtime_dir, "runtime folder")
+        paths = [m.mount_path for m in self.mounted.values()]
+        self.record.mount_paths = paths + ([self._attaching] if self._attaching else [])
         tmp = self.path + ".tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "w") as f:
@@ -476,7 +501,11 @@ class SessionFollower:
                 [resource], self.session.creds, self.session.settings, root=self.session.root
             )
             self._check_free(spec)
-            self.supervisor.add(spec)
+            # In the file before it can appear: `memfs unmount` of another of
+            # the session's mounts then stops it too.
+            self._attaching = spec.mount_path
+            self.write_record()
+            mounted = self.supervisor.add(spec, abandon=self._stop)
         except MemfsError as e:
             reason = str(e)
             if self._refused.get(key) != reason:
@@ -498,6 +527,16 @@ class SessionFollower:
                     )
                 )
             self._refused[key] = reason
+            return
+        finally:
+            self._attaching = None
+        if not mounted:
+            log.info(
+                "stopped following session %s while mounting store %s: it is not mounted",
+                sid,
+                resource.memory_store_id,
+                extra={"event": "session_attach_abandoned", "store_id": resource.memory_store_id},
+            )
             return
         self._refused.pop(key, None)
         store = FollowedStore(resource, spec.store_id, spec.mount_path, spec.read_only)
@@ -537,6 +576,8 @@ class SessionFollower:
                 f"its final sync left {n} file{'s' if n != 1 else ''} behind, "
                 "kept in the cache for its next mount"
             )
+        elif result.sync_error is not None:
+            detail = f"nothing left to upload, but its final sync failed: {result.sync_error}"
         else:
             detail = "final sync done, nothing left to upload"
         self._event(
@@ -601,7 +642,9 @@ class SessionFollower:
             _wait_gone(state.pid, GONE_TIMEOUT)
             if isinstance(reply, ErrorReply):
                 return FinalSync(spec, failure=reply.error)
-            return FinalSync(spec, not_uploaded=list(reply.not_uploaded))
+            return FinalSync(
+                spec, not_uploaded=list(reply.not_uploaded), sync_error=reply.sync_error
+            )
         return FinalSync(spec, failure="it was no longer mounted")
 
 

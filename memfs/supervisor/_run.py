@@ -17,7 +17,9 @@ With a session to follow (`--work-item`, `--session`), its follower runs in
 a thread while the command runs (`_follow`): stores attached meanwhile are
 mounted, stores detached are final-synced and unmounted. It is started with
 memfs's signals held, so that they still reach memfs's wait and none of its
-threads, and it is stopped before the final sync.
+threads, and it is stopped before the final sync, or when `memfs unmount`
+asks (SIGUSR2, not passed on: the command goes on, with the stores that are
+still mounted).
 
 When the command has exited, the final sync runs (`Supervisor.final_sync`).
 Signals that arrive meanwhile are held and dropped: the final sync is bounded
@@ -49,13 +51,16 @@ from .._logging import LogFormat
 from ..control import StoreSpec
 from ._follow import Announce, SessionFollower, SessionToFollow
 from ._supervisor import FinalSync, Supervisor
+from ._unfollow import UNFOLLOW_SIGNAL
 
 log = logging.getLogger("memfs.supervisor")
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 """The signals memfs passes to the command."""
-_HELD = {*FORWARDED, signal.SIGCHLD}
-"""SIGCHLD too: it wakes the wait as soon as the command exits."""
+_HELD = {*FORWARDED, signal.SIGCHLD, UNFOLLOW_SIGNAL}
+"""SIGCHLD too: it wakes the wait as soon as the command exits. And
+`UNFOLLOW_SIGNAL`: `memfs unmount` asks memfs to stop following the session,
+the command goes on."""
 _SI_KERNEL = 0x80
 """`si_code` of a signal the kernel sent: the terminal's to its foreground
 group, never one sent with kill(2) (SI_USER) or sigqueue(3). Linux's value;
@@ -77,12 +82,16 @@ class RunResult:
     """Why the command could not be started; None when it ran."""
     stores: list[FinalSync] = field(default_factory=list)
     """Each store's final sync, in the order of the specs."""
+    detached: list[FinalSync] = field(default_factory=list)
+    """The final syncs of the stores detached from the session during the
+    run (the follower named what each left behind when it unmounted it)."""
 
     @property
     def left_behind(self) -> bool:
-        """Something may not be in a store: files it did not take, or a final
-        sync that could not be confirmed."""
-        return not all(s.ok for s in self.stores)
+        """Something may not be in a store: files a final sync (at the end, or
+        of a store detached meanwhile) did not upload, or a final sync that
+        could not be confirmed."""
+        return not all(s.ok for s in self.stores + self.detached)
 
 
 def shell_status(returncode: int) -> int:
@@ -116,9 +125,12 @@ def run(
     try:
         with _held_signals():
             if session is not None:
+                # One that comes after the wait (the follower stopped already) is dropped.
+                signal.signal(UNFOLLOW_SIGNAL, lambda signum, frame: None)
                 SessionFollower(session, supervisor, announce=announce).start()
             result = _run_command(supervisor, argv, stdin_devnull=stdin_devnull)
             result.stores = supervisor.final_sync()
+            result.detached = list(supervisor.removed)
     except BaseException:
         # Whatever went wrong here, no store stays mounted behind memfs.
         supervisor.stop_all()
@@ -140,6 +152,9 @@ def _run_command(
         info = signal.sigtimedwait(_HELD, 1.0)
         if info is None or info.si_signo == signal.SIGCHLD:
             supervisor.report_ended()
+            continue
+        if info.si_signo == UNFOLLOW_SIGNAL:
+            supervisor.stop_following()
             continue
         if info.si_code == _SI_KERNEL and _shares_our_group(child.pid):
             continue  # the terminal sent it to the whole group: the command has it

@@ -15,7 +15,13 @@ import logging
 import os
 from dataclasses import dataclass, fields
 
-from .._exceptions import ConfigError, MountError, StatusError, StoreError
+from .._exceptions import (
+    AuthenticationFailed,
+    ConfigError,
+    MountError,
+    StatusError,
+    StoreError,
+)
 from .._private import ensure_private_dir
 from ..api import (
     ACCESS_READ_ONLY,
@@ -30,6 +36,7 @@ from ..api import (
     store_id_problem,
 )
 from ..control import StoreSettings, StoreSpec, runtime_dir
+from ..mount import start_refusal
 from ._credentials import Credentials
 
 log = logging.getLogger("memfs.supervisor")
@@ -69,6 +76,7 @@ class MountSettings:
     sync_deletions: Deletions
     final_sync_timeout: float
     sync_concurrency: int
+    start_timeout: float
     metrics_addr: str | None
     """`HOST:PORT` of the metrics endpoint, None for none."""
     daemon: bool
@@ -135,21 +143,48 @@ def check_mount_path(path: str, store_id: str) -> str:
     return path
 
 
+def say_waiting(sentence: str) -> None:
+    """Say an attempt of a mount's start that the API did not answer."""
+    log.warning("%s", sentence, extra={"event": "waiting_for_api"})
+
+
 async def _store_names(
-    creds: Credentials, store_ids: list[str]
+    creds: Credentials, store_ids: list[str], start_timeout: float
 ) -> tuple[dict[str, str], dict[str, str]]:
-    """The stores' names, and for each store the API refused to name, why."""
+    """The stores' names, and for each store the API refused to name, why.
+    These are a mount's first requests: the start's bound holds for them. A
+    refusal of the token, confirmed on a memory endpoint (the hosted API may
+    refuse a sessions token the store alone), or a 404 from a URL that names
+    `/v1`, mounts nothing (`start_refusal`)."""
     from ..client import StoreClient
 
     names: dict[str, str] = {}
     refused: dict[str, str] = {}
-    async with StoreClient(creds.api_url, creds.token, auth=creds.auth, max_retries=3) as client:
+    async with StoreClient(
+        creds.api_url,
+        creds.token,
+        auth=creds.auth,
+        max_retries=3,
+        start_timeout=start_timeout,
+        on_wait=say_waiting,
+    ) as client:
         for sid in store_ids:
             try:
                 names[sid] = (await client.get_store(sid)).name
             except StatusError as e:
                 if e.status not in NAME_REFUSALS:
                     raise MountError(f"cannot look up store {sid}: {e}")
+                error: StoreError = e
+                if isinstance(e, AuthenticationFailed):
+                    try:
+                        await client.list_memories_page(sid, limit=1)
+                    except StoreError as again:
+                        error = again
+                refusal = start_refusal(
+                    error, api_url=creds.api_url, credential_source=creds.source
+                )
+                if refusal is not None:
+                    raise MountError(f"cannot mount {sid}: {refusal}")
                 refused[sid] = f"the API answered {e.status} {e.type}"
             except StoreError as e:
                 raise MountError(f"cannot look up store {sid}: {e}")
@@ -197,7 +232,7 @@ def build_specs(
     if need_names:
         import trio
 
-        names, refused = trio.run(_store_names, creds, need_names)
+        names, refused = trio.run(_store_names, creds, need_names, settings.start_timeout)
     specs = []
     paths: dict[str, str] = {}
     for r in resources:
@@ -228,6 +263,7 @@ def build_specs(
                 token=creds.token,
                 auth=creds.auth,
                 runtime_dir=runtime_dir(),
+                credential_source=creds.source,
                 read_only=r.read_only,
                 name=name,
                 **settings.settings(),

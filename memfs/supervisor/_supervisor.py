@@ -59,6 +59,8 @@ from ._notify import notify
 log = logging.getLogger("memfs.supervisor")
 
 READY_TIMEOUT = 300.0
+ABANDON_CHECK = 0.2
+"""Seconds between two looks, while a store added mid-session starts, at whether it is abandoned."""
 STOP_MARGIN = 30.0
 """How much longer than its final sync bound a store process may take to stop before it is killed."""
 
@@ -82,6 +84,9 @@ class Follower(Protocol):
     """What the supervisor needs of a session follower: to stop it (and wait
     for what it is doing to finish) before the stores stop."""
 
+    @property
+    def session_id(self) -> str: ...
+
     def stop(self) -> None: ...
 
 
@@ -95,6 +100,9 @@ class FinalSync:
     failure: str | None = None
     """Why the final sync could not be confirmed (the store process was gone,
     or did not answer); None when it answered."""
+    sync_error: str | None = None
+    """Why the final sync's pass failed, as the store process logged it
+    (after a detach: the API's 403); with nothing left behind, nothing was lost."""
 
     @property
     def ok(self) -> bool:
@@ -124,8 +132,11 @@ class Supervisor:
         self.children: list[_Child] = []
         self.metrics: subprocess.Popen[str] | None = None
         self._stop_asked = False
+        self._unfollow_asked = False
         self._old_handlers: dict[int, Any] | None = None
         self._lock = threading.Lock()
+        self.removed: list[FinalSync] = []
+        """The final syncs of the stores `remove` stopped (detached mid-session), in order."""
         self.follower: Follower | None = None
         """A session follower that may add and remove stores: with one, a
         foreground `wait` goes on when no store runs (one may be attached), and
@@ -181,29 +192,39 @@ class Supervisor:
         if not self.daemon:
             notify("READY=1")
 
-    def _await_ready(self, children: list[_Child]) -> list[_Child]:
+    def _await_ready(
+        self, children: list[_Child], abandon: threading.Event | None = None
+    ) -> list[_Child]:
         """Wait until each of `children` says READY or fails (at most
-        READY_TIMEOUT); those that did not become ready."""
+        READY_TIMEOUT, and no longer once `abandon` is set), saying each WAITING
+        line of theirs meanwhile; those that did not become ready."""
         sel = selectors.DefaultSelector()
         for child in children:
             assert child.proc.stdout is not None
             sel.register(child.proc.stdout, selectors.EVENT_READ, child)
+        # Read unbuffered: a line left in a file object's buffer would wake no select.
+        partial: dict[int, bytes] = {}
         deadline = time.monotonic() + READY_TIMEOUT
         waiting = len(children)
         while waiting:
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if remaining <= 0 or (abandon is not None and abandon.is_set()):
                 break
-            for key, _ in sel.select(timeout=min(remaining, 1.0)):
+            for key, _ in sel.select(timeout=min(remaining, ABANDON_CHECK)):
                 answered: _Child = key.data
-                assert answered.proc.stdout is not None
-                line = answered.proc.stdout.readline()
+                chunk = os.read(key.fd, 65536)
+                *lines, partial[key.fd] = (partial.get(key.fd, b"") + chunk).split(b"\n")
+                if not chunk:
+                    lines.append(partial[key.fd])  # its last words, or b"": it exited
+                answer = self._waiting_said(answered, lines)
+                if answer is None:
+                    continue
                 sel.unregister(key.fileobj)
                 waiting -= 1
-                if line.startswith("READY"):
+                if answer.startswith("READY"):
                     answered.ready = True
                 else:
-                    error = line[6:].strip() if line.startswith("ERROR ") else None
+                    error = answer[6:].strip() if answer.startswith("ERROR ") else None
                     answered.error = error or f"the store process exited ({answered.proc.wait()})"
         sel.close()
         failed = [c for c in children if not c.ready]
@@ -212,6 +233,21 @@ class Supervisor:
                 if child.proc.stdout is not None:
                     child.proc.stdout.close()
         return failed
+
+    @staticmethod
+    def _waiting_said(child: _Child, lines: list[bytes]) -> str | None:
+        """Say each WAITING line of a starting store process; its first other
+        line (READY, ERROR or its end), None while it has said none yet."""
+        for raw in lines:
+            line = raw.decode("utf-8", "replace")
+            if not line.startswith("WAITING "):
+                return line
+            log.warning(
+                "%s",
+                line[8:].strip(),
+                extra={"event": "waiting_for_api", "store_id": child.spec.store_id},
+            )
+        return None
 
     @staticmethod
     def _mount_error(child: _Child) -> MountError:
@@ -227,20 +263,25 @@ class Supervisor:
         with self._lock:
             return [c.spec for c in self.children]
 
-    def add(self, spec: StoreSpec) -> None:
+    def add(self, spec: StoreSpec, abandon: threading.Event | None = None) -> bool:
         """Mount one more store while the others run: start its process and
         wait for its READY; MountError, its process stopped, when it cannot be
-        mounted."""
+        mounted. When `abandon` is set before its READY (the session follower
+        was told to stop), its process is stopped, whatever it mounted goes
+        with it, and False is returned: nothing of it is left running."""
         child = self._start(spec)
-        if self._await_ready([child]):
+        if self._await_ready([child], abandon):
             if child.proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     child.proc.send_signal(signal.SIGTERM)
             self._wait_stopped(child)
+            if child.error is None and abandon is not None and abandon.is_set():
+                return False
             raise self._mount_error(child)
         with self._lock:
             self.specs.append(spec)
             self.children.append(child)
+        return True
 
     def remove(self, mount_path: str) -> FinalSync | None:
         """Stop the store this supervisor mounted at `mount_path` with its
@@ -252,12 +293,28 @@ class Supervisor:
                 return None
             self.children.remove(child)
             self.specs[:] = [s for s in self.specs if s.mount_path != mount_path]
-        return self._final_sync(child)
+        result = self._final_sync(child)
+        with self._lock:
+            self.removed.append(result)
+        return result
 
     def _stop_follower(self) -> None:
         follower = self.follower
         if follower is not None and threading.current_thread() is threading.main_thread():
             follower.stop()
+
+    def stop_following(self) -> None:
+        """Stop the session follower, if any, and wait for it (`memfs
+        unmount` asked, by SIGUSR2); the stores stay mounted."""
+        self._unfollow_asked = False
+        follower = self.follower
+        if follower is not None:
+            self._stop_follower()
+            log.info(
+                "stopped following session %s; its mounts stay",
+                follower.session_id,
+                extra={"event": "session_unfollowed"},
+            )
 
     def _start_metrics(self, addr: str) -> None:
         """The metrics endpoint of these stores, a process of its own (it outlives a
@@ -353,6 +410,7 @@ class Supervisor:
                 result.failure = reply.error
             else:
                 result.not_uploaded = list(reply.not_uploaded)
+                result.sync_error = reply.sync_error
         rc = self._wait_stopped(child)
         if rc != 0 and result.ok:
             result.failure = f"its store process exited with status {rc}"
@@ -386,16 +444,26 @@ class Supervisor:
                 s: signal.signal(s, self._on_stop_signal)
                 for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
             }
+            # For the rest of the process: `memfs unmount` may send it until
+            # the follower's file is gone, which is during `stop_all`.
+            signal.signal(signal.SIGUSR2, self._on_unfollow_signal)
 
     def _on_stop_signal(self, signum: int, frame: FrameType | None) -> None:
         self._stop_asked = True
 
+    def _on_unfollow_signal(self, signum: int, frame: FrameType | None) -> None:
+        # Not the stop itself: it joins the follower, which may wait for `_lock`.
+        self._unfollow_asked = True
+
     def wait(self) -> int:
         """Foreground: run until SIGTERM/SIGINT (or every store has ended, when
-        no session follower may add one), then stop all."""
+        no session follower may add one), then stop all. SIGUSR2 stops the
+        session follower (`memfs unmount` sends it) and lets the stores run."""
         self.catch_stop_signals()
         try:
             while not self._stop_asked:
+                if self._unfollow_asked:
+                    self.stop_following()
                 if not self.report_ended() and self.follower is None:
                     break
                 time.sleep(0.2)

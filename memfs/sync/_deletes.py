@@ -216,7 +216,6 @@ class DeletePacer(Part):
                 event="delete_refused",
                 path=stone.path,
             )
-            report.refused += 1
             return
         cache.deleted_in_store(stone.memory_id)
         self.ledger.delete_holds.pop(stone.memory_id, None)

@@ -40,7 +40,7 @@ from .._exceptions import (
     SyncError,
 )
 from ..api import MAX_CONTENT_BYTES
-from ..cache import SyncFace
+from ..cache import Node, SyncFace
 from ._deletes import DeletePacer, EndOfSession
 from ._ledger import Ledger
 from ._part import Shared, each, log
@@ -165,13 +165,16 @@ class SyncEngine:
         the passes of one final sync share one `end`). `asked`: a pass a person
         asked for (`memfs sync`), which tries every refused file and delete again
         at once; the backoff is for the periodic passes. `before_mount`: nothing
-        else uses the cache yet, so the store's state is placed in one commit."""
+        else uses the cache yet, so the store's state is placed in one commit;
+        its failure is not logged, the caller says what it makes of it. The
+        SyncError's cause is the StoreError, when one ended the pass."""
         if final and end is None:
             end = EndOfSession()
         async with self._lock:
             report = PassReport()
             before = self.client.stats.requests
             started = time.monotonic()
+            cause: StoreError | None = None
             try:
                 await self._pass(
                     report,
@@ -181,14 +184,18 @@ class SyncEngine:
                     before_mount=before_mount,
                 )
             except AuthenticationFailed as e:
+                cause = e
                 report.error = (
                     f"the store refused the token (401); local changes are kept: {e.message}"
                 )
             except NotFound as e:
+                cause = e
                 report.error = f"store {self.store_id} was not found (404): {e.message}"
             except PermissionDenied as e:
+                cause = e
                 report.error = f"the token may not use store {self.store_id} (403): {e.message}"
             except StoreError as e:
+                cause = e
                 report.error = (
                     f"the store could not be reached or failed; local changes are kept: {e}"
                 )
@@ -203,6 +210,7 @@ class SyncEngine:
                     "local changes are kept"
                 )
             finally:
+                report.refused = len(self.refused())
                 report.requests = self.client.stats.requests - before
                 report.finished_at = self.clock()
                 report.duration_s = time.monotonic() - started
@@ -216,13 +224,14 @@ class SyncEngine:
             if report.error:
                 self.status.failures_in_a_row += 1
                 self.status.last_error = report.error
-                log.error(
-                    "sync of %s failed: %s",
-                    self.store_id,
-                    report.error,
-                    extra={"event": "pass_failed"},
-                )
-                raise SyncError(report.error)
+                if not before_mount:  # the mount's start says what it makes of it
+                    log.error(
+                        "sync of %s failed: %s",
+                        self.store_id,
+                        report.error,
+                        extra={"event": "pass_failed"},
+                    )
+                raise SyncError(report.error) from cause
             self.status.failures_in_a_row = 0
             self.status.last_error = None
             return report
@@ -275,29 +284,28 @@ class SyncEngine:
     # ---------------------------------------------------------------- status
 
     def pending(self) -> list[str]:
-        """Paths whose local state the store does not hold yet."""
-        out = [c.path for c in self.cache.changes()]
+        """Paths whose local state the store does not hold yet, but for the files
+        whose content the store refused (`refused` lists those)."""
+        out = [c.path for c in self.cache.changes() if not self._content_refused(c.node_id)]
         if self.deletions is Deletions.ENABLED:
             out += [f"{s.path} (deleted)" for s in self.cache.tombstones.values()]
         return out
 
     def left_behind(self) -> dict[str, str]:
         """What the store does not hold yet, path -> what will become of it:
-        the line the final sync logs and the stop's output prints for each."""
+        the line the final sync logs and the stop's output prints for each. A file
+        whose content the store refused is not left behind: it was said when it
+        was refused, and it stays in the cache until it changes."""
         out: dict[str, str] = {}
         for change in self.cache.changes():
             node = self.cache.nodes.get(change.node_id)
-            if node is None:
+            if node is None or self.ledger.content_refused(node):
                 continue
             hold = self.ledger.holds.get(node.id)
             if node.too_large:
                 out[node.path] = (
                     f"a write past {MAX_CONTENT_BYTES:,} bytes was refused (EFBIG): it stays in "
                     "the cache and is uploaded only once it is written again within the limit"
-                )
-            elif node.refused_reason:
-                out[node.path] = (
-                    f"{node.refused_reason}: it stays in the cache and is uploaded once it changes"
                 )
             elif hold is not None and hold.edits == node.live.edits:
                 out[node.path] = (
@@ -317,6 +325,15 @@ class SyncEngine:
                 )
         return out
 
+    def content_refused(self, node: Node) -> bool:
+        """Whether the store refused the file's content as it is now: the file is
+        refused, not pending, and no stop leaves it behind."""
+        return self.ledger.content_refused(node)
+
+    def _content_refused(self, node_id: int) -> bool:
+        node = self.cache.nodes.get(node_id)
+        return node is not None and self.ledger.content_refused(node)
+
     def not_shown(self) -> dict[str, str]:
         """Memories of the store this folder does not show: path -> reason."""
         return self.puller.not_shown.as_status()
@@ -331,7 +348,7 @@ class SyncEngine:
                 out[node.path] = (
                     f"too large: a write past {MAX_CONTENT_BYTES:,} bytes was refused (EFBIG)"
                 )
-            elif node.refused_reason:
+            elif self.ledger.content_refused(node) and node.refused_reason:
                 out[node.path] = node.refused_reason
             elif (hold := self.ledger.holds.get(node.id)) is not None and (
                 hold.edits == node.live.edits

@@ -8,6 +8,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 
+from ..cache import Node
 from ._rules import HOLD_FIRST, HOLD_MAX
 from ._store_api import RemoteMemory
 
@@ -48,6 +49,15 @@ class Ledger:
     that could not be written): applied again at the next pass, unless the store
     reports a newer state of the memory meanwhile."""
     logged: dict[object, str] = field(default_factory=dict)
+    refused: dict[int, int] = field(default_factory=dict)
+    """node id -> the file's edits when its content was last found to be the one the
+    store refused (`Node.refused_sha`): while they are still its edits, the file is
+    refused, not pending, and no stop leaves it behind; an edit makes it pending
+    until a push looks at it again."""
+
+    def content_refused(self, node: Node) -> bool:
+        """Whether the store refused the file's content as it is now."""
+        return bool(node.refused_reason) and self.refused.get(node.id) == node.live.edits
 
     def log_once(
         self,

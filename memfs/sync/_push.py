@@ -11,7 +11,6 @@ the memory again at once. Only whole-store failures escape.
 from __future__ import annotations
 
 import contextlib
-import logging
 from collections.abc import Awaitable, Callable
 
 from .._exceptions import (
@@ -82,11 +81,12 @@ class Pusher(Part):
         else:
             sha = content_sha256(raw)
             if node.refused_sha == sha and node.refused_reason and not asked:
+                self.ledger.refused[node.id] = change.edits
                 return
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError:
-                self._refuse(change, sha, "its content is not UTF-8 text", report)
+                self._refuse(change, sha, "its content is not UTF-8 text")
                 return
         try:
             if change.memory_id is None:
@@ -140,6 +140,7 @@ class Pusher(Part):
 
     def _cleared(self, node_id: int, path: str) -> None:
         self.ledger.holds.pop(node_id, None)
+        self.ledger.refused.pop(node_id, None)
         if self.ledger.logged.pop(node_id, None) is not None:
             log.info("%s is uploaded", path, extra={"event": "refusal_cleared", "path": path})
 
@@ -171,10 +172,10 @@ class Pusher(Part):
             self.ledger.need_listing = True
             return
         if isinstance(e, RequestTooLarge):
-            self._refuse(change, sha, f"the store refused it as too large: {e.message}", report)
+            self._refuse(change, sha, f"the store refused it as too large: {e.message}")
             return
         if isinstance(e, InvalidRequest):
-            self._refuse(change, sha, f"the store refused it: {e.message}", report)
+            self._refuse(change, sha, f"the store refused it: {e.message}")
             return
         if isinstance(e, (PathConflict, Conflict)):
             self.ledger.need_listing = True
@@ -192,19 +193,18 @@ class Pusher(Part):
             event="held",
             path=change.path,
         )
-        report.refused += 1
 
-    def _refuse(self, change: Change, sha: str, reason: str, report: PassReport) -> None:
-        """The store refused this content: retried only after it changes."""
+    def _refuse(self, change: Change, sha: str, reason: str) -> None:
+        """The store refused this content: said once, as a warning, and retried only
+        after it changes. It is no failure: no stop leaves it behind."""
         self.ledger.log_once(
             change.node_id,
             f"{change.path} is not uploaded: {reason}; it is retried after it changes",
-            logging.ERROR,
             event="refused",
             path=change.path,
         )
         self.cache.mark_refused(change, sha, reason)
-        report.refused += 1
+        self.ledger.refused[change.node_id] = change.edits
 
     async def _create(self, change: Change, text: str, sha: str) -> Memory:
         self.cache.record_upload(Upload(change.node_id, None, change.path, sha))

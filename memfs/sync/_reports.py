@@ -29,6 +29,8 @@ class PassReport:
     removed_local: int = 0
     conflicts: int = 0
     refused: int = 0
+    """Files (and deletes) refused or held back after the pass, as `memfs status`
+    counts them: what the store refuses stays refused from pass to pass."""
     requests: int = 0
     full_listing: bool = False
     error: str | None = None

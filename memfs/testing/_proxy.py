@@ -12,8 +12,8 @@ hears of it, for a share (`lose_answer_rate`) or the next
 `lose_answer_next` requests; or refuse everything (`down`: an outage).
 Faults apply only to requests whose method is `match_method` (when set) and
 whose target matches the regex `match_path` (when set). What it saw is in
-`FaultCounters`. Keep-alive connections are parsed request by request
-(Content-Length bodies; chunked answers are relayed).
+`FaultCounters`. HTTP/1.1 on both sides, keep-alive included, is h11's:
+each request and answer is read whole, then relayed.
 
 This module is the proxy itself, for trio code in the same process::
 
@@ -45,6 +45,7 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import urlsplit
 
+import h11
 import trio
 
 from ..api import STATUS_ERRORS_BY_STATUS
@@ -182,79 +183,46 @@ class FaultCounters:
 MAX_TARGETS = 1000
 
 
-class _Reader:
-    """Buffered reads of HTTP/1.1 framing from a trio stream."""
+async def _next_event(connection: h11.Connection, stream: trio.abc.Stream) -> Any:
+    """The next h11 event of `connection`, reading `stream` as it needs."""
+    while True:
+        event = connection.next_event()
+        if event is not h11.NEED_DATA:
+            return event
+        connection.receive_data(bytes(await stream.receive_some(65536)))
 
-    def __init__(self, stream: trio.abc.Stream) -> None:
-        self.stream = stream
-        self.buffer = bytearray()
 
-    async def _fill(self) -> bool:
-        chunk = await self.stream.receive_some(65536)
-        if not chunk:
-            return False
-        self.buffer += chunk
+async def _body(connection: h11.Connection, stream: trio.abc.Stream) -> bytes:
+    """The whole body of the message whose head was just read."""
+    body = bytearray()
+    while True:
+        event = await _next_event(connection, stream)
+        if isinstance(event, h11.Data):
+            body += event.data
+        elif isinstance(event, h11.EndOfMessage):
+            return bytes(body)
+        else:
+            raise ValueError("connection closed inside a body")
+
+
+async def _send(connection: h11.Connection, stream: trio.abc.Stream, *events: Any) -> None:
+    await stream.send_all(b"".join(connection.send(event) or b"" for event in events))
+
+
+async def _send_message(
+    connection: h11.Connection, stream: trio.abc.Stream, head: Any, body: bytes
+) -> None:
+    """`head` (an h11 Request or Response), then `body` and the message's end."""
+    data = [h11.Data(data=body)] if body else []
+    await _send(connection, stream, head, *data, h11.EndOfMessage())
+
+
+def _next_cycle(connection: h11.Connection) -> bool:
+    """Whether `connection` stays open for another request (and is ready for it)."""
+    if connection.our_state is h11.DONE and connection.their_state is h11.DONE:
+        connection.start_next_cycle()
         return True
-
-    async def head(self) -> bytes | None:
-        """Bytes up to and including the blank line; None at a clean EOF."""
-        return await self._through(b"\r\n\r\n", "a header block", MAX_HEAD_BYTES)
-
-    async def _through(self, end: bytes, inside: str, most: int | None = None) -> bytes | None:
-        """The buffered bytes up to and including `end`, reading more as needed
-        (ValueError past `most` bytes or at an EOF inside); None at an EOF
-        before any byte."""
-        while True:
-            at = self.buffer.find(end)
-            if at != -1:
-                data = bytes(self.buffer[: at + len(end)])
-                del self.buffer[: at + len(end)]
-                return data
-            if most is not None and len(self.buffer) > most:
-                raise ValueError(f"{inside} past {most} bytes")
-            if not await self._fill():
-                if self.buffer:
-                    raise ValueError(f"connection closed inside {inside}")
-                return None
-
-    async def exactly(self, n: int) -> bytes:
-        while len(self.buffer) < n:
-            if not await self._fill():
-                raise ValueError("connection closed inside a body")
-        data = bytes(self.buffer[:n])
-        del self.buffer[:n]
-        return data
-
-    async def line(self) -> bytes:
-        data = await self._through(b"\r\n", "a chunked body")
-        if data is None:
-            raise ValueError("connection closed inside a chunked body")
-        return data
-
-    async def chunked(self) -> bytes:
-        """A whole chunked body, framing included, to relay as is."""
-        out = bytearray()
-        while True:
-            size_line = await self.line()
-            out += size_line
-            size = int(size_line.split(b";")[0].strip(), 16)
-            if size == 0:
-                while True:
-                    trailer = await self.line()
-                    out += trailer
-                    if trailer == b"\r\n":
-                        return bytes(out)
-            out += await self.exactly(size + 2)
-
-
-def _headers(head: bytes) -> tuple[str, dict[str, str]]:
-    lines = head.decode("latin-1").split("\r\n")
-    fields: dict[str, str] = {}
-    for line in lines[1:]:
-        if ":" in line:
-            name, _, value = line.partition(":")
-            fields[name.strip().lower()] = value.strip()
-    return lines[0], fields
+    return False
 
 
 def _reason(status: int) -> str:
@@ -266,15 +234,16 @@ def _reason(status: int) -> str:
         return "Error"
 
 
-def _response(status: int, body: bytes, extra: dict[str, str] | None = None) -> bytes:
-    lines = [f"HTTP/1.1 {status} {_reason(status)}"]
+def _response(status: int, body: bytes, extra: dict[str, str] | None = None) -> Any:
+    """An h11 Response of the proxy's own, with a JSON `body`."""
     headers = {
         "content-type": "application/json",
         "content-length": str(len(body)),
         **(extra or {}),
     }
-    lines += [f"{k}: {v}" for k, v in headers.items()]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+    return h11.Response(
+        status_code=status, headers=list(headers.items()), reason=_reason(status).encode()
+    )
 
 
 class FaultProxy:
@@ -352,20 +321,21 @@ class FaultProxy:
         return not (s.match_path and not re.search(s.match_path, path))
 
     async def _connection(self, client: trio.SocketStream) -> None:
+        inbound = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
         upstream: trio.SocketStream | None = None
+        outbound = h11.Connection(h11.CLIENT)
         try:
-            reader = _Reader(client)
-            upstream_reader: _Reader | None = None
             while True:
-                head = await reader.head()
-                if head is None:
+                request = await _next_event(inbound, client)
+                if not isinstance(request, h11.Request):
                     return
-                request_line, fields = _headers(head)
-                method, _, rest = request_line.partition(" ")
-                path = rest.rsplit(" ", 1)[0]
-                body = await reader.exactly(int(fields.get("content-length") or 0))
+                body = await _body(inbound, client)
+                method = request.method.decode("ascii")
+                path = request.target.decode("latin-1")
                 if path.split("?")[0] == CONTROL_PATH:
-                    await client.send_all(self._control(method, body))
+                    await _send_message(inbound, client, *self._control(method, body))
+                    if not _next_cycle(inbound):
+                        return
                     continue
                 self.counters.requests_seen += 1
                 self.counters.targets = [*self.counters.targets[-MAX_TARGETS + 1 :], path]
@@ -393,8 +363,11 @@ class FaultProxy:
                 if applies and (s.status_next > 0 or self.random.random() < s.status_rate):
                     s.status_next = max(0, s.status_next - 1)
                     self.counters.statuses_injected += 1
-                    await client.send_all(self._fault_response(s.status, s.retry_after, s.headers))
+                    answer = self._fault_response(s.status, s.retry_after, s.headers)
+                    await _send_message(inbound, client, *answer)
                     self._exchanged(method, path, s.status)
+                    if not _next_cycle(inbound):
+                        return
                     continue
                 if applies and self.before_forward is not None:
                     await self.before_forward(method.upper(), path)
@@ -403,10 +376,13 @@ class FaultProxy:
                         upstream = await trio.open_tcp_stream(self.target_host, self.target_port)
                     except OSError:
                         return
-                    upstream_reader = _Reader(upstream)
-                assert upstream_reader is not None
-                await upstream.send_all(head + body)
-                answer, close = await self._relay_response(upstream_reader, method)
+                await _send_message(outbound, upstream, request, body)
+                response = await _next_event(outbound, upstream)
+                while isinstance(response, h11.InformationalResponse):
+                    response = await _next_event(outbound, upstream)
+                if not isinstance(response, h11.Response):
+                    raise ValueError("upstream closed before answering")
+                answer_body = await _body(outbound, upstream)
                 self.counters.forwarded += 1
                 if applies and (
                     s.lose_answer_next > 0 or self.random.random() < s.lose_answer_rate
@@ -415,11 +391,17 @@ class FaultProxy:
                     self.counters.answers_lost += 1
                     self._exchanged(method, path, 0)
                     return
-                await client.send_all(answer)
-                self._exchanged(method, path, int(answer.split(b" ", 2)[1]))
-                if close or fields.get("connection", "").lower() == "close":
+                await _send_message(inbound, client, response, answer_body)
+                self._exchanged(method, path, response.status_code)
+                if not (_next_cycle(inbound) and _next_cycle(outbound)):
                     return
-        except (trio.BrokenResourceError, trio.ClosedResourceError, ValueError, OSError):
+        except (
+            trio.BrokenResourceError,
+            trio.ClosedResourceError,
+            h11.ProtocolError,
+            ValueError,
+            OSError,
+        ):
             return
         finally:
             if upstream is not None:
@@ -430,26 +412,9 @@ class FaultProxy:
         exchanges = self.counters.exchanges[-MAX_TARGETS + 1 :]
         self.counters.exchanges = [*exchanges, (method.upper(), target, status)]
 
-    async def _relay_response(self, reader: _Reader, method: str) -> tuple[bytes, bool]:
-        head = await reader.head()
-        if head is None:
-            raise ValueError("upstream closed before answering")
-        status_line, fields = _headers(head)
-        status = int(status_line.split(" ")[1])
-        close = fields.get("connection", "").lower() == "close"
-        if method.upper() == "HEAD" or status in (204, 304) or 100 <= status < 200:
-            return head, close
-        if "chunked" in fields.get("transfer-encoding", "").lower():
-            return head + await reader.chunked(), close
-        if "content-length" in fields:
-            return head + await reader.exactly(int(fields["content-length"])), close
-        body = bytearray()
-        while await reader._fill():
-            pass
-        body += reader.buffer
-        return head + bytes(body), True
-
-    def _fault_response(self, status: int, retry_after: float, headers: dict[str, str]) -> bytes:
+    def _fault_response(
+        self, status: int, retry_after: float, headers: dict[str, str]
+    ) -> tuple[Any, bytes]:
         request_id = "req_fault_" + secrets.token_hex(8)
         error_type = self.settings.error_type or error_type_of(status)
         body = json.dumps(
@@ -462,9 +427,9 @@ class FaultProxy:
         extra = {"request-id": request_id}
         if status == 429:
             extra["retry-after"] = f"{retry_after:g}"
-        return _response(status, body, {**extra, **headers})
+        return _response(status, body, {**extra, **headers}), body
 
-    def _control(self, method: str, body: bytes) -> bytes:
+    def _control(self, method: str, body: bytes) -> tuple[Any, bytes]:
         if method.upper() == "POST":
             try:
                 changes = json.loads(body or b"{}")
@@ -472,5 +437,7 @@ class FaultProxy:
                     self.reset()
                 self.set(**changes)
             except (ValueError, TypeError) as e:
-                return _response(400, json.dumps({"error": str(e)}).encode())
-        return _response(200, json.dumps(self.state()).encode())
+                refusal = json.dumps({"error": str(e)}).encode()
+                return _response(400, refusal), refusal
+        state = json.dumps(self.state()).encode()
+        return _response(200, state), state

@@ -7,6 +7,7 @@ import time
 from collections.abc import AsyncIterator
 from urllib.parse import parse_qs, urlsplit
 
+import httpx
 import pytest
 import trio
 
@@ -372,3 +373,22 @@ async def test_408_is_retried(via_proxy: StoreClient, proxy: FaultProxy, sid: st
     assert (await via_proxy.get_store(sid)).id == sid
     assert via_proxy.stats.retries == 2
     assert via_proxy.stats.by_status[408] == 2
+
+
+async def test_the_proxy_relays_a_chunked_body_and_keeps_the_connection(
+    shared_memfs_server: ServerProcess, proxy: FaultProxy, sid: str
+):
+    """A request body sent in chunks (no content-length) reaches the store
+    whole, and the next request on the same connection is answered too."""
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for part in (b'{"path": "/chunked.md", ', b'"content": "in two parts"}'):
+            yield part
+
+    headers = {**shared_memfs_server.headers(), "content-type": "application/json"}
+    async with httpx.AsyncClient(base_url=proxy.url, headers=headers) as http:
+        created = await http.post(f"/v1/memory_stores/{sid}/memories", content=chunks())
+        assert created.status_code == 200, created.text
+        again = await http.get(f"/v1/memory_stores/{sid}/memories/{created.json()['id']}")
+        assert again.json()["content"] == "in two parts"
+    assert proxy.counters.forwarded == 2

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import select
 import socket
 import subprocess
@@ -182,6 +183,23 @@ def test_a_token_on_the_command_line_warns_and_works_only_on_loopback(tmp_path):
     assert "argv-token-everywhere" not in r.stderr
 
 
+def test_a_token_on_the_command_line_is_gone_from_it_once_the_server_listens(tmp_path):
+    one, two = (f"argv-token-{secrets.token_hex(8)}" for _ in range(2))
+    server = start(tmp_path, "--token", one, f"--token={two}", env={"MEMFS_SERVE_TOKEN": "env-tok"})
+    try:
+        for token in (one, two, "env-tok"):
+            assert status_of(server, token) == 200, token
+        assert cmdlines_holding([one.encode(), two.encode()]) == []
+        with open(f"/proc/{server.proc.pid}/cmdline", "rb") as f:
+            words = f.read().split(b"\0")
+        assert b"serve" in words and str(server.db_path).encode() in words
+        assert b"--token" not in words
+        assert server.stderr.count("warning: --token") == 1
+        assert one not in server.stderr and two not in server.stderr
+    finally:
+        server.stop()
+
+
 # ---- bodies --------------------------------------------------------------------
 
 MIB = 1024 * 1024
@@ -293,8 +311,7 @@ def test_connections_past_the_cap_are_answered_503_and_closed(tmp_path):
         with connect(server) as extra:
             extra.sendall(head("GET", "/v1/memory_stores", "t"))
             status, headers, _ = read_answer(extra)
-            assert status == 503 and headers["retry-after"] == "1"
-            assert headers["connection"] == "close"
+            assert status == 503 and headers["connection"] == "close"
             assert closed_by_server(extra, 5)
             wait_until(lambda: not server_holds(server, extra), 5, "the refused one to close")
         assert all(server_holds(server, c) for c in idle)
@@ -315,3 +332,16 @@ def test_a_request_head_that_never_ends_is_dropped_after_five_seconds(shared_mem
         started = time.monotonic()
         assert closed_by_server(sock, 10)
         assert 4 < time.monotonic() - started < 8
+
+
+def test_a_silent_connection_is_dropped_on_a_server_listening_on_every_address(tmp_path):
+    """Bound to 0.0.0.0, the server sees its connections on the address they
+    came to (here 127.0.0.1): they are bounded all the same."""
+    server = start(tmp_path, "--host", "0.0.0.0", env={"MEMFS_SERVE_TOKEN": "t"})
+    try:
+        with connect(server) as sock:
+            started = time.monotonic()
+            assert closed_by_server(sock, 10)
+            assert 4 < time.monotonic() - started < 8
+    finally:
+        server.stop()

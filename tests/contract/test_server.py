@@ -1131,24 +1131,11 @@ def test_service_account_tokens_record_and_filter_by_their_actor(tmp_path):
             assert len(everything) == 2
 
 
-def test_a_deleted_version_keeps_its_path_and_no_content_even_in_an_older_file(memfs_server):
+def test_a_deleted_version_keeps_its_path_and_no_content(memfs_server):
     sid = memfs_server.create_store("deleted versions")["id"]
     with memfs_server.http() as http:
         mem = created(http, sid, "/gone.md", "private words")
         http.delete(f"/v1/memory_stores/{sid}/memories/{mem['id']}")
-    memfs_server.stop()
-    # What a server from before schema 2 left: the last content on the deleted version.
-    db = sqlite3.connect(memfs_server.db_path)
-    with db:
-        db.execute(
-            "UPDATE versions SET content = 'private words', content_sha256 = ?,"
-            " content_size_bytes = 13 WHERE operation = 'deleted'",
-            (sha("private words"),),
-        )
-        db.execute("PRAGMA user_version = 1")
-    db.close()
-    memfs_server.start()
-    with memfs_server.http() as http:
         deleted = versions(http, sid, operation="deleted", view="full")
         (one,) = deleted
         assert (one["path"], one["content"], one["content_sha256"], one["content_size_bytes"]) == (

@@ -125,22 +125,14 @@ def test_an_answer_given_before_its_body_was_read_says_the_connection_closes(
         b"NOT HTTP AT ALL\r\n\r\n",
     ],
 )
-def test_what_http_cannot_parse_is_a_bare_400_and_a_close(shared_memfs_server, raw):
+def test_what_http_cannot_parse_is_a_400_and_a_close_before_the_api(shared_memfs_server, raw):
     with connect(shared_memfs_server) as sock:
         reader = Reader(sock)
         sock.sendall(raw)
         status, headers, body = reader.answer()
-        assert (status, body) == (400, b"")
+        assert (status, body) == (400, b"Invalid HTTP request received.")
         assert headers["connection"] == "close" and "request-id" not in headers
         assert reader.closed()
-
-
-def test_a_head_too_large_to_parse_is_a_bare_431(shared_memfs_server):
-    with connect(shared_memfs_server) as sock:
-        reader = Reader(sock)
-        sock.sendall(request("GET", "/v1/memory_stores", extra=f"x-big: {'a' * 100_000}\r\n"))
-        status, _, body = reader.answer()
-        assert (status, body) == (431, b"")
 
 
 def test_head_answers_carry_no_body_and_http_1_0_closes(shared_memfs_server):

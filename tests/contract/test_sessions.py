@@ -10,6 +10,7 @@ those stores only (read-only ones it cannot write), is taken as
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterator
 
@@ -380,6 +381,48 @@ def test_a_token_limited_to_some_stores_starts_sessions_of_those_only(tmp_path):
             assert client.get(f"/v1/sessions/{r.json()['id']}").status_code == 200
 
 
+def test_a_token_limited_to_some_stores_reaches_only_its_own_or_its_stores_sessions(tmp_path):
+    """An empty session is no "session of its stores": a limited token reaches
+    the sessions it created, and those holding only its stores and one at least."""
+    with ServerProcess(tmp_path / "s.sqlite3") as server:
+        mine = server.create_store("mine")["id"]
+        someone_elses = server.create_session()["id"]
+        of_mine = server.create_session(mine)["id"]
+        server.stop()
+        server.env = {"MEMFS_SERVE_TOKEN": f"limited@{mine},second@{mine}"}
+        server.start()
+
+        def client(token: str) -> httpx.Client:
+            headers = {**server.headers(), "x-api-key": token, **SESSION_HEADERS}
+            return httpx.Client(base_url=server.url, headers=headers, timeout=10.0)
+
+        with client("limited") as limited, client("second") as second:
+            base = f"/v1/sessions/{someone_elses}"
+            for r in (
+                limited.get(base),
+                limited.get(base + "/resources"),
+                limited.post(base + "/resources", json=memory_store(mine)),
+                limited.delete(base),
+            ):
+                message = assert_error(r, 403, "permission_error")
+                assert someone_elses in message
+            with server.http() as admin:
+                got = admin.get(base, headers=SESSION_HEADERS).json()
+            assert got["resources"] == []
+
+            assert limited.get(f"/v1/sessions/{of_mine}").status_code == 200
+
+            r = limited.post("/v1/sessions", json={"resources": []})
+            assert r.status_code == 200, r.text
+            own = f"/v1/sessions/{r.json()['id']}"
+            assert_error(second.get(own), 403, "permission_error")
+            assert limited.get(own).status_code == 200
+            r = limited.post(own + "/resources", json=memory_store(mine))
+            assert r.status_code == 200, r.text
+            assert second.get(own).status_code == 200
+            assert limited.delete(own).status_code == 200
+
+
 def test_deleting_a_store_detaches_it_from_its_sessions(shared_memfs_server, http):
     keep, drop = new_store(http, "keep"), new_store(http, "drop")
     session = create_session(http, memory_store(keep), memory_store(drop))
@@ -410,27 +453,31 @@ def test_sessions_and_their_tokens_survive_a_restart(memfs_server):
     assert session["sessions_token"] not in repr(stored)
 
 
-def test_a_database_from_before_sessions_is_migrated_in_place(memfs_server):
-    sid = memfs_server.create_store("from before")["id"]
-    with memfs_server.http() as http:
-        http.post(f"/v1/memory_stores/{sid}/memories", json={"path": "/old.md", "content": "old"})
+@pytest.mark.parametrize(
+    "older",
+    [
+        "DROP TABLE sessions; DROP TABLE session_resources; PRAGMA user_version = 0;",
+        "PRAGMA user_version = 1;",
+        "ALTER TABLE sessions DROP COLUMN created_by_token; PRAGMA user_version = 2;",
+    ],
+)
+def test_a_database_of_an_older_layout_is_refused_in_one_sentence(memfs_server, older):
+    """Layouts before this one were never released: such a file is moved
+    aside, not migrated, and a fresh file gets the one schema."""
+    memfs_server.create_store("from before")
     memfs_server.stop()
     db = sqlite3.connect(memfs_server.db_path)
-    db.executescript("DROP TABLE sessions; DROP TABLE session_resources; PRAGMA user_version = 0;")
+    db.executescript(older)
     db.close()
-
+    with pytest.raises(RuntimeError):
+        memfs_server.start(timeout=10)
+    sentence = memfs_server.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in memfs_server.stderr
+    assert sentence.startswith(f"memfs: cannot open the database {memfs_server.db_path}: ")
+    assert "older layout" in sentence and "move the file aside" in sentence
+    os.rename(memfs_server.db_path, str(memfs_server.db_path) + ".old")
     memfs_server.start()
-    with memfs_server.http() as http:
-        listing = http.get(f"/v1/memory_stores/{sid}/memories").json()["data"]
-        assert [m["path"] for m in listing] == ["/old.md"]
-    session = memfs_server.create_session(sid)
-    with as_session(memfs_server, session["sessions_token"]) as agent:
-        assert agent.get(f"/v1/memory_stores/{sid}/memories").status_code == 200
-    db = sqlite3.connect(memfs_server.db_path)
-    try:
-        assert db.execute("PRAGMA user_version").fetchone()[0] >= 1
-    finally:
-        db.close()
+    assert memfs_server.create_store("fresh")["name"] == "fresh"
 
 
 def test_a_database_of_a_newer_schema_is_refused_in_one_sentence(memfs_server):

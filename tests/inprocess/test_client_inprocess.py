@@ -156,6 +156,44 @@ async def test_no_answer_after_every_retry_is_a_transport_error(
         assert c.stats.by_status[0] == 2
 
 
+LOST = "the connection closed before a whole answer came"
+
+
+async def test_at_a_mounts_start_each_attempt_without_an_answer_is_said(
+    store_app: InProcessStore, sid: str
+):
+    """Until the first answer the start's attempts are said, and are not the
+    call's retries; from the first answer on, the call retries as always."""
+    said: list[str] = []
+    async with store_app.client(max_retries=1, start_timeout=30, on_wait=said.append) as c:
+        store_app.transport.script(LoseAnswer(), LoseAnswer(), Answer(529), Answer(529))
+        with pytest.raises(Overloaded):
+            await c.get_store(sid)
+        assert said == [
+            f"waiting for the API at http://memfs.test: {LOST} (attempt {n} of 6)" for n in (1, 2)
+        ]
+        assert c.stats.requests == 4
+        store_app.transport.script(LoseAnswer())
+        assert (await c.get_store(sid)).id == sid
+        assert len(said) == 2
+
+
+async def test_a_mounts_start_gives_up_at_its_bound(store_app: InProcessStore, sid: str):
+    said: list[str] = []
+    async with store_app.client(max_retries=6, start_timeout=10, on_wait=said.append) as c:
+        store_app.transport.script(LoseAnswer(), LoseAnswer(), LoseAnswer())
+        with pytest.raises(TransportError) as caught:
+            await c.get_store(sid)
+        assert said == [f"waiting for the API at http://memfs.test: {LOST} (attempt 1 of 2)"]
+        assert str(caught.value).startswith(
+            f"cannot reach the API at http://memfs.test: {LOST}; gave up after 2 attempts in "
+        )
+        assert str(caught.value).endswith(" s (start-timeout 10 s)")
+        # The start is over: the next call retries as always, and says nothing.
+        assert (await c.get_store(sid)).id == sid
+        assert c.stats.requests == 4 and len(said) == 1
+
+
 # ---- a retried call meets its own earlier effect -----------------------------
 
 

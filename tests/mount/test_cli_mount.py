@@ -6,14 +6,18 @@ mounted or created."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import re
 import selectors
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,6 +25,7 @@ import pytest
 from memfs.control import socket_path
 from memfs.mount import mount_table
 from memfs.testing import FakeStore
+from tests.mount.test_lifecycle import git_commit_in
 from tests.support.faults import FaultProxyProcess
 from tests.support.mounts import Mounter, memfs_mounts_under
 
@@ -122,6 +127,28 @@ def test_foreground_mount_exits_1_and_names_what_the_final_sync_left(mounter, me
     assert _memories(memfs_server, store_id) == {}
 
 
+def test_ctrl_c_of_a_foreground_mount_after_a_git_commit_exits_0(mounter, memfs_server):
+    """As `make demo` ends: the binary files of a commit the store refuses are
+    not left behind by a failure, so Ctrl-C after the final sync exits 0."""
+    store_id = memfs_server.create_store("Demo")["id"]
+    path = mounter.root / "fg"
+    proc = _foreground_mount(mounter, store_id, path)
+    try:
+        assert _read_lines(proc, 1, 60) == [f"mounted {store_id} at {path} (read-write)"]
+        git_commit_in(path)
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err.decode()
+    assert b" ERROR " not in err and b"not uploaded from" not in err, err.decode()
+    assert err.count(b" WARNING /.git/index is not uploaded: its content is not UTF-8") == 1
+    assert not path.exists()
+    assert _memories(memfs_server, store_id)["/notes.md"] == "notes"
+
+
 def test_sigkill_of_a_foreground_mount_stops_its_stores_and_loses_nothing(mounter, memfs_server):
     store_id = memfs_server.create_store("Killed")["id"]
     path = mounter.root / "fg"
@@ -143,6 +170,109 @@ def test_sigkill_of_a_foreground_mount_stops_its_stores_and_loses_nothing(mounte
     assert _memories(memfs_server, store_id) == {"/last.md": "the last write before the kill"}
     again = mounter.mount_one(store_id, "fg")
     assert (again / "last.md").read_text() == "the last write before the kill"
+
+
+@contextlib.contextmanager
+def _silent_api() -> Iterator[str]:
+    """The URL of a port that accepts every connection and never answers."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    held: list[socket.socket] = []
+    done = threading.Event()
+
+    def accept() -> None:
+        while not done.is_set():
+            try:
+                held.append(listener.accept()[0])
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        done.set()
+        thread.join()
+        for conn in held:
+            conn.close()
+        listener.close()
+
+
+def _timed_lines(stream, timeout: float) -> list[tuple[float, str]]:
+    """The lines of `stream` until its end, each with the seconds it came after the call."""
+    started = time.monotonic()
+    lines: list[tuple[float, str]] = []
+    data = b""
+    with selectors.DefaultSelector() as sel:
+        sel.register(stream, selectors.EVENT_READ)
+        while time.monotonic() - started < timeout:
+            if not sel.select(timeout - (time.monotonic() - started)):
+                break
+            chunk = os.read(stream.fileno(), 4096)
+            if not chunk:
+                break
+            data += chunk
+            *done, data = data.split(b"\n")
+            lines += [(time.monotonic() - started, d.decode()) for d in done]
+    return lines
+
+
+CLIENT_TIMEOUT = 30.0
+"""The client's own wait for one answer: before the start's bound, the first
+attempt alone took this long, and four of them (123 s) went by in silence."""
+
+
+@pytest.mark.parametrize("where", ["path", "id", "session"])
+def test_a_silent_api_is_said_at_once_and_the_start_gives_up_at_its_bound(
+    where, mounter, memfs_server, tmp_path
+):
+    """An API that accepts connections and never answers: `memfs mount` says
+    within a few seconds that it waits for it (the URL, attempt n of m), and
+    gives up at --start-timeout (MEMFS_START_TIMEOUT), nothing mounted. With
+    a path the store process waits; without one memfs itself, asking the
+    store's name; for a session, memfs itself reading it."""
+    store_id = memfs_server.create_store("Silent")["id"]
+    env = mounter.env
+    with _silent_api() as url:
+        cmd = [sys.executable, "-m", "memfs", "mount", "--daemon", "--api-url", url]
+        cmd += ["--root", str(mounter.root), "--cache-dir", str(mounter.cache_dir)]
+        if where == "session":
+            secret = tmp_path / "secret"
+            sessions = json.dumps({"sessions_token": "silent-session-token"})
+            secret.write_text(base64.urlsafe_b64encode(sessions.encode()).decode())
+            cmd += ["--session", "sesn_silent", "--secret-file", str(secret)]
+        else:
+            store = f"{store_id}={mounter.root / 's'}" if where == "path" else store_id
+            cmd += ["--store", store, "--token-file", str(mounter.token_file)]
+        if where == "path":
+            env["MEMFS_START_TIMEOUT"] = "8"
+        else:
+            cmd += ["--start-timeout", "8"]
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env
+        )
+        try:
+            lines = _timed_lines(proc.stderr, timeout=3 * CLIENT_TIMEOUT)
+            ended = proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            proc.stdout.close()
+            proc.stderr.close()
+    said = "\n".join(line for _, line in lines)
+    waiting = [at for at, line in lines if f"waiting for the API at {url}: " in line]
+    assert waiting and "(attempt 1 of 2)" in said, said
+    # Said while the first attempt still could have been waiting, long before the end.
+    assert waiting[0] < CLIENT_TIMEOUT and waiting[0] < lines[-1][0], lines
+    assert ended == 1 and lines[-1][1].startswith("memfs: "), said
+    assert f"cannot reach the API at {url}: " in lines[-1][1], said
+    assert "gave up after 2 attempts" in lines[-1][1] and "(start-timeout 8 s)" in said, said
+    assert lines[-1][0] < CLIENT_TIMEOUT, lines
+    assert "Traceback" not in said
+    assert memfs_mounts_under(mounter.root) == [] and os.listdir(mounter.root) == []
+    assert not mounter.store_pids()
 
 
 def test_a_new_mount_waits_for_the_previous_process_of_the_store_to_finish(mounter, memfs_server):
@@ -389,7 +519,25 @@ def _case_token_as_argument(m: Mounter, stores, tmp: Path):
 
 def _case_wrong_token(m: Mounter, stores, tmp: Path):
     m.token_file.write_text("not-the-token")
-    return m.mount(stores[0], check=False), [stores[0], "401"]
+    return m.mount(stores[0], check=False), [stores[0], "refused the token from --token-file (401)"]
+
+
+def _case_wrong_token_with_path(m: Mounter, stores, tmp: Path):
+    m.token_file.write_text("not-the-token")
+    r = m.mount(f"{stores[0]}={m.root / 'x'}", check=False)
+    return r, [stores[0], "refused the token from --token-file (401)"]
+
+
+def _case_api_url_with_v1(m: Mounter, stores, tmp: Path):
+    r = m.mount(stores[0], extra=("--api-url", m.server.url + "/v1"), check=False)
+    return r, [stores[0], f"looks like it includes /v1: give the base URL, {m.server.url}"]
+
+
+def _case_api_url_with_v1_and_path(m: Mounter, stores, tmp: Path):
+    env = {**m.env, "MEMFS_API_URL": m.server.url + "/v1/"}
+    args = ["mount", "--daemon", "--store", f"{stores[0]}={m.root / 'x'}"]
+    r = m.memfs(*args, "--token-file", str(m.token_file), "--cache-dir", str(m.cache_dir), env=env)
+    return r, [stores[0], f"looks like it includes /v1: give the base URL, {m.server.url}"]
 
 
 def _case_unknown_store(m: Mounter, stores, tmp: Path):
@@ -462,6 +610,10 @@ def _case_unmount_nothing(m: Mounter, stores, tmp: Path):
     return m.memfs("unmount", str(m.root / "nothing")), ["no memfs mount is running"]
 
 
+ALONE = {_case_wrong_token, _case_wrong_token_with_path, _case_api_url_with_v1}
+ALONE |= {_case_api_url_with_v1_and_path}
+"""Refusals of the token or the URL: nothing is said before the sentence
+(no "mounting it at", no "local changes are kept", no "was not found")."""
 LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} memfs[.\w]* WARNING ")
 USAGE, FAILED = 2, 1
 """The documented exit statuses: 2 for what the command was given, 1 for work that failed."""
@@ -477,6 +629,9 @@ USAGE, FAILED = 2, 1
             (_case_no_token, USAGE),
             (_case_token_as_argument, USAGE),
             (_case_wrong_token, FAILED),
+            (_case_wrong_token_with_path, FAILED),
+            (_case_api_url_with_v1, FAILED),
+            (_case_api_url_with_v1_and_path, FAILED),
             (_case_unknown_store, FAILED),
             (_case_unknown_store_without_path, FAILED),
             (_case_path_taken, FAILED),
@@ -506,6 +661,8 @@ def test_refusals_are_one_sentence_and_leave_nothing_behind(
         assert all(LOG_LINE.match(line) for line in lines[:-1]), r.stderr
         for word in words:
             assert word in lines[-1], r.stderr
+        if case in ALONE:
+            assert lines[:-1] == [], r.stderr
         assert "test-token" not in r.stderr
         assert memfs_mounts_under(tmp_path) == []
         assert set(os.listdir(m.root)) - {"taken"} == set(before)

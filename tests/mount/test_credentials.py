@@ -119,6 +119,49 @@ def test_the_header_a_credential_travels_in(case, mounter, server, tmp_path):
     assert _actors(server, store_id) == [actor]
 
 
+REFUSED_SOURCES = ["MEMFS_TOKEN", "--token-file", "ANTHROPIC_API_KEY", "MEMFS_TOKEN_FILE"]
+
+
+@pytest.mark.parametrize("source", REFUSED_SOURCES)
+@pytest.mark.parametrize("where", ["path", "id", "path in the foreground"])
+def test_a_refused_token_is_one_sentence_naming_where_it_came_from(
+    where, source, mounter, server, tmp_path
+):
+    """A token the API refuses (401) at the start: one sentence naming its
+    source, never the token; nothing before it claims a mount path or kept
+    changes, and nothing is mounted or made. With a path the store process
+    meets the refusal; without one, memfs itself asking the store's name."""
+    store_id = server.create_store(f"refused {source} {where}")["id"]
+    refused = "sk-ant-api03-refused-" + secrets.token_hex(8)
+    store = store_id if where == "id" else f"{store_id}={mounter.root / 's'}"
+    args = ["mount", "--store", store, "--root", str(mounter.root)]
+    args += ["--cache-dir", str(mounter.cache_dir)]
+    if where != "path in the foreground":
+        args.append("--daemon")
+    env = mounter.env
+    token_file = tmp_path / "refused-token"
+    token_file.write_text(refused)
+    if source == "--token-file":
+        args += ["--token-file", str(token_file)]
+    elif source == "MEMFS_TOKEN_FILE":
+        env[source] = str(token_file)
+    else:
+        env[source] = refused
+    r = mounter.memfs(*args, env=env)
+
+    assert r.returncode == 1, r.stderr
+    sentence = (
+        f"the API at {server.url} refused the token from {source} (401): "
+        "give a valid token for this API URL"
+    )
+    lines = r.stderr.splitlines()
+    assert lines[-1].startswith("memfs: ") and lines[-1].endswith(sentence), r.stderr
+    assert "mounting it at" not in r.stderr and "local changes are kept" not in r.stderr
+    assert refused not in r.stderr + r.stdout
+    assert "Traceback" not in r.stderr
+    assert os.listdir(mounter.root) == [] and not mounter.store_pids()
+
+
 def test_a_work_item_secret_without_a_sessions_token_is_one_sentence(mounter, server):
     store_id = server.create_store("no sessions token")["id"]
     env = mounter.env

@@ -33,7 +33,7 @@ def _kill(mounter: Mounter) -> None:
 
 def _status(mounter: Mounter) -> tuple[dict, str]:
     [status] = mounter.status()
-    human = mounter.memfs("status", check=True).stdout
+    human = " ".join(mounter.memfs("status", check=True).stdout.split())  # its lines unwrapped
     return status, human
 
 

@@ -33,7 +33,7 @@ def test_memories_no_folder_can_show_are_left_alone_in_the_store(mounter, memfs_
         "/" + MARKER: "the marker's path, which memfs keeps",
     }
     human = mounter.memfs("status", check=True).stdout
-    assert f"not shown: {long_name}: a name over 255 bytes" in human
+    assert f"  not shown: {long_name}\n    a name over 255 bytes\n" in human
     mounter.sync(mnt)  # a second pass says nothing again
     mounter.unmount(mnt)
     after = store_contents(memfs_server, store_id)

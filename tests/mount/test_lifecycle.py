@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -285,3 +286,73 @@ def test_two_mounts_of_one_store_with_their_own_caches_are_each_found(mounter, m
     mounter.unmount(second)
     assert mounter.status() == []
     assert os.listdir(mounter.runtime_dir) == []
+
+
+def test_a_mount_ended_by_memfs_unmount_says_so_in_its_log(mounter, memfs_server):
+    """A mount that `memfs unmount` ends from another shell names it, and the
+    asking process's pid, in its log before its final sync: the reader of
+    that log learns why it ended."""
+    store_id = memfs_server.create_store("ended from outside")["id"]
+    mnt = mounter.mount_one(store_id)
+    unmount = subprocess.Popen(
+        [sys.executable, "-m", "memfs", "unmount", str(mnt)],
+        env=mounter.env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    out, err = unmount.communicate(timeout=120)
+    assert unmount.returncode == 0, err
+    assert f"unmounted {mnt}" in out
+    log = (mounter.cache_dir / store_id / "memfs.log").read_text()
+    said = f"stopping {store_id}: unmounted by `memfs unmount` from pid {unmount.pid}; final sync"
+    assert said in log, log
+    assert log.index(said) < log.index(f"unmounted {store_id} from {mnt}")
+
+
+def git_commit_in(folder: Path) -> None:
+    """`git init` and a first commit of one file, as a newcomer does in a mount:
+    it leaves binary files (`.git/index`, objects) the store refuses."""
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "HOME": str(folder),
+    }
+    (folder / "notes.md").write_text("notes")
+    for args in (("init", "-q", "-b", "main"), ("add", "notes.md"), ("commit", "-q", "-m", "1")):
+        subprocess.run(["git", *args], cwd=folder, env=env, check=True, capture_output=True)
+
+
+def test_a_git_repository_in_a_mount_is_refused_once_and_stops_cleanly(mounter, memfs_server):
+    """The files of a commit the store refuses for their content are each said
+    once, as a WARNING naming the file and the reason; a clean stop exits 0,
+    this time and at the next mount's stop, and logs no ERROR."""
+    store_id = memfs_server.create_store("Repo")["id"]
+    mnt = mounter.mount_one(store_id)
+    git_commit_in(mnt)
+    mounter.sync(mnt)
+    mounter.sync(mnt)
+    r = mounter.unmount(mnt, check=False)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == "", r.stderr
+    mnt = mounter.mount_one(store_id)
+    assert (mnt / ".git" / "index").exists()
+    r = mounter.unmount(mnt, check=False)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+
+    lines = (mounter.cache_dir / store_id / "memfs.log").read_text().splitlines()
+    said = [line for line in lines if "/.git/index" in line]
+    assert len(said) == 1, said
+    assert (
+        " WARNING " in said[0]
+        and "/.git/index is not uploaded: its content is not UTF-8" in (said[0])
+    )
+    assert not [line for line in lines if " ERROR " in line], lines
+    stored = _memories(memfs_server, store_id)
+    assert stored["/notes.md"] == "notes" and "/.git/HEAD" in stored
+    assert "/.git/index" not in stored

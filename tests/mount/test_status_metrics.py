@@ -12,6 +12,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from memfs.testing import FakeStore
+from tests.mount.test_lifecycle import git_commit_in
 from tests.support.faults import FaultProxyProcess
 from tests.support.mounts import memfs_mounts_under
 
@@ -26,6 +27,14 @@ def scrape(port: int) -> dict[str, list]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
         text = r.read().decode()
     return {f.name: f.samples for f in text_string_to_metric_families(text)}
+
+
+def cell_under(header: str, row: str, name: str) -> str:
+    """A right-aligned column's cell: it ends where the column's name ends."""
+    end = header.index(name) + len(name)
+    assert row[end : end + 1] in ("", " "), (name, row)
+    words = row[:end].split()
+    return " ".join(words[-2:]) if name == "CACHED" else words[-1]
 
 
 @pytest.fixture
@@ -71,28 +80,20 @@ def test_status_in_both_forms_says_what_is_pending(mounter, busy_store):
 
     r = mounter.memfs("status", check=True)
     lines = r.stdout.splitlines()
-    assert len(str(path)) > 21 and lines[1] == str(path)  # too long for its cell: a line of its own
-    assert all(len(row) <= 100 for row in (lines[0], lines[2])), lines
+    assert lines[1] == str(path)  # the mount path, whole, on a line of its own
+    assert all(len(row) <= 80 for row in (lines[0], lines[2])), lines
     assert lines[3].startswith("  store ")  # the details, indented, name whole paths
-    header = lines[0]
-    names = header.split()
-    assert names == [
-        "MOUNT", "ACCESS", "MEMORIES", "CACHED", "DIRTY", "DELETES", "CONFL", "REFUSED",
-        "MODE", "LAST", "NEXT",
+    header, row = lines[0], lines[2]
+    assert header.split() == [
+        "ACCESS", "MEMORIES", "CACHED", "DIRTY", "DELETES", "CONFL", "REFUSED", "MODE", "LAST",
+        "NEXT",
     ]  # fmt: skip
-    starts = [header.index(n) for n in names] + [None]
-    cells = dict(
-        zip(
-            names,
-            (lines[2][a:b].strip() for a, b in zip(starts, starts[1:], strict=False)),
-            strict=True,
-        )
-    )
-    assert cells["MOUNT"] == "" and cells["ACCESS"] == "rw"
-    assert (cells["MEMORIES"], cells["DIRTY"], cells["DELETES"]) == ("3", "3", "1")
-    assert (cells["CONFL"], cells["REFUSED"], cells["MODE"]) == ("1", "1", "feed")
-    assert cells["LAST"].startswith("ok ") and cells["NEXT"].startswith("in ")
-    assert cells["CACHED"].endswith(" B")
+    assert row.startswith("rw ")
+    counts = [cell_under(header, row, n) for n in ("MEMORIES", "DIRTY", "DELETES", "CONFL")]
+    assert counts == ["3", "3", "1", "1"] and cell_under(header, row, "REFUSED") == "1"
+    assert cell_under(header, row, "CACHED").endswith(" B")
+    mode, result, _, next_in, _ = row.split()[-5:]  # MODE, LAST (result, age), NEXT
+    assert (mode, result, next_in) == ("feed", "ok", "in"), row
     assert any(line.strip() == f"conflict copy: {copy}" for line in lines)
     assert any("refused: /d.md: too large" in line for line in lines)
     assert any(line.startswith(f"  store {store_id}") for line in lines)
@@ -190,6 +191,41 @@ def test_a_bad_metrics_address_is_refused_before_anything_mounts(mounter, memfs_
     assert not (mounter.root / "s").exists()
 
 
+def test_status_lists_a_refused_file_once_and_counts_it_as_each_pass_does(mounter, memfs_server):
+    """`git init` and a commit in a mount: the files the store refuses for their
+    content show under `refused`, not `pending`, and once in the table; each
+    pass counts as many refused files as `memfs status` does; every line but
+    the mount path fits 80 columns, a CACHED value as wide as `261.3 kB` too."""
+    store_id = memfs_server.create_store("Repo")["id"]
+    path = mounter.mount_one(store_id, extra=("--sync-interval", "3600"))
+    git_commit_in(path)
+    for n in range(3):
+        (path / f"big-{n}.md").write_text("x" * 87_100)  # 261,300 bytes cached in all
+    first = mounter.sync(path)
+    second = mounter.sync(path)
+    [st] = mounter.status()
+    refused = st["refused"]
+    assert refused["/.git/index"] == "its content is not UTF-8 text", refused
+    assert not set(st["pending"]) & set(refused), st["pending"]
+    for r in (first, second):
+        assert r.stdout.rstrip().endswith(f"refused {len(refused)}"), (r.stdout, refused)
+    assert st["last_pass"]["refused"] == len(refused)
+    assert st["dirty"] == 0  # each refused file counted once, under refused
+
+    lines = mounter.memfs("status", check=True).stdout.splitlines()
+    for refused_path, reason in refused.items():  # under `refused` only, the reason with it
+        at = [i for i, line in enumerate(lines) if refused_path in line]
+        assert len(at) == 1 and lines[at[0]].startswith(f"  refused: {refused_path}"), lines
+        assert reason in lines[at[0]] or lines[at[0] + 1] == f"    {reason}", lines
+    fits = [line for line in lines if line != str(path) and not line.endswith(tuple(refused))]
+    assert all(len(line) <= 80 for line in fits), lines
+    header, row = lines[0], lines[lines.index(str(path)) + 1]
+    assert cell_under(header, row, "CACHED").endswith(" kB"), row
+    assert cell_under(header, row, "REFUSED") == str(len(refused)), row
+    assert cell_under(header, row, "DIRTY") == "0", row
+    assert cell_under(header, row, "MEMORIES") == str(st["memories"]), row
+
+
 def test_status_counts_requests_through_a_proxy(mounter, memfs_server):
     """`requests` and the bytes in status are what actually crossed the wire."""
     store_id = memfs_server.create_store("Counted")["id"]
@@ -218,9 +254,9 @@ def test_status_shows_a_long_mount_path_whole_at_any_width(mounter, memfs_server
         if columns is not None:
             env["COLUMNS"] = columns
         lines = mounter.memfs("status", env=env, check=True).stdout.splitlines()
-        assert lines[0].startswith("MOUNT ")
+        assert lines[0].startswith("ACCESS ")
         assert lines[1] == str(path), (columns, lines)
         row = lines[2]
-        assert row.startswith(" " * 22 + "rw ") and len(row) <= 100, row
+        assert row.startswith("rw ") and len(row) <= 80, row
         assert row.split()[:4] == ["rw", "1", "4", "B"], row  # ACCESS, MEMORIES, CACHED
         assert lines[3].startswith(f"  store {store_id}")

@@ -187,17 +187,22 @@ def test_a_worker_flow_end_to_end(mounter, memfs_server, tmp_path):
         assert followed["session_id"] == session_id and followed["last_error"] is None
         events = [(e["event"], e["store_id"], e["mount_path"]) for e in followed["events"]]
         assert events == [("attached", late, f"{root}/late"), ("detached", docs, f"{root}/docs")]
-        assert followed["events"][1]["detail"] == "final sync done, nothing left to upload"
+        # The detach took the store from the session's token: its final sync
+        # had nothing to upload, and its pass was refused (403); both are said.
+        detail = followed["events"][1]["detail"]
+        assert detail.startswith("nothing left to upload, but its final sync failed: "), detail
+        assert "(403)" in detail
         text = mounter.memfs("status", env=worker_env(mounter), check=True).stdout
         assert f"attached {late}: mounted at {root}/late (read-write)" in text
-        assert f"detached {docs}: unmounted {root}/docs, final sync done" in text
+        assert f"detached {docs}: unmounted {root}/docs, nothing left to upload, but" in text
 
         (flags / "done").touch()
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.communicate()
+            # The agent, orphaned, may still hold the pipes: fail, never hang.
+            proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert out == "\nread me\n"
     assert (
@@ -205,6 +210,12 @@ def test_a_worker_flow_end_to_end(mounter, memfs_server, tmp_path):
         in err
     )
     assert f"memfs: unmounted {root}/docs, detached from session {session_id}" in err
+    assert f"memfs.mount ERROR final sync of {docs} failed: " in err
+    assert (
+        f"memfs: unmounted {root}/docs, detached from session {session_id} "
+        "(nothing left to upload, but its final sync failed: "
+    ) in err
+    assert "final sync done" not in err
     assert remote_files(server, notes) == {
         "/seed.md": "from an earlier session\n",
         "/copy.md": "from an earlier session\n",
@@ -236,7 +247,9 @@ def test_a_store_detached_before_its_last_write_was_synced_keeps_it_in_the_cache
     """Detaching takes the store away from the session's token at once (the
     server answers 403 from then on), so its final sync cannot upload what
     the agent wrote since its last pass: the file is named, stays in the
-    cache, and the next mount of the store with that cache uploads it."""
+    cache, `memfs run` exits 75 although the agent succeeded (as for files
+    its last final sync leaves), and the next mount of the store with that
+    cache uploads it."""
     server = memfs_server
     store = admin(server, mounter, "create", "Scratch").strip()
     path = mounter.root / "scratch"
@@ -258,8 +271,12 @@ def test_a_store_detached_before_its_last_write_was_synced_keeps_it_in_the_cache
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert proc.returncode == 0, err
+    assert proc.returncode == 75, err
     assert f"memfs: not uploaded from {path}: /unsynced.md" in err
+    assert err.count("memfs: not uploaded from") == 1, err
+    assert (
+        f"memfs: the final sync left 1 file behind; they stay in the cache ({mounter.cache_dir})"
+    ) in err
     assert (
         f"memfs: unmounted {path}, detached from session {item['data']['id']} "
         "(its final sync left 1 file behind, kept in the cache for its next mount)"
@@ -362,13 +379,234 @@ def test_a_store_the_daemon_mount_began_with_is_unmounted_when_detached(mounter,
     followed = wait_for_event(mounter, env, "detached", store)
     assert not path.exists()
     (event,) = followed["events"]
-    assert (event["event"], event["store_id"], event["detail"]) == (
-        "detached",
-        store,
-        "final sync done, nothing left to upload",
-    )
+    assert (event["event"], event["store_id"]) == ("detached", store)
+    assert event["detail"].startswith("nothing left to upload, but its final sync failed: ")
     assert remote_files(server, store) == {"/kept.md": "before the detach\n"}
     assert unmount_all(mounter, env).stdout == f"stopped following session {item['data']['id']}\n"
+
+
+def test_unmount_all_returns_only_once_no_mount_of_the_followed_session_can_appear(
+    mounter, memfs_server, tmp_path
+):
+    """`memfs unmount --all` while the daemon follower is mounting a store
+    attached to the session (its first pass held back by the fault proxy,
+    longer than unmount once waited for a follower): it waits for the
+    follower to end, the follower abandons that mount, and no mount of the
+    session exists then or appears afterwards."""
+    server = memfs_server
+    item = new_session(server, mounter)
+    session_id = item["data"]["id"]
+    item_file = tmp_path / "work-item.json"
+    item_file.write_text(json.dumps(item))
+    env = worker_env(mounter)
+    slow = admin(server, mounter, "create", "Slow To Mount").strip()
+    path = mounter.root / "slow"
+    held = 15.0
+    with FaultProxyProcess(server.url) as proxy:
+        args = ["mount", "--daemon", "--work-item", str(item_file), "--api-url", proxy.url]
+        r = mounter.memfs(*args, "--cache-dir", str(mounter.cache_dir), env=env)
+        assert r.returncode == 0, r.stderr
+        _, (followed,) = status(mounter, env)
+        follower = followed["pid"]
+        proxy.set(match_path=f"^/v1/memory_stores/{slow}", delay=held)
+        admin(server, mounter, "session", "attach", session_id, "--store", f"{slow}={path}")
+
+        def store_requested() -> bool:
+            seen = proxy.counters().requests_by_method_path
+            return any(slow in p for p in seen)
+
+        wait_until(store_requested, 20, "the attached store's first request")
+        asked = time.monotonic()
+        r = unmount_all(mounter, env)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == f"stopped following session {session_id}\n"
+        wait_until(lambda: not os.path.exists(f"/proc/{follower}"), 10, "the follower gone")
+        assert mounter.store_pids() == []
+        time.sleep(max(0.0, asked + held + 3 - time.monotonic()))
+        assert memfs_mounts_under(mounter.tmp) == [] and mounter.store_pids() == []
+        assert not (path / MARKER).exists()
+        assert status(mounter, env) == ([], [])
+    log = (mounter.cache_dir / f"session-{session_id}.log").read_text()
+    assert f"stopped following session {session_id} while mounting store {slow}" in log
+
+
+def test_unmount_all_stops_the_follower_of_a_foreground_mount_mid_attach(
+    mounter, memfs_server, tmp_path
+):
+    """A foreground `memfs mount --work-item FILE` follows its session from
+    a thread: `memfs unmount --all` while that follower is mounting a store
+    attached to the session (its first pass held back by the fault proxy)
+    stops the follower, which abandons that mount, and unmounts the first
+    store; the foreground process then ends, and no mount of the session
+    exists then or appears afterwards."""
+    server = memfs_server
+    first = admin(server, mounter, "create", "First").strip()
+    first_path = mounter.root / "first"
+    item = new_session(server, mounter, f"{first}={first_path}")
+    session_id = item["data"]["id"]
+    item_file = tmp_path / "work-item.json"
+    item_file.write_text(json.dumps(item))
+    env = worker_env(mounter)
+    slow = admin(server, mounter, "create", "Slow To Mount").strip()
+    path = mounter.root / "slow"
+    held = 15.0
+    with FaultProxyProcess(server.url) as proxy:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "memfs", "mount", "--work-item", str(item_file)]
+            + ["--api-url", proxy.url, "--cache-dir", str(mounter.cache_dir)]
+            + ["--final-sync-timeout", "20", "--log-level", "INFO"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            wait_for_file(first_path / MARKER, 60, "the first store")
+            proxy.set(match_path=f"^/v1/memory_stores/{slow}", delay=held)
+            admin(server, mounter, "session", "attach", session_id, "--store", f"{slow}={path}")
+
+            def store_requested() -> bool:
+                seen = proxy.counters().requests_by_method_path
+                return any(slow in p for p in seen)
+
+            wait_until(store_requested, 20, "the attached store's first request")
+            asked = time.monotonic()
+            r = unmount_all(mounter, env)
+            assert r.stdout == (
+                f"stopped following session {session_id}\nunmounted {first_path}\n"
+            ), r.stderr
+            out, err = proc.communicate(timeout=60)
+            assert proc.returncode == 0, err
+            assert memfs_mounts_under(mounter.tmp) == [] and mounter.store_pids() == []
+            time.sleep(max(0.0, asked + held + 3 - time.monotonic()))
+            assert memfs_mounts_under(mounter.tmp) == [] and mounter.store_pids() == []
+            assert not (path / MARKER).exists()
+            assert status(mounter, env) == ([], [])
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert f"stopped following session {session_id} while mounting store {slow}" in err
+    assert f"stopped following session {session_id}; its mounts stay" in err
+
+
+def test_unmount_all_stops_the_follower_of_memfs_run_and_the_command_goes_on(mounter, memfs_server):
+    """`memfs run --work-item - -- sleep 60`: `memfs unmount --all` stops its
+    follower (a store attached afterwards is not mounted) and unmounts its
+    store, and the command goes on until it is stopped."""
+    server = memfs_server
+    first = admin(server, mounter, "create", "First").strip()
+    first_path = mounter.root / "first"
+    item = new_session(server, mounter, f"{first}={first_path}")
+    session_id = item["data"]["id"]
+    env = worker_env(mounter)
+    proc = memfs_run(mounter, ["sleep", "60"])
+    feed(proc, item)
+    try:
+        wait_for_file(first_path / MARKER, 60, "the first store", alive=lambda: proc.poll() is None)
+        r = unmount_all(mounter, env)
+        assert r.stdout == (f"stopped following session {session_id}\nunmounted {first_path}\n"), (
+            r.stderr
+        )
+        assert status(mounter, env) == ([], [])
+        late = admin(server, mounter, "create", "Late").strip()
+        path = mounter.root / "late"
+        admin(server, mounter, "session", "attach", session_id, "--store", f"{late}={path}")
+        time.sleep(6 * float(CHECK))
+        assert not (path / MARKER).exists()
+        assert memfs_mounts_under(mounter.tmp) == [] and mounter.store_pids() == []
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "passing SIGUSR2" not in err
+    assert memfs_mounts_under(mounter.tmp) == []
+
+
+def test_unmount_of_one_mount_of_a_followed_session_unmounts_all_of_its_mounts(
+    mounter, memfs_server
+):
+    """`memfs unmount PATH` of one store of a session a daemon follows:
+    the follower is stopped first and waited for, then every mount of the
+    session goes, and a store attached afterwards is never mounted."""
+    server = memfs_server
+    one = admin(server, mounter, "create", "One").strip()
+    two = admin(server, mounter, "create", "Two").strip()
+    one_path, two_path = mounter.root / "one", mounter.root / "two"
+    item = new_session(server, mounter, f"{one}={one_path}", f"{two}={two_path}")
+    session_id = item["data"]["id"]
+    env = worker_env(mounter)
+    args = ["mount", "--daemon", "--work-item", "-", "--cache-dir", str(mounter.cache_dir)]
+    r = subprocess.run(
+        [sys.executable, "-m", "memfs", *args],
+        input=json.dumps(item),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    _, (followed,) = status(mounter, env)
+    follower = followed["pid"]
+    r = mounter.memfs("unmount", str(one_path), env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == (
+        f"stopped following session {session_id}\nunmounted {one_path}\nunmounted {two_path}\n"
+    )
+    wait_until(lambda: not os.path.exists(f"/proc/{follower}"), 10, "the follower gone")
+    assert memfs_mounts_under(mounter.tmp) == [] and mounter.store_pids() == []
+    assert status(mounter, env) == ([], [])
+    late = admin(server, mounter, "create", "Late").strip()
+    path = mounter.root / "late"
+    admin(server, mounter, "session", "attach", session_id, "--store", f"{late}={path}")
+    time.sleep(6 * float(CHECK))
+    assert not (path / MARKER).exists()
+    assert memfs_mounts_under(mounter.tmp) == [] and mounter.store_pids() == []
+
+
+def test_unmount_of_an_attached_store_of_a_foreground_mount_takes_the_session_with_it(
+    mounter, memfs_server
+):
+    """`memfs unmount PATH` of a store attached to the session of a
+    foreground `memfs mount --session ID`: its follower stops, the store the
+    session began with is unmounted too, and the foreground mount ends."""
+    server = memfs_server
+    first = admin(server, mounter, "create", "First").strip()
+    first_path = mounter.root / "first"
+    item = new_session(server, mounter, f"{first}={first_path}")
+    session_id = item["data"]["id"]
+    env = worker_env(mounter, MEMFS_WORK_ITEM_SECRET=item["secret"])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memfs", "mount", "--session", session_id]
+        + ["--cache-dir", str(mounter.cache_dir), "--final-sync-timeout", "20"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for_file(first_path / MARKER, 60, "the first store")
+        second = admin(server, mounter, "create", "Second").strip()
+        path = mounter.root / "second"
+        admin(server, mounter, "session", "attach", session_id, "--store", f"{second}={path}")
+        wait_for_file(path / MARKER, 20, "the second store")
+        r = mounter.memfs("unmount", str(path), env=env)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == (
+            f"stopped following session {session_id}\nunmounted {path}\nunmounted {first_path}\n"
+        )
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert memfs_mounts_under(mounter.tmp) == [] and mounter.store_pids() == []
+    assert status(mounter, env) == ([], [])
 
 
 def test_memfs_mount_in_the_foreground_follows_a_session_named_by_id(

@@ -185,6 +185,8 @@ def test_the_environment_of_a_launch_reaches_the_store_process_before_it_logs(tm
     proc.stdin.write(StoreLaunch(spec, env, str(log_file)).to_json() + "\n")
     proc.stdin.flush()
     answer = proc.stdout.readline()
+    while answer.startswith("WAITING "):  # an attempt of the start the API did not answer
+        answer = proc.stdout.readline()
     proc.stdin.close()
     proc.wait(timeout=60)
     proc.stdout.close()

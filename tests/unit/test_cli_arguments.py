@@ -1,12 +1,14 @@
 """What `memfs` says about arguments it cannot take: a usage error (exit 2)
-in one sentence that never repeats a value that may be a secret. argparse
-would take `--tok` for `--token-file` (prefix matching) and echo what it
-could not use; memfs turns both off. No server is needed: every case fails
-while parsing, before any request."""
+in one sentence that names the closest command or flag it knows and never
+repeats a value that looks like a token (a store id or a path it shows).
+argparse would take `--tok` for `--token-file` (prefix matching) and echo
+what it could not use; memfs turns both off. No server is needed: every
+case fails while parsing, before any request."""
 
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -72,6 +74,43 @@ def test_an_unknown_flag_is_named_and_its_value_counted(tmp_path):
     assert r.returncode == 2
     assert r.stderr == (
         "memfs: unrecognized arguments --tok, --also and 1 more argument, "
+        "not shown in case it is a secret (see 'memfs --help')\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "sentence"),
+    [
+        (["mout"], "argument COMMAND: invalid choice 'mout'; did you mean 'mount'? (choose from "),
+        (["store", "lst"], "argument ACTION: invalid choice 'lst'; did you mean 'list'?"),
+        (["store", "session", "shw"], "invalid choice 'shw'; did you mean 'show'?"),
+        (
+            ["mount", "--stor", "memstore_abc"],
+            "unrecognized arguments --stor (did you mean --store?), 'memstore_abc' (see ",
+        ),
+        (["serve", "--prot", "5"], "unrecognized arguments --prot (did you mean --port?), '5'"),
+        (["unmount", "--al"], "unrecognized argument --al (did you mean --all?) (see "),
+        (["run", "--sesion", "sesn_x"], "unrecognized argument --sesion (did you mean --session?)"),
+    ],
+)
+def test_a_mistyped_command_or_flag_is_answered_with_the_closest_one(argv, sentence, tmp_path):
+    r = _memfs(*argv, tmp=tmp_path)
+    assert r.returncode == 2, r.stderr
+    (line,) = r.stderr.splitlines()
+    assert line.startswith("memfs: ") and sentence in line, line
+
+
+def test_a_store_id_or_a_path_is_shown_and_only_what_looks_like_a_token_hidden(tmp_path):
+    r = _memfs("mount", "--store", "memstore_x", "memstore_y", tmp=tmp_path)
+    assert (r.returncode, r.stderr) == (
+        2,
+        "memfs: unrecognized argument 'memstore_y' (see 'memfs --help')\n",
+    )
+    token = secrets.token_hex(20)
+    r = _memfs("mount", "--store", "memstore_x", "/tmp/there", token, tmp=tmp_path)
+    assert r.returncode == 2
+    assert r.stderr == (
+        "memfs: unrecognized argument '/tmp/there' and 1 more argument, "
         "not shown in case it is a secret (see 'memfs --help')\n"
     )
 

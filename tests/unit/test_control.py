@@ -75,6 +75,15 @@ def test_a_request_is_one_line_naming_its_command(command):
     assert Request.decode(Request(command).encode()) == Request(command)
 
 
+def test_a_request_may_name_who_asks_and_a_name_unfit_for_a_log_is_dropped():
+    asked = Request(Command.STOP, by="memfs unmount")
+    assert asked.encode() == b'{"cmd": "stop", "by": "memfs unmount"}\n'
+    assert Request.decode(asked.encode()) == asked
+    for by in ("two\nlines", "x" * 101, 7):
+        data = json.dumps({"cmd": "stop", "by": by}).encode()
+        assert Request.decode(data) == Request(Command.STOP)
+
+
 def test_the_commands_are_status_sync_stop_and_metrics():
     assert [c.value for c in Command] == ["status", "sync", "stop", "metrics"]
 
@@ -127,6 +136,7 @@ def test_the_status_prints_its_fields_in_their_order():
         (SyncReply({"pushed": 1, "error": None}), SyncReply),
         (StopReply(["/a.md"]), StopReply),
         (StopReply([]), StopReply),
+        (StopReply([], "the token may not use store memstore_1 (403)"), StopReply),
     ],
 )
 def test_a_reply_reads_back_as_itself(reply, kind):
