@@ -14,11 +14,8 @@ A file's `cached` flag and its content file go together: a cached file
 without one reads as empty, a file that is not cached has none (opening
 takes away any a kill left).
 
-Making a file (an inode) and removing one cost the disk far more than
-renaming one, so content files are reused: a new content takes the file
-of a deleted one, or a spare (`spare-N`) made while the filesystem is idle
-(`make_spares`); the files of deleted files become spares, up to `SPARES`,
-while it is idle (`drop_deleted`).
+The content files of deleted files go while the filesystem is idle
+(`drop_deleted`).
 """
 
 from __future__ import annotations
@@ -34,8 +31,6 @@ from ._node import Node
 
 _NEW = ".new"
 """The suffix of a content being written whole, before its rename."""
-_SPARE = "spare-"
-SPARES = 256  # spare content files kept at most
 
 
 class Contents:
@@ -51,10 +46,8 @@ class Contents:
         self._unflushed: set[int] = set()
         """Ids of the content files changed since their last flush."""
         self.dropped: list[int] = []
-        """Ids of deleted files whose content files are reused or go (ids are never
-        reused; a kill leaves them to the next open's sweep)."""
-        self._spares = [n for n in os.listdir(self.fd) if n.startswith(_SPARE)]
-        self._next_spare = 1 + max((int(n[len(_SPARE) :]) for n in self._spares), default=0)
+        """Ids of deleted files whose content files go while the filesystem is
+        idle (ids are never reused; a kill leaves them to the next open's sweep)."""
 
     def close(self) -> None:
         for fd in self._open.values():
@@ -92,41 +85,16 @@ class Contents:
         """Take away the content files of nodes not in `keep` (and halves of
         contents being written whole) that a kill left."""
         for name in os.listdir(self.fd):
-            if not (name.isdigit() and int(name) in keep or name.startswith(_SPARE)):
-                self._retire(name)
+            if not (name.isdigit() and int(name) in keep):
+                self._remove(name)
 
-    # --------------------------------------------------------------- spares
-
-    def _retire(self, name: str) -> None:
-        """Make a content file no node owns a spare, or remove it."""
+    def _remove(self, name: str) -> None:
         with contextlib.suppress(OSError):
-            if len(self._spares) < SPARES:
-                spare = f"{_SPARE}{self._next_spare}"
-                os.rename(name, spare, src_dir_fd=self.fd, dst_dir_fd=self.fd)
-                self._next_spare += 1
-                self._spares.append(spare)
-            else:
-                os.unlink(name, dir_fd=self.fd)
-
-    def make_spares(self, most: int) -> None:
-        """Make up to `most` spare content files (while the filesystem is idle)."""
-        for _ in range(min(most, SPARES - len(self._spares))):
-            spare = f"{_SPARE}{self._next_spare}"
-            os.close(open_file_at(self.fd, spare, os.O_WRONLY | os.O_CREAT))
-            self._next_spare += 1
-            self._spares.append(spare)
+            os.unlink(name, dir_fd=self.fd)
 
     def _made_as(self, name: str, flags: int) -> int:
-        """Open the new content file `name`: a deleted file's, a spare, or made now."""
+        """Make and open the new content file `name`."""
         self._made = True
-        while self.dropped:
-            node_id = self.dropped.pop()
-            with contextlib.suppress(FileNotFoundError):
-                os.rename(str(node_id), name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
-                return open_file_at(self.fd, name, flags | os.O_TRUNC)
-        if self._spares:
-            os.rename(self._spares.pop(), name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
-            return open_file_at(self.fd, name, flags | os.O_TRUNC)
         return open_file_at(self.fd, name, flags | os.O_CREAT)
 
     # -------------------------------------------------------------- writing
@@ -216,25 +184,24 @@ class Contents:
         """Forget a clean, closed file's content (the caller saves the file's row)."""
         if node.cached and node.live.open_count == 0:
             self.closed(node)
-            self._retire(str(node.id))
+            self._remove(str(node.id))
             node.cached = False
 
     # ------------------------------------------------------ deleted files
 
     def deleted(self, node: Node) -> None:
-        """The file left the tree: its content file is reused, or goes while the
-        filesystem is idle."""
+        """The file left the tree: its content file goes while the filesystem is
+        idle."""
         self.closed(node)
         self.dropped.append(node.id)
         self._unflushed.discard(node.id)
 
     def drop_deleted(self, most: int | None = None) -> None:
-        """Make the content files of deleted files spares, or remove them (`most`
-        of them at a time)."""
+        """Remove the content files of deleted files (`most` of them at a time)."""
         ids = self.dropped[:most]
         del self.dropped[: len(ids)]
         for node_id in ids:
-            self._retire(str(node_id))
+            self._remove(str(node_id))
 
 
 def _pwrite(fd: int, data: bytes, offset: int) -> None:

@@ -212,8 +212,6 @@ class CacheParts(Tree):
             try:
                 if not busy():
                     self.drop_contents(DROP_BATCH)
-                    if not self.space.full:
-                        self.contents.make_spares(DROP_BATCH)
                     self.save_written()
                     if self.journal.unsaved_commits:
                         self.journal.checkpoint()
