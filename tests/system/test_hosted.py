@@ -283,21 +283,26 @@ def test_a_second_deletion_after_a_re_create_gets_a_window_of_its_own(mounter, m
 
 
 @pytest.mark.slow
-def test_a_final_sync_of_2000_new_files_over_a_20ms_link_fits_its_bound(
+def test_a_final_sync_of_2000_new_files_past_its_bound_reports_and_keeps_what_it_left(
     mounter, memfs_server, proxy
 ):
+    """How long a final sync of 2,000 files takes on a real link is measured in
+    bench/final_sync_bench.py; here the link is slow enough that no machine
+    finishes within the bound, and what the stop left is named and kept."""
     store_id = memfs_server.create_store("many")["id"]
-    path = mounter.mount_one(store_id, extra=("--api-url", proxy.url, "--final-sync-timeout", "30"))
+    path = mounter.mount_one(store_id, extra=("--api-url", proxy.url, "--final-sync-timeout", "1"))
     for d in range(20):
         (path / f"d{d:02}").mkdir()
         for i in range(100):
             (path / f"d{d:02}" / f"f{i:03}.md").write_text(f"file {d}/{i}\n")
-    proxy.set(delay=0.02)
-    started = time.monotonic()
+    proxy.set(delay=0.5)
     r = mounter.unmount(path, check=False)
-    elapsed = time.monotonic() - started
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert elapsed < 35
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert "not uploaded" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert len(remote_files(memfs_server, store_id)) < 2000
+
+    proxy.set(delay=0)
+    mounter.mount_one(store_id, extra=("--api-url", proxy.url))
     stored = remote_files(memfs_server, store_id)
     assert len(stored) == 2000 and stored["/d07/f042.md"] == "file 7/42\n"
 
