@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
-
 from ._exceptions import (
     AuthenticationFailed,
     BillingError,
@@ -41,6 +39,7 @@ from ._exceptions import (
     TransportError,
     UsageError,
 )
+from ._version import __version__
 
 if TYPE_CHECKING:
     from .api import Memory, MemoryPrefix, MemoryStore, MemoryVersion, Page

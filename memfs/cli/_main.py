@@ -22,9 +22,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .. import __version__
 from .._exceptions import ConfigError, MemfsError, UsageError
 from .._logging import setup_logging
+from .._version import __version__
 from ._config import Settings, log_sources, settle
 from ._options import add_log_options
 
@@ -165,30 +165,6 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         sys.stderr.write(f"memfs: {message} (see '{self.prog} --help')\n")
         raise SystemExit(EXIT_USAGE)
-
-
-class SecretOnCommandLine(argparse.Action):
-    """A flag that would put a secret on the command line, where `ps` shows it
-    to every user: refused, without echoing its value. `const` says what to
-    give instead."""
-
-    def __init__(
-        self, option_strings: Sequence[str], dest: str, const: str = "", **kwargs: Any
-    ) -> None:
-        super().__init__(option_strings, dest, nargs="?", help=argparse.SUPPRESS, **kwargs)
-        self.instead = const
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: Any,
-        option_string: str | None = None,
-    ) -> None:
-        parser.error(
-            f"{option_string} is not taken: a secret on the command line shows in ps; "
-            f"{self.instead}"
-        )
 
 
 Run = Callable[[argparse.Namespace, Settings], int]

@@ -33,8 +33,7 @@ from ..api import (
 )
 from ..control import ErrorReply, StoreSpec
 from ._config import Settings, mount_credentials
-from ._main import SecretOnCommandLine
-from ._options import add_options
+from ._options import SecretOnCommandLine, add_options
 from ._status import print_sessions, print_table
 
 log = logging.getLogger("memfs")

@@ -533,3 +533,27 @@ OTHER_VARIABLES: tuple[tuple[str, str, str], ...] = (
 )
 """Variables that are not a flag's: (name, used by, meaning). The credential
 variables are `memfs.supervisor`'s (`SECRET_ENV`, `URL_ENV`)."""
+
+
+class SecretOnCommandLine(argparse.Action):
+    """A flag that would put a secret on the command line, where `ps` shows it
+    to every user: refused, without echoing its value. `const` says what to
+    give instead."""
+
+    def __init__(
+        self, option_strings: Sequence[str], dest: str, const: str = "", **kwargs: Any
+    ) -> None:
+        super().__init__(option_strings, dest, nargs="?", help=argparse.SUPPRESS, **kwargs)
+        self.instead = const
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        parser.error(
+            f"{option_string} is not taken: a secret on the command line shows in ps; "
+            f"{self.instead}"
+        )

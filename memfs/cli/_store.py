@@ -58,7 +58,7 @@ from ..api import (
     normalize_path,
     normalize_prefix,
 )
-from ._main import SecretOnCommandLine
+from ._options import SecretOnCommandLine
 
 if TYPE_CHECKING:
     from ..client import StoreClient

@@ -28,8 +28,8 @@ from collections.abc import Callable
 
 import httpx
 
-from .. import __version__
 from .._exceptions import ConfigError
+from .._version import __version__
 from ..api import ANTHROPIC_VERSION, BETA, AuthHeader
 from ._endpoints import MemoryEndpoints, StoreEndpoints, VersionEndpoints
 from ._sending import ClientStats, RetryPolicy, Sender, StartWait

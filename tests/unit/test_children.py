@@ -227,7 +227,7 @@ def test_the_command_line_starts_its_store_processes_before_loading_memfs():
     probe = (
         "import sys, memfs\n"
         "loaded = sorted(m for m in sys.modules if m.startswith('memfs'))\n"
-        "assert loaded == ['memfs', 'memfs._exceptions'], loaded\n"
+        "assert loaded == ['memfs', 'memfs._exceptions', 'memfs._version'], loaded\n"
         "from memfs import Memory, MemfsError, Page\n"
         "import memfs.api\n"
         "assert Memory is memfs.api.Memory and Page is memfs.api.Page\n"
