@@ -5,9 +5,7 @@
 
 VENV := .venv
 PY := $(VENV)/bin/python
-# The packages mypy checks so far; the others follow as they are rewritten,
-# until this is just `memfs`. Imports outside these paths are read for their
-# types, their own errors not reported (--follow-imports=silent).
+# mypy checks all of memfs, strictly (pyproject.toml's [tool.mypy]).
 MYPY_PATHS := memfs
 
 .PHONY: install demo test soak posix bench lint format clean
@@ -47,7 +45,7 @@ bench: install
 	$(PY) bench/scale_bench.py
 	$(PY) bench/reference_bench.py
 
-# ruff, the import contracts of pyproject.toml (the layers), and mypy.
+# ruff, the import contracts of pyproject.toml (the layers, no circle), and mypy.
 lint: install
 	$(VENV)/bin/ruff check memfs tests bench
 	$(VENV)/bin/ruff format --check memfs tests bench

@@ -129,9 +129,6 @@ class StoreClient(StoreEndpoints, MemoryEndpoints, VersionEndpoints, SessionEndp
     def backoff_max(self) -> float:
         return self._send.policy.backoff_max
 
-    def _backoff(self, attempt: int, retry_after: float | None) -> float:
-        return self._send.policy.delay(attempt, retry_after)
-
     def __repr__(self) -> str:
         return f"StoreClient(base_url={self.base_url!r}, auth={self.auth!r})"
 

@@ -258,11 +258,6 @@ class Supervisor:
             f"store {child.spec.store_id} could not be mounted at {child.spec.mount_path}: {cause}"
         )
 
-    def running_specs(self) -> list[StoreSpec]:
-        """The specs of the stores this supervisor started and has not removed."""
-        with self._lock:
-            return [c.spec for c in self.children]
-
     def add(self, spec: StoreSpec, abandon: threading.Event | None = None) -> bool:
         """Mount one more store while the others run: start its process and
         wait for its READY; MountError, its process stopped, when it cannot be

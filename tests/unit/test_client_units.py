@@ -26,6 +26,7 @@ from memfs._exceptions import (
 )
 from memfs.client import StoreClient
 from memfs.client._errors import error_from as _error_from
+from memfs.client._sending import RetryPolicy
 from memfs.client._sending import should_retry as _should_retry
 
 TOKEN = "sk-unit-secret-0123456789"
@@ -118,14 +119,14 @@ async def test_token_never_in_repr():
         assert TOKEN not in repr(client)
 
 
-async def test_backoff_is_full_jitter_capped_and_honours_retry_after():
-    async with StoreClient("http://h", TOKEN, backoff_base=0.5, backoff_max=2.0) as client:
-        delays = [client._backoff(10, None) for _ in range(200)]
-        assert all(0 <= d <= 2.0 for d in delays)
-        assert max(delays) > 1.0
-        assert all(client._backoff(0, None) <= 0.5 for _ in range(50))
-        assert client._backoff(3, 1.25) == 1.25
-        assert client._backoff(3, 3600) == 6.0
+def test_backoff_is_full_jitter_capped_and_honours_retry_after():
+    policy = RetryPolicy(backoff_base=0.5, backoff_max=2.0)
+    delays = [policy.delay(10, None) for _ in range(200)]
+    assert all(0 <= d <= 2.0 for d in delays)
+    assert max(delays) > 1.0
+    assert all(policy.delay(0, None) <= 0.5 for _ in range(50))
+    assert policy.delay(3, 1.25) == 1.25
+    assert policy.delay(3, 3600) == 6.0
 
 
 def test_bad_url_or_auth_is_a_config_error():
