@@ -7,7 +7,7 @@ answers with, and the exception tree every layer raises from (drawn in
 
 `StoreClient` and the wire types are imported on first use: `import memfs`
 loads the exceptions alone, so that the commands that need no HTTP do not
-load httpx (memfs._startup has the figures).
+load httpx.
 """
 
 from __future__ import annotations

@@ -3,13 +3,9 @@
 No child of memfs gets a secret by its environment (`SECRET_ENV`: the store
 processes get their token on stdin) or systemd's socket (`NOTIFY_ENV`:
 readiness is the supervisor's to tell). A store process reads, as its
-first line of stdin, a `StoreLaunch` (memfs.control): its spec, the
-environment the supervisor settled for it and its log file; one that reads
-the end of its stdin instead (started early, memfs._startup, and not
-needed) exits 0 without a word.
-
-This module imports only the standard library: memfs._startup uses it
-before the rest of memfs is imported.
+first line of stdin, a `StoreLaunch` (memfs.control): its spec and its
+log file; the environment the supervisor settled for it (log level and
+format, runtime folder) is its environment from the start.
 """
 
 from __future__ import annotations

@@ -15,9 +15,7 @@ follower gets them as JSON on its stdin).
 `StoreLaunch`, one line of JSON on the process's stdin, so the token never
 shows in argv or the environment (`ps`, `/proc/<pid>/environ`); the spec is
 a flat object of its fields, the deletions mode as its word (`enabled`).
-The launch line also carries what a process started before its spec existed
-(memfs._startup) could not be given at its start: the environment the
-supervisor settled for it, and its log file.
+The launch line also names the file a daemon's store process logs to.
 """
 
 from __future__ import annotations
@@ -112,28 +110,21 @@ class StoreSpec(StoreSettings):
 
 @dataclass
 class StoreLaunch:
-    """The first line a store process reads: its spec, the variables to add to
-    its environment, and the file its stderr goes to (a daemon's log; None:
-    the supervisor's stderr)."""
+    """The first line a store process reads: its spec and the file its stderr
+    goes to (a daemon's log; None: the supervisor's stderr)."""
 
     spec: StoreSpec
-    env: dict[str, str] = field(default_factory=dict)
     log_file: str | None = None
 
     def to_json(self) -> str:
-        return json.dumps({"spec": self.spec.to_json(), "env": self.env, "log_file": self.log_file})
+        return json.dumps({"spec": self.spec.to_json(), "log_file": self.log_file})
 
     @classmethod
     def from_json(cls, text: str) -> StoreLaunch:
         launch = json.loads(text)
         if not isinstance(launch, dict) or not isinstance(launch.get("spec"), dict):
             raise ValueError("a launch line is an object with a spec")
-        env = launch.get("env") or {}
-        if not isinstance(env, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in env.items()
-        ):
-            raise TypeError("the environment of a launch holds strings only")
         log_file = launch.get("log_file")
         if log_file is not None and not isinstance(log_file, str):
             raise TypeError("the log file of a launch is a path")
-        return cls(StoreSpec.from_json(launch["spec"]), dict(env), log_file)
+        return cls(StoreSpec.from_json(launch["spec"]), log_file)

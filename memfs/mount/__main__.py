@@ -10,13 +10,7 @@ import sys
 # with sigtimedwait) would never see the SIGTERM that stops it.
 signal.pthread_sigmask(signal.SIG_SETMASK, ())
 
-from .._startup import pyfuse3_without_metadata, skip_httpx_cli, skip_unused_modules  # noqa: E402
-
-skip_httpx_cli()
-skip_unused_modules()
-
-with pyfuse3_without_metadata():
-    from ._process import main  # noqa: E402
+from ._process import main  # noqa: E402
 
 with contextlib.suppress(KeyboardInterrupt):
     sys.exit(main())

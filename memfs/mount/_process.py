@@ -2,12 +2,11 @@
 
 `python -m memfs.mount` is the store process the supervisor starts (one per
 store: pyfuse3 holds one session per process). It reads its `StoreLaunch`
-(its `StoreSpec`, environment and log file) as one line of JSON on stdin, so
-the token never shows in `ps`, and reports on stdout one line: `READY` once
-the store is mounted, or `ERROR <sentence>`; before it, a `WAITING
-<sentence>` line for each attempt of the start that the API did not answer. It may be started before its
-spec exists (memfs._startup), so that its imports overlap the command
-line's; one whose stdin ends before the line exits 0 without a word.
+(its `StoreSpec` and log file) as one line of JSON on stdin, so the token
+never shows in `ps`, and reports on stdout one line: `READY` once the store
+is mounted, or `ERROR <sentence>`; before it, a `WAITING <sentence>` line
+for each attempt of the start that the API did not answer. One whose stdin
+ends before the line (its supervisor went) exits 0 without a word.
 
 The life of a mount, each resource's teardown declared where it is made
 (`StoreProcess.run`, on one `AsyncExitStack`):
@@ -326,7 +325,7 @@ def main() -> int:
     os.umask(0o077)
     line = sys.stdin.readline()
     if not line:
-        return 0  # started early (memfs._startup) and not needed after all
+        return 0  # the supervisor went before it sent the launch: nothing to mount
     try:
         launch = StoreLaunch.from_json(line)
     except (ValueError, TypeError) as e:
@@ -338,7 +337,6 @@ def main() -> int:
         shown = shown_store_id(launch.spec.store_id)
         sys.stdout.write(f"ERROR {shown} is not a store id: {problem}\n")
         return 2
-    os.environ.update(launch.env)
     if launch.log_file is not None:
         try:
             _log_to(launch.log_file)

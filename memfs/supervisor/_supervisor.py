@@ -38,11 +38,10 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, Protocol, TextIO
 
-from .._children import child_env, start_process
+from .._children import STORE_MODULE, child_env, start_process
 from .._exceptions import MountError, SyncError
 from .._logging import LogFormat
 from .._private import ensure_private_dir, open_log_file
-from .._startup import EARLY_STORES, EarlyStores
 from ..api import check_store_id
 from ..control import (
     ControlClient,
@@ -120,11 +119,8 @@ class Supervisor:
         log_level: str = "INFO",
         metrics_addr: str | None = None,
         log_format: LogFormat = "text",
-        early: EarlyStores | None = None,
     ) -> None:
         self.specs = specs
-        self.early = EARLY_STORES if early is None else early
-        """Store processes started before the specs existed (memfs._startup)."""
         self.daemon = daemon
         self.log_level = log_level
         self.metrics_addr = metrics_addr
@@ -156,12 +152,12 @@ class Supervisor:
             store_dir = os.path.join(spec.cache_dir, check_store_id(spec.store_id))
             ensure_private_dir(store_dir, "cache folder")
             log_file = os.path.join(store_dir, "memfs.log")
-        proc = self.early.take()
+        proc = start_process(STORE_MODULE, {**child_env(), **env})
         assert proc.stdin is not None
         # A process that is gone already (it could not even import memfs) is
         # reported by start_all, with its exit status, as one that never said READY.
         with contextlib.suppress(BrokenPipeError):
-            proc.stdin.write(StoreLaunch(spec, env, log_file).to_json() + "\n")
+            proc.stdin.write(StoreLaunch(spec, log_file).to_json() + "\n")
             proc.stdin.flush()
             if self.daemon:
                 proc.stdin.close()
@@ -181,8 +177,6 @@ class Supervisor:
         except BaseException:
             self.stop_all()  # those that have their specs already would mount
             raise
-        finally:
-            self.early.close()
         failed = self._await_ready(self.children)
         if failed:
             self.stop_all()

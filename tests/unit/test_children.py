@@ -1,7 +1,5 @@
-"""The store processes `memfs mount` and `memfs run` start before they have
-a spec (memfs._startup), the environment of memfs's children
-(memfs._children), and the launch line that hands a store process its spec:
-real processes, nothing mounted."""
+"""The environment of memfs's children (memfs._children), and the launch line
+that hands a store process its spec: real processes, nothing mounted."""
 
 from __future__ import annotations
 
@@ -13,7 +11,6 @@ from dataclasses import asdict
 import pytest
 
 from memfs._children import NOTIFY_ENV, SECRET_ENV, STORE_MODULE, child_env, start_process
-from memfs._startup import EarlyStores
 from memfs.control import StoreLaunch, StoreSpec
 from memfs.supervisor import CREDENTIAL_SOURCES
 
@@ -31,46 +28,6 @@ def _spec(**overrides) -> StoreSpec:
     return StoreSpec(**fields)
 
 
-@pytest.mark.parametrize(
-    ("argv", "started"),
-    [
-        (["mount", "--store", "memstore_a"], 1),
-        (["-v", "mount", "--store", "memstore_a", "--store=memstore_b", "--daemon"], 2),
-        (["mount", "--resources", "r.json"], 1),
-        (["run", "--store", "memstore_a", "--", "sh", "-c", "--store"], 1),
-        (["run", "--store", "memstore_a", "--", "grep", "--help"], 1),
-        (["mount", "--store", "memstore_a", "--help"], 0),
-        (["status"], 0),
-        (["store", "create", "x"], 0),
-        ([], 0),
-    ],
-)
-def test_only_the_commands_that_mount_start_store_processes_early(argv, started):
-    early = EarlyStores.for_command(argv)
-    try:
-        assert len(early) == started
-    finally:
-        early.close()
-
-
-def test_store_processes_nobody_took_are_ended():
-    early = EarlyStores.for_command(["mount", "--store", "a", "--store", "b"])
-    taken = early.take()
-    waiting = list(early._waiting)
-    early.close()
-    assert len(early) == 0
-    assert all(p.returncode is not None for p in waiting)
-    assert taken.poll() is None, "the one taken is the supervisor's to end"
-    taken.stdin.close()
-    assert taken.wait(timeout=30) == 0
-    taken.stdout.close()
-    # With none waiting, take starts one.
-    fresh = early.take()
-    fresh.stdin.close()
-    assert fresh.wait(timeout=30) == 0
-    fresh.stdout.close()
-
-
 def test_a_store_process_whose_stdin_ends_first_exits_without_a_word(tmp_path):
     with open(tmp_path / "stderr", "w") as stderr:
         proc = start_process(STORE_MODULE, child_env(), stderr)
@@ -84,22 +41,12 @@ def test_a_store_process_whose_stdin_ends_first_exits_without_a_word(tmp_path):
 def test_a_log_file_that_cannot_be_opened_is_the_one_sentence_of_the_answer(tmp_path):
     proc = start_process(STORE_MODULE, child_env())
     missing = tmp_path / "gone" / "memfs.log"
-    proc.stdin.write(StoreLaunch(_spec(), {}, str(missing)).to_json() + "\n")
+    proc.stdin.write(StoreLaunch(_spec(), str(missing)).to_json() + "\n")
     proc.stdin.close()
     assert proc.wait(timeout=30) == 1
     answer = proc.stdout.read()
     proc.stdout.close()
     assert answer == f"ERROR cannot open the log file {missing}: No such file or directory\n"
-
-
-def test_no_more_store_processes_start_early_than_a_session_may_mount():
-    from memfs.api import MAX_STORES_PER_SESSION
-
-    early = EarlyStores.for_command(["mount", *["--store", "memstore_a"] * 12])
-    try:
-        assert len(early) == MAX_STORES_PER_SESSION
-    finally:
-        early.close()
 
 
 def test_no_child_gets_a_secret_or_systemds_socket():
@@ -121,25 +68,26 @@ def _environ_names(pid: int) -> set[bytes]:
         time.sleep(0.01)
 
 
-def test_early_store_processes_start_without_secrets(monkeypatch):
+def test_store_processes_start_without_secrets(monkeypatch):
     monkeypatch.setenv("MEMFS_TOKEN", "tok-in-env")
     monkeypatch.setenv(NOTIFY_ENV, "/run/notify")
-    early = EarlyStores.for_command(["mount", "--store", "a"])
+    proc = start_process(STORE_MODULE, child_env())
     try:
-        (proc,) = early._waiting
         names = _environ_names(proc.pid)
         assert b"MEMFS_TOKEN" not in names and NOTIFY_ENV.encode() not in names
         assert b"PATH" in names
     finally:
-        early.close()
+        proc.stdin.close()
+        proc.wait(timeout=30)
+        proc.stdout.close()
 
 
 def test_a_launch_reads_back_as_itself():
-    launch = StoreLaunch(_spec(read_only=True), {"MEMFS_LOG_LEVEL": "DEBUG"}, "/c/a/memfs.log")
+    launch = StoreLaunch(_spec(read_only=True), "/c/a/memfs.log")
     again = StoreLaunch.from_json(launch.to_json())
     assert again == launch
     assert StoreLaunch.from_json(json.dumps({"spec": asdict(_spec())})) == (
-        StoreLaunch(_spec(), {}, None)
+        StoreLaunch(_spec(), None)
     )
     assert "tok-secret" not in repr(launch)
 
@@ -156,11 +104,9 @@ def test_the_deletions_mode_travels_as_its_word_and_arrives_as_the_enum():
     "line",
     [
         "[]",
-        '{"env": {}}',
+        '{"log_file": "memfs.log"}',
         '{"spec": "memstore_a"}',
         '{"spec": {"store_id": "memstore_a"}}',
-        '{"spec": SPEC, "env": {"MEMFS_LOG_LEVEL": 1}}',
-        '{"spec": SPEC, "env": ["MEMFS_LOG_LEVEL"]}',
         '{"spec": SPEC, "log_file": 7}',
         '{"spec": SPEC_NEVER}',
         "not json",
@@ -175,14 +121,15 @@ def test_what_is_no_launch_is_refused(line):
         StoreLaunch.from_json(line)
 
 
-def test_the_environment_of_a_launch_reaches_the_store_process_before_it_logs(tmp_path):
-    """The level and format come in the launch line: a bad spec is answered, and the
-    log file named there got nothing but what the level allows."""
+def test_the_level_and_format_reach_the_store_process_before_it_logs(tmp_path):
+    """The level and format come in the store process's environment: a bad spec
+    is answered, and the log file named in the launch got nothing but what the
+    level allows."""
     log_file = tmp_path / "memfs.log"
-    proc = start_process(STORE_MODULE, child_env())
+    env = {**child_env(), "MEMFS_LOG_LEVEL": "ERROR", "MEMFS_LOG_FORMAT": "json"}
+    proc = start_process(STORE_MODULE, env)
     spec = _spec(cache_dir=str(tmp_path / "cache"), runtime_dir=str(tmp_path / "run"))
-    env = {"MEMFS_LOG_LEVEL": "ERROR", "MEMFS_LOG_FORMAT": "json"}
-    proc.stdin.write(StoreLaunch(spec, env, str(log_file)).to_json() + "\n")
+    proc.stdin.write(StoreLaunch(spec, str(log_file)).to_json() + "\n")
     proc.stdin.flush()
     answer = proc.stdout.readline()
     while answer.startswith("WAITING "):  # an attempt of the start the API did not answer
@@ -196,21 +143,27 @@ def test_the_environment_of_a_launch_reaches_the_store_process_before_it_logs(tm
     assert oct(os.stat(log_file).st_mode & 0o777) == "0o600"
 
 
-def test_a_store_process_gone_before_its_spec_is_a_mount_error_with_its_status():
+def test_a_store_process_gone_before_its_spec_is_a_mount_error_with_its_status(monkeypatch):
+    """A store process that could not even start memfs (here: one that exits 3
+    at once) is named with its exit status."""
     import subprocess
     import sys
 
     from memfs._exceptions import MountError
-    from memfs.supervisor import Supervisor
+    from memfs.supervisor import Supervisor, _supervisor
 
-    dead = subprocess.Popen(
-        [sys.executable, "-c", "import sys; sys.exit(3)"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    dead.wait()
-    supervisor = Supervisor([_spec()], daemon=False, early=EarlyStores([dead]))
+    def dead(module, env, stderr=None):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", "import sys; sys.exit(3)"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        proc.wait()
+        return proc
+
+    monkeypatch.setattr(_supervisor, "start_process", dead)
+    supervisor = Supervisor([_spec()], daemon=False)
     with pytest.raises(MountError) as refused:
         supervisor.start_all()
     assert str(refused.value) == (
@@ -218,9 +171,9 @@ def test_a_store_process_gone_before_its_spec_is_a_mount_error_with_its_status()
     )
 
 
-def test_the_command_line_starts_its_store_processes_before_loading_memfs():
-    """`python -m memfs` reaches the early start of store processes with the
-    exceptions alone imported; the wire types still come from `memfs` on use."""
+def test_importing_memfs_loads_the_exceptions_alone():
+    """`import memfs` loads no HTTP client (the commands that need none start
+    without it); the wire types still come from `memfs` on use."""
     import subprocess
     import sys
 
@@ -236,9 +189,8 @@ def test_the_command_line_starts_its_store_processes_before_loading_memfs():
 
 
 def test_what_a_command_prints_into_a_pipe_arrives_before_it_exits(tmp_path):
-    """The program ends without the interpreter's teardown (`memfs._startup.exit_now`):
-    what it printed into a pipe (block-buffered) is flushed first, and its exit
-    status is the command's."""
+    """What the program printed into a pipe (block-buffered) arrives, and its
+    exit status is the command's."""
     import subprocess
     import sys
 
