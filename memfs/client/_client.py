@@ -37,9 +37,9 @@ from ._sessions import SessionEndpoints
 
 
 def _tls_for(base_url: str) -> ssl.SSLContext | bool:
-    """An http:// API (`memfs serve` on loopback) sets up no TLS: loading the CA
-    bundle costs ~20 ms of a mount's start. Its context trusts no CA at all, so
-    it could never accept a certificate; https:// gets httpx's default."""
+    """An http:// API (`memfs serve` on loopback) sets up no TLS, so a mount's
+    start does not load the CA bundle. Its context trusts no CA at all, so it
+    could never accept a certificate; https:// gets httpx's default."""
     if base_url.lower().startswith("http://"):
         return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     return True

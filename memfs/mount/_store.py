@@ -59,10 +59,8 @@ LISTING_AT_LEAST = 4
 def listing_concurrency(spec: StoreSpec) -> int:
     """Requests at once while a pass lists the whole store by folder: the final
     sync's number for a store mounted alone, shared out among the stores
-    mounted together, at least `LISTING_AT_LEAST`. On the 2-core development
-    machine, 8 stores of 2,000 memories each at 20 ms a request listed 32
-    folders at once each were browsable after 3.2-4.0 s, 4 at once after
-    2.2-3.1 s; one store alone after 0.50-0.60 s with 32, 0.73-1.01 s with 4."""
+    mounted together (which share the machine's cores), at least
+    `LISTING_AT_LEAST`; bench/README.md has what each number measured."""
     return max(LISTING_AT_LEAST, FINAL_CONCURRENCY // max(1, spec.stores_mounted))
 
 
