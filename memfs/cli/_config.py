@@ -60,6 +60,7 @@ from ._options import (
     SECRET_FILE,
     SECRET_KEYS,
     SESSION,
+    SESSION_CHECK_INTERVAL,
     START_TIMEOUT,
     STORE,
     SYNC_CONCURRENCY,
@@ -272,6 +273,7 @@ def mount_settings(chosen: Chosen) -> MountSettings:
         final_sync_timeout=chosen.value(FINAL_SYNC_TIMEOUT),
         sync_concurrency=chosen.value(SYNC_CONCURRENCY),
         start_timeout=chosen.value(START_TIMEOUT),
+        session_check_interval=chosen.value(SESSION_CHECK_INTERVAL),
         metrics_addr=chosen.value(METRICS_ADDR),
         daemon=chosen.value(DAEMON),
     )

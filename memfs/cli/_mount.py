@@ -207,7 +207,9 @@ def mount_plan(settings: Settings) -> MountPlan:
     nothing = None if specs else f"session {session_id} has no memory store: nothing mounted"
     return MountPlan(
         specs,
-        sup.SessionToFollow(session_id, creds, each, mount.root, mounted),
+        sup.SessionToFollow(
+            session_id, creds, each, mount.root, mounted, mount.session_check_interval
+        ),
         nothing,
         read_stdin=bool(item) and mount.work_item == STDIN,
     )

@@ -31,7 +31,12 @@ from .. import control
 from .._exceptions import ConfigError
 from .._logging import LOG_FORMATS, LOG_LEVELS, LogFormat, parse_format, parse_level
 from ..api import Deletions, session_id_problem
-from ..supervisor import parse_metrics_addr, store_arg_problem
+from ..supervisor import (
+    DEFAULT_SESSION_CHECK_INTERVAL,
+    MIN_SESSION_CHECK_INTERVAL,
+    parse_metrics_addr,
+    store_arg_problem,
+)
 
 Kind = Literal["value", "switch", "list", "path"]
 
@@ -360,6 +365,14 @@ START_TIMEOUT: Option[float] = Option(
     default=control.DEFAULT_START_TIMEOUT,
     metavar="SECONDS",
 )
+SESSION_CHECK_INTERVAL: Option[float] = Option(
+    "session-check-interval",
+    "seconds between two reads of a followed session (`--work-item`, `--session`), "
+    f"at least {MIN_SESSION_CHECK_INTERVAL:g}",
+    seconds(minimum=MIN_SESSION_CHECK_INTERVAL),
+    default=DEFAULT_SESSION_CHECK_INTERVAL,
+    metavar="SECONDS",
+)
 METRICS_ADDR: Option[str | None] = Option(
     "metrics-addr",
     "serve Prometheus metrics of every mounted store at HOST:PORT (e.g. 127.0.0.1:9477)",
@@ -389,6 +402,7 @@ MOUNT_OPTIONS: tuple[Option[Any], ...] = (
     FINAL_SYNC_TIMEOUT,
     SYNC_CONCURRENCY,
     START_TIMEOUT,
+    SESSION_CHECK_INTERVAL,
     METRICS_ADDR,
     DAEMON,
 )
@@ -521,12 +535,6 @@ OTHER_VARIABLES: tuple[tuple[str, str, str], ...] = (
         "the session whose stores to mount (as `--session`), when no flag, variable or "
         "config file names stores, a work item or a session; `ant beta:worker poll --on-work` "
         "sets it",
-    ),
-    (
-        "MEMFS_SESSION_CHECK_INTERVAL",
-        "mount",
-        "for tests only: seconds between two reads of a followed session's resources "
-        "(default and normal value: 60)",
     ),
     ("XDG_CONFIG_HOME", "mount", "the folder of the default config file (`~/.config`)"),
     ("XDG_CACHE_HOME", "mount", "the folder of the default cache (`~/.cache`)"),

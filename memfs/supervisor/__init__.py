@@ -39,19 +39,7 @@ from ._credentials import (
     read_secret_file,
     resolve_credentials,
 )
-from ._follow import (
-    CHECK_INTERVAL_ENV,
-    SESSION_CHECK_INTERVAL,
-    FollowedStore,
-    SessionEvent,
-    SessionFollower,
-    SessionRecord,
-    SessionToFollow,
-    check_interval,
-    fetch_session_resources,
-    session_records,
-    start_daemon_follower,
-)
+from ._follow import SessionFollower, start_daemon_follower
 from ._notify import notify
 from ._run import (
     EXIT_NOT_EXECUTABLE,
@@ -60,6 +48,16 @@ from ._run import (
     RunResult,
     run,
     shell_status,
+)
+from ._session_read import fetch_session_resources
+from ._session_records import (
+    DEFAULT_SESSION_CHECK_INTERVAL,
+    MIN_SESSION_CHECK_INTERVAL,
+    FollowedStore,
+    SessionEvent,
+    SessionRecord,
+    SessionToFollow,
+    session_records,
 )
 from ._specs import (
     NAME_REFUSALS,
@@ -77,14 +75,13 @@ from ._supervisor import READY_TIMEOUT, STOP_MARGIN, FinalSync, Supervisor
 from ._unfollow import stop_daemon_followers, stop_followers
 
 __all__ = [
-    "CHECK_INTERVAL_ENV",
-    "SESSION_CHECK_INTERVAL",
+    "DEFAULT_SESSION_CHECK_INTERVAL",
+    "MIN_SESSION_CHECK_INTERVAL",
     "FollowedStore",
     "SessionEvent",
     "SessionFollower",
     "SessionRecord",
     "SessionToFollow",
-    "check_interval",
     "fetch_session_resources",
     "session_records",
     "start_daemon_follower",

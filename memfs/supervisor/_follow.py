@@ -2,8 +2,8 @@
 from it after memfs mounted its stores (`--work-item`, `--session`).
 
 A follower reads the session again (`GET /v1/sessions/{id}`: one request per
-session, whatever the number of its stores) at most once per
-`SESSION_CHECK_INTERVAL`, and compares its memory stores with those it has
+session, whatever the number of its stores) once per `--session-check-interval`
+(a minute by default), and compares its memory stores with those it has
 mounted: a store detached since is final-synced and unmounted first, then a
 store attached since is mounted at its path, with the same credentials and
 settings as the first ones. A store is the same store while its id, access,
@@ -29,12 +29,12 @@ mount of its session appears afterwards: SIGTERM ends a daemon follower;
 thread and go on (`memfs run`'s command keeps running), which removes the
 session's file.
 
-What a follower saw is in a file of the runtime folder,
-`session-<session id>-<key>.session` (the key a hash of the cache folder),
-rewritten whole after each check: the session, the follower's pid, when it
-last checked and checks next, its last error, and each store attached or
-detached (or that could not be mounted) with its time. `memfs status` shows
-it (`session_records`); the file goes when the follower ends.
+What a follower saw is in the session's file of the runtime folder
+(`_session_records`), rewritten whole after each check: the session, the
+follower's pid, when it last checked and checks next, its last error, and
+each store attached or detached (or that could not be mounted) with its
+time. `memfs status` shows it (`session_records`); the file goes when the
+follower ends.
 
 A check that fails (no answer, an error answer) is logged once, until a
 check succeeds again, and tried again at the next period: it never unmounts
@@ -46,64 +46,40 @@ at each check while the session lists it.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 from .._exceptions import MemfsError, MountError, StoreError, SyncError
 from .._logging import LogFormat
-from .._private import ensure_private_dir
 from ..api import Resource, parse_resources
-from ..control import (
-    ControlClient,
-    ErrorReply,
-    StoreSettings,
-    StoreSpec,
-    known_fields,
-    process_alive,
-    running_stores,
-    runtime_dir,
-)
+from ..control import ControlClient, ErrorReply, StoreSpec, running_stores, runtime_dir
 from ._commands import GONE_TIMEOUT, _wait_gone
-from ._credentials import Credentials
-from ._specs import build_specs, mount_path_clash, say_waiting
+from ._session_read import CHECK_RETRIES, CHECK_TIMEOUT, read_session_stores
+from ._session_records import (
+    MAX_EVENTS,
+    FollowedStore,
+    SessionEvent,
+    SessionRecord,
+    SessionToFollow,
+    session_file,
+    write_session_file,
+)
+from ._specs import build_specs, mount_path_clash
 from ._supervisor import STOP_MARGIN, FinalSync, Supervisor
 
 log = logging.getLogger("memfs.supervisor")
 
-SESSION_CHECK_INTERVAL = 60.0
-"""Seconds between two reads of a followed session: at most one a minute."""
-CHECK_INTERVAL_ENV = "MEMFS_SESSION_CHECK_INTERVAL"
-"""For tests only: a shorter period than `SESSION_CHECK_INTERVAL`, in seconds."""
-MIN_CHECK_INTERVAL = 0.1
-SESSION_FILE_SUFFIX = ".session"
-MAX_EVENTS = 200
-"""Events a session's file keeps (the oldest go first)."""
-CHECK_TIMEOUT = 15.0
-CHECK_RETRIES = 2
 FOLLOWER_MODULE = "memfs.supervisor._followd"
 """The daemon follower's program: its own module, which the package does not import."""
 
 Announce = Callable[[str, bool], None]
 """Where a follower tells a person what it did: a line, and whether it is a
 problem (a file a final sync left behind) rather than news."""
-
-
-def check_interval(env: Mapping[str, str] | None = None) -> float:
-    """`SESSION_CHECK_INTERVAL`, or the shorter one a test set in
-    `MEMFS_SESSION_CHECK_INTERVAL` (a bad value counts as unset)."""
-    raw = (os.environ if env is None else env).get(CHECK_INTERVAL_ENV, "").strip()
-    try:
-        value = float(raw)
-    except ValueError:
-        return SESSION_CHECK_INTERVAL
-    return max(MIN_CHECK_INTERVAL, value) if value == value else SESSION_CHECK_INTERVAL
 
 
 def _resource_key(r: Resource) -> tuple[str, str, str, str]:
@@ -113,217 +89,6 @@ def _resource_key(r: Resource) -> tuple[str, str, str, str]:
 
 def _access(read_only: bool) -> str:
     return "read-only" if read_only else "read-write"
-
-
-@dataclass(frozen=True)
-class FollowedStore:
-    """A store the follower holds mounted: which, where, how."""
-
-    resource: Resource
-    store_id: str
-    mount_path: str
-    read_only: bool
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "resource": asdict(self.resource),
-            "store_id": self.store_id,
-            "mount_path": self.mount_path,
-            "read_only": self.read_only,
-        }
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> FollowedStore:
-        return cls(Resource(**d["resource"]), d["store_id"], d["mount_path"], d["read_only"])
-
-
-@dataclass
-class SessionToFollow:
-    """A session whose stores are mounted, and what a follower needs to mount
-    more of them: the credentials, the settings every spec is built with and
-    the folder of stores without a mount path, and the stores mounted at the
-    start."""
-
-    session_id: str
-    creds: Credentials = field(repr=False)
-    settings: StoreSettings
-    root: str
-    mounted: list[FollowedStore] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        """For the daemon follower's stdin only: it holds the token."""
-        return {
-            "session_id": self.session_id,
-            "creds": {
-                "api_url": self.creds.api_url,
-                "token": self.creds.token,
-                "auth": self.creds.auth,
-                "source": self.creds.source,
-            },
-            "spec_settings": {**self.settings.to_json(), "root": self.root},
-            "mounted": [m.to_json() for m in self.mounted],
-        }
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> SessionToFollow:
-        return cls(
-            session_id=d["session_id"],
-            creds=Credentials(**d["creds"]),
-            settings=StoreSettings.from_json(
-                {k: v for k, v in d["spec_settings"].items() if k != "root"}
-            ),
-            root=d["spec_settings"]["root"],
-            mounted=[FollowedStore.from_json(m) for m in d["mounted"]],
-        )
-
-
-def _as_resource_json(r: Any) -> dict[str, Any]:
-    """A session's store (`memfs.api.SessionResource`) as `parse_resources` reads it."""
-    return {
-        "type": "memory_store",
-        "memory_store_id": r.memory_store_id,
-        "access": r.access,
-        "name": r.name,
-        "description": r.description,
-        "mount_path": r.mount_path,
-    }
-
-
-async def _session_stores(
-    creds: Credentials,
-    session_id: str,
-    *,
-    retries: int,
-    timeout: float,
-    start_timeout: float | None,
-) -> list[dict[str, Any]]:
-    from ..client import StoreClient
-
-    async with StoreClient(
-        creds.api_url,
-        creds.token,
-        auth=creds.auth,
-        max_retries=retries,
-        timeout=timeout,
-        start_timeout=start_timeout,
-        on_wait=say_waiting,
-    ) as client:
-        session = await client.get_session(session_id)
-    return [_as_resource_json(r) for r in session.memory_stores]
-
-
-def read_session_stores(
-    creds: Credentials,
-    session_id: str,
-    *,
-    retries: int = 3,
-    timeout: float = 30.0,
-    start_timeout: float | None = None,
-) -> list[dict[str, Any]]:
-    """The memory stores of the session, as its resources list them (JSON
-    objects for `parse_resources`); StoreError when it cannot be read.
-    `start_timeout`: the read is a mount's first request, its wait bounded
-    and each attempt without an answer said."""
-    import trio
-
-    return trio.run(
-        lambda: _session_stores(
-            creds, session_id, retries=retries, timeout=timeout, start_timeout=start_timeout
-        )
-    )
-
-
-def fetch_session_resources(
-    creds: Credentials, session_id: str, start_timeout: float | None = None
-) -> list[Resource]:
-    """The session's memory stores, checked as a resources file is; MountError
-    with one sentence when the session cannot be read. `start_timeout`: as
-    `read_session_stores`."""
-    try:
-        stores = read_session_stores(creds, session_id, start_timeout=start_timeout)
-    except StoreError as e:
-        raise MountError(f"cannot read session {session_id} at {creds.api_url}: {e}")
-    return parse_resources(stores)
-
-
-# ---------------------------------------------------------------- the session's file
-
-
-def _session_file(runtime_dir: str, session_id: str, cache_dir: str) -> str:
-    key = hashlib.sha256(os.fsencode(os.path.realpath(cache_dir))).hexdigest()[:12]
-    return os.path.join(runtime_dir, f"session-{session_id}-{key}{SESSION_FILE_SUFFIX}")
-
-
-@dataclass
-class SessionEvent:
-    """A store attached to the session or detached from it while followed
-    (or one that could not be mounted: `not_mounted`)."""
-
-    at: float
-    event: str
-    """`attached`, `detached` or `not_mounted`."""
-    store_id: str
-    mount_path: str
-    access: str
-    """`read_write` or `read_only`."""
-    detail: str | None = None
-    """What came of it: the final sync of a detached store, why one was not mounted."""
-    not_uploaded: list[str] = field(default_factory=list)
-    """Files the final sync of a detached store left in the cache."""
-
-
-@dataclass
-class SessionRecord:
-    """What a session's file says: `memfs status` prints it."""
-
-    session_id: str
-    pid: int
-    daemon: bool
-    started_at: float
-    checked_at: float | None = None
-    next_check_at: float | None = None
-    last_error: str | None = None
-    events: list[SessionEvent] = field(default_factory=list)
-    mount_paths: list[str] | None = None
-    """The paths of the stores the follower holds mounted, or is mounting
-    (None in a file an older memfs wrote: unknown)."""
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: object) -> SessionRecord:
-        values = known_fields(cls, data, "a session file holds a JSON object")
-        values["events"] = [SessionEvent(**e) for e in values.get("events", [])]
-        return cls(**values)
-
-
-def _session_files(folder: str | None = None) -> list[tuple[str, SessionRecord]]:
-    """Each session file of the runtime folder whose follower is alive, and its record."""
-    folder = runtime_dir() if folder is None else folder
-    try:
-        names = sorted(os.listdir(folder))
-    except OSError:
-        return []
-    found = []
-    for name in names:
-        if not name.endswith(SESSION_FILE_SUFFIX):
-            continue
-        path = os.path.join(folder, name)
-        try:
-            with open(path, "rb") as f:
-                record = SessionRecord.from_json(json.loads(f.read()))
-        except (OSError, ValueError, TypeError):
-            continue
-        if process_alive(record.pid):
-            found.append((path, record))
-    return found
-
-
-def session_records(folder: str | None = None) -> list[SessionRecord]:
-    """Every followed session of this machine whose follower is alive, by
-    the files in the runtime folder (default `runtime_dir()`)."""
-    return [record for _, record in _session_files(folder)]
 
 
 # ---------------------------------------------------------------- the follower
@@ -345,12 +110,12 @@ class SessionFollower:
         self.supervisor = supervisor
         self.daemon = daemon
         self.announce: Announce = announce or (lambda line, problem: None)
-        self.interval = check_interval() if interval is None else interval
+        self.interval = session.interval if interval is None else interval
         self.mounted: dict[tuple[str, str, str, str], FollowedStore] = {
             _resource_key(m.resource): m for m in session.mounted
         }
         self.runtime_dir = runtime_dir()
-        self.path = _session_file(self.runtime_dir, session.session_id, session.settings.cache_dir)
+        self.path = session_file(self.runtime_dir, session.session_id, session.settings.cache_dir)
         self.record = SessionRecord(session.session_id, os.getpid(), daemon, time.time())
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -369,15 +134,10 @@ class SessionFollower:
     # -------------------------------------------------------------- the file
 
     def write_record(self) -> None:
-        """The session's file, rewritten whole (a temporary file renamed over it)."""
-        ensure_private_dir(self.runtime_dir, "runtime folder")
+        """The session's file, with the mount paths the follower holds."""
         paths = [m.mount_path for m in self.mounted.values()]
         self.record.mount_paths = paths + ([self._attaching] if self._attaching else [])
-        tmp = self.path + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(self.record.to_json()))
-        os.replace(tmp, self.path)
+        write_session_file(self.path, self.record)
 
     def remove_record(self) -> None:
         with contextlib.suppress(OSError):
@@ -678,7 +438,7 @@ def start_daemon_follower(
     assert proc.stdin is not None and proc.stdout is not None
     launch = {
         "session": session.to_json(),
-        "interval": check_interval() if interval is None else interval,
+        "interval": session.interval if interval is None else interval,
     }
     with contextlib.suppress(BrokenPipeError):
         proc.stdin.write(json.dumps(launch) + "\n")

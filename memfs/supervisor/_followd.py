@@ -19,7 +19,8 @@ from typing import Any
 
 from .._exceptions import MemfsError
 from .._logging import parse_format, parse_level, setup_logging
-from ._follow import SessionFollower, SessionToFollow
+from ._follow import SessionFollower
+from ._session_records import SessionToFollow
 from ._supervisor import Supervisor
 
 log = logging.getLogger("memfs.supervisor")

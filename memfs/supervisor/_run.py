@@ -49,7 +49,8 @@ from dataclasses import dataclass, field
 from .._children import child_env
 from .._logging import LogFormat
 from ..control import StoreSpec
-from ._follow import Announce, SessionFollower, SessionToFollow
+from ._follow import Announce, SessionFollower
+from ._session_records import SessionToFollow
 from ._supervisor import FinalSync, Supervisor
 from ._unfollow import UNFOLLOW_SIGNAL
 

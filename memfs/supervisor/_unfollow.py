@@ -18,7 +18,8 @@ import signal
 import time
 
 from ._commands import _running, _wait_gone
-from ._follow import FOLLOWER_MODULE, SessionRecord, _session_files
+from ._follow import FOLLOWER_MODULE
+from ._session_records import SessionRecord, session_files
 
 UNFOLLOW_SIGNAL = signal.SIGUSR2
 """Sent to a foreground process that follows a session (`memfs mount`
@@ -59,7 +60,7 @@ def stop_followers(
     long as the follower's own bounds: a read of the session, a store's
     start, a detached store's final sync."""
     stopped = []
-    for path, record in _session_files(folder):
+    for path, record in session_files(folder):
         if holding is not None and not _holds(record, holding):
             continue
         if record.daemon:

@@ -8,7 +8,7 @@ on a real `memfs serve` and prints the work item a worker's poll would hand
 out; `memfs run` and `memfs mount` are real processes with real FUSE
 mounts; the session is changed with `memfs store session attach|detach`.
 The sessions are checked every half second (`MEMFS_SESSION_CHECK_INTERVAL`,
-the setting for tests; 60 s otherwise)."""
+the variable of `--session-check-interval`; 60 s by default)."""
 
 from __future__ import annotations
 
