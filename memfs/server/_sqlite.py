@@ -14,10 +14,8 @@ before the answer is sent, so it is there when the file is opened again
 (tests/contract/test_server_http.py kills the server under eight writers).
 What NORMAL gives up is the machine losing power or the kernel crashing
 before it flushes the WAL; `synchronous=FULL` would fsync on every commit,
-which on this project's bench machine costs about 240 µs of waiting per
-write (half as much again as the write's whole CPU, and milliseconds on a
-disk that honours flushes), inline on the one thread that serves every
-request. A process crash is the case that happens; a host crash is left to
+a wait on the disk inline on the one thread that serves every request.
+A process crash is the case that happens; a host crash is left to
 the host's own durability (a journaling filesystem, backups).
 """
 
