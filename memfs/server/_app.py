@@ -220,19 +220,12 @@ class MemoryStoreApp:
         except InvalidPath as e:
             raise InvalidRequest(str(e))
         depth = int(query_choice(request, "depth", ("0", "1"), "0"))
-        return self.db.memories.list(
-            sid,
-            prefix=prefix,
-            depth=depth,
-            full=full_view(request, View.BASIC),
-            limit=q.get("limit"),
-            page=q.get("page") or None,
-        )
+        return self.db.memories.list(sid, prefix=prefix, depth=depth, **_paging(request))
 
     async def get_memory(self, request: Request, caller: Caller) -> dict[str, Any]:
-        sid = _store_of(request, caller)
-        full = full_view(request, View.FULL)
-        return self.db.memories.get(sid, request.path_params["mid"], full)
+        return self.db.memories.get(
+            _store_of(request, caller), request.path_params["mid"], full_view(request, View.FULL)
+        )
 
     async def update_memory(self, request: Request, caller: Caller) -> dict[str, Any]:
         sid = _store_of(request, caller, write=True)
@@ -259,20 +252,28 @@ class MemoryStoreApp:
             session_id=q.get("session_id") or None,
             api_key_id=q.get("api_key_id") or None,
             service_account_id=q.get("service_account_id") or None,
-            full=full_view(request, View.BASIC),
-            limit=q.get("limit"),
-            page=q.get("page") or None,
+            **_paging(request),
         )
 
     async def get_version(self, request: Request, caller: Caller) -> dict[str, Any]:
-        sid = _store_of(request, caller)
-        full = full_view(request, View.FULL)
-        return self.db.versions.get(sid, request.path_params["vid"], full)
+        return self.db.versions.get(
+            _store_of(request, caller), request.path_params["vid"], full_view(request, View.FULL)
+        )
 
     async def redact_version(self, request: Request, caller: Caller) -> dict[str, Any]:
         sid = _store_of(request, caller, write=True)
         await json_body(request)
         return self.db.versions.redact(sid, request.path_params["vid"], caller.actor)
+
+
+def _paging(request: Request) -> dict[str, Any]:
+    """A list's view and page, as the query asks for them."""
+    q = request.query_params
+    return {
+        "full": full_view(request, View.BASIC),
+        "limit": q.get("limit"),
+        "page": q.get("page") or None,
+    }
 
 
 def _store_of(request: Request, caller: Caller, *, write: bool = False) -> str:
