@@ -127,7 +127,8 @@ def test_the_entrypoint_in_fresh_namespaces_drops_to_the_agent_user(
     before = _host_mnt()
     tmpdir = tmp_path / "tmpdir"
     tmpdir.mkdir()
-    env = {k: v for k, v in mounter.env.items() if k not in CREDENTIAL_ENV}
+    # The entrypoint mounts under the default root, /mnt/memory, of the namespace.
+    env = {k: v for k, v in mounter.env.items() if k not in {*CREDENTIAL_ENV, "MEMFS_ROOT"}}
     env.update(
         PATH=f"{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}",
         MEMFS_TOKEN=TOKEN,
