@@ -80,6 +80,8 @@ class SyncChanges(CacheParts):
         if node.live.edits == change.edits and node.path == path:
             node.edited = False
             self.agreed.settle(node)
+            if node.live.open_count == 0:
+                self.contents.evictable(node)
         self.journal.save(node)
         # Its folders are now implied by the store: they go when the store empties them.
         parent = self.nodes.get(node.parent)
@@ -122,30 +124,8 @@ class SyncChanges(CacheParts):
         node.edited = True
         node.live.edits += 1
         self.agreed.set_pending(node)
+        self.contents.kept(node)
         self.journal.save(node)
-
-    # ------------------------------------------------------- contents
-
-    def install_listed(self, node: Node, memory_id: str, content: bytes) -> bool:
-        """Cache a content a listing page carried (its sha checked by the caller) for
-        a clean file, unless the file changed meanwhile or is being fetched;
-        True when installed. The caller holds a transaction (one per page)."""
-        unchanged = node.memory_id == memory_id and node.live.fetching is None
-        if node.cached or node.edited or node.orphan or not unchanged:
-            return False
-        self.contents.put(node, content)
-        node.cached = True
-        node.size = len(content)
-        self.journal.save(node)
-        return True
-
-    async def ensure_cached(self, node_id: int) -> bool:
-        """Fetch a file's content if it is not here yet; True when it was fetched."""
-        node = self.nodes.get(node_id)
-        if node is None or node.is_dir or node.cached or node.orphan:
-            return False
-        await self._fetch(node)
-        return True
 
     # ------------------------------------------------- the store's state
 
@@ -196,6 +176,8 @@ class SyncChanges(CacheParts):
             elif not (node.cached and node.size == size and self._cached_sha(node) == sha):
                 self.contents.uncache(node)
                 node.size = size
+            elif not node.live.open_count:
+                self.contents.evictable(node)
             self.journal.save(node)
         return placed
 
@@ -270,6 +252,8 @@ class SyncChanges(CacheParts):
         """The store's content becomes the file's cached, clean content."""
         self.contents.put(node, content)
         node.cached, node.size = True, len(content)
+        if not node.live.open_count:
+            self.contents.evictable(node)
 
     def follow_remote_move(self, node: Node, path: str) -> Gone:
         """The store moved this file's memory; it changed here too: move it, keep the

@@ -6,12 +6,12 @@ indexes over it, which nothing else changes:
 
 - the tree of names (`Tree`, which the cache is: nodes by id, each folder's
   entries, the paths; `attach`, `detach`, `move` keep them in step);
-- the contents (`Contents`: the files' bytes, a file each);
+- the contents (`Contents`: the files' bytes, which clean ones may go);
 - what is agreed with the store and what it must still be told
   (`Agreements`: the bases and the index by memory id, the pending files,
   the pending deletes);
 - durability (`Journal`: every change committed before the call that made it
-  returns, in SQLite; memfs/cache/_journal.py);
+  returns, through its redo log; memfs/cache/_journal.py);
 - conflict copies (`ConflictCopies`).
 
 `CacheParts` holds them and does the steps that span parts: a node made
@@ -32,13 +32,12 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
-from .._exceptions import CacheDiskFull, ContentUnavailable, MemfsError
-from .._private import ensure_private_dir, open_private_dir
+from .._exceptions import CacheDiskFull
+from .._private import ensure_private_dir
 from ..api import MAX_MEMORIES, check_store_id
 from ._agreed import Agreements
 from ._conflicts import ConflictCopies
 from ._contents import Contents
-from ._disk_space import DiskSpace
 from ._journal import Journal
 from ._node import ROOT_ID, Gone, Node, NodeKind, Tombstone
 from ._tree import Tree
@@ -48,11 +47,13 @@ log = logging.getLogger("memfs.cache")
 DEFAULT_BUDGET_BYTES = 256 * 1024 * 1024
 
 DROP_BATCH = 64
-"""Content files of deleted files removed per idle tick: a request that comes
-meanwhile never waits long."""
+"""Content rows of deleted files dropped per idle tick (~1 ms): a request that
+comes meanwhile never waits long."""
 
 HOUSEKEEPING_QUIET = 5.0
-"""Seconds between housekeeping's looks at most, while nothing is committed."""
+"""Seconds between housekeeping's looks at most, while nothing is committed.
+A store process of 2,000 memories, idle, passes every 5 s: 3.5 ms of CPU a
+pass with this, 4.9-5.2 ms with 1.6 s (interleaved, two runs each)."""
 
 ContentSource = Callable[[str], Awaitable[tuple[bytes, str]]]
 """Fetches a memory's content by id: returns (content, content_sha256)."""
@@ -82,42 +83,27 @@ class CacheParts(Tree):
         self.budget_bytes = budget_bytes
         self.max_memories = max_memories
         self._said_full = False
-        self._unsaved: set[Node] = set()
-        """Files written since their row was last saved (size and times)."""
         ensure_private_dir(root_dir, "cache folder", follow=True)
-        self.folder_fd = open_private_dir(self.dir, "cache folder")
-        try:
-            self.space = DiskSpace(self.dir, self.folder_fd)
-            self.conflicts = ConflictCopies(os.path.join(self.dir, "conflicts"))
-            journal = os.path.join(self.dir, "journal.sqlite3")
-            self.journal = Journal(journal, self.folder_fd, self.space, store_id=store_id)
-        except BaseException:
-            os.close(self.folder_fd)
-            raise
-        try:
-            self.contents = Contents(os.path.join(self.dir, "contents"), self.space)
-        except BaseException:
-            self.journal.abandon()
-            os.close(self.folder_fd)
-            raise
+        ensure_private_dir(self.dir, "cache folder")
+        self.conflicts = ConflictCopies(os.path.join(self.dir, "conflicts"))
+        self.journal = Journal(os.path.join(self.dir, "journal.sqlite3"), store_id=store_id)
+        self.contents = Contents(self.journal, budget_bytes, self.nodes.get)
         self.agreed = Agreements(self.journal)
         self._load()
 
     def _load(self) -> None:
         nodes = list(self.journal.nodes())
         self.load(nodes)
-        # The content files are the truth for sizes, and for an edited file's
-        # times (a kill may have left its row behind); without one, a file is empty.
+        self.journal.drop_stray_contents()
+        # Contents are the truth for sizes; a cached file without a row is empty.
+        sizes = self.journal.content_sizes()
         files = [n for n in nodes if n.kind is NodeKind.FILE]
         for node in files:
             if node.cached or node.edited:
-                st = self.contents.stat(node.id)
-                node.cached = node.edited or st is not None
-                node.size = st.st_size if st is not None else 0
-                if st is not None and node.edited:
-                    node.mtime_ns = max(node.mtime_ns, st.st_mtime_ns)
-                    node.ctime_ns = max(node.ctime_ns, node.mtime_ns)
-        self.contents.sweep({n.id for n in files if n.cached})
+                node.size = sizes.get(node.id, 0)
+                node.cached = True
+            if node.cached and not node.edited:
+                self.contents.evictable(node)
         self.agreed.load(files, list(self.journal.tombstones()))
 
     # ------------------------------------------------------------- views
@@ -133,6 +119,11 @@ class CacheParts(Tree):
         return self.agreed.pending
 
     @property
+    def db(self) -> sqlite3.Connection:
+        """The journal's connection (for tests and counters)."""
+        return self.journal.db
+
+    @property
     def conflicts_dir(self) -> str:
         return self.conflicts.dir
 
@@ -143,13 +134,9 @@ class CacheParts(Tree):
 
     @property
     def disk_full(self) -> bool:
-        """The cache's disk is full: changes to the files are refused (ENOSPC)."""
-        return self.space.full
-
-    @property
-    def disk_full_reason(self) -> str | None:
-        """Why changes are refused, as a sentence; None when they are not."""
-        return self.space.reason if self.space.full else None
+        """The cache's disk is full: changes to the files are refused (ENOSPC), and
+        the journal's redo log holds what SQLite could not take."""
+        return self.journal.disk_full
 
     def cached_bytes(self) -> int:
         return sum(n.size for n in self.files() if n.cached)
@@ -198,10 +185,9 @@ class CacheParts(Tree):
         self, every: float = 0.2, busy: Callable[[], bool] = lambda: False
     ) -> None:
         """Runs while mounted: while the filesystem is idle (`busy` says whether
-        requests came since the last call), removes the content files of deleted
-        files (a batch at a time), saves the rows of files written, copies the
-        WAL into the database and looks for room on a full disk, so that no
-        request pays for any of it.
+        requests came since the last call), drops the content rows of deleted
+        files (a batch at a time), applies the journal's redo log and copies the
+        WAL into the database, so that no request pays for any of it.
 
         It looks every `every` seconds while changes come, and less often (up to
         `HOUSEKEEPING_QUIET` seconds apart) while none does, so that an idle
@@ -211,11 +197,11 @@ class CacheParts(Tree):
         while True:
             try:
                 if not busy():
+                    self.journal.note_log_filled()
                     self.drop_contents(DROP_BATCH)
-                    self.save_written()
+                    self.journal.apply_log()
                     if self.journal.unsaved_commits:
                         self.journal.checkpoint()
-                    self.space.look_for_room()
             except (OSError, sqlite3.Error, CacheDiskFull) as e:
                 log.warning(
                     "housekeeping of %s: %s", self.store_id, e, extra={"event": "housekeeping"}
@@ -226,79 +212,17 @@ class CacheParts(Tree):
             await trio.sleep(pause)
 
     def drop_contents(self, most: int | None = None) -> None:
-        """Remove the content files of deleted files, `most` at a time (see
+        """Delete the content rows of deleted files, `most` at a time (see
         `Contents.drop_deleted`)."""
         self.contents.drop_deleted(most)
 
-    def save_written(self) -> None:
-        """Save the rows of the files written since (their sizes and times), in
-        one commit."""
-        if not self._unsaved:
-            return
-        with self.batch():
-            while self._unsaved:
-                node = self._unsaved.pop()
-                if not node.orphan and node.id in self.nodes:
-                    self.journal.save(node)
-
     def close(self) -> None:
         self.drop_contents()
-        with contextlib.suppress(CacheDiskFull, sqlite3.Error):
-            self.save_written()
         for node in self.nodes.values():
             node.live.data = None
         self.journal.close()
-        self.abandon()
-
-    def abandon(self) -> None:
-        """Close as a SIGKILL would: nothing saved, flushed or checkpointed."""
-        self.journal.abandon()
-        self.contents.close()
-        with contextlib.suppress(OSError):
-            os.close(self.folder_fd)
 
     # ------------------------------------------- steps that span the parts
-
-    async def _fetch(self, node: Node) -> None:
-        """Wait for the content of a file (one fetch at a time per file)."""
-        live = node.live
-        if live.fetching is not None:
-            await live.fetching.wait()
-            if node.cached:
-                return
-        if node.memory_id is None or self.source is None:
-            raise ContentUnavailable(
-                f"{node.path} has no content here and no store to fetch it from"
-            )
-        live.fetching = trio.Event()
-        try:
-            memory_id = node.memory_id
-            try:
-                content, sha = await self.source(memory_id)
-            except MemfsError as e:
-                raise ContentUnavailable(f"cannot fetch {node.path}: {e}")
-            if node.cached or node.memory_id != memory_id or node.orphan:
-                return
-            try:
-                self.install_content(node, content, sha)
-            except CacheDiskFull:
-                # No room to cache it: the file is read from memory while it is open.
-                live.data = bytearray(content)
-                node.size = len(content)
-        finally:
-            live.fetching.set()
-            live.fetching = None
-
-    def install_content(self, node: Node, content: bytes, sha: str) -> None:
-        """Cache the store's content of a clean file. Content newer than the base
-        is shown, but the base stays: the next pass pulls it properly and makes
-        the kernel forget the size it was told."""
-        if node.cached or node.edited or node.orphan:
-            return
-        self.contents.put(node, content)
-        node.cached = True
-        node.size = len(content)
-        self.journal.save(node)
 
     def _insert(self, node: Node) -> Node:
         """A new node: its row, its place in the tree, its memory and whether it is
@@ -315,12 +239,13 @@ class CacheParts(Tree):
 
     def _record_change(self, node: Node, *, content: bool) -> None:
         """Record a local change durably before the caller touches the content:
-        the file is pending (and edited, for its `content`)."""
+        the file is pending (and edited, for its `content`), never evicted."""
         node.live.edits += 1
         was = (node.edited, node.pending)
         if content:
             node.edited = True
         self.agreed.set_pending(node)
+        self.contents.kept(node)
         if (node.edited, node.pending) != was:
             self.journal.save(node)
 
@@ -351,8 +276,6 @@ class CacheParts(Tree):
 
     def _drop(self, node: Node) -> None:
         self.forget(node)
-        self.contents.closed(node)
-        self._unsaved.discard(node)
         node.live.data = None
 
     def _prune_empty(self, dir_id: int, gone: Gone | None = None) -> None:

@@ -1,13 +1,18 @@
-"""The journal of one store: its rows in SQLite (WAL), each change one
-transaction.
+"""The journal of one store: its rows in SQLite, each change committed by one
+record of its redo log.
 
-It keeps every node's row, the pending deletes, the uploads in flight and a
-little metadata, in an SQLite file (memfs/cache/_schema.py); the files'
-contents are files beside it (memfs/cache/_contents.py). A change (one
-method call, or everything inside `transaction()`) is one SQLite commit: in
-WAL mode with synchronous=NORMAL it is in the kernel's hands once the call
-returns, so a SIGKILL of memfs cannot undo it; `make_durable` flushes the
-WAL, which makes every commit so far survive a power cut too.
+It keeps every node's row, the pending deletes, the uploads in flight, the
+files' contents (one row each: no change asks the filesystem for an inode)
+and a little metadata, in an SQLite file (memfs/cache/_schema.py). A change
+(one method call, or everything inside `transaction()`) is committed by one
+record of the redo log (memfs/cache/_redo.py, one `pwritev`, where an SQLite
+commit costs 20-50 µs): once it returned, a SIGKILL cannot undo it. The
+records are applied to SQLite later, many at once (memfs/cache/_database.py);
+until then the contents and meta values they hold are answered from the log.
+`batch()` writes SQLite itself, while nothing else uses the journal. Opening
+applies what a kill left and tells damage from a kill's end
+(memfs/cache/_damage.py); on a full disk the records stay in the log
+(memfs/cache/_disk_space.py). `make_durable` is one flush of the log.
 """
 
 from __future__ import annotations
@@ -16,205 +21,436 @@ import contextlib
 import os
 import sqlite3
 from collections.abc import Iterator
-from typing import Any
 
-from .._exceptions import CacheCorrupt
+from .._exceptions import CacheCorrupt, CacheDiskFull
+from .._private import open_private_dir
+from . import _damage
+from ._database import JournalDatabase
 from ._disk_space import DiskSpace
 from ._node import Node, Tombstone, Upload
-from ._schema import INSERT_NODE, SELECT_NODES, UPDATE_NODE, node_of, open_journal_file, row_values
+from ._records import Op, Operation
+from ._redo import CAPACITY, RedoLog, RedoLogError
+from ._schema import (
+    LOG_FILLED,
+    node_of,
+    open_journal_file,
+    row_values,
+    row_values_in_place,
+)
+
+_PUT_CONTENT, _WRITTEN, _SAVE_NODE_IN_PLACE = Op.PUT_CONTENT, Op.WRITTEN, Op.SAVE_NODE_IN_PLACE
+_ANSWERED_FROM_LOG = frozenset((Op.PUT_CONTENT, Op.DROP_CONTENT, Op.DROP_CONTENTS, Op.SET_META))
+"""The operations whose changes reads are answered for from the log until applied
+(the request path's own are read from the module, not the enum: a few µs a save)."""
 
 
 class Journal:
-    """The journal of one store, at `path`, in the folder `folder_fd` (memfs's
-    own, checked by the caller), whose disk `space` watches."""
+    """The journal of one store, at `path`, and its redo log beside it.
 
-    def __init__(self, path: str, folder_fd: int, space: DiskSpace, *, store_id: str) -> None:
+    Its folder is opened once and checked as memfs's own (0700, the user's, not
+    a symlink); the database, its WAL and its redo log are reached relative to
+    that descriptor. It is its own `transaction()`: the outermost use gathers
+    the operations inside and commits them as one record at its end."""
+
+    def __init__(self, path: str, *, store_id: str) -> None:
         self.path = path
-        self.folder_fd = folder_fd
-        self.space = space
-        self.db = open_journal_file(folder_fd, path, store_id=store_id)
-        self._wal_fd: int | None = None
-        self._durable_changes = -1
-        self._checkpointed_changes = self.db.total_changes
+        self._rows_known = 1
+        """Nodes whose `Live.row_known` is this know their row's name (`save`);
+        it grows when what the rows hold is unknown again."""
+        self._group: list[Operation] | None = None
+        """The operations of the open `transaction()`, logged together at its end."""
+        self._outer: list[bool] = []
+        """For each `transaction()` entered: whether it is the outermost."""
+        self._logged_contents: dict[int, tuple[int, int, int]] = {}
+        """Contents a record holds: (its number, offset in the log, length; -1 if
+        dropped), by node id; those of records applied are SQLite's."""
+        self._logged_meta: dict[str, tuple[int, str | None]] = {}
+        """Meta values a record holds, with its number."""
+        self._records = 0
+        self.lost_paths: list[str] = []
+        """The files whose changes opening found lost from a damaged redo log."""
+        self.damage: str | None = None
+        """That sentence, as logged; None when nothing was lost."""
+        self.folder_fd = open_private_dir(os.path.dirname(path), "cache folder")
+        self._space = DiskSpace(path, self.folder_fd)
         try:
-            self._next_id = self._next_node_id()
-        except sqlite3.Error as e:
-            self.db.close()
-            raise CacheCorrupt(f"cannot open the cache at {os.path.dirname(path)}: {e}") from e
+            db = open_journal_file(self.folder_fd, path, store_id=store_id)
+        except BaseException:
+            self._close_folder()
+            raise
+        self._database = JournalDatabase(db, path, self.folder_fd, self._space)
+        try:
+            self._open_log()
+        except BaseException as e:
+            if hasattr(self, "_log"):
+                self._log.close()
+            self._database.abandon()
+            self._close_folder()
+            if isinstance(e, OSError | sqlite3.Error | RedoLogError):
+                folder = os.path.dirname(path)
+                raise CacheCorrupt(f"cannot open the cache at {folder}: {e}") from e
+            raise
+
+    def _open_log(self) -> None:
+        """Open the redo log, apply what a kill left in it (or keep it there on a
+        full disk), and say what damage lost."""
+        database = self._database
+        log_id, new = database.redo_log_id()
+        missing = not new and _damage.is_missing(
+            self.folder_fd, os.path.basename(self.path) + "-redo"
+        )
+        self._log = RedoLog(self.path + "-redo", bytes.fromhex(log_id), dir_fd=self.folder_fd)
+        chain, end = self._log.recover(database.applied)
+        applied = database.apply_chain(chain, self._log)
+        self._seq = database.applied
+        """The number of the last record written."""
+        if not applied:  # the disk is full: the chain stays in the log, which goes on after it
+            self._log.continue_at(end.at)
+            for record in chain:
+                self._note_logged(record.seq, record.ops, record.contents_at)
+                self._seq = record.seq
+        filled = self.get_meta(LOG_FILLED) is not None
+        found = _damage.damage_at(end, filled=filled, missing=missing)
+        if found is not None:
+            if end.later:
+                self._log.clear_after(end.at)
+            with self._reading():
+                names = database.names()
+            self.lost_paths = _damage.lost_paths(found.lost, names)
+            self.damage = _damage.report(os.path.dirname(self.path), found, self.lost_paths)
+        with self._reading():
+            self._next_id = database.next_node_id()
+        self._fill_noted = filled
+        if not filled:
+            self._log.start_filling()
+
+    @property
+    def commits(self) -> int:
+        """Commits since the journal opened: records logged, statements of a batch."""
+        return self._records + self._database.batch_statements
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        """The journal's SQLite connection (for tests and counters)."""
+        return self._database.db
 
     # -------------------------------------------------------------- commits
 
-    def _run(self, sql: str, params: Any = ()) -> None:
-        if self.db.in_transaction:  # a failed statement may have ended it: not done again
-            with self.space.as_cache_disk_full():
-                self.db.execute(sql, params)
-        else:
-            self.space.run(self.db.execute, sql, params)
+    def transaction(self) -> Journal:
+        """One commit for everything inside (one record of the redo log); nested
+        uses join the outer one. An exception inside commits nothing."""
+        return self
 
-    def transaction(self) -> contextlib.AbstractContextManager[None]:
-        """One commit for everything inside; nested uses join the outer one. An
-        exception inside commits nothing."""
-        return self._grouped(keep=False)
+    def __enter__(self) -> None:
+        outer = self._group is None and not self._database.db.in_transaction
+        self._outer.append(outer)
+        if outer:
+            self._group = []
 
-    def batch(self) -> contextlib.AbstractContextManager[None]:
-        """One commit for many changes made while nothing else runs: unlike
-        `transaction`, what ran is committed even when an exception ends the
-        batch, since memory already holds it."""
-        return self._grouped(keep=True)
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        if not self._outer.pop():
+            return
+        ops, self._group = self._group or [], None
+        if kind is not None:
+            self._rows_known += 1  # what the rows were assumed to hold is unknown now
+            return
+        if ops:
+            try:
+                self._commit(ops)
+            except BaseException:
+                self._rows_known += 1
+                raise
 
     @contextlib.contextmanager
-    def _grouped(self, *, keep: bool) -> Iterator[None]:
-        if self.db.in_transaction:
+    def batch(self) -> Iterator[None]:
+        """One SQLite commit for many changes made while nothing else uses the
+        journal, written to SQLite itself once the log is applied: unlike
+        `transaction`, what ran is committed even when an exception ends the
+        batch, since memory already holds it. On a full disk (known, or met
+        inside) the batch's changes are one record of the log instead."""
+        if self.in_transaction():
             yield
             return
-        self._run("BEGIN")
+        try:
+            self._apply()
+        except CacheDiskFull:
+            self._group = []
+        else:
+            self._database.begin_batch()
         try:
             yield
-        except BaseException:
-            if keep:
-                self._commit()
-            elif _in_transaction(self.db):  # a failed statement may have ended it
-                self.db.execute("ROLLBACK")
-            raise
-        self._commit()
+        finally:
+            if self._group is not None:
+                group, self._group = self._group, None
+                if group:
+                    self._commit(group)
+            elif (left := self._database.end_batch()) is not None:
+                if left:
+                    self._commit(left)
+                else:
+                    self._rows_known += 1  # SQLite ended it: the rows are as they were
 
-    def _commit(self) -> None:
-        if not _in_transaction(self.db):
-            return
+    def in_transaction(self) -> bool:
+        return self._group is not None or self.db.in_transaction
+
+    def _do(self, *ops: Operation) -> None:
+        """Commit operations together: into the open transaction's record, into
+        SQLite inside a batch, else as a record of their own."""
+        if self._group is not None:
+            self._group.extend(ops)
+        elif self._database.db.in_transaction:
+            self._group = self._database.run_in_batch(ops)  # not None: the disk filled
+        else:
+            self._commit(list(ops))
+
+    def _commit(self, ops: list[Operation]) -> None:
+        """Append one record of `ops` to the redo log (applying the log first when
+        the record would not fit), then answer from it until it is applied."""
+        contents = [op[-1] for op in ops if op[0] is _PUT_CONTENT]
+        if contents:
+            size = sum(map(len, contents))
+            stored = [(*op[:-1], len(op[-1])) if op[0] is _PUT_CONTENT else op for op in ops]
+        else:
+            size, stored = 0, ops
+        log = self._log
+        if log.offset and log.offset + size + 4096 > CAPACITY:
+            self._apply()
         try:
-            self._run("COMMIT")
-        except BaseException:
-            if _in_transaction(self.db):
-                self.db.execute("ROLLBACK")
-            raise
+            at = log.append(self._seq + 1, stored, contents, size)
+        except RedoLogError as e:
+            raise self._space.log_failure(e) from e
+        self._seq += 1
+        self._records += 1
+        self._note_logged(self._seq, ops, at)
+        if log.offset > CAPACITY:
+            # Committed already: a full disk leaves it to the next commit to refuse.
+            with contextlib.suppress(CacheDiskFull):
+                self._apply()
 
-    @property
-    def committed(self) -> int:
-        """A count of changes committed: it changes whenever anything is."""
-        return self.db.total_changes
+    def _note_logged(self, seq: int, ops: list[Operation], at: int) -> None:
+        """Answer from the log for what `ops` changed, until their record `seq` is
+        applied (their contents from `at` on)."""
+        for op in ops:
+            code = op[0]
+            if code not in _ANSWERED_FROM_LOG:
+                continue
+            if code is _PUT_CONTENT:
+                self._logged_contents[op[1]] = (seq, at, len(op[2]))
+                at += len(op[2])
+            elif code is Op.DROP_CONTENT:
+                self._logged_contents[op[1]] = (seq, -1, 0)
+            elif code is Op.DROP_CONTENTS:
+                for i in op[1]:
+                    self._logged_contents[i] = (seq, -1, 0)
+            elif code is Op.SET_META:
+                self._logged_meta[op[1]] = (seq, op[2])
+
+    # ------------------------------------------------------------- applying
+
+    def _apply(self, *, when_idle: bool = False) -> None:
+        """Apply the redo log to SQLite now (CacheDiskFull when its disk is full);
+        `when_idle`: housekeeping's apply (`JournalDatabase.apply_when_idle`)."""
+        if when_idle:
+            self._database.apply_when_idle(self._log, self._seq)
+        else:
+            self._database.apply_log(self._log, self._seq)
+        if self._seq == self._database.applied:
+            self._logged_contents.clear()
+            self._logged_meta.clear()
+
+    def apply_log(self) -> None:
+        """Apply the redo log to SQLite now, unless its disk is known full."""
+        self._apply(when_idle=True)
+
+    def _reading(self) -> contextlib.AbstractContextManager[None]:
+        """Reads inside see every change committed (`JournalDatabase.reading`)."""
+        return self._database.reading(self._log, self._seq)
 
     # ----------------------------------------------------------- durability
 
     def make_durable(self) -> None:
-        """Make every commit so far durable: one flush of the WAL (none when
-        nothing was committed since the last)."""
-        changes = self.db.total_changes
-        if changes == self._durable_changes:
-            return
-        if self._wal_fd is None:
-            flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW
-            try:
-                self._wal_fd = os.open(
-                    os.path.basename(self.path) + "-wal", flags, dir_fd=self.folder_fd
-                )
-            except FileNotFoundError:
-                return
-        with self.space.as_cache_disk_full():
-            os.fdatasync(self._wal_fd)
-        self._durable_changes = changes
+        """Make every change committed so far durable: one flush of the redo log
+        (none when nothing was logged since), and of the WAL when a batch wrote it."""
+        self._database.sync_wal()
+        with self._space.as_cache_disk_full():
+            self._log.flush()
+
+    def start_writeback(self) -> None:
+        """Hand what the redo log holds unflushed to the disk, without waiting, so
+        that a `make_durable` soon after flushes less (`RedoLog.start_writeback`)."""
+        self._log.start_writeback()
+
+    def note_log_filled(self) -> None:
+        """Remember that the redo log's space is written (its filling thread is
+        done), so that no later open fills it again."""
+        if self._log.filled and not self._fill_noted:
+            self._do((Op.SET_META, LOG_FILLED, "1"))
+            self._fill_noted = True
+
+    @property
+    def committed(self) -> int:
+        """A count of records committed: it changes whenever anything is."""
+        return self._seq
 
     @property
     def unsaved_commits(self) -> bool:
-        """Something was committed since the last `checkpoint`."""
-        return self.db.total_changes != self._checkpointed_changes
+        """Something was committed to SQLite since the last `checkpoint`."""
+        return self._database.unsaved_commits
 
     def checkpoint(self) -> None:
         """Copy the WAL into the database now (while the filesystem is idle), so
         that no request pays for it; not on a full disk (the database may grow)."""
-        if self.space.full:
-            return
-        with self.space.as_cache_disk_full():
-            self.db.execute("PRAGMA wal_checkpoint(PASSIVE)")
-        self._checkpointed_changes = self.db.total_changes
+        if not self.disk_full:
+            self._database.checkpoint()
+
+    @property
+    def disk_full(self) -> bool:
+        """SQLite's disk is full: the redo log holds what it could not take, and
+        changes to the files are refused (see memfs/cache/_disk_space.py)."""
+        return self._space.full
+
+    @property
+    def disk_full_reason(self) -> str | None:
+        """Why changes are refused, as a sentence; None when they are not."""
+        return self._space.reason if self._space.full else None
 
     def close(self) -> None:
-        """Checkpoint the WAL whole and close (errors say nothing: the next open
-        finds the WAL)."""
-        with contextlib.suppress(sqlite3.Error):
-            self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        self.abandon()
+        with contextlib.suppress(sqlite3.Error, RedoLogError, OSError, CacheDiskFull):
+            self._apply()  # else the next open applies what is left
+        self._log.close()
+        self._database.close()
+        self._close_folder()
 
     def abandon(self) -> None:
-        """Close as a SIGKILL would: nothing checkpointed or flushed."""
-        self.db.close()
-        if self._wal_fd is not None:
+        """Close as a SIGKILL would: nothing applied, flushed or checkpointed."""
+        self._log.close()
+        self._database.abandon()
+        self._close_folder()
+
+    def _close_folder(self) -> None:
+        if self.folder_fd >= 0:
             with contextlib.suppress(OSError):
-                os.close(self._wal_fd)
-            self._wal_fd = None
+                os.close(self.folder_fd)
+            self.folder_fd = -1
 
     # ---------------------------------------------------------------- nodes
 
     def nodes(self) -> Iterator[Node]:
-        for row in self.db.execute(SELECT_NODES).fetchall():
-            yield node_of(row)
-
-    def _next_node_id(self) -> int:
-        """The id after every one given out (ids are never reused)."""
-        (next_id,) = self.db.execute(
-            "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'nodes'), 0), "
-            "coalesce((SELECT max(id) FROM nodes), 0)) + 1"
-        ).fetchone()
-        return int(next_id)
+        with self._reading():
+            rows = self._database.node_rows()
+        for row in rows:
+            node = node_of(row)
+            _note_row_name(node, self._rows_known)
+            yield node
 
     def insert(self, node: Node) -> int:
         """Insert a new node's row; returns its id (ids are never reused)."""
         node_id = self._next_id
-        self._run(INSERT_NODE, (node_id, *row_values(node)))
+        self._do((Op.INSERT_NODE, node_id, *row_values(node)))
         self._next_id += 1
+        _note_row_name(node, self._rows_known)
         return node_id
 
     def save(self, node: Node) -> None:
-        self._run(UPDATE_NODE, (*row_values(node), node.id))
+        """Write a node's row (leaving its name's index entry alone when the name
+        is the one the row holds)."""
+        if _row_named_as(node, self._rows_known):
+            self._do((_SAVE_NODE_IN_PLACE, *row_values_in_place(node)))
+        else:
+            self._do((Op.SAVE_NODE, *row_values(node), node.id))
+            _note_row_name(node, self._rows_known)
 
     def delete(self, node_id: int) -> None:
-        self._run("DELETE FROM nodes WHERE id = ?", (node_id,))
+        self._do((Op.DELETE_NODE, node_id))
 
     # ----------------------------------------------------------- tombstones
 
     def tombstones(self) -> Iterator[Tombstone]:
-        rows = self.db.execute(
-            "SELECT memory_id, path, base_sha, deleted_at FROM tombstones"
-        ).fetchall()
+        with self._reading():
+            rows = self._database.tombstone_rows()
         for row in rows:
             yield Tombstone(*row)
 
     def add_tombstone(self, stone: Tombstone) -> None:
-        self._run(
-            "INSERT OR REPLACE INTO tombstones (memory_id, path, base_sha, deleted_at) "
-            "VALUES (?, ?, ?, ?)",
-            (stone.memory_id, stone.path, stone.base_sha, stone.deleted_at),
-        )
+        self._do((Op.ADD_TOMBSTONE, stone.memory_id, stone.path, stone.base_sha, stone.deleted_at))
 
     def drop_tombstone(self, memory_id: str) -> None:
-        self._run("DELETE FROM tombstones WHERE memory_id = ?", (memory_id,))
+        self._do((Op.DROP_TOMBSTONE, memory_id))
 
     # -------------------------------------------------------------- uploads
 
     def record_upload(self, upload: Upload) -> None:
-        self._run(
-            "INSERT OR REPLACE INTO uploads (node_id, memory_id, path, sha) VALUES (?, ?, ?, ?)",
-            (upload.node_id, upload.memory_id, upload.path, upload.sha),
-        )
+        self._do((Op.RECORD_UPLOAD, upload.node_id, upload.memory_id, upload.path, upload.sha))
 
     def upload_answered(self, node_id: int) -> None:
-        self._run("DELETE FROM uploads WHERE node_id = ?", (node_id,))
+        self._do((Op.UPLOAD_ANSWERED, node_id))
 
     def uploads(self) -> list[Upload]:
-        rows = self.db.execute("SELECT node_id, memory_id, path, sha FROM uploads").fetchall()
+        with self._reading():
+            rows = self._database.upload_rows()
         return [Upload(*row) for row in rows]
+
+    # ------------------------------------------------------------- contents
+
+    def content(self, node_id: int) -> bytes | None:
+        """A file's content, or None when it has no row (a cached file without one
+        is empty: a new file gets its row at its first write)."""
+        logged = self._logged_contents.get(node_id)
+        if logged is None or logged[0] <= self._database.applied:
+            return self._database.content(node_id)
+        with self._space.as_cache_disk_full():
+            return None if logged[1] < 0 else self._log.read(logged[1], logged[2])
+
+    def content_sizes(self) -> dict[int, int]:
+        """The size of every cached content, by node id."""
+        with self._reading():
+            return self._database.content_sizes()
+
+    def put_content(self, node_id: int, data: bytes | bytearray) -> None:
+        """A file's whole content; inside a transaction, `data` is written at its
+        end, so the caller leaves it as it is until then."""
+        self._do((_PUT_CONTENT, node_id, data))
+
+    def put_written(self, node_id: int, data: bytes | bytearray, mtime_ns: int) -> None:
+        """A file's whole content, changed at `mtime_ns` (its change time too), with
+        its size: one commit (see `put_content` inside a transaction)."""
+        self._do((_PUT_CONTENT, node_id, data), (_WRITTEN, len(data), mtime_ns, mtime_ns, node_id))
+
+    def drop_content(self, node_id: int) -> None:
+        self._do((Op.DROP_CONTENT, node_id))
+
+    def drop_contents(self, node_ids: list[int]) -> None:
+        self._do((Op.DROP_CONTENTS, list(node_ids)))
+
+    def drop_stray_contents(self) -> int:
+        """Delete contents no node owns; returns how many went (none while the
+        disk is full: the next open's sweep takes them)."""
+        self.apply_log()
+        return 0 if self.disk_full else self._database.drop_stray_contents()
 
     # ----------------------------------------------------------------- meta
 
     def get_meta(self, key: str) -> str | None:
-        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return row[0] if row else None
+        """A meta value, from a record not applied yet if one holds it."""
+        logged = self._logged_meta.get(key)
+        if logged is None or logged[0] <= self._database.applied:
+            return self._database.meta(key)
+        return logged[1]
 
     def set_meta(self, key: str, value: str | None) -> None:
-        """Keep a meta value; an unchanged one commits nothing."""
-        if self.get_meta(key) != value:
-            self._run("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+        """Keep a meta value; an unchanged one commits nothing, outside a
+        transaction (inside, what it set so far is not readable yet)."""
+        if self.in_transaction() or self.get_meta(key) != value:
+            self._do((Op.SET_META, key, value))
 
 
-def _in_transaction(db: sqlite3.Connection) -> bool:
-    """Asked anew each time: a statement may have ended the transaction."""
-    return db.in_transaction
+def _note_row_name(node: Node, known: int) -> None:
+    """The journal's row of `node` holds its parent and name (`Live.row_known`)."""
+    live = node.live
+    live.row_parent, live.row_name, live.row_known = node.parent, node.name, known
+
+
+def _row_named_as(node: Node, known: int) -> bool:
+    """Whether the journal's row of `node` holds its parent and name."""
+    live = node.live
+    return live.row_known == known and live.row_parent == node.parent and live.row_name == node.name

@@ -1,17 +1,19 @@
 """Local changes: what the filesystem does to a store's cache.
 
-A file's content is a file of the cache (memfs/cache/_contents.py), and an
-open file's content is held in memory as well (`Live.data`), so reads never
-touch the disk. A write commits the journal's "edited" mark first (once, when
-a clean file is first written), then writes its bytes to the content file
-before it returns (a SIGKILL loses nothing); the file's size and times are
-the content file's, and its row follows while the filesystem is idle.
-`fsync()` flushes the content file and the journal's WAL.
+A file's content is a row of the journal, and an open file's content is
+held in memory as well (`Live.data`), so reads never touch the disk.
+`write()` commits its bytes, the file's size and times, and the journal's
+"edited" mark in one commit before it returns (a SIGKILL loses nothing);
+`fsync()` flushes the journal's redo log, which makes all of them durable
+with one `fdatasync`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
+
+import trio
 
 from .._exceptions import (
     CacheCorrupt,
@@ -20,12 +22,16 @@ from .._exceptions import (
     EntryExists,
     FileTooLarge,
     IsADirectory,
+    MemfsError,
     NotADirectory,
     StoreFull,
 )
 from ..api import MAX_CONTENT_BYTES, join_path
 from ._core import CacheParts, log, now_ns
 from ._node import Node, NodeKind, Owner
+
+_ALONE = contextlib.nullcontext()
+"""In place of a transaction, for a change that is one commit by itself."""
 
 
 class LocalChanges(CacheParts):
@@ -68,7 +74,9 @@ class LocalChanges(CacheParts):
                 f"{path}: the store holds at most {self.max_memories} memories; delete some first"
             )
         self._said_full = False
-        with self.transaction():
+        # One commit of the row is the common case (the content comes with the first
+        # write); adopting a pending delete changes two tables, in one transaction.
+        with self.transaction() if stone is not None else _ALONE:
             adopted = self.agreed.take_back(path) if stone is not None else None
             if adopted is not None:
                 node.memory_id, node.base_sha = adopted.memory_id, adopted.base_sha
@@ -188,8 +196,6 @@ class LocalChanges(CacheParts):
             if value is not None:
                 setattr(node, name, value)
         self._attributes_changed(node)
-        if attributes.get("mtime_ns") is not None and node.cached:
-            self.contents.stamp(node)
 
     # ----------------------------------------------------------- content
 
@@ -202,7 +208,7 @@ class LocalChanges(CacheParts):
             raise IsADirectory(f"{node.path} is a folder")
         if truncate:
             self.truncate_content(node, 0)
-        elif not node.cached and node.live.data is None:
+        elif not node.cached:
             await self._fetch(node)
         return self._hold(node, writable)
 
@@ -220,7 +226,68 @@ class LocalChanges(CacheParts):
         live.open_count += 1
         if writable:
             live.writers += 1
+        self.contents.touch(node)
         return node
+
+    async def _fetch(self, node: Node) -> None:
+        """Wait for the content of a file (one fetch at a time per file)."""
+        live = node.live
+        if live.fetching is not None:
+            await live.fetching.wait()
+            if node.cached:
+                return
+        if node.memory_id is None or self.source is None:
+            raise ContentUnavailable(
+                f"{node.path} has no content here and no store to fetch it from"
+            )
+        live.fetching = trio.Event()
+        try:
+            memory_id = node.memory_id
+            try:
+                content, sha = await self.source(memory_id)
+            except MemfsError as e:
+                raise ContentUnavailable(f"cannot fetch {node.path}: {e}")
+            if node.cached or node.memory_id != memory_id or node.orphan:
+                return
+            self.install_content(node, content, sha)
+        finally:
+            live.fetching.set()
+            live.fetching = None
+
+    def install_content(self, node: Node, content: bytes, sha: str) -> None:
+        """Cache the store's content of a clean file. Content newer than the base
+        is shown, but the base stays: the next pass pulls it properly and makes
+        the kernel forget the size it was told."""
+        if node.cached or node.edited or node.orphan:
+            return
+        with self.transaction():
+            self.contents.put(node, content)
+            node.cached = True
+            node.size = len(content)
+            self.journal.save(node)
+        self.contents.evictable(node)
+
+    def install_listed(self, node: Node, memory_id: str, content: bytes) -> bool:
+        """Cache a content a listing page carried (its sha checked by the caller) for
+        a clean file, unless the file changed meanwhile or is being fetched;
+        True when installed. The caller holds a transaction (one per page)."""
+        unchanged = node.memory_id == memory_id and node.live.fetching is None
+        if node.cached or node.edited or node.orphan or not unchanged:
+            return False
+        self.contents.put(node, content)
+        node.cached = True
+        node.size = len(content)
+        self.journal.save(node)
+        self.contents.evictable(node)
+        return True
+
+    async def ensure_cached(self, node_id: int) -> bool:
+        """Fetch a file's content if it is not here yet; True when it was fetched."""
+        node = self.nodes.get(node_id)
+        if node is None or node.is_dir or node.cached or node.orphan:
+            return False
+        await self._fetch(node)
+        return True
 
     def release(self, node_id: int, *, writable: bool = False) -> None:
         node = self.nodes.get(node_id)
@@ -233,9 +300,11 @@ class LocalChanges(CacheParts):
         if live.open_count:
             return
         live.data = None
-        self.contents.closed(node)
         if live.orphan:
             self._drop(node)
+            return
+        if not node.edited and node.cached:
+            self.contents.evictable(node)
 
     def read(self, node: Node, offset: int, size: int) -> bytes:
         content = node.live.data
@@ -250,18 +319,21 @@ class LocalChanges(CacheParts):
         if content is None:
             raise CacheCorrupt(f"{node.path} is not open")
         old_size, old = len(content), bytes(content[offset:end])
-        times = node.mtime_ns, node.ctime_ns
-        now = node.mtime_ns = node.ctime_ns = now_ns()
-        try:
-            if not node.orphan:
-                self._record_change(node, content=True)
-                self.contents.write(node, offset, data, old, old_size)
-        except BaseException:
-            node.mtime_ns, node.ctime_ns = times
-            raise
         if offset > len(content):
             content.extend(bytes(offset - len(content)))
         content[offset:end] = data
+        now = now_ns()
+        if not node.orphan:
+            flips = not (node.edited and node.pending)  # the row changes too: one transaction
+            try:
+                with self.transaction() if flips else _ALONE:
+                    self._record_change(node, content=True)
+                    self.journal.put_written(node.id, content, now)
+            except BaseException:
+                # Not committed: what the file shows stays what the journal holds.
+                content[offset:end] = old
+                del content[old_size:]
+                raise
         node.size = len(content)
         self._written(node, now)
         return len(data)
@@ -279,16 +351,13 @@ class LocalChanges(CacheParts):
         )
 
     def _written(self, node: Node, now: int) -> None:
-        """The file's content changed at `now` (its row follows, `save_written`)."""
+        """The file's content changed at `now` (the journal has its size and times)."""
         node.mtime_ns = node.ctime_ns = now
         node.live.last_write = time.monotonic()
-        if node.orphan:
-            return
         if node.too_large:
             node.too_large = False
-            self.journal.save(node)
-        else:
-            self._unsaved.add(node)
+            if not node.orphan:
+                self.journal.save(node)
 
     def truncate(self, node_id: int, size: int) -> None:
         node = self.node(node_id)
@@ -302,25 +371,36 @@ class LocalChanges(CacheParts):
             if node.too_large:
                 self._written(node, now_ns())
             return
-        if not node.cached and size != 0:
+        current = node.live.data
+        if current is not None:
+            content = bytearray(current)
+        elif size == 0:
+            content = bytearray()
+        elif node.cached:
+            content = bytearray(self.read_content(node))
+        else:
             raise ContentUnavailable(f"{node.path} has no content here to truncate")
-        now = node.mtime_ns = node.ctime_ns = now_ns()
-        if not node.orphan:
-            with self.transaction():
+        del content[size:]
+        content.extend(bytes(size - len(content)))
+        now = now_ns()
+        with self.transaction():
+            if not node.cached:
                 node.cached = True
-                self._record_change(node, content=True)
                 self.journal.save(node)
-            self.contents.truncate(node, size)
-        node.cached = True
-        content = node.live.data
-        if content is not None:
-            del content[size:]
-            content.extend(bytes(size - len(content)))
+            if not node.orphan:
+                self._record_change(node, content=True)
+                self.journal.put_written(node.id, content, now)
+        if node.live.data is not None:
+            node.live.data = content
         node.size = size
         self._written(node, now)
 
+    def start_writeback(self) -> None:
+        """Start writing the changes committed since the last flush to the disk,
+        without waiting: an `fsync()` that follows soon has less left to do."""
+        self.journal.start_writeback()
+
     def fsync(self, node: Node | None) -> None:
         """Make the file's content, its row and the rest of the journal durable:
-        the content file (the truth for its size and times), then the WAL."""
-        self.contents.sync(node)
+        one flush of the redo log (they are all committed there already)."""
         self.journal.make_durable()

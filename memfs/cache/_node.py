@@ -32,7 +32,7 @@ class Live:
     """A node's state in this process only."""
 
     data: bytearray | None = None
-    """The content while the file is open (its content file holds it too)."""
+    """The content while the file is open (the journal holds it too)."""
     open_count: int = 0
     writers: int = 0
     """Open handles that may write."""
@@ -44,6 +44,12 @@ class Live:
     """Unlinked while open: it lives on, outside the tree, until its last release."""
     edits: int = 0
     """Bumped by every local change: a push knows whether the file changed on the way."""
+    row_parent: int = 0
+    row_name: str | None = None
+    row_known: int = 0
+    """The parent and name the journal's row holds, when `row_known` is the
+    journal's count of what it knows (`Journal.save` writes a row in place when
+    they are the node's)."""
 
 
 @dataclass(eq=False, slots=True)
@@ -67,7 +73,7 @@ class Node:
     pending: bool = False
     """Something here (content, path, the file itself) is not agreed with the store yet."""
     cached: bool = False
-    """The content is in the cache (a file of its own; none: empty)."""
+    """The content is in the cache (a row of the journal; none: empty)."""
     made_here: bool = False
     """A folder made here: it stays when no memory is under it."""
     refused_sha: str | None = None

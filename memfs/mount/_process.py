@@ -122,6 +122,7 @@ class StoreProcess:
             await serving.start(control.serve)
             serving.start_soon(self._fuse_main)
             serving.start_soon(partial(cache.housekeeping, busy=store.fs_busy))
+            serving.start_soon(store.fs.write_back)
             serving.start_soon(FreedMemory(store.fs.request_total).run)
             async with trio.open_nursery() as syncing:
                 syncing.start_soon(self._signals, signals)

@@ -264,9 +264,9 @@ class MountedStore:
             last_error=st.last_error,
             requests=self.client.stats.requests,
             fuse_requests=dict(self.fs.requests),
-            cache_damage=None,
-            lost_changes=[],
-            cache_disk_full=self.cache.disk_full_reason,
+            cache_damage=self.cache.journal.damage,
+            lost_changes=list(self.cache.journal.lost_paths),
+            cache_disk_full=self.cache.journal.disk_full_reason,
         )
 
     def metrics(self) -> dict[str, Any]:

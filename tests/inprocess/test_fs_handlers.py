@@ -11,12 +11,12 @@ import logging
 import os
 import sqlite3
 import stat
-from pathlib import Path
 from types import SimpleNamespace
 
 import pyfuse3
 import pytest
 
+from memfs._exceptions import CacheDiskFull
 from memfs.api import MARKER_NAME, MAX_CONTENT_BYTES, content_sha256
 from memfs.cache import ROOT_ID, StoreCache, StoredMemory
 from memfs.fs import MARKER_INODE, MemoryStoreFS
@@ -260,7 +260,7 @@ async def test_an_unexpected_exception_becomes_eio_and_the_next_call_works(
     assert await fs.read(fh, 0, 10) == b"fine"
     await fs.release(fh)
     stored = cache.find("/dir/stored.md")
-    os.unlink(Path(cache.dir) / "contents" / str(stored.id))
+    cache.journal.drop_content(stored.id)
     stored.cached = False  # content gone and no store to fetch it from
     assert await errno_of(fs.open(stored.id, os.O_RDONLY, None)) == errno.EIO
 
@@ -277,47 +277,41 @@ async def test_unlinked_open_file_keeps_its_handle_and_inode(fs, cache):
     assert cache.changes() == []
 
 
-async def test_a_full_cache_disk_is_enospc_and_the_file_keeps_what_it_had(
-    fs, cache, monkeypatch, expect_log
-):
-    """A write whose bytes the cache's disk cannot take fails with ENOSPC at the
-    syscall (said once), and the file shows what its content file holds:
-    nothing is shown that a kill would lose. Once there is room, writes are
-    taken again."""
-    expect_log("memfs.cache", "is full: changes to the files are refused (ENOSPC)", count=1)
+async def test_a_full_cache_disk_is_enospc_and_the_file_keeps_what_it_had(fs, cache, monkeypatch):
+    """A write the journal cannot commit (the disk of its redo log is full) fails
+    with ENOSPC at the syscall, and the file shows what the journal holds:
+    nothing is shown that a kill would lose."""
     fh, ino = await new_file(fs, b"full.md", b"kept")
-    pwrite = os.pwrite
+    pwritev = os.pwritev
 
-    def disk_full(fd, data, offset):
+    def disk_full(fd, buffers, offset):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(os, "pwrite", disk_full)
+    monkeypatch.setattr(os, "pwritev", disk_full)
     assert await errno_of(fs.write(fh, 4, b" and lost")) == errno.ENOSPC
-    assert cache.disk_full
     assert await errno_of(fs.write(fh, 100, b"far")) == errno.ENOSPC
     assert await fs.read(fh, 0, 100) == b"kept"
     assert (await fs.getattr(ino)).st_size == 4
-    monkeypatch.setattr(os, "pwrite", pwrite)
-    cache.space.look_for_room()
+    monkeypatch.setattr(os, "pwritev", pwritev)
     assert await fs.write(fh, 4, b", then more") == 11
     assert await fs.read(fh, 0, 100) == b"kept, then more"
-    assert (Path(cache.dir) / "contents" / str(ino)).read_bytes() == b"kept, then more"
+    assert cache.journal.content(ino) == b"kept, then more"
     await fs.release(fh)
 
 
-async def test_a_full_disk_under_the_journal_is_enospc_and_said_once(
+async def test_a_full_disk_when_the_log_is_applied_loses_nothing(
     fs, cache, monkeypatch, expect_log
 ):
-    """SQLite's disk full when a change is committed: the change is refused
-    with ENOSPC (said once) and nothing of it shows, changes are refused
-    meanwhile while reads go on, and once there is room they are taken again."""
+    """SQLite's disk full while the redo log is applied: the apply is refused
+    (CacheDiskFull, said once), the log keeps every change, changes to the
+    files are refused meanwhile (ENOSPC) while reads go on, and the next
+    apply, once there is room, writes them all and takes changes again."""
     expect_log("memfs.cache", "is full: changes to the files are refused (ENOSPC)", count=1)
-    fh, ino = await new_file(fs, b"kept.md", b"kept")
+    fh, ino = await new_file(fs, b"later.md", b"in the log")
     await fs.release(fh)
-    db = cache.journal.db
 
     def disk_full(sql, params=()):
-        if sql.startswith("INSERT INTO nodes"):
+        if sql.startswith("INSERT INTO contents"):
             e = sqlite3.OperationalError("database or disk is full")
             e.sqlite_errorcode = sqlite3.SQLITE_FULL
             raise e
@@ -329,15 +323,19 @@ async def test_a_full_disk_under_the_journal_is_enospc_and_said_once(
         def __getattr__(self, name):
             return getattr(db, name)
 
+    db = cache.journal.db
     with monkeypatch.context() as m:
-        m.setattr(cache.journal, "db", FullDisk())
-        assert await errno_of(fs.mkdir(ROOT_ID, b"folder", 0o755, None)) == errno.ENOSPC
-        assert await errno_of(fs.lookup(ROOT_ID, b"folder", None)) == errno.ENOENT
+        m.setattr(cache.journal._database, "db", FullDisk())
+        with pytest.raises(CacheDiskFull):
+            cache.journal.apply_log()
+        assert cache.journal.content(ino) == b"in the log"
         assert cache.disk_full
+        assert await errno_of(fs.mkdir(ROOT_ID, b"folder", 0o755, None)) == errno.ENOSPC
         fh = (await fs.open(ino, os.O_RDWR, None)).fh
-        assert await fs.read(fh, 0, 100) == b"kept"
+        assert await fs.read(fh, 0, 100) == b"in the log"
         assert await errno_of(fs.write(fh, 0, b"more")) == errno.ENOSPC
         await fs.release(fh)
-    cache.space.look_for_room()
+    cache.journal.apply_log()
     assert not cache.disk_full
-    await fs.mkdir(ROOT_ID, b"folder", 0o755, None)
+    row = db.execute("SELECT data FROM contents WHERE node_id = ?", (ino,)).fetchone()
+    assert row == (b"in the log",)

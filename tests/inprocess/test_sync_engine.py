@@ -500,8 +500,8 @@ async def test_the_download_places_page_after_page_and_caches_every_content(side
 
 async def test_a_pass_with_nothing_changed_writes_nothing_to_the_cache(side: Side):
     """An idle mount leaves its disk alone: once a pass has taken the store's
-    changes, a pass that finds none commits nothing to the journal (no
-    commit, no flush), however many run."""
+    changes, a pass that finds none commits nothing to the journal (no record
+    of the redo log, no flush), however many run."""
     await side.put_remote("/a.md", "one")
     await side.write("/b.md", "two")
     await side.sync()

@@ -10,7 +10,6 @@ import os
 import shutil
 import signal
 import socket
-import sqlite3
 import stat
 import tempfile
 import time
@@ -18,6 +17,7 @@ import time
 import pytest
 
 from memfs.api import MAX_CONTENT_BYTES
+from memfs.cache._journal import Journal
 from memfs.testing import FakeStore
 
 MARKER = ".anthropic-memory-store"
@@ -54,14 +54,14 @@ def _journal_on_disk(mounter, store_id: str, query: str, inode: int):
     after a kill would read them."""
     src = mounter.cache_dir / store_id
     with tempfile.TemporaryDirectory() as tmp:
-        for name in ("journal.sqlite3", "journal.sqlite3-wal"):
+        for name in ("journal.sqlite3", "journal.sqlite3-wal", "journal.sqlite3-redo"):
             if (src / name).exists():
                 shutil.copyfile(src / name, os.path.join(tmp, name))
-        db = sqlite3.connect(os.path.join(tmp, "journal.sqlite3"))
+        journal = Journal(os.path.join(tmp, "journal.sqlite3"), store_id=store_id)
         try:
-            return db.execute(query, (inode,)).fetchone()
+            return journal.db.execute(query, (inode,)).fetchone()
         finally:
-            db.close()
+            journal.close()
 
 
 def journal_row(mounter, store_id: str, inode: int) -> tuple[int, int]:
@@ -72,9 +72,9 @@ def journal_row(mounter, store_id: str, inode: int) -> tuple[int, int]:
 
 
 def journal_content(mounter, store_id: str, inode: int) -> bytes | None:
-    """A file's content in the cache on disk (None: it has none there)."""
-    path = mounter.cache_dir / store_id / "contents" / str(inode)
-    return path.read_bytes() if path.exists() else None
+    """A file's content in the journal on disk (None: it has none there)."""
+    row = _journal_on_disk(mounter, store_id, "SELECT data FROM contents WHERE node_id = ?", inode)
+    return None if row is None else bytes(row[0])
 
 
 def test_files_and_folders_behave_as_programs_expect(mounter, memfs_server):

@@ -1,5 +1,6 @@
-"""StoreCache on its own: the tree, the contents (a file each, an open
-file's bytes in memory), the journal.
+"""StoreCache on its own: the tree, the contents (rows of the journal, an open
+file's bytes in memory), the journal and its redo log, the eviction of clean
+contents.
 
 No FUSE and no server: contents the store "has" are placed with
 `place_remote`, as the sync engine does after a listing.
@@ -15,6 +16,7 @@ import pytest
 
 from memfs._exceptions import (
     CacheInUse,
+    ContentUnavailable,
     DirectoryNotEmpty,
     EntryExists,
     FileTooLarge,
@@ -45,15 +47,15 @@ async def write_file(cache: StoreCache, parent: int, name: str, content: bytes):
 
 
 def on_disk(cache: StoreCache, node_id: int) -> bytes | None:
-    """The content file the cache holds for this file (what a kill leaves)."""
-    path = Path(cache.dir) / "contents" / str(node_id)
-    return path.read_bytes() if path.exists() else None
+    """The content the journal has committed for this file (what a kill leaves)."""
+    return cache.journal.content(node_id)
 
 
 def killed(cache: StoreCache) -> None:
-    """What a SIGKILL leaves: the cache's files close as they stand, and nothing
-    else happens (no close(), no save of rows, no checkpoint, no fsync)."""
-    cache.abandon()
+    """What a SIGKILL leaves: the journal's files close as they stand, SQLite and
+    the redo log alike, and nothing else happens (no close(), no apply of the
+    log, no checkpoint, no batch save, no fsync)."""
+    cache.journal.abandon()
 
 
 async def test_create_write_is_on_disk_before_close_and_listed_as_a_change(tmp_path):
@@ -208,14 +210,68 @@ async def test_an_unlinked_open_file_stays_readable_and_writable_until_released(
     cache.close()
 
 
-async def test_clean_contents_stay_whatever_their_number(tmp_path):
-    """A store holds few enough bytes for the cache to keep every content it
-    fetched: nothing is evicted, past any budget."""
+async def test_eviction_drops_clean_contents_never_dirty_or_open_ones(tmp_path):
     cache = StoreCache(str(tmp_path), STORE, budget_bytes=3000)
-    clean = [remote(cache, f"mem_{i}", f"/clean{i}.md", bytes([65 + i]) * 1000) for i in range(6)]
-    assert all(n.cached for n in clean)
-    assert [on_disk(cache, n.id) for n in clean] == [bytes([65 + i]) * 1000 for i in range(6)]
-    assert cache.cached_bytes() == 6000
+    dirty = await write_file(cache, ROOT_ID, "dirty.md", b"d" * 1000)
+    held = remote(cache, "mem_held", "/held.md", b"h" * 1000)
+    await cache.open(held.id)
+    for i in range(6):
+        remote(cache, f"mem_{i}", f"/clean{i}.md", bytes([65 + i]) * 1000)
+    assert on_disk(cache, dirty.id) == b"d" * 1000
+    assert on_disk(cache, held.id) == b"h" * 1000
+    clean = [cache.find(f"/clean{i}.md") for i in range(6)]
+    assert [n.cached for n in clean] == [False] * 3 + [True] * 3
+    assert all(on_disk(cache, n.id) is None for n in clean[:3])
+    assert cache.cached_bytes() == 5000  # the budget bounds clean contents only
+    cache.release(held.id)
+
+    async def fetch(memory_id: str) -> tuple[bytes, str]:
+        assert memory_id == "mem_0"
+        return b"A" * 1000, content_sha256(b"A" * 1000)
+
+    cache.source = fetch
+    await cache.open(clean[0].id)
+    assert cache.read(clean[0], 0, 5) == b"AAAAA"
+    cache.release(clean[0].id)
+    cache.source = None
+    evicted = next(n for n in clean if not n.cached)
+    with pytest.raises(ContentUnavailable):
+        await cache.open(evicted.id)
+    cache.close()
+
+
+async def test_the_file_read_last_is_evicted_last(tmp_path):
+    cache = StoreCache(str(tmp_path), STORE, budget_bytes=3000)
+    for i in range(3):
+        remote(cache, f"mem_{i}", f"/clean{i}.md", bytes([65 + i]) * 1000)
+    first = cache.find("/clean0.md")
+    await cache.open(first.id)
+    assert cache.read(first, 0, 3) == b"AAA"
+    cache.release(first.id)
+    remote(cache, "mem_3", "/clean3.md", b"D" * 1000)
+    cached = {p: cache.find(p).cached for p in ("/clean0.md", "/clean1.md", "/clean2.md")}
+    assert cached == {"/clean0.md": True, "/clean1.md": False, "/clean2.md": True}
+    assert on_disk(cache, cache.find("/clean1.md").id) is None
+    cache.close()
+
+
+async def test_a_content_larger_than_the_whole_budget_is_kept_until_the_next_one(tmp_path):
+    cache = StoreCache(str(tmp_path), STORE, budget_bytes=1000)
+    small = remote(cache, "mem_small", "/small.md", b"s" * 500)
+    big = remote(cache, "mem_big", "/big.md", b"b" * 2000, cached=False)
+
+    async def fetch(memory_id: str) -> tuple[bytes, str]:
+        assert memory_id == "mem_big"
+        return b"b" * 2000, content_sha256(b"b" * 2000)
+
+    cache.source = fetch
+    await cache.open(big.id)
+    assert cache.read(big, 1990, 100) == b"b" * 10
+    cache.release(big.id)
+    assert (small.cached, big.cached) == (False, True)
+    remote(cache, "mem_next", "/next.md", b"n" * 100)
+    assert not big.cached
+    assert on_disk(cache, big.id) is None
     cache.close()
 
 
@@ -292,18 +348,20 @@ def flushes_of(monkeypatch, call):
     return flushed
 
 
-async def test_fsync_flushes_the_content_file_and_the_journal(tmp_path, monkeypatch):
-    """An fsync flushes the file's content and the journal's WAL (which holds
-    the file's row), nothing when nothing changed since. What it made durable
-    is all there after a kill, sizes and times included."""
+async def test_fsync_flushes_only_the_redo_log_which_holds_the_content(tmp_path, monkeypatch):
+    """One flush per fsync: the journal's redo log, which holds the content and
+    the file's row. What it made durable is all there after a kill, sizes and
+    times included."""
     cache = StoreCache(str(tmp_path / "live"), STORE)
     node = remote(cache, "mem_1", "/a.md", b"a")
     await cache.open(node.id)
     cache.write(node, 1, b" and more")
     cache.write(node, 0, b"A")
+    filler = cache.journal._log._filler  # its own flush must not be counted
+    if filler is not None:
+        filler.join()
     flushed = flushes_of(monkeypatch, lambda: cache.fsync(node))
-    assert os.path.join(cache.dir, "contents", str(node.id)) in flushed
-    assert os.path.join(cache.dir, "journal.sqlite3-wal") in flushed
+    assert flushed == [os.path.join(cache.dir, "journal.sqlite3-redo")]
     assert flushes_of(monkeypatch, lambda: cache.fsync(node)) == []  # nothing new to flush
 
     image = left_by_a_kill(cache, tmp_path / "image")
@@ -349,23 +407,22 @@ def test_a_second_opener_of_the_same_cache_is_refused_until_the_first_closes(tmp
     StoreCache(str(tmp_path), STORE).close()
 
 
-async def test_reads_never_write_the_journal_and_writes_commit_only_the_edited_mark(tmp_path):
+async def test_reads_never_write_the_journal_and_writes_commit_only_their_content(tmp_path):
     cache = StoreCache(str(tmp_path), STORE)
     node = remote(cache, "mem_1", "/a.md", b"text")
-    before = cache.journal.committed
+    before = cache.journal.commits
     for _ in range(3):
         await cache.open(node.id)
         assert cache.read(node, 0, 10) == b"text"
         cache.release(node.id)
-    assert cache.journal.committed == before
+    assert cache.journal.commits == before
     await cache.open(node.id)
     for i in range(50):
         cache.write(node, i, b"w")
-    # The first write marks the file edited; the bytes go to its content file only.
-    assert cache.journal.committed == before + 1
-    assert on_disk(cache, node.id) == b"w" * 50
+    # One commit per write: its content, size and times (the first one's, the flip to dirty).
+    assert cache.journal.commits == before + 50
     cache.release(node.id)
-    assert cache.journal.committed == before + 1  # closing saves nothing more
+    assert cache.journal.commits == before + 50  # closing saves nothing more
     cache.truncate(node.id, 3)
     mtime = node.mtime_ns
     killed(cache)
@@ -383,6 +440,6 @@ async def test_an_editor_s_save_leaves_one_content_behind(tmp_path):
     assert on_disk(cache, old.id) == b"private words" * 50  # goes while idle, or at the next open
     killed(cache)
     again = StoreCache(str(tmp_path), STORE)
-    assert [n for n in os.listdir(Path(again.dir) / "contents") if n.isdigit()] == [str(saved.id)]
+    assert again.journal.content_sizes() == {saved.id: 5}
     assert again.read_content(again.find("/old.md")) == b"saved"
     again.close()
