@@ -360,20 +360,24 @@ class SessionFollower:
                 list(result.not_uploaded),
             )
         )
-        level, event = (
-            (logging.INFO, "session_store_detached")
-            if result.ok
-            else (logging.WARNING, "session_detach_left")
-        )
-        log.log(
-            level,
-            "store %s was detached from session %s: %s; unmounted %s",
-            store.store_id,
-            sid,
-            detail,
-            store.mount_path,
-            extra={"event": event, "store_id": store.store_id},
-        )
+        if result.ok:
+            log.info(
+                "store %s was detached from session %s: %s; unmounted %s",
+                store.store_id,
+                sid,
+                detail,
+                store.mount_path,
+                extra={"event": "session_store_detached", "store_id": store.store_id},
+            )
+        else:
+            log.warning(
+                "store %s was detached from session %s: %s; unmounted %s",
+                store.store_id,
+                sid,
+                detail,
+                store.mount_path,
+                extra={"event": "session_detach_left", "store_id": store.store_id},
+            )
         for path in result.not_uploaded:
             self.announce(f"not uploaded from {store.mount_path}: {path}", True)
         self.announce(
