@@ -14,9 +14,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 from tests.mount.test_worker import (
@@ -30,6 +32,37 @@ from tests.mount.test_worker import (
 from tests.support import ServerProcess
 from tests.support.mounts import Mounter, memfs_mounts_under
 from tests.support.running import remote_files, wait_for_file
+
+
+@contextlib.contextmanager
+def session_run(mounter: Mounter, item: dict, first: Path, tmp_path: Path) -> Iterator[None]:
+    """`memfs run` of the work item, its command waiting until the block ends;
+    inside, the store at `first` is mounted; after it, memfs run exited 0."""
+    flags = tmp_path / "flags"
+    flags.mkdir()
+    proc = memfs_run(mounter, ["sh", "-c", f"while [ ! -e {flags}/done ]; do sleep 0.1; done"])
+    feed(proc, item)
+    try:
+        wait_for_file(first / ".anthropic-memory-store", 60, "the first store")
+        yield
+        (flags / "done").touch()
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+
+
+def refused_attach(
+    server: ServerProcess, mounter: Mounter, session_id: str, store_id: str, path: Path
+) -> str:
+    """Attach the store at `path` and wait for the follower's `not_mounted`:
+    why the store was not mounted."""
+    admin(server, mounter, "session", "attach", session_id, "--store", f"{store_id}={path}")
+    record = wait_for_event(mounter, worker_env(mounter), "not_mounted", store_id)
+    (event,) = [e for e in record["events"] if e["store_id"] == store_id]
+    return str(event["detail"])
 
 
 def mount_work_item(mounter: Mounter, item: dict, tmp_path: Path) -> subprocess.CompletedProcess:
@@ -118,25 +151,10 @@ def test_a_store_attached_mid_session_outside_the_root_is_not_mounted(
     (mounter.root / "link").symlink_to(elsewhere)
     item = new_session(memfs_server, mounter, f"{first}={mounter.root}/first")
     session_id = item["data"]["id"]
-    flags = tmp_path / "flags"
-    flags.mkdir()
-    proc = memfs_run(mounter, ["sh", "-c", f"while [ ! -e {flags}/done ]; do sleep 0.1; done"])
-    feed(proc, item)
-    try:
-        wait_for_file(mounter.root / "first" / ".anthropic-memory-store", 60, "the first store")
-        attach = ["session", "attach", session_id, "--store"]
-        admin(memfs_server, mounter, *attach, f"{late}={mounter.root}/link/late")
-        record = wait_for_event(mounter, worker_env(mounter), "not_mounted", late)
-        (event,) = [e for e in record["events"] if e["store_id"] == late]
-        assert "is not a folder under the mount root" in event["detail"]
+    with session_run(mounter, item, mounter.root / "first", tmp_path):
+        detail = refused_attach(memfs_server, mounter, session_id, late, mounter.root / "link/late")
+        assert "is not a folder under the mount root" in detail
         assert os.listdir(elsewhere) == []
-        (flags / "done").touch()
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 0, err
     assert memfs_mounts_under(mounter.tmp) == []
 
 
@@ -176,25 +194,10 @@ def test_a_store_attached_inside_a_mounted_one_is_not_mounted(mounter, memfs_ser
     root = mounter.root
     item = new_session(memfs_server, mounter, f"{outer}={root}/a")
     session_id = item["data"]["id"]
-    flags = tmp_path / "flags"
-    flags.mkdir()
-    proc = memfs_run(mounter, ["sh", "-c", f"while [ ! -e {flags}/done ]; do sleep 0.1; done"])
-    feed(proc, item)
-    try:
-        wait_for_file(root / "a" / ".anthropic-memory-store", 60, "the outer store")
-        attach = ["session", "attach", session_id, "--store"]
-        admin(memfs_server, mounter, *attach, f"{inner}={root}/a/sub")
-        record = wait_for_event(mounter, worker_env(mounter), "not_mounted", inner)
-        (event,) = [e for e in record["events"] if e["store_id"] == inner]
-        assert "would mount one inside the other" in event["detail"]
+    with session_run(mounter, item, root / "a", tmp_path):
+        detail = refused_attach(memfs_server, mounter, session_id, inner, root / "a/sub")
+        assert "would mount one inside the other" in detail
         assert not (root / "a" / "sub").exists()
-        (flags / "done").touch()
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 0, err
     assert remote_files(memfs_server, outer) == {}
 
 

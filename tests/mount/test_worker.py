@@ -85,6 +85,18 @@ def memfs_run(mounter: Mounter, command: list[str], *, env=None, stdin=subproces
     )
 
 
+def foreground_mount(mounter: Mounter, env: dict[str, str], *args: str) -> subprocess.Popen:
+    """`memfs mount ARGS` in the foreground, with the test's cache folder."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "memfs", "mount", *args]
+        + ["--cache-dir", str(mounter.cache_dir), "--final-sync-timeout", "20"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def feed(proc: subprocess.Popen, item: dict, *, keep_open: bool = False) -> None:
     """Write the work item on the process's stdin; close it unless `keep_open`."""
     assert proc.stdin is not None
@@ -451,15 +463,10 @@ def test_unmount_all_stops_the_follower_of_a_foreground_mount_mid_attach(
     path = mounter.root / "slow"
     held = 15.0
     with FaultProxyProcess(server.url) as proxy:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "memfs", "mount", "--work-item", str(item_file)]
-            + ["--api-url", proxy.url, "--cache-dir", str(mounter.cache_dir)]
-            + ["--final-sync-timeout", "20", "--log-level", "INFO"],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        proc = foreground_mount(
+            mounter, env, "--work-item", str(item_file), "--api-url", proxy.url,
+            "--log-level", "INFO",
+        )  # fmt: skip
         try:
             wait_for_file(first_path / MARKER, 60, "the first store")
             proxy.set(match_path=f"^/v1/memory_stores/{slow}", delay=held)
@@ -580,14 +587,7 @@ def test_unmount_of_an_attached_store_of_a_foreground_mount_takes_the_session_wi
     item = new_session(server, mounter, f"{first}={first_path}")
     session_id = item["data"]["id"]
     env = worker_env(mounter, MEMFS_WORK_ITEM_SECRET=item["secret"])
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "memfs", "mount", "--session", session_id]
-        + ["--cache-dir", str(mounter.cache_dir), "--final-sync-timeout", "20"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = foreground_mount(mounter, env, "--session", session_id)
     try:
         wait_for_file(first_path / MARKER, 60, "the first store")
         second = admin(server, mounter, "create", "Second").strip()
@@ -620,14 +620,7 @@ def test_memfs_mount_in_the_foreground_follows_a_session_named_by_id(
     item = new_session(server, mounter, f"{first}={mounter.root}/first")
     session_id = item["data"]["id"]
     env = worker_env(mounter, MEMFS_WORK_ITEM_SECRET=item["secret"])
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "memfs", "mount", "--session", session_id]
-        + ["--cache-dir", str(mounter.cache_dir), "--final-sync-timeout", "20"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = foreground_mount(mounter, env, "--session", session_id)
     try:
         wait_for_file(mounter.root / "first" / MARKER, 60, "the first store")
         second = admin(server, mounter, "create", "Second").strip()
