@@ -72,7 +72,7 @@ from ._specs import (
     store_arg_problem,
 )
 from ._supervisor import READY_TIMEOUT, STOP_MARGIN, FinalSync, Supervisor
-from ._unfollow import stop_daemon_followers, stop_followers
+from ._unfollow import stop_followers
 
 __all__ = [
     "DEFAULT_SESSION_CHECK_INTERVAL",
@@ -85,7 +85,6 @@ __all__ = [
     "fetch_session_resources",
     "session_records",
     "start_daemon_follower",
-    "stop_daemon_followers",
     "stop_followers",
     "parse_metrics_addr",
     "API_KEY_PREFIX",

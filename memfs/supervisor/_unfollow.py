@@ -44,7 +44,7 @@ def _holds(record: SessionRecord, mount_paths: list[str]) -> bool:
 
 
 def stop_followers(
-    folder: str | None = None, *, holding: list[str] | None = None, daemon_only: bool = False
+    folder: str | None = None, *, holding: list[str] | None = None
 ) -> list[SessionRecord]:
     """Stop the session followers of this machine (only those whose session
     holds one of the mounts `holding`, when given), and wait until each has
@@ -70,7 +70,7 @@ def stop_followers(
                 os.kill(record.pid, signal.SIGTERM)
             _wait_gone(record.pid, math.inf)
         else:
-            if daemon_only or b"memfs" not in _cmdline(record.pid):
+            if b"memfs" not in _cmdline(record.pid):
                 continue
             with contextlib.suppress(ProcessLookupError):
                 os.kill(record.pid, UNFOLLOW_SIGNAL)
@@ -78,8 +78,3 @@ def stop_followers(
                 time.sleep(0.05)
         stopped.append(record)
     return stopped
-
-
-def stop_daemon_followers(folder: str | None = None) -> list[str]:
-    """`stop_followers` of the daemon followers only; the ids of their sessions."""
-    return [r.session_id for r in stop_followers(folder, daemon_only=True)]

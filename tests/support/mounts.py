@@ -188,13 +188,13 @@ class Mounter:
         return pids
 
     def cleanup(self) -> None:
-        # The session followers of `memfs mount --daemon --work-item` first, so
-        # that none mounts anything again; `memfs unmount --all` would stop them,
+        # The session followers of this mounter's runtime folder first, so that
+        # none mounts anything again; `memfs unmount --all` would stop them,
         # but it would also clean other tests' stale mounts.
         with contextlib.suppress(Exception):
-            from memfs.supervisor import stop_daemon_followers
+            from memfs.supervisor import stop_followers
 
-            stop_daemon_followers(str(self.runtime_dir))
+            stop_followers(str(self.runtime_dir))
         # Only this mounter's mounts.
         mine = memfs_mounts_under(self.tmp)
         if mine:
