@@ -256,3 +256,17 @@ def test_a_file_saved_now_waits_for_no_quiet_time(mounter, memfs_server):
         assert r.returncode == 0, r.stdout
     assert stored(memfs_server, store_id, "/open.md")["content"] == "being written\n"
     assert os.path.exists(mnt / "open.md")
+
+
+def test_a_new_file_whose_path_the_store_took_is_overruled(mounter, memfs_server):
+    store_id = memfs_server.create_store("s")["id"]
+    mnt = mounter.mount_one(store_id, extra=QUIET)
+    memory_id = FakeStore(memfs_server, store_id).put("/taken.md", "theirs\n")
+    (mnt / "taken.md").write_text("mine\n")
+    r = sync_files(mounter, mnt / "taken.md", extra=("--json",))
+    assert r.returncode == 3, r.stdout + r.stderr
+    (answer,) = json.loads(r.stdout)
+    assert (answer["outcome"], answer["memory_id"]) == ("overruled", memory_id)
+    assert Path(answer["kept_copy"]).read_text() == "mine\n"
+    assert (mnt / "taken.md").read_text() == "theirs\n"
+    assert os.getxattr(mnt / "taken.md", "user.memfs.kept_copy").decode() == answer["kept_copy"]
