@@ -33,8 +33,7 @@ from ..api import (
 )
 from ..control import ErrorReply, StoreSpec
 from ._config import Settings, choose, mount_credentials
-from ._confirm import confirm_files
-from ._confirm import names_a_file as _names_a_file
+from ._confirm import confirm_files, names_a_file
 from ._options import CONFIRM_TIMEOUT, SecretOnCommandLine, add_option, add_options
 from ._status import print_sessions, print_table
 
@@ -321,7 +320,7 @@ def setup_sync(p: argparse.ArgumentParser) -> None:
 
 
 def run_sync(args: argparse.Namespace, settings: Settings) -> int:
-    files = [p for p in args.mount_paths if _names_a_file(p)]
+    files = [p for p in args.mount_paths if names_a_file(p)]
     if files and len(files) < len(args.mount_paths):
         raise UsageError(
             "give mount paths (a pass in each) or files inside mounts (each pushed and "
