@@ -23,12 +23,14 @@ from ._node import (
     Tombstone,
     Upload,
 )
+from ._state import READ_ONLY_REASON, FileState, SyncState, file_state, marker_state, overruled_copy
 
 __all__ = [
     "DEFAULT_BUDGET_BYTES",
     "ROOT_ID",
     "Change",
     "ContentSource",
+    "FileState",
     "FilesystemFace",
     "Gone",
     "Live",
@@ -36,10 +38,15 @@ __all__ = [
     "NodeKind",
     "Owner",
     "Placement",
+    "READ_ONLY_REASON",
     "StoreCache",
     "StoredMemory",
     "SyncFace",
+    "SyncState",
     "Tombstone",
     "Upload",
+    "file_state",
     "invariant_problems",
+    "marker_state",
+    "overruled_copy",
 ]

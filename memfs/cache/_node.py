@@ -44,6 +44,16 @@ class Live:
     """Unlinked while open: it lives on, outside the tree, until its last release."""
     edits: int = 0
     """Bumped by every local change: a push knows whether the file changed on the way."""
+    kept_copy: str | None = None
+    """Where the conflict copy of this file's last local edit went when the
+    store's version overruled it; it counts while `edits` is `kept_at`."""
+    kept_at: int = -1
+    refusal: str | None = None
+    """Why the sync does not push this file's content as it is now (the
+    store's refusal, or memfs's own: `refusal_local`); it counts while `edits`
+    is `refused_at`."""
+    refusal_local: bool = False
+    refused_at: int = -1
     row_parent: int = 0
     row_name: str | None = None
     row_known: int = 0

@@ -2,6 +2,8 @@
 
 Exit statuses: 0 success; 1 the work failed (a store refused, a sync did not
 finish, a mount failed); 2 bad usage (a flag, file or value memfs cannot use).
+`memfs sync FILE...` tells its outcomes apart with 65, 3 and 75 (`_confirm`),
+`memfs run` passes its command's on (`_run`).
 Errors are one sentence on stderr, `memfs: <sentence>`, never a traceback,
 and never one that repeats a value memfs could not use that looks like a
 token (`_looks_like_token`): it may be a secret typed in the wrong place.

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import supervisor as sup
-from .._exceptions import ConfigError, MountError
+from .._exceptions import ConfigError, MountError, UsageError
 from ..api import (
     WorkItem,
     parse_work_item,
@@ -32,8 +32,9 @@ from ..api import (
     session_id_problem,
 )
 from ..control import ErrorReply, StoreSpec
-from ._config import Settings, mount_credentials
-from ._options import SecretOnCommandLine, add_options
+from ._config import Settings, choose, mount_credentials
+from ._confirm import confirm_files, names_a_file
+from ._options import CONFIRM_TIMEOUT, SecretOnCommandLine, add_option, add_options
 from ._status import print_sessions, print_table
 
 log = logging.getLogger("memfs")
@@ -308,12 +309,26 @@ def run_unmount(args: argparse.Namespace, settings: Settings) -> int:
 
 def setup_sync(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "mount_paths", nargs="*", metavar="MOUNT_PATH", help="default: every mounted store"
+        "mount_paths",
+        nargs="*",
+        metavar="MOUNT_PATH|FILE",
+        help="mount paths: a pass in each (default: every mounted store); or files inside "
+        "mounts: each pushed now and confirmed, one line each (not both kinds at once)",
     )
     p.add_argument("--json", action="store_true", help="print the reports as JSON")
+    add_option(p, CONFIRM_TIMEOUT)
 
 
 def run_sync(args: argparse.Namespace, settings: Settings) -> int:
+    files = [p for p in args.mount_paths if names_a_file(p)]
+    if files and len(files) < len(args.mount_paths):
+        raise UsageError(
+            "give mount paths (a pass in each) or files inside mounts (each pushed and "
+            "confirmed), not both in one call"
+        )
+    if files:
+        timeout = choose([CONFIRM_TIMEOUT], args, os.environ, None).value(CONFIRM_TIMEOUT)
+        return confirm_files(files, timeout, as_json=args.json)
     results = sup.sync(args.mount_paths)
     code = 0
     out = []
@@ -364,6 +379,10 @@ def run_status(args: argparse.Namespace, settings: Settings) -> int:
 COMMANDS = {
     "mount": ("mount Memory Stores as folders (one FUSE mount per store)", setup_mount, run_mount),
     "unmount": ("unmount memfs mounts, after a final sync", setup_unmount, run_unmount),
-    "sync": ("run a sync pass now and wait for it", setup_sync, run_sync),
+    "sync": (
+        "run a sync pass now and wait for it, or push files now and confirm each",
+        setup_sync,
+        run_sync,
+    ),
     "status": ("show the mounted stores and what is pending", setup_status, run_status),
 }

@@ -409,6 +409,15 @@ MOUNT_OPTIONS: tuple[Option[Any], ...] = (
 """Every setting of a mount, in the order `--help` and the docs list them:
 one per field of `MountSettings`."""
 
+CONFIRM_TIMEOUT: Option[float] = Option(
+    "confirm-timeout",
+    "`memfs sync FILE...`: seconds to wait for the store to confirm the files",
+    seconds(),
+    default=30.0,
+    metavar="SECONDS",
+)
+"""Not a mount's setting: `memfs sync` reads it from its flag or its variable."""
+
 LOG_LEVEL: Option[str | None] = Option(
     "log-level",
     "the least severe records logged, by memfs and the store processes it starts; "
@@ -523,6 +532,12 @@ OTHER_VARIABLES: tuple[tuple[str, str, str], ...] = (
         "`memfs store`'s `--token-file` (for the commands that mount it is a setting above)",
     ),
     ("MEMFS_AUTH", "store", "`memfs store`'s `--auth`: `bearer` or `x-api-key`"),
+    (
+        "MEMFS_CONFIRM_TIMEOUT",
+        "sync",
+        "`memfs sync FILE...`'s `--confirm-timeout`: seconds to wait for the store to "
+        "confirm the files (default 30)",
+    ),
     (
         "MEMFS_RUNTIME_DIR",
         "all",

@@ -15,6 +15,7 @@ from ._protocol import (
     Command,
     ErrorReply,
     MetricsReply,
+    PushFilesReply,
     Reply,
     ReplyKind,
     Request,
@@ -28,6 +29,9 @@ from ._runtime import StoreState, socket_address
 STATUS_TIMEOUT = 10.0
 SYNC_TIMEOUT = 600.0
 STOP_TIMEOUT = 600.0
+PUSH_FILES_MARGIN = 15.0
+"""How much longer than its own timeout `push_files` waits for the store
+process's answer (which may wait for a pass in progress to let go)."""
 
 
 class ControlClient:
@@ -54,6 +58,12 @@ class ControlClient:
     def metrics(self, *, timeout: float = STATUS_TIMEOUT) -> MetricsReply | ErrorReply:
         return self._exchange(Command.METRICS, MetricsReply, timeout)
 
+    def push_files(self, paths: list[str], *, timeout: float) -> PushFilesReply | ErrorReply:
+        """Push the files at these memory paths now; the store process answers
+        within `timeout` seconds, this end waits a little longer for it."""
+        request = Request(Command.PUSH_FILES, paths=tuple(paths), timeout=timeout)
+        return self._send(request, PushFilesReply, timeout + PUSH_FILES_MARGIN)
+
     def ask(self, command: Command, *, timeout: float) -> Reply:
         """Any command, for callers that hold one as a value."""
         match command:
@@ -65,9 +75,16 @@ class ControlClient:
                 return self.stop(timeout=timeout)
             case Command.METRICS:
                 return self.metrics(timeout=timeout)
+            case Command.PUSH_FILES:
+                return self.push_files([], timeout=timeout)
 
     def _exchange(
         self, command: Command, kind: type[ReplyKind], timeout: float, *, by: str | None = None
+    ) -> ReplyKind | ErrorReply:
+        return self._send(Request(command, by), kind, timeout)
+
+    def _send(
+        self, request: Request, kind: type[ReplyKind], timeout: float
     ) -> ReplyKind | ErrorReply:
         where = self.store.mount_path
         try:
@@ -75,7 +92,7 @@ class ControlClient:
                 s.settimeout(timeout)
                 with socket_address(self.store.socket) as address:
                     s.connect(address)
-                s.sendall(Request(command, by).encode())
+                s.sendall(request.encode())
                 data = _receive_line(s)
         except OSError as e:
             raise SyncError(f"cannot reach the memfs process of {where}: {e.strerror or e}")

@@ -10,6 +10,12 @@ One request and one reply per connection, each one line of JSON::
     <- {"ok": <nothing left to upload>, "not_uploaded": [paths]}
     -> {"cmd": "metrics"}
     <- {"ok": true, "metrics": {...raw counters and histograms...}}
+    -> {"cmd": "push_files", "paths": ["/a/b.md", ...], "timeout": 30}
+    <- {"ok": true, "files": [{...FileConfirmation...}, ...]}
+
+`push_files` pushes the files at those memory paths now and answers, within
+`timeout` seconds, one confirmation per path in the order asked (`memfs sync
+FILE`).
 
 and `{"ok": false, "error": "<sentence>"}` when a command could not be
 carried out (a sync pass that failed, a command this process does not know).
@@ -50,6 +56,8 @@ class Command(enum.StrEnum):
     """The final sync, then unmount; answered once the final sync is done."""
     METRICS = "metrics"
     """Raw counters and histograms, for the metrics endpoint (see `supervisor._metrics`)."""
+    PUSH_FILES = "push_files"
+    """Push the named files now; answered with what the store made of each."""
 
 
 _COMMANDS = frozenset(c.value for c in Command)
@@ -63,6 +71,7 @@ class UnknownCommand(ValueError):
 
 
 BY_MAX_CHARS = 100
+MAX_PATHS = 10_000
 
 
 @dataclass(frozen=True)
@@ -73,11 +82,18 @@ class Request:
     peer_pid: int | None = None
     """The asking process, as the store process's end of the socket sees it
     (SO_PEERCRED); never sent."""
+    paths: tuple[str, ...] = ()
+    """`push_files`: the memory paths of the files to push."""
+    timeout: float | None = None
+    """`push_files`: how long the store process may take to answer, in seconds."""
 
     def encode(self) -> bytes:
-        message = {"cmd": self.command.value}
+        message: dict[str, Any] = {"cmd": self.command.value}
         if self.by is not None:
             message["by"] = self.by
+        if self.command is Command.PUSH_FILES:
+            message["paths"] = list(self.paths)
+            message["timeout"] = self.timeout
         return _line(message)
 
     @classmethod
@@ -94,7 +110,19 @@ class Request:
         by = message.get("by")
         if not isinstance(by, str) or not by.isprintable() or len(by) > BY_MAX_CHARS:
             by = None  # an asker's name is only ever logged: one unfit for a log line is dropped
-        return cls(Command(value), by)
+        command = Command(value)
+        if command is not Command.PUSH_FILES:
+            return cls(command, by)
+        paths, timeout = message.get("paths"), message.get("timeout")
+        if (
+            not isinstance(paths, list)
+            or len(paths) > MAX_PATHS
+            or not all(isinstance(p, str) and p.startswith("/") for p in paths)
+        ):
+            raise ValueError("push_files names its files as a list of memory paths")
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+            raise ValueError("push_files gives its timeout in seconds")
+        return cls(command, by, paths=tuple(paths), timeout=float(timeout))
 
 
 @dataclass(frozen=True)
@@ -235,6 +263,43 @@ class MetricsReply(_ObjectReply):
 
 
 @dataclass(frozen=True)
+class FileConfirmation:
+    """What became of one file `push_files` named, field for field an object
+    of `memfs sync FILE --json` (there `path` is the path as the user gave it)."""
+
+    path: str
+    outcome: str
+    """`saved`, `refused`, `not_confirmed` or `overruled`."""
+    memory_id: str | None = None
+    sha256: str | None = None
+    """Of what the store holds."""
+    reason: str | None = None
+    """Why it was refused or not confirmed."""
+    kept_copy: str | None = None
+    """Where an overruled file's local edit is kept (an absolute path)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: object) -> FileConfirmation:
+        return cls(**known_fields(cls, data, "a file's confirmation is a JSON object"))
+
+
+@dataclass(frozen=True)
+class PushFilesReply:
+    files: list[FileConfirmation]
+    ok = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": True, "files": [f.to_json() for f in self.files]}
+
+    @classmethod
+    def from_json(cls, message: dict[str, Any]) -> PushFilesReply:
+        return cls([FileConfirmation.from_json(f) for f in message["files"]])
+
+
+@dataclass(frozen=True)
 class ErrorReply:
     """A command that could not be carried out; also what the CLI reports for
     a process it could not reach (`memfs status`, `memfs sync`)."""
@@ -246,9 +311,9 @@ class ErrorReply:
         return {"ok": False, "error": self.error}
 
 
-Reply = StatusReply | SyncReply | StopReply | MetricsReply | ErrorReply
+Reply = StatusReply | SyncReply | StopReply | MetricsReply | PushFilesReply | ErrorReply
 
-ReplyKind = TypeVar("ReplyKind", StatusReply, SyncReply, StopReply, MetricsReply)
+ReplyKind = TypeVar("ReplyKind", StatusReply, SyncReply, StopReply, MetricsReply, PushFilesReply)
 """The reply a command gets when it is carried out."""
 
 

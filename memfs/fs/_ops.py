@@ -11,6 +11,8 @@ What is promised:
   that truncates it to a size above 0 (the content it keeps must be here
   first).
 - A read-only store refuses every change with EROFS, whatever the route.
+- Each regular file shows where it stands with the store as read-only
+  `user.memfs.*` extended attributes (memfs/fs/_xattrs.py).
 - While the cache's disk is full, every change is refused with ENOSPC
   (reads go on): the room its journal has left goes to the sync, which
   uploads what the cache holds.
@@ -38,13 +40,14 @@ import pyfuse3
 
 from .._histogram import Histogram
 from ..api import MARKER_NAME, MAX_NAME_BYTES, marker_content
-from ..cache import ROOT_ID, FilesystemFace
+from ..cache import ROOT_ID, FilesystemFace, file_state, marker_state
 from ._attributes import BLOCK_SIZE, MARKER_INODE, Attributes
 from ._handlers import Refused, RequestTimes, handler
 from ._handles import Handles, OpenFile
 from ._listings import DirListings
 from ._owners import Owners
 from ._writeback import WriteBackHint
+from ._xattrs import extended_attributes, is_memfs_name
 
 
 def _fail(code: int) -> pyfuse3.FUSEError:
@@ -271,11 +274,36 @@ class MemoryStoreFS(pyfuse3.Operations):
     link = Refused(errno.EPERM, read_only_code=errno.EROFS)
     mknod = Refused(errno.EPERM, read_only_code=errno.EROFS)
     readlink = Refused(errno.EINVAL)
-    # ENOSYS once makes the kernel stop asking: it answers EOPNOTSUPP itself from then on.
-    getxattr = Refused(errno.ENOSYS)
-    setxattr = Refused(errno.ENOSYS)
-    listxattr = Refused(errno.ENOSYS)
-    removexattr = Refused(errno.ENOSYS)
+    # ------------------------------------------------- extended attributes
+
+    def _xattrs(self, inode: int) -> dict[bytes, bytes]:
+        """A regular file's `user.memfs.*` attributes (memfs/fs/_xattrs.py); a folder has none."""
+        if inode == MARKER_INODE:
+            return extended_attributes(marker_state())
+        node = self.cache.node(inode)
+        return {} if node.is_dir else extended_attributes(file_state(node))
+
+    @handler
+    async def getxattr(self, inode: int, name: bytes, ctx: Any) -> bytes:
+        # The kernel asks for `security.capability` before every write: answered
+        # without looking at the file.
+        value = self._xattrs(inode).get(name) if is_memfs_name(name) else None
+        if value is None:
+            raise _fail(errno.ENODATA)
+        return value
+
+    @handler
+    async def listxattr(self, inode: int, ctx: Any) -> list[bytes]:
+        return list(self._xattrs(inode))
+
+    @handler
+    async def setxattr(self, inode: int, name: bytes, value: bytes, ctx: Any) -> None:
+        # Never ENOSYS: the kernel would answer EOPNOTSUPP to `user.memfs.*` too.
+        raise _fail(errno.EPERM if is_memfs_name(name) else errno.ENOTSUP)
+
+    @handler
+    async def removexattr(self, inode: int, name: bytes, ctx: Any) -> None:
+        raise _fail(errno.EPERM if is_memfs_name(name) else errno.ENOTSUP)
 
     # ---------------------------------------------------------------- files
 

@@ -54,6 +54,7 @@ from ..control import (
     ControlServer,
     ErrorReply,
     MetricsReply,
+    PushFilesReply,
     Reply,
     Request,
     StateFile,
@@ -227,6 +228,9 @@ class StoreProcess:
                 return StopReply(list(self._not_uploaded), store.final_sync_error)
             case Command.METRICS:
                 return MetricsReply(store.metrics())
+            case Command.PUSH_FILES:
+                timeout = request.timeout or self.spec.final_sync_timeout
+                return PushFilesReply(await store.confirm(list(request.paths), timeout))
 
     async def _fuse_main(self) -> None:
         try:

@@ -20,7 +20,7 @@ from .._exceptions import MemfsError, MountError, StoreError, SyncError, Transpo
 from .._logging import ProgressReport
 from ..cache import StoreCache
 from ..client import StoreClient
-from ..control import StoreSpec, StoreStatus
+from ..control import FileConfirmation, StoreSpec, StoreStatus
 from ..fs import MemoryStoreFS
 from ..sync import FINAL_CONCURRENCY, EndOfSession, SyncEngine, backoff_delay
 from ._memory import give_back_freed_memory
@@ -230,6 +230,15 @@ class MountedStore:
         while True:
             progress(max(0, total - len(self.engine.pending())), total)
             await trio.sleep(PROGRESS_EVERY)
+
+    async def confirm(self, paths: list[str], timeout: float) -> list[FileConfirmation]:
+        """`memfs sync FILE`: the files at these memory paths pushed now, and
+        what the store made of each (`SyncEngine.confirm`)."""
+        done = await self.engine.confirm(paths, timeout)
+        return [
+            FileConfirmation(c.path, str(c.outcome), c.memory_id, c.sha256, c.reason, c.kept_copy)
+            for c in done
+        ]
 
     def status(self) -> StoreStatus:
         st = self.engine.status

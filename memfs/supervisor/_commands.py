@@ -2,6 +2,9 @@
 to running store processes, found by their state files in the runtime
 folder and asked over their control sockets (`memfs.control`).
 
+`sync` also takes files inside mounts (`file_in_mount`, `push_files`): each
+is pushed now and confirmed.
+
 `unmount` also cleans up stale mounts, those whose store process is gone
 (killed): it unmounts them lazily and removes their folders.
 """
@@ -20,6 +23,7 @@ from ..control import (
     Command,
     ControlClient,
     ErrorReply,
+    PushFilesReply,
     Reply,
     StatusReply,
     StopReply,
@@ -142,6 +146,27 @@ def sync(paths: list[str]) -> list[tuple[StoreState, SyncReply | ErrorReply]]:
     if not stores:
         raise MountError("no memfs mounts are running")
     return _ask_each(stores, ControlClient.sync)
+
+
+def file_in_mount(path: str) -> tuple[StoreState, str] | None:
+    """The running store whose mount holds `path` (a path below its mount
+    path), and the memory path of `path` in it; None when no mount holds it."""
+    real = os.path.realpath(path)
+    for store in running_stores():
+        top = os.path.realpath(store.mount_path)
+        if real.startswith(top.rstrip("/") + "/"):
+            return store, "/" + os.path.relpath(real, top)
+    return None
+
+
+def push_files(store: StoreState, paths: list[str], timeout: float) -> PushFilesReply | ErrorReply:
+    """The files at these memory paths of `store` pushed now, each confirmed
+    (or not) within `timeout` seconds; an ErrorReply when the store process
+    cannot be asked."""
+    try:
+        return ControlClient(store).push_files(paths, timeout=timeout)
+    except MemfsError as e:
+        return ErrorReply(str(e))
 
 
 def status() -> list[tuple[StoreState, StatusReply | ErrorReply]]:

@@ -5,8 +5,9 @@ never touches FUSE.
 
 Modules by job: `_decide` (the decision table, pure), `_remote` (feed or
 listing), `_pull` (applying the store's changes), `_push` (local changes),
-`_deletes` (delete pacing and wipes), `_prefetch`, `_engine` (the pass that
-runs them); and what they share: `_rules` (the numbers and modes),
+`_deletes` (delete pacing and wipes), `_prefetch`, `_confirm` (files pushed
+now on request: `memfs sync FILE`), `_engine` (the pass that runs them); and
+what they share: `_rules` (the numbers and modes),
 `_store_api` (the store and the kernel, as protocols; failures told apart),
 `_reports` (what a pass did, the status), `_ledger` (what the engine
 remembers between passes), `_part` (what every job works with).
@@ -14,6 +15,7 @@ remembers between passes), `_part` (what every job works with).
 
 from __future__ import annotations
 
+from ._confirm import Confirmation, Outcome
 from ._decide import TABLE, Action, Local, Remote, decide, remote_state
 from ._deletes import EndOfSession
 from ._engine import SyncEngine
@@ -37,6 +39,7 @@ __all__ = [
     "QUIET_SECONDS",
     "TABLE",
     "Action",
+    "Confirmation",
     "Deletions",
     "Download",
     "EndOfSession",
@@ -44,6 +47,7 @@ __all__ = [
     "KernelNotifier",
     "Local",
     "NoKernel",
+    "Outcome",
     "PassReport",
     "Remote",
     "StoreAPI",

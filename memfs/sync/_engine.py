@@ -41,6 +41,7 @@ from .._exceptions import (
 )
 from ..api import MAX_CONTENT_BYTES
 from ..cache import Node, SyncFace
+from ._confirm import Confirmation, Confirmer
 from ._deletes import DeletePacer, EndOfSession
 from ._ledger import Ledger
 from ._part import Shared, each, log
@@ -92,6 +93,14 @@ class SyncEngine:
         self.puller = Puller(shared, read_only=read_only)
         self.pusher = Pusher(shared, deletions=mode)
         self.pacer = DeletePacer(shared, self.puller, deletions=mode, delete_window=delete_window)
+        self.confirmer = Confirmer(
+            cache,
+            self.ledger,
+            self.pusher,
+            read_only=read_only,
+            lock=self._lock,
+            full_pass=lambda: self.run_pass(full=True, asked=True),
+        )
         if kernel is not None:
             self.kernel = kernel
 
@@ -146,6 +155,11 @@ class SyncEngine:
                 copy,
                 extra={"event": "set_aside", "path": path},
             )
+
+    async def confirm(self, paths: list[str], timeout: float) -> list[Confirmation]:
+        """Push the files at `paths` now and say what the store made of each,
+        within `timeout` seconds (`memfs sync FILE`; see `Confirmer`)."""
+        return await self.confirmer.confirm(paths, timeout)
 
     # --------------------------------------------------------------- passes
 

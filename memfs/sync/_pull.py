@@ -244,7 +244,9 @@ class Puller(Part):
                 extra={"event": "conflict_copy", "path": node.path},
             )
             report.conflicts += 1
-            await self.place(r, report, fetch=node.cached or node.live.open_count > 0)
+            placed = await self.place(r, report, fetch=node.cached or node.live.open_count > 0)
+            if placed is not None:
+                _overruled(placed, copy)
         elif action is Action.PULL:
             assert node is not None
             await self.place(r, report, fetch=node.cached or node.live.open_count > 0)
@@ -333,24 +335,24 @@ class Puller(Part):
             return ahead
         return await self.fetch_content(r.memory_id)
 
-    async def place(self, r: RemoteMemory, report: PassReport, *, fetch: bool) -> None:
+    async def place(self, r: RemoteMemory, report: PassReport, *, fetch: bool) -> Node | None:
         """Show the store's memory `r` here. Whatever stands where it goes is set
         aside; a local file with changes the store has not seen is kept as a
-        conflict copy."""
+        conflict copy. Returns the file that shows it, None when it waits."""
         if self.not_shown.check(r):
-            return
+            return None
         assert r.path is not None and r.sha is not None
         old = self.cache.node_of_memory(r.memory_id)
         busy = [f for f in self.cache.in_the_way(r.path, old) if being_written(f)]
         if busy:
             self._wait_for_writers(r, busy[0])
-            return
+            return None
         content = None
         if fetch:
             try:
                 content, sha = await self._content_for(r)
             except NotFound:
-                return
+                return None
             r.sha, r.size = sha, len(content)
         old_place = (old.parent, old.name) if old is not None else None
         try:
@@ -358,7 +360,7 @@ class Puller(Part):
             placed = self.cache.place_remote(stored, content, node=old)
         except ConflictCopyFailed as e:
             self._wait_for_copy(r, r.path, e)
-            return
+            return None
         except CacheError as e:
             log.warning(
                 "cannot show %s from the store here: %s",
@@ -367,10 +369,12 @@ class Puller(Part):
                 extra={"event": "not_shown", "path": r.path},
             )
             self.not_shown.cannot_place(r.memory_id, r.path, str(e))
-            return
+            return None
         node = placed.node
         report.pulled += 1
         for local, copy in placed.copies:
+            if local == r.path:
+                _overruled(node, copy)
             log.warning(
                 "conflict on %s: changed here while the store put %s there; the store's "
                 "version wins, the local version is kept at %s",
@@ -383,10 +387,11 @@ class Puller(Part):
         for parent, name in placed.gone:
             await self.kernel.forget_entry(parent, name)
         if old_place is None:
-            return
+            return node
         if old_place != (node.parent, node.name):
             report.moved += 1
         await self.kernel.forget_content(node.id)
+        return node
 
     async def remove_local(self, node: Node, report: PassReport) -> None:
         parent = node.parent
@@ -395,6 +400,12 @@ class Puller(Part):
         for folder, name in gone:
             await self.kernel.forget_entry(folder, name)
         await self.kernel.forget_content(parent)
+
+
+def _overruled(node: Node, copy: str) -> None:
+    """The store's version overruled the local edit of `node`, kept at `copy`:
+    the file says so (`memfs.cache.file_state`) until it changes again."""
+    node.live.kept_copy, node.live.kept_at = copy, node.live.edits
 
 
 def being_written(node: Node) -> bool:

@@ -32,6 +32,14 @@ from ._reports import PassReport
 from ._rules import Deletions
 from ._store_api import whole_store
 
+NOT_UTF8 = "its content is not UTF-8 text"
+
+
+def _note_refusal(node: Node, reason: str, edits: int, *, local: bool) -> None:
+    """What the file's state shows (`memfs.cache.file_state`) while it is not changed again."""
+    live = node.live
+    live.refusal, live.refusal_local, live.refused_at = reason, local, edits
+
 
 class Pusher(Part):
     """Sends what changed here to the store, file by file."""
@@ -82,11 +90,14 @@ class Pusher(Part):
             sha = content_sha256(raw)
             if node.refused_sha == sha and node.refused_reason and not asked:
                 self.ledger.refused[node.id] = change.edits
+                _note_refusal(
+                    node, node.refused_reason, change.edits, local=node.refused_reason == NOT_UTF8
+                )
                 return
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError:
-                self._refuse(change, sha, "its content is not UTF-8 text")
+                self._refuse(change, sha, NOT_UTF8, local=True)
                 return
         try:
             if change.memory_id is None:
@@ -139,6 +150,9 @@ class Pusher(Part):
         return self.clock() < hold.retry_at and not final
 
     def _cleared(self, node_id: int, path: str) -> None:
+        node = self.cache.nodes.get(node_id)
+        if node is not None:
+            node.live.refusal = None
         self.ledger.holds.pop(node_id, None)
         self.ledger.refused.pop(node_id, None)
         if self.ledger.logged.pop(node_id, None) is not None:
@@ -187,6 +201,7 @@ class Pusher(Part):
         self.ledger.holds[node.id] = Hold.after(
             self.ledger.holds.get(node.id), node.live.edits, self.clock(), reason
         )
+        _note_refusal(node, reason, node.live.edits, local=False)
         self.ledger.log_once(
             node.id,
             f"{change.path} is not uploaded: {reason}; it is tried again later or after it changes",
@@ -194,9 +209,10 @@ class Pusher(Part):
             path=change.path,
         )
 
-    def _refuse(self, change: Change, sha: str, reason: str) -> None:
-        """The store refused this content: said once, as a warning, and retried only
-        after it changes. It is no failure: no stop leaves it behind."""
+    def _refuse(self, change: Change, sha: str, reason: str, *, local: bool = False) -> None:
+        """The store refused this content (`local`: memfs cannot send it): said
+        once, as a warning, and retried only after it changes. It is no failure:
+        no stop leaves it behind."""
         self.ledger.log_once(
             change.node_id,
             f"{change.path} is not uploaded: {reason}; it is retried after it changes",
@@ -205,6 +221,9 @@ class Pusher(Part):
         )
         self.cache.mark_refused(change, sha, reason)
         self.ledger.refused[change.node_id] = change.edits
+        node = self.cache.nodes.get(change.node_id)
+        if node is not None:
+            _note_refusal(node, reason, change.edits, local=local)
 
     async def _create(self, change: Change, text: str, sha: str) -> Memory:
         self.cache.record_upload(Upload(change.node_id, None, change.path, sha))

@@ -109,11 +109,14 @@ async def test_each_refusal_has_its_errno(fs, cache):
     )
     fh, ino = await new_file(fs, b"a.md", b"x")
     assert await errno_of(fs.link(ino, ROOT_ID, b"hard", None)) == errno.EPERM
-    # ENOSYS once: the kernel then answers EOPNOTSUPP to every xattr call itself.
-    assert await errno_of(fs.getxattr(ino, b"user.x", None)) == errno.ENOSYS
-    assert await errno_of(fs.setxattr(ino, b"user.x", b"1", None)) == errno.ENOSYS
-    assert await errno_of(fs.listxattr(ino, None)) == errno.ENOSYS
-    assert await errno_of(fs.removexattr(ino, b"user.x", None)) == errno.ENOSYS
+    # Only memfs's own attributes, read-only; never ENOSYS, which would stop them all.
+    assert await errno_of(fs.getxattr(ino, b"user.x", None)) == errno.ENODATA
+    assert await errno_of(fs.setxattr(ino, b"user.x", b"1", None)) == errno.ENOTSUP
+    assert await errno_of(fs.removexattr(ino, b"user.x", None)) == errno.ENOTSUP
+    assert await errno_of(fs.setxattr(ino, b"user.memfs.state", b"1", None)) == errno.EPERM
+    assert await errno_of(fs.removexattr(ino, b"user.memfs.state", None)) == errno.EPERM
+    assert await fs.listxattr(ino, None) == [b"user.memfs.state"]
+    assert await fs.getxattr(ino, b"user.memfs.state", None) == b"pending"
     for bad in (
         b"tab\there",
         b"bell\x07",

@@ -387,9 +387,17 @@ XATTRS = Refusal(
     memories={"/a.md": "alpha"},
     attempts={
         "setxattr": lambda mnt: os.setxattr(mnt / "a.md", "user.k", b"v"),
-        "getxattr": lambda mnt: os.getxattr(mnt / "a.md", "user.k"),
-        "listxattr": lambda mnt: os.listxattr(mnt / "a.md"),
         "removexattr": lambda mnt: os.removexattr(mnt / "a.md", "user.k"),
+    },
+)
+
+SYNC_STATE_XATTRS = Refusal(
+    row="memfs's sync state attributes",
+    errno=errno.EPERM,
+    memories={"/a.md": "alpha"},
+    attempts={
+        "setxattr": lambda mnt: os.setxattr(mnt / "a.md", "user.memfs.state", b"synced"),
+        "removexattr": lambda mnt: os.removexattr(mnt / "a.md", "user.memfs.state"),
     },
 )
 
@@ -454,6 +462,7 @@ REFUSALS: dict[str, Refusal] = {
     "chown-not-permitted": CHOWN_NOT_PERMITTED,
     "marker": MARKER_REFUSALS,
     "xattrs": XATTRS,
+    "sync-state-xattrs": SYNC_STATE_XATTRS,
     "store-cap": STORE_CAP,
     "content-unreachable": CONTENT_UNREACHABLE,
 }

@@ -16,6 +16,8 @@ import pytest
 from memfs.control import (
     Command,
     ErrorReply,
+    FileConfirmation,
+    PushFilesReply,
     Request,
     StateFile,
     StatusReply,
@@ -69,7 +71,7 @@ STATUS_FIELDS = [
 ]
 
 
-@pytest.mark.parametrize("command", list(Command))
+@pytest.mark.parametrize("command", [c for c in Command if c is not Command.PUSH_FILES])
 def test_a_request_is_one_line_naming_its_command(command):
     assert Request(command).encode() == b'{"cmd": "' + command.value.encode() + b'"}\n'
     assert Request.decode(Request(command).encode()) == Request(command)
@@ -84,8 +86,42 @@ def test_a_request_may_name_who_asks_and_a_name_unfit_for_a_log_is_dropped():
         assert Request.decode(data) == Request(Command.STOP)
 
 
-def test_the_commands_are_status_sync_stop_and_metrics():
-    assert [c.value for c in Command] == ["status", "sync", "stop", "metrics"]
+def test_the_commands_are_status_sync_stop_metrics_and_push_files():
+    assert [c.value for c in Command] == ["status", "sync", "stop", "metrics", "push_files"]
+
+
+def test_push_files_names_its_memory_paths_and_its_timeout():
+    asked = Request(Command.PUSH_FILES, paths=("/a.md", "/d/b.md"), timeout=30.0)
+    assert asked.encode() == (
+        b'{"cmd": "push_files", "paths": ["/a.md", "/d/b.md"], "timeout": 30.0}\n'
+    )
+    assert Request.decode(asked.encode()) == asked
+    for bad in (
+        {"cmd": "push_files", "timeout": 30},
+        {"cmd": "push_files", "paths": ["a.md"], "timeout": 30},
+        {"cmd": "push_files", "paths": "/a.md", "timeout": 30},
+        {"cmd": "push_files", "paths": ["/a.md"], "timeout": 0},
+        {"cmd": "push_files", "paths": ["/a.md"], "timeout": True},
+    ):
+        with pytest.raises(ValueError):
+            Request.decode(json.dumps(bad).encode())
+
+
+def test_a_push_files_reply_keeps_each_file_s_confirmation():
+    files = [
+        FileConfirmation("/a.md", "saved", "mem_1", "ab" * 32),
+        FileConfirmation("/b.md", "overruled", "mem_2", "cd" * 32, kept_copy="/c/b.md"),
+    ]
+    data = encode_reply(PushFilesReply(files))
+    assert json.loads(data)["files"][1] == {
+        "path": "/b.md",
+        "outcome": "overruled",
+        "memory_id": "mem_2",
+        "sha256": "cd" * 32,
+        "reason": None,
+        "kept_copy": "/c/b.md",
+    }
+    assert decode_reply(data, PushFilesReply) == PushFilesReply(files)
 
 
 @pytest.mark.parametrize(

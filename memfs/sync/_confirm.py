@@ -1,0 +1,154 @@
+"""Confirmed saves (`memfs sync FILE`): push the named files now and say, file
+by file, whether the store holds them.
+
+The files are pushed as a pass pushes them, with the no-torn-memories quiet
+time and the backoff of refused files waived (a person asked). A file the
+store would not take because another version stands in its way (a 409: the
+memory changed in the store, or its path is taken) is settled as a pass
+settles it: one full pass lists the store, counts an identical memory as
+saved, and otherwise puts the store's version in the file and keeps the
+local edit as a conflict copy. Whatever is not answered within the timeout,
+or meets a failure of the whole store (a 5xx, no answer), stays pending:
+later passes push it.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import trio
+
+from .._exceptions import StatusError, StoreError, SyncError
+from ..api import MARKER_NAME
+from ..cache import (
+    READ_ONLY_REASON,
+    Change,
+    SyncFace,
+    SyncState,
+    file_state,
+    marker_state,
+    overruled_copy,
+)
+from ._ledger import Ledger
+from ._push import Pusher
+from ._reports import PassReport
+
+
+class Outcome(enum.StrEnum):
+    SAVED = "saved"
+    REFUSED = "refused"
+    NOT_CONFIRMED = "not_confirmed"
+    OVERRULED = "overruled"
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """What became of one file `memfs sync FILE` named."""
+
+    path: str
+    outcome: Outcome
+    memory_id: str | None = None
+    sha256: str | None = None
+    reason: str | None = None
+    """Why it was refused or not confirmed."""
+    kept_copy: str | None = None
+    """Where an overruled file's local edit is kept."""
+
+
+STILL_PENDING = "it is still pending: a later pass pushes it"
+
+
+class Confirmer:
+    """Pushes named files now and tells what the store made of each."""
+
+    def __init__(
+        self,
+        cache: SyncFace,
+        ledger: Ledger,
+        pusher: Pusher,
+        *,
+        read_only: bool,
+        lock: trio.Lock,
+        full_pass: Callable[[], Awaitable[object]],
+    ) -> None:
+        self.cache = cache
+        self.ledger = ledger
+        self.pusher = pusher
+        self.read_only = read_only
+        self.lock = lock
+        self.full_pass = full_pass
+
+    async def confirm(self, paths: list[str], timeout: float) -> list[Confirmation]:
+        """Each of `paths` (memory paths, `/a/b.md`) pushed and answered within
+        `timeout` seconds; a read-only store answers at once."""
+        if self.read_only:
+            return [Confirmation(p, Outcome.REFUSED, reason=READ_ONLY_REASON) for p in paths]
+        failure: StoreError | str | None = None
+        with trio.move_on_after(timeout) as scope:
+            try:
+                await self._push_all(paths)
+                if any(self._unsettled(p) for p in paths):
+                    await self.full_pass()
+                    await self._push_all(paths)
+            except StoreError as e:
+                failure = e
+            except SyncError as e:
+                failure = e.__cause__ if isinstance(e.__cause__, StoreError) else str(e)
+        if scope.cancelled_caught:
+            failure = f"no answer from the store within {timeout:g} s"
+        return [self._outcome(p, failure) for p in paths]
+
+    async def _push_all(self, paths: list[str]) -> None:
+        async with self.lock:
+            for path in paths:
+                node = self.cache.find(path)
+                if node is None or node.is_dir or not node.pending:
+                    continue
+                await self.pusher.push(Change.of(node), PassReport(), final=True, asked=True)
+
+    def _unsettled(self, path: str) -> bool:
+        """Whether the file is still pending for a reason a listing of the
+        store may settle (a conflict), not for its content or size."""
+        node = self.cache.find(path)
+        if node is None or node.is_dir or not node.pending or node.too_large:
+            return False
+        return not self.ledger.content_refused(node) and overruled_copy(node) is None
+
+    def _outcome(self, path: str, failure: StoreError | str | None) -> Confirmation:
+        if path == "/" + MARKER_NAME:
+            return Confirmation(path, Outcome.REFUSED, reason=marker_state().reason)
+        node = self.cache.find(path)
+        if node is None or node.is_dir:
+            return Confirmation(
+                path, Outcome.NOT_CONFIRMED, reason="the file was moved or removed meanwhile"
+            )
+        state = file_state(node)
+        if state.state is SyncState.OVERRULED:
+            return Confirmation(
+                path, Outcome.OVERRULED, state.memory_id, state.sha256, kept_copy=state.kept_copy
+            )
+        if state.state is SyncState.SYNCED:
+            return Confirmation(path, Outcome.SAVED, state.memory_id, state.sha256)
+        if state.state is SyncState.PENDING:
+            outcome = Outcome.REFUSED if _refusal(failure) else Outcome.NOT_CONFIRMED
+            cause = STILL_PENDING if failure is None else _cause(failure)
+            return Confirmation(path, outcome, state.memory_id, state.sha256, cause)
+        return Confirmation(path, Outcome.REFUSED, state.memory_id, state.sha256, state.reason)
+
+
+def _refusal(failure: StoreError | str | None) -> bool:
+    """Whether a failure of the whole store refuses the push (a 401, a 403 of
+    the store) rather than leaving it unconfirmed (a 5xx, a 408, a 429, no answer)."""
+    if not isinstance(failure, StatusError):
+        return False
+    return failure.status < 500 and failure.status not in (408, 429)
+
+
+def _cause(e: StoreError | str) -> str:
+    if isinstance(e, str):
+        return e
+    if isinstance(e, StatusError):
+        return f"the store answered {e.status}: {e.message}"
+    return f"the store could not be reached: {e}"
