@@ -28,10 +28,12 @@ target=".[$extras]"
 # The TypeScript worker recipe of docs/worker.md is type-checked and run by
 # tests/mount/test_worker_recipes.py against the SDK it names: with the test
 # extras and npm on the machine, those packages go into build/node_modules
-# (once; `make test` points MEMFS_TEST_NODE_MODULES there). Without npm, or
-# when the registry cannot be reached, that one test says why it is skipped.
+# (again when the SDK there is another version than this one; `make test`
+# points MEMFS_TEST_NODE_MODULES there). Without npm, or when the registry
+# cannot be reached, those tests say why they are skipped.
+recipe_sdk=1.17.0
 recipe_packages=()
-[[ ",$extras," != *,test,* ]] || recipe_packages=(@anthropic-ai/sdk@1.16.0 typescript@5 @types/node@22)
+[[ ",$extras," != *,test,* ]] || recipe_packages=(@anthropic-ai/sdk@$recipe_sdk typescript@5 @types/node@22)
 
 if [[ -n "$dry_run" ]]; then
     echo "install: would apt-get install (when missing) ${system_packages[*]}"
@@ -89,8 +91,9 @@ fi
 # changed since the last run are compiled again (a stale .pyc is never used).
 .venv/bin/python -m compileall -q memfs >/dev/null || echo "install: memfs's bytecode could not be written; it runs all the same" >&2
 
+installed_sdk=$(sed -n 's/^  "version": "\(.*\)",$/\1/p' build/node_modules/@anthropic-ai/sdk/package.json 2>/dev/null || true)
 if ((${#recipe_packages[@]})) && command -v npm >/dev/null 2>&1 \
-    && [[ ! -d build/node_modules/@anthropic-ai/sdk || ! -d build/node_modules/@types/node ]]; then
+    && [[ "$installed_sdk" != "$recipe_sdk" || ! -d build/node_modules/@types/node ]]; then
     echo "install: npm install ${recipe_packages[*]} (the TypeScript recipe's test)"
     mkdir -p build
     npm install --prefix build --no-audit --no-fund --no-save --silent "${recipe_packages[@]}" >/dev/null 2>&1 \

@@ -10,10 +10,15 @@ command of a real `memfs run --work-item -` of a session on `memfs serve`
 with the real SDK (which must accept its configuration: memory sync off, a
 tools factory), hands the worker's tools factory the context the worker
 builds with its memory off, and checks that the file tools' roots are
-exactly the folders memfs mounted, that the SDK's own `write` tool writes
-into the read-write mount (the store gets it) and is refused in the
-read-only one. `handle_item` itself is not run: `memfs serve` has no work
-queue (heartbeat, stop).
+exactly the folders memfs mounted, that the SDK's own `write` tool is
+refused in the read-only one and writes a file outside the mounts as it
+would without memfs. A second session (one read-write store, on a server
+whose stores hold one memory at most) checks that the recipe's `write` and
+`edit` of a memory answer once the store holds the change (`memfs sync
+FILE`), fail with the reference worker's NOT_SAVED sentence and the
+store's reason when the store refuses a save, and fail saying where the
+edit was kept when another session's change overruled it. `handle_item`
+itself is not run: `memfs serve` has no work queue (heartbeat, stop).
 
 Python runs everywhere (`anthropic` is in the test extras). TypeScript runs
 where `MEMFS_TEST_NODE_MODULES` names a `node_modules` holding
@@ -33,6 +38,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from anthropic.lib.tools._memories import NOT_SAVED
 
 from tests.mount.test_worker import MARKER, admin, memfs_run, new_session, worker_env
 from tests.support.mounts import memfs_mounts_under
@@ -95,8 +101,8 @@ def _session_with_two_stores(server, mounter) -> tuple[dict, str, Path, Path]:
     return item, notes, notes_path, docs_path
 
 
-def _run_driver(mounter, item: dict, command: list[str]) -> dict:
-    env = worker_env(mounter)
+def _run_driver(mounter, item: dict, command: list[str], **env_extra: str) -> dict:
+    env = worker_env(mounter, **env_extra)
     env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"  # `memfs` for the recipe
     proc = memfs_run(mounter, command, env=env)
     out, err = proc.communicate(json.dumps(item), timeout=180)
@@ -105,15 +111,73 @@ def _run_driver(mounter, item: dict, command: list[str]) -> dict:
     return result
 
 
+def _check_mounts(result: dict, notes_path: Path, docs_path: Path) -> None:
+    """The roots are memfs's mounts; a file outside them is written as the SDK
+    writes it (no store to confirm it), the read-only mount and the rest of
+    the machine are refused."""
+    assert result["memory_sync_interval"] is None
+    assert result["factory_is_the_recipe_s"] is True
+    assert sorted(result["allowed_roots"]) == sorted([str(notes_path), str(docs_path)])
+    assert result["read_only_roots"] == [str(docs_path)]
+    assert {"bash", "read", "write", "edit", "glob", "grep"} <= set(result["tools"])
+    assert result["not_a_memory"] == "wrote 13 bytes to scratch.md", result
+    assert result["read_only"].startswith("error: write: "), result
+    assert result["outside"].startswith("error: write: "), result
+
+
+def _saves_scenario(memfs_server, mounter, tmp_path) -> tuple[dict, list[str], Path]:
+    """A session of one read-write store on a `memfs serve` whose stores hold one
+    memory at most, so that a second file is refused, and the arguments that let
+    the driver change a memory as another session would."""
+    memfs_server.extra_args = ["--max-memories", "1"]
+    memfs_server.restart()
+    notes = admin(memfs_server, mounter, "create", "Notes").strip()
+    notes_path = mounter.root / "notes"
+    item = new_session(memfs_server, mounter, f"{notes}={notes_path}")
+    token_file = tmp_path / "server-token"
+    token_file.write_text(memfs_server.token)
+    return item, [notes, memfs_server.url, str(token_file)], notes_path
+
+
+# No pass pulls the store's change before the driver's edit: `memfs sync FILE`
+# pushes at once whatever the interval.
+SAVES_ENV = {"MEMFS_SYNC_INTERVAL": "3600"}
+
+
+def _check_saves(result: dict, server, notes: str, notes_path: Path) -> None:
+    """`write` and `edit` of a memory answer once the store holds the change; a
+    save the store refuses fails with the reference's NOT_SAVED sentence and the
+    store's reason; one the store overruled fails saying that the store's
+    version is in the file and where the edit was kept."""
+    memory = notes_path / "from-the-sdk.md"
+    assert result["write"] == f"wrote 32 bytes to {memory}", result
+    assert result["edit"] == f"edited {memory} (1 replacement(s))", result
+    assert result["store_full"].startswith(
+        f"error: write: {notes_path}/one-too-many.md: {NOT_SAVED}: "
+    ), result
+    assert "is full" in result["store_full"], result
+    overruled = re.fullmatch(
+        rf"error: edit: {re.escape(str(memory))}: {re.escape(NOT_SAVED)}: the memory store had"
+        r" another version, which is now in the file; your edit is kept at (/.+)\."
+        r" Read the file again before you retry\.",
+        result["overruled"],
+    )
+    assert overruled, result
+    assert Path(overruled[1]).read_text() == "overruled by the SDK's write tool\n"
+    assert result["file_after"] == "changed in the store\n"
+    assert remote_files(server, notes) == {"/from-the-sdk.md": "changed in the store\n"}
+
+
 PY_DRIVER = """
-import asyncio, importlib.util, json, sys
+import asyncio, importlib.util, json, os, subprocess, sys
+from pathlib import Path
 from anthropic import AsyncAnthropic
 from anthropic.lib.tools.agent_toolset import AgentToolContext
 
 spec = importlib.util.spec_from_file_location("worker", sys.argv[1])
 worker_module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(worker_module)
-notes, reference, workdir = sys.argv[2:5]
+scenario, workdir, notes = sys.argv[2:5]
 
 worker = worker_module.make_worker(AsyncAnthropic(api_key="not-used-here"))
 # The context the worker builds for a session with its memory off (no roots of its own).
@@ -121,83 +185,119 @@ ctx = AgentToolContext(workdir=workdir, allowed_roots=[], read_only_roots=[])
 tools = {t.name: t for t in worker._tools_for(ctx)}
 
 
-async def outcome(path, content):
+async def outcome(tool, **args):
     try:
-        return str(await tools["write"].call({"file_path": path, "content": content}))
+        return str(await tools[tool].call(args))
     except Exception as e:
-        return f"refused: {e}"
+        return f"error: {e}"
 
 
-async def main():
+async def mounts(reference):
     return {
         "memory_sync_interval": worker._memory_sync_interval,
         "factory_is_the_recipe_s": worker._tools is worker_module.tools,
         "allowed_roots": [str(p) for p in ctx.allowed_roots],
         "read_only_roots": [str(p) for p in ctx.read_only_roots],
         "tools": sorted(tools),
-        "write": await outcome(notes + "/from-the-sdk.md", "written by the SDK's write tool\\n"),
-        "read_only": await outcome(reference + "/no.md", "no"),
-        "outside": await outcome("/etc/memfs-recipe-test", "no"),
+        "not_a_memory": await outcome("write", file_path="scratch.md", content="not a memory\\n"),
+        "read_only": await outcome("write", file_path=reference + "/no.md", content="no"),
+        "outside": await outcome("write", file_path="/etc/memfs-recipe-test", content="no"),
     }
 
-print(json.dumps(asyncio.run(main())))
+
+async def saves(store, api_url, token_file):
+    memory = notes + "/from-the-sdk.md"
+    result = {"write": await outcome("write", file_path=memory, content="written by the SDK's write tool\\n")}
+    result["edit"] = await outcome("edit", file_path=memory, old_string="written", new_string="saved")
+    result["store_full"] = await outcome("write", file_path=notes + "/one-too-many.md", content="no room\\n")
+    os.remove(notes + "/one-too-many.md")  # never saved: the final sync has nothing to leave behind
+    # Another session changes the memory: the agent's next edit meets it.
+    put = ["memfs", "store", "put", "--api-url", api_url, "--token-file", token_file, store, "/from-the-sdk.md"]
+    subprocess.run(put, input="changed in the store\\n", text=True, check=True, capture_output=True)
+    result["overruled"] = await outcome("edit", file_path=memory, old_string="saved", new_string="overruled")
+    result["file_after"] = Path(memory).read_text()
+    return result
+
+
+print(json.dumps(asyncio.run(mounts(*sys.argv[5:]) if scenario == "mounts" else saves(*sys.argv[5:]))))
 """
 
 
-def test_the_python_worker_recipe_uses_memfss_mounts(mounter, memfs_server, tmp_path):
-    item, notes, notes_path, docs_path = _session_with_two_stores(memfs_server, mounter)
+def _python_recipe(tmp_path: Path, scenario: str, notes_path: Path) -> list[str]:
+    """The command that runs the driver on docs/worker.md's `worker.py`, byte for byte."""
     worker_py = tmp_path / "worker.py"
     worker_py.write_text(recipe("python", "# worker.py"))
     driver = tmp_path / "driver.py"
     driver.write_text(PY_DRIVER)
     workdir = tmp_path / "workspace"
     workdir.mkdir()
-    command = [sys.executable, str(driver), str(worker_py), str(notes_path), str(docs_path)]
-    result = _run_driver(mounter, item, [*command, str(workdir)])
-    assert result["memory_sync_interval"] is None
-    assert result["factory_is_the_recipe_s"] is True
-    assert sorted(result["allowed_roots"]) == sorted([str(notes_path), str(docs_path)])
-    assert result["read_only_roots"] == [str(docs_path)]
-    assert {"bash", "read", "write", "edit", "glob", "grep"} <= set(result["tools"])
-    assert result["write"].startswith("wrote 32 bytes"), result
-    assert result["read_only"].startswith("refused"), result
-    assert result["outside"].startswith("refused"), result
-    assert remote_files(memfs_server, notes) == {
-        "/from-the-sdk.md": "written by the SDK's write tool\n"
-    }
+    return [sys.executable, str(driver), str(worker_py), scenario, str(workdir), str(notes_path)]
+
+
+def test_the_python_worker_recipe_uses_memfss_mounts(mounter, memfs_server, tmp_path):
+    item, _, notes_path, docs_path = _session_with_two_stores(memfs_server, mounter)
+    command = [*_python_recipe(tmp_path, "mounts", notes_path), str(docs_path)]
+    _check_mounts(_run_driver(mounter, item, command), notes_path, docs_path)
+
+
+def test_the_python_worker_recipe_confirms_the_agents_saves(mounter, memfs_server, tmp_path):
+    item, args, notes_path = _saves_scenario(memfs_server, mounter, tmp_path)
+    command = [*_python_recipe(tmp_path, "saves", notes_path), *args]
+    result = _run_driver(mounter, item, command, **SAVES_ENV)
+    _check_saves(result, memfs_server, args[0], notes_path)
 
 
 TS_DRIVER = """
+const { execFileSync } = require('node:child_process');
 const fs = require('node:fs');
 const Anthropic = require('@anthropic-ai/sdk').default;
 const recipe = require('./worker.js');
 
-const [notes, reference, workdir] = process.argv.slice(2);
+const [scenario, workdir, notes, ...rest] = process.argv.slice(2);
 const worker = recipe.makeWorker(new Anthropic({ apiKey: 'not-used-here' }));
 // The context the worker builds for a session with its memory off (no roots of its own).
 const ctx = { workdir };
 const tools = Object.fromEntries(worker.tools(ctx).map((t) => [t.name, t]));
 
-async function outcome(path, content) {
+async function outcome(tool, args) {
   try {
-    const r = await tools.write.run({ file_path: path, content });
+    const r = await tools[tool].run(args);
     return typeof r === 'string' ? r : JSON.stringify(r);
   } catch (e) {
-    return 'refused: ' + String(e);
+    return 'error: ' + (e instanceof Error ? e.message : String(e));
   }
 }
 
-(async () => {
-  const result = {
+async function mounts(reference) {
+  return {
     memory_sync_interval: worker.memorySyncIntervalMs,
     factory_is_the_recipe_s: worker.tools === recipe.tools,
     allowed_roots: ctx.allowedRoots,
     read_only_roots: ctx.readOnlyRoots,
     tools: Object.keys(tools).sort(),
-    write: await outcome(notes + '/from-the-sdk.md', "written by the SDK's write tool\\n"),
-    read_only: await outcome(reference + '/no.md', 'no'),
-    outside: await outcome('/etc/memfs-recipe-test', 'no'),
+    not_a_memory: await outcome('write', { file_path: 'scratch.md', content: 'not a memory\\n' }),
+    read_only: await outcome('write', { file_path: reference + '/no.md', content: 'no' }),
+    outside: await outcome('write', { file_path: '/etc/memfs-recipe-test', content: 'no' }),
   };
+}
+
+async function saves(store, apiUrl, tokenFile) {
+  const memory = notes + '/from-the-sdk.md';
+  const result = {};
+  result.write = await outcome('write', { file_path: memory, content: "written by the SDK's write tool\\n" });
+  result.edit = await outcome('edit', { file_path: memory, old_string: 'written', new_string: 'saved' });
+  result.store_full = await outcome('write', { file_path: notes + '/one-too-many.md', content: 'no room\\n' });
+  fs.rmSync(notes + '/one-too-many.md'); // never saved: the final sync has nothing to leave behind
+  // Another session changes the memory: the agent's next edit meets it.
+  const put = ['store', 'put', '--api-url', apiUrl, '--token-file', tokenFile, store, '/from-the-sdk.md'];
+  execFileSync('memfs', put, { input: 'changed in the store\\n', stdio: ['pipe', 'ignore', 'inherit'] });
+  result.overruled = await outcome('edit', { file_path: memory, old_string: 'saved', new_string: 'overruled' });
+  result.file_after = fs.readFileSync(memory, 'utf8');
+  return result;
+}
+
+(async () => {
+  const result = scenario === 'mounts' ? await mounts(...rest) : await saves(...rest);
   console.log(JSON.stringify(result));
 })();
 """
@@ -213,11 +313,15 @@ def _node_modules() -> Path | None:
     return path
 
 
-@pytest.mark.skipif(
+needs_node_modules = pytest.mark.skipif(
     _node_modules() is None,
     reason="MEMFS_TEST_NODE_MODULES names no node_modules with @anthropic-ai/sdk and typescript",
 )
-def test_the_typescript_worker_recipe_uses_memfss_mounts(mounter, memfs_server, tmp_path):
+
+
+def _typescript_recipe(tmp_path: Path, scenario: str, notes_path: Path) -> list[str]:
+    """docs/worker.md's `worker.ts`, byte for byte, type-checked against the SDK
+    and compiled; the command that runs the driver on it."""
     modules = _node_modules()
     assert modules is not None
     project = tmp_path / "ts"
@@ -243,19 +347,21 @@ def test_the_typescript_worker_recipe_uses_memfss_mounts(mounter, memfs_server, 
     ]
     compiled = subprocess.run(tsc, cwd=project, capture_output=True, text=True, timeout=300)
     assert compiled.returncode == 0, compiled.stdout + compiled.stderr
-    item, notes, notes_path, docs_path = _session_with_two_stores(memfs_server, mounter)
     workdir = tmp_path / "workspace"
     workdir.mkdir()
-    command = ["node", str(project / "driver.js"), str(notes_path), str(docs_path), str(workdir)]
-    result = _run_driver(mounter, item, command)
-    assert result["memory_sync_interval"] is None
-    assert result["factory_is_the_recipe_s"] is True
-    assert sorted(result["allowed_roots"]) == sorted([str(notes_path), str(docs_path)])
-    assert result["read_only_roots"] == [str(docs_path)]
-    assert {"bash", "read", "write", "edit", "glob", "grep"} <= set(result["tools"])
-    assert "refused" not in result["write"], result
-    assert result["read_only"].startswith("refused"), result
-    assert result["outside"].startswith("refused"), result
-    assert remote_files(memfs_server, notes) == {
-        "/from-the-sdk.md": "written by the SDK's write tool\n"
-    }
+    return ["node", str(project / "driver.js"), scenario, str(workdir), str(notes_path)]
+
+
+@needs_node_modules
+def test_the_typescript_worker_recipe_uses_memfss_mounts(mounter, memfs_server, tmp_path):
+    item, _, notes_path, docs_path = _session_with_two_stores(memfs_server, mounter)
+    command = [*_typescript_recipe(tmp_path, "mounts", notes_path), str(docs_path)]
+    _check_mounts(_run_driver(mounter, item, command), notes_path, docs_path)
+
+
+@needs_node_modules
+def test_the_typescript_worker_recipe_confirms_the_agents_saves(mounter, memfs_server, tmp_path):
+    item, args, notes_path = _saves_scenario(memfs_server, mounter, tmp_path)
+    command = [*_typescript_recipe(tmp_path, "saves", notes_path), *args]
+    result = _run_driver(mounter, item, command, **SAVES_ENV)
+    _check_saves(result, memfs_server, args[0], notes_path)

@@ -1,7 +1,8 @@
 """docs/worker.md says what memfs does: what it says of the credentials'
-order is what `resolve_credentials` does, and its console transcript shows
+order is what `resolve_credentials` does, its console transcript shows
 `memfs status` as memfs prints it (nothing cut: a mount path longer than the
-MOUNT column stands whole on a line of its own)."""
+MOUNT column stands whole on a line of its own), and its recipes word a
+failed save as the SDK's own memory sync does."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import base64
 import json
 import re
 from pathlib import Path
+
+from anthropic.lib.tools._memories import NOT_CONFIRMED, NOT_SAVED
 
 from memfs.cli._status import COLUMNS
 from memfs.supervisor import resolve_credentials
@@ -50,3 +53,15 @@ def test_the_pages_status_transcripts_cut_no_mount_path():
             path = re.match(r"(/\S+) +(rw|ro) ", line)
             if path:
                 assert len(path.group(1)) <= width, line
+
+
+def test_the_recipes_word_a_failed_save_as_the_sdks_memory_sync():
+    doc = DOC.read_text()
+    for language, first_line in (("python", "# worker.py"), ("ts", "// worker.ts")):
+        (block,) = (
+            b
+            for b in re.findall(rf"```{language}\n(.*?)```", doc, re.S)
+            if b.startswith(first_line)
+        )
+        assert NOT_SAVED in block, language
+        assert NOT_CONFIRMED in block, language
