@@ -5,12 +5,15 @@ session's follower.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._exceptions import MountError, StoreError
 from ..api import Resource, parse_resources
+from ._api import call_api
 from ._credentials import Credentials
-from ._specs import say_waiting
+
+if TYPE_CHECKING:
+    from ..client import StoreClient
 
 CHECK_TIMEOUT = 15.0
 CHECK_RETRIES = 2
@@ -29,29 +32,6 @@ def _as_resource_json(r: Any) -> dict[str, Any]:
     }
 
 
-async def _session_stores(
-    creds: Credentials,
-    session_id: str,
-    *,
-    retries: int,
-    timeout: float,
-    start_timeout: float | None,
-) -> list[dict[str, Any]]:
-    from ..client import StoreClient
-
-    async with StoreClient(
-        creds.api_url,
-        creds.token,
-        auth=creds.auth,
-        max_retries=retries,
-        timeout=timeout,
-        start_timeout=start_timeout,
-        on_wait=say_waiting,
-    ) as client:
-        session = await client.get_session(session_id)
-    return [_as_resource_json(r) for r in session.memory_stores]
-
-
 def read_session_stores(
     creds: Credentials,
     session_id: str,
@@ -64,13 +44,12 @@ def read_session_stores(
     objects for `parse_resources`); StoreError when it cannot be read.
     `start_timeout`: the read is a mount's first request, its wait bounded
     and each attempt without an answer said."""
-    import trio
 
-    return trio.run(
-        lambda: _session_stores(
-            creds, session_id, retries=retries, timeout=timeout, start_timeout=start_timeout
-        )
-    )
+    async def stores(client: StoreClient) -> list[dict[str, Any]]:
+        session = await client.get_session(session_id)
+        return [_as_resource_json(r) for r in session.memory_stores]
+
+    return call_api(creds, stores, retries=retries, timeout=timeout, start_timeout=start_timeout)
 
 
 def fetch_session_resources(
