@@ -28,15 +28,13 @@ import dataclasses
 import json
 import logging
 import os
-import selectors
 import signal
 import subprocess
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from .._children import STORE_MODULE, child_env, start_process
 from .._exceptions import MountError, SyncError
@@ -54,6 +52,9 @@ from ..control import (
 )
 from ..mount import force_unmount
 from ._notify import notify
+
+if TYPE_CHECKING:
+    import trio
 
 log = logging.getLogger("memfs.supervisor")
 
@@ -192,41 +193,50 @@ class Supervisor:
         """Wait until each of `children` says READY or fails (at most
         READY_TIMEOUT, and no longer once `abandon` is set), saying each WAITING
         line of theirs meanwhile; those that did not become ready."""
-        sel = selectors.DefaultSelector()
-        for child in children:
-            assert child.proc.stdout is not None
-            sel.register(child.proc.stdout, selectors.EVENT_READ, child)
-        # Read unbuffered: a line left in a file object's buffer would wake no select.
-        partial: dict[int, bytes] = {}
-        deadline = time.monotonic() + READY_TIMEOUT
-        waiting = len(children)
-        while waiting:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or (abandon is not None and abandon.is_set()):
-                break
-            for key, _ in sel.select(timeout=min(remaining, ABANDON_CHECK)):
-                answered: _Child = key.data
-                chunk = os.read(key.fd, 65536)
-                *lines, partial[key.fd] = (partial.get(key.fd, b"") + chunk).split(b"\n")
-                if not chunk:
-                    lines.append(partial[key.fd])  # its last words, or b"": it exited
-                answer = self._waiting_said(answered, lines)
-                if answer is None:
-                    continue
-                sel.unregister(key.fileobj)
-                waiting -= 1
-                if answer.startswith("READY"):
-                    answered.ready = True
-                else:
-                    error = answer[6:].strip() if answer.startswith("ERROR ") else None
-                    answered.error = error or f"the store process exited ({answered.proc.wait()})"
-        sel.close()
+        import trio
+
+        trio.run(self._answers, children, abandon)
         failed = [c for c in children if not c.ready]
         if not failed:
             for child in children:
                 if child.proc.stdout is not None:
                     child.proc.stdout.close()
         return failed
+
+    async def _answers(self, children: list[_Child], abandon: threading.Event | None) -> None:
+        """Each child's answer, read at once, until all have answered or the
+        wait is over."""
+        import trio
+
+        async with trio.open_nursery() as nursery:
+            if abandon is not None:
+                nursery.start_soon(_cancel_when_set, abandon, nursery.cancel_scope)
+            with trio.move_on_after(READY_TIMEOUT):
+                async with trio.open_nursery() as readers:
+                    for child in children:
+                        readers.start_soon(self._answer, child)
+            nursery.cancel_scope.cancel()
+
+    async def _answer(self, child: _Child) -> None:
+        import trio
+
+        assert child.proc.stdout is not None
+        # Read unbuffered: a line left in a file object's buffer would wake no wait.
+        fd = child.proc.stdout.fileno()
+        partial = b""
+        answer = None
+        while answer is None:
+            await trio.lowlevel.wait_readable(fd)
+            chunk = os.read(fd, 65536)
+            *lines, partial = (partial + chunk).split(b"\n")
+            if not chunk:
+                lines.append(partial)  # its last words, or b"": it exited
+            answer = self._waiting_said(child, lines)
+        if answer.startswith("READY"):
+            child.ready = True
+        else:
+            error = answer[6:].strip() if answer.startswith("ERROR ") else None
+            child.error = error or f"the store process exited ({child.proc.wait()})"
 
     @staticmethod
     def _waiting_said(child: _Child, lines: list[bytes]) -> str | None:
@@ -282,7 +292,7 @@ class Supervisor:
                 return None
             self.children.remove(child)
             self.specs[:] = [s for s in self.specs if s.mount_path != mount_path]
-        result = self._final_sync(child)
+        (result,) = self._final_syncs([child])
         with self._lock:
             self.removed.append(result)
         return result
@@ -348,20 +358,37 @@ class Supervisor:
     def _wait_stopped(self, child: _Child) -> int:
         """Its exit status, once it has stopped; one that outlives its final
         sync's bound and the margin is killed and its mount lazily detached."""
-        limit = child.spec.final_sync_timeout + STOP_MARGIN
         try:
-            return child.proc.wait(timeout=limit)
+            return child.proc.wait(timeout=child.spec.final_sync_timeout + STOP_MARGIN)
         except subprocess.TimeoutExpired:
-            log.error(
-                "store %s did not stop within %.0f s; killing it",
-                child.spec.store_id,
-                limit,
-                extra={"event": "store_killed", "store_id": child.spec.store_id},
-            )
-            child.proc.kill()
-            rc = child.proc.wait()
-            force_unmount(child.spec.mount_path)
-            return rc
+            return self._kill(child)
+
+    async def _stopped(self, child: _Child) -> int:
+        """`_wait_stopped` in a trio program."""
+        import trio
+
+        with trio.move_on_after(child.spec.final_sync_timeout + STOP_MARGIN):
+            if child.proc.poll() is None:
+                pidfd = os.pidfd_open(child.proc.pid)
+                try:
+                    await trio.lowlevel.wait_readable(pidfd)
+                finally:
+                    os.close(pidfd)
+            return child.proc.wait()
+        return self._kill(child)
+
+    def _kill(self, child: _Child) -> int:
+        limit = child.spec.final_sync_timeout + STOP_MARGIN
+        log.error(
+            "store %s did not stop within %.0f s; killing it",
+            child.spec.store_id,
+            limit,
+            extra={"event": "store_killed", "store_id": child.spec.store_id},
+        )
+        child.proc.kill()
+        rc = child.proc.wait()
+        force_unmount(child.spec.mount_path)
+        return rc
 
     def final_sync(self) -> list[FinalSync]:
         """Stop the session follower, if any, then every store with its final
@@ -376,19 +403,31 @@ class Supervisor:
             notify("STOPPING=1")
         with self._lock:
             children = list(self.children)
-        with ThreadPoolExecutor(max_workers=max(1, len(children))) as pool:
-            results = list(pool.map(self._final_sync, children))
+        results = self._final_syncs(children)
         self._stop_metrics()
         return results
 
-    def _final_sync(self, child: _Child) -> FinalSync:
-        result = FinalSync(child.spec)
+    def _final_syncs(self, children: list[_Child]) -> list[FinalSync]:
+        """The final sync of each of `children`, all at once; in their order."""
+        import trio
+
+        results = [FinalSync(child.spec) for child in children]
+
+        async def all_at_once() -> None:
+            async with trio.open_nursery() as nursery:
+                for child, result in zip(children, results, strict=True):
+                    nursery.start_soon(self._final_sync, child, result)
+
+        trio.run(all_at_once)
+        return results
+
+    async def _final_sync(self, child: _Child, result: FinalSync) -> None:
         if child.proc.poll() is not None:
             result.failure = f"its store process had already ended (status {child.proc.returncode})"
-            return result
+            return
         limit = child.spec.final_sync_timeout + STOP_MARGIN
         try:
-            reply = ControlClient(child.state()).stop(timeout=limit)
+            reply = await ControlClient(child.state()).stop_async(timeout=limit)
         except SyncError as e:
             result.failure = str(e)
             if child.proc.poll() is None:
@@ -400,10 +439,9 @@ class Supervisor:
             else:
                 result.not_uploaded = list(reply.not_uploaded)
                 result.sync_error = reply.sync_error
-        rc = self._wait_stopped(child)
+        rc = await self._stopped(child)
         if rc != 0 and result.ok:
             result.failure = f"its store process exited with status {rc}"
-        return result
 
     def report_ended(self) -> int:
         """Log, once each, the store processes that stopped with an error
@@ -461,3 +499,13 @@ class Supervisor:
                 signal.signal(s, handler)
             self._old_handlers = None
         return self.stop_all()
+
+
+async def _cancel_when_set(event: threading.Event, scope: trio.CancelScope) -> None:
+    """Cancel `scope` once `event` is set: the session follower, a thread,
+    sets it when told to stop while a store it adds starts."""
+    import trio
+
+    while not event.is_set():
+        await trio.sleep(ABANDON_CHECK)
+    scope.cancel()
