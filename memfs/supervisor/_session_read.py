@@ -32,6 +32,13 @@ def _as_resource_json(r: Any) -> dict[str, Any]:
     }
 
 
+async def session_stores(client: StoreClient, session_id: str) -> list[dict[str, Any]]:
+    """The memory stores of the session, as its resources list them (JSON
+    objects for `parse_resources`); StoreError when it cannot be read."""
+    session = await client.get_session(session_id)
+    return [_as_resource_json(r) for r in session.memory_stores]
+
+
 def read_session_stores(
     creds: Credentials,
     session_id: str,
@@ -44,12 +51,13 @@ def read_session_stores(
     objects for `parse_resources`); StoreError when it cannot be read.
     `start_timeout`: the read is a mount's first request, its wait bounded
     and each attempt without an answer said."""
-
-    async def stores(client: StoreClient) -> list[dict[str, Any]]:
-        session = await client.get_session(session_id)
-        return [_as_resource_json(r) for r in session.memory_stores]
-
-    return call_api(creds, stores, retries=retries, timeout=timeout, start_timeout=start_timeout)
+    return call_api(
+        creds,
+        lambda client: session_stores(client, session_id),
+        retries=retries,
+        timeout=timeout,
+        start_timeout=start_timeout,
+    )
 
 
 def fetch_session_resources(
