@@ -1,5 +1,5 @@
-"""The API from the supervisor's sync code: the stores' names and a
-session's stores at a mount's start, and each check of a session follower.
+"""The API from the supervisor: the stores' names and a session's stores
+at a mount's start, and each check of a session follower.
 
 The client is async (the store processes share it). The follower runs in
 a trio program and uses it as it is (`api_client`); the mount's start runs
@@ -57,7 +57,6 @@ def call_api(
     request: Callable[[StoreClient], Awaitable[T]],
     *,
     retries: int,
-    timeout: float = 30.0,
     start_timeout: float | None = None,
 ) -> T:
     """What `request` returns, given a client of the API `creds` name, from
@@ -66,9 +65,7 @@ def call_api(
     import trio
 
     async def with_client() -> T:
-        async with api_client(
-            creds, retries=retries, timeout=timeout, start_timeout=start_timeout
-        ) as client:
+        async with api_client(creds, retries=retries, start_timeout=start_timeout) as client:
             return await request(client)
 
     return trio.run(with_client)

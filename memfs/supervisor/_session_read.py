@@ -39,35 +39,20 @@ async def session_stores(client: StoreClient, session_id: str) -> list[dict[str,
     return [_as_resource_json(r) for r in session.memory_stores]
 
 
-def read_session_stores(
-    creds: Credentials,
-    session_id: str,
-    *,
-    retries: int = 3,
-    timeout: float = 30.0,
-    start_timeout: float | None = None,
-) -> list[dict[str, Any]]:
-    """The memory stores of the session, as its resources list them (JSON
-    objects for `parse_resources`); StoreError when it cannot be read.
-    `start_timeout`: the read is a mount's first request, its wait bounded
-    and each attempt without an answer said."""
-    return call_api(
-        creds,
-        lambda client: session_stores(client, session_id),
-        retries=retries,
-        timeout=timeout,
-        start_timeout=start_timeout,
-    )
-
-
 def fetch_session_resources(
     creds: Credentials, session_id: str, start_timeout: float | None = None
 ) -> list[Resource]:
     """The session's memory stores, checked as a resources file is; MountError
-    with one sentence when the session cannot be read. `start_timeout`: as
-    `read_session_stores`."""
+    with one sentence when the session cannot be read. `start_timeout`: the
+    read is a mount's first request, its wait bounded and each attempt
+    without an answer said."""
     try:
-        stores = read_session_stores(creds, session_id, start_timeout=start_timeout)
+        stores = call_api(
+            creds,
+            lambda client: session_stores(client, session_id),
+            retries=3,
+            start_timeout=start_timeout,
+        )
     except StoreError as e:
         raise MountError(f"cannot read session {session_id} at {creds.api_url}: {e}")
     return parse_resources(stores)

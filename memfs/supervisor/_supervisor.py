@@ -20,10 +20,11 @@ awaited, as for the first ones) or removed (`remove`: its final sync, as
 stores attached to or detached from its session, as a task of the trio
 program that waits in the foreground (`wait`, and `memfs run`'s wait).
 
-What runs at once is trio's: the READY wait reads every child's stdout in
-a task of its own, the final syncs run in one nursery, a foreground wait
-runs the follower beside its watch. What runs alone is a plain blocking
-call (starting a process, stopping them all with SIGTERM).
+What runs at once is trio's, on no thread: the READY wait reads every
+child's stdout in a task of its own, the final syncs and the waits for
+stopped stores run in one nursery (`_each_at_once`), a foreground wait runs
+the follower beside its watch. What runs alone is a plain blocking call
+(starting a process, the metrics endpoint's READY).
 """
 
 from __future__ import annotations
