@@ -1,7 +1,8 @@
 """The CLI's end of a store process's control socket.
 
 Blocking, on purpose: `memfs unmount`, `memfs sync` and `memfs status` run no
-event loop and should start fast. A process that cannot be reached, or that
+event loop and should start fast. `stop_async` is the supervisor's, which
+asks all its stores for their final syncs at once in one trio program. A process that cannot be reached, or that
 closes the connection without a whole reply (it failed, or it was killed),
 is a `SyncError` naming its mount path.
 """
@@ -55,6 +56,29 @@ class ControlClient:
         command that asks, goes into the store process's log."""
         return self._exchange(Command.STOP, StopReply, timeout, by=by)
 
+    async def stop_async(self, *, timeout: float = STOP_TIMEOUT) -> StopReply | ErrorReply:
+        """`stop` in a trio program; trio is loaded only here."""
+        import trio
+
+        try:
+            with trio.fail_after(timeout), trio.socket.socket(socket.AF_UNIX) as s:
+                with socket_address(self.store.socket) as address:
+                    await s.connect(address)
+                request = Request(Command.STOP).encode()
+                while request:
+                    request = request[await s.send(request) :]
+                data = b""
+                while not data.endswith(b"\n"):
+                    chunk = await s.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+        except trio.TooSlowError:
+            raise SyncError(f"cannot reach the memfs process of {self.store.mount_path}: timed out")
+        except OSError as e:
+            raise self._unreachable(e)
+        return self._decode(data, StopReply)
+
     def metrics(self, *, timeout: float = STATUS_TIMEOUT) -> MetricsReply | ErrorReply:
         return self._exchange(Command.METRICS, MetricsReply, timeout)
 
@@ -86,7 +110,6 @@ class ControlClient:
     def _send(
         self, request: Request, kind: type[ReplyKind], timeout: float
     ) -> ReplyKind | ErrorReply:
-        where = self.store.mount_path
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
                 s.settimeout(timeout)
@@ -95,11 +118,18 @@ class ControlClient:
                 s.sendall(request.encode())
                 data = _receive_line(s)
         except OSError as e:
-            raise SyncError(f"cannot reach the memfs process of {where}: {e.strerror or e}")
+            raise self._unreachable(e)
+        return self._decode(data, kind)
+
+    def _unreachable(self, e: OSError) -> SyncError:
+        where = self.store.mount_path
+        return SyncError(f"cannot reach the memfs process of {where}: {e.strerror or e}")
+
+    def _decode(self, data: bytes, kind: type[ReplyKind]) -> ReplyKind | ErrorReply:
         try:
             return decode_reply(data, kind)
         except ValueError:
-            raise SyncError(f"the memfs process of {where} gave no answer")
+            raise SyncError(f"the memfs process of {self.store.mount_path} gave no answer")
 
 
 def _receive_line(s: socket.socket) -> bytes:

@@ -3,6 +3,7 @@ supervisor (readiness, signal fan-out), and the `unmount`, `sync` and
 `status` commands that talk to running store processes.
 
 - `_credentials`: where the token comes from and which header it travels in.
+- `_api`: the API from sync code (a mount's start, a follower's check).
 - `_specs`: the settings of a mount (`MountSettings`), and from them one
   `StoreSpec` per store, refusals first.
 - `_supervisor`: starting the store processes and seeing them to the end.

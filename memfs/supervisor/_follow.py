@@ -11,10 +11,11 @@ mount path and name stay the same; a change of any is a detach and an attach.
 
 Where it runs:
 
-- `memfs run` and a foreground `memfs mount`: a thread of the supervisor
-  process (`SessionFollower.start`), which starts and stops the store
-  processes through its `Supervisor` (`add`, `remove`). The supervisor stops
-  the follower, waiting for what it is doing, before any final sync.
+- `memfs run` and a foreground `memfs mount`: a task of the trio program
+  with which the supervisor process waits (`SessionFollower.start`, then
+  `Supervisor.run_follower`), which starts and stops the store processes
+  through its `Supervisor` (`add`, `remove`). The supervisor stops the
+  follower, waiting for what it is doing, before any final sync.
 - `memfs mount --daemon`: a process of its own (`python -m
   memfs.supervisor._followd`, `start_daemon_follower`), which gets the
   session, its credentials and the settings as one line of JSON on stdin (so
@@ -26,7 +27,7 @@ Where it runs:
 holds, stop the follower first and wait until it has stopped, so that no
 mount of its session appears afterwards: SIGTERM ends a daemon follower;
 `UNFOLLOW_SIGNAL` (SIGUSR2) asks a foreground process to stop its follower
-thread and go on (`memfs run`'s command keeps running), which removes the
+and go on (`memfs run`'s command keeps running), which removes the
 session's file.
 
 What a follower saw is in the session's file of the runtime folder
@@ -49,17 +50,17 @@ import contextlib
 import json
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._exceptions import MemfsError, MountError, StoreError, SyncError
 from .._logging import LogFormat
 from ..api import Resource, parse_resources
 from ..control import ControlClient, ErrorReply, StoreSpec, running_stores, runtime_dir
-from ._commands import GONE_TIMEOUT, _wait_gone
-from ._session_read import CHECK_RETRIES, CHECK_TIMEOUT, read_session_stores
+from ._api import api_client
+from ._commands import GONE_TIMEOUT, _running
+from ._session_read import CHECK_RETRIES, CHECK_TIMEOUT, session_stores
 from ._session_records import (
     MAX_EVENTS,
     FollowedStore,
@@ -71,6 +72,9 @@ from ._session_records import (
 )
 from ._specs import build_specs, mount_path_clash
 from ._supervisor import STOP_MARGIN, FinalSync, Supervisor
+
+if TYPE_CHECKING:
+    import trio
 
 log = logging.getLogger("memfs.supervisor")
 
@@ -117,8 +121,9 @@ class SessionFollower:
         self.runtime_dir = runtime_dir()
         self.path = session_file(self.runtime_dir, session.session_id, session.settings.cache_dir)
         self.record = SessionRecord(session.session_id, os.getpid(), daemon, time.time())
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._stop_asked = False
+        self._stop: trio.Event | None = None
+        """Set with `_stop_asked` while `follow` runs: it wakes what waits."""
         self._failing: str | None = None
         """The failure of the last check, logged once until a check succeeds."""
         self._refused: dict[tuple[str, str, str, str], str] = {}
@@ -150,57 +155,62 @@ class SessionFollower:
     # -------------------------------------------------------------- running
 
     def start(self) -> None:
-        """Follow the session from a thread of its own; the supervisor stops
-        it (`stop`) before its stores stop."""
+        """Follow the session from the supervisor's foreground wait
+        (`Supervisor.run_follower`), which stops it before its stores stop;
+        the session's file is written now."""
         self.write_record()
         self.supervisor.follower = self
-        self._thread = threading.Thread(target=self._run, name="session-follower", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Stop following and wait for what the follower is doing (a check, a
-        mount, a final sync) to finish; its file goes."""
-        self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join()
-        self.supervisor.follower = None
-        self.remove_record()
 
     def stop_soon(self) -> None:
         """Ask the follower to stop after what it is doing (a signal handler may call it)."""
-        self._stop.set()
+        self._stop_asked = True
+        if self._stop is not None:
+            self._stop.set()
 
-    def run_until_stopped(self) -> None:
-        """Follow the session in this thread until `stop` (the daemon follower)."""
-        self.write_record()
+    async def follow(self) -> None:
+        """Check the session once per period until `stop_soon`: what it is
+        doing then (a check, a final sync) finishes first, a store still
+        starting is abandoned. Its file goes when it ends."""
+        import trio
+
+        self._stop = trio.Event()
+        if self._stop_asked:
+            self._stop.set()
         try:
-            self._run()
+            while True:
+                with trio.move_on_after(self.interval):
+                    await self._stop.wait()
+                if self._stop_asked:
+                    break
+                try:
+                    await self.check()
+                except Exception:
+                    log.exception(
+                        "following session %s failed unexpectedly",
+                        self.session.session_id,
+                        extra={"event": "session_follow_bug"},
+                    )
         finally:
-            self.remove_record()
+            self.drop()
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                self.check()
-            except Exception:
-                log.exception(
-                    "following session %s failed unexpectedly",
-                    self.session.session_id,
-                    extra={"event": "session_follow_bug"},
-                )
+    def drop(self) -> None:
+        """No more the supervisor's follower; the session's file goes."""
+        if self.supervisor.follower is self:
+            self.supervisor.follower = None
+        self.remove_record()
 
     # -------------------------------------------------------------- one check
 
-    def check(self) -> None:
+    async def check(self) -> None:
         """Read the session once; unmount what was detached, mount what was attached."""
         sid = self.session.session_id
         now = time.time()
         self.record.checked_at = now
         self.record.next_check_at = now + self.interval
+        creds = self.session.creds
         try:
-            listed = read_session_stores(
-                self.session.creds, sid, retries=CHECK_RETRIES, timeout=CHECK_TIMEOUT
-            )
+            async with api_client(creds, retries=CHECK_RETRIES, timeout=CHECK_TIMEOUT) as client:
+                listed = await session_stores(client, sid)
         except StoreError as e:
             # The kind of failure, not its text: each answer has its own request id.
             kind = f"{type(e).__name__} {getattr(e, 'status', '')}"
@@ -222,14 +232,14 @@ class SessionFollower:
         self.record.last_error = None
         wanted = self._usable(listed)
         for key in [k for k in self.mounted if k not in wanted]:
-            if self._stop.is_set():
+            if self._stop_asked:
                 break
-            self._detach(self.mounted.pop(key))
+            await self._detach(self.mounted.pop(key))
         for key, resource in wanted.items():
-            if self._stop.is_set():
+            if self._stop_asked:
                 break
             if key not in self.mounted:
-                self._attach(key, resource)
+                await self._attach(key, resource)
         for key in [k for k in self._refused if k not in wanted]:
             del self._refused[key]
         self.write_record()
@@ -254,7 +264,7 @@ class SessionFollower:
             out[_resource_key(resource)] = resource
         return out
 
-    def _attach(self, key: tuple[str, str, str, str], resource: Resource) -> None:
+    async def _attach(self, key: tuple[str, str, str, str], resource: Resource) -> None:
         sid = self.session.session_id
         try:
             (spec,) = build_specs(
@@ -269,7 +279,7 @@ class SessionFollower:
             # the session's mounts then stops it too.
             self._attaching = spec.mount_path
             self.write_record()
-            mounted = self.supervisor.add(spec, abandon=self._stop)
+            mounted = await self.supervisor.add(spec, abandon=self._stop)
         except MemfsError as e:
             reason = str(e)
             if self._refused.get(key) != reason:
@@ -334,9 +344,9 @@ class SessionFollower:
             if other.store_id == spec.store_id:
                 raise MountError(f"store {spec.store_id} is mounted at {other.mount_path} already")
 
-    def _detach(self, store: FollowedStore) -> None:
+    async def _detach(self, store: FollowedStore) -> None:
         sid = self.session.session_id
-        result = self._unmount(store)
+        result = await self._unmount(store)
         if result.failure is not None:
             detail = f"its final sync could not be confirmed: {result.failure}"
         elif result.not_uploaded:
@@ -385,11 +395,11 @@ class SessionFollower:
             not result.ok,
         )
 
-    def _unmount(self, store: FollowedStore) -> FinalSync:
+    async def _unmount(self, store: FollowedStore) -> FinalSync:
         """The final sync and unmount of a store: through the supervisor when
         it started the store, else over the store's control socket as `memfs
         unmount` does (the daemon follower's first stores)."""
-        result = self.supervisor.remove(store.mount_path)
+        result = await self.supervisor.remove(store.mount_path)
         if result is not None:
             return result
         spec = StoreSpec(
@@ -405,16 +415,25 @@ class SessionFollower:
                 continue
             timeout = self.session.settings.final_sync_timeout + STOP_MARGIN
             try:
-                reply = ControlClient(state).stop(timeout=timeout)
+                reply = await ControlClient(state).stop_async(timeout=timeout)
             except SyncError as e:
                 return FinalSync(spec, failure=str(e))
-            _wait_gone(state.pid, GONE_TIMEOUT)
+            await _gone(state.pid, GONE_TIMEOUT)
             if isinstance(reply, ErrorReply):
                 return FinalSync(spec, failure=reply.error)
             return FinalSync(
                 spec, not_uploaded=list(reply.not_uploaded), sync_error=reply.sync_error
             )
         return FinalSync(spec, failure="it was no longer mounted")
+
+
+async def _gone(pid: int, timeout: float) -> None:
+    """`_commands._wait_gone` in a trio program."""
+    import trio
+
+    with trio.move_on_after(timeout):
+        while _running(pid):
+            await trio.sleep(0.05)
 
 
 # ---------------------------------------------------------------- the daemon follower

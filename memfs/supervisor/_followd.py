@@ -4,8 +4,9 @@
 It reads its launch (the session, its credentials, the settings of the
 stores it mounts, the period) as one line of JSON on stdin, writes the
 session's file in the runtime folder, answers `READY` on stdout (or
-`ERROR <sentence>`), and follows the session until SIGTERM or SIGINT: `memfs
-unmount --all` sends it. Its log goes to `<cache-dir>/session-<id>.log`.
+`ERROR <sentence>`), and follows the session, a trio program, until SIGTERM
+or SIGINT: `memfs unmount --all` sends it. Its log goes to
+`<cache-dir>/session-<id>.log`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import os
 import signal
 import sys
 from typing import Any
+
+import trio
 
 from .._exceptions import MemfsError
 from .._logging import parse_format, parse_level, setup_logging
@@ -59,13 +62,28 @@ def main() -> int:
         interval,
         extra={"event": "session_followed"},
     )
-    follower.run_until_stopped()
+    trio.run(_follow_until_signalled, follower)
     log.info(
         "stopped following session %s; its mounts stay",
         session.session_id,
         extra={"event": "session_unfollowed"},
     )
     return 0
+
+
+async def _follow_until_signalled(follower: SessionFollower) -> None:
+    """Follow until SIGTERM or SIGINT; one that came before this program, to
+    the handlers `main` set, has asked the follower to stop already."""
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+
+            async def stop_on_signal() -> None:
+                async for _ in signals:
+                    follower.stop_soon()
+
+            nursery.start_soon(stop_on_signal)
+            await follower.follow()
+            nursery.cancel_scope.cancel()
 
 
 if __name__ == "__main__":

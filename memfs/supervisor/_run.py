@@ -11,15 +11,15 @@ command; one the terminal sent to the whole group is not passed again,
 since the command has it already (a second Ctrl-C would make many
 interactive programs quit). To tell the two apart, and to lose none between
 starting the command and waiting for it, memfs holds these signals blocked
-and takes them with sigtimedwait, which says who sent each (`si_code`).
+and takes them with sigtimedwait, which says who sent each (`si_code`);
+trio's signal receiver cannot, so the trio program that waits for the
+command asks sigtimedwait without blocking, between two looks.
 
-With a session to follow (`--work-item`, `--session`), its follower runs in
-a thread while the command runs (`_follow`): stores attached meanwhile are
-mounted, stores detached are final-synced and unmounted. It is started with
-memfs's signals held, so that they still reach memfs's wait and none of its
-threads, and it is stopped before the final sync, or when `memfs unmount`
-asks (SIGUSR2, not passed on: the command goes on, with the stores that are
-still mounted).
+With a session to follow (`--work-item`, `--session`), its follower runs as
+a task of that program while the command runs (`_follow`): stores attached
+meanwhile are mounted, stores detached are final-synced and unmounted. It is
+stopped before the final sync, or when `memfs unmount` asks (SIGUSR2, not
+passed on: the command goes on, with the stores that are still mounted).
 
 When the command has exited, the final sync runs (`Supervisor.final_sync`).
 Signals that arrive meanwhile are held and dropped: the final sync is bounded
@@ -45,6 +45,7 @@ import signal
 import subprocess
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from .._children import child_env
 from .._logging import LogFormat
@@ -59,9 +60,12 @@ log = logging.getLogger("memfs.supervisor")
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 """The signals memfs passes to the command."""
 _HELD = {*FORWARDED, signal.SIGCHLD, UNFOLLOW_SIGNAL}
-"""SIGCHLD too: it wakes the wait as soon as the command exits. And
+"""SIGCHLD too: taken, it says at once that the command or a store process
+ended. And
 `UNFOLLOW_SIGNAL`: `memfs unmount` asks memfs to stop following the session,
 the command goes on."""
+SIGNAL_CHECK = 0.1
+"""Seconds between two looks, while the command runs, for a signal memfs holds."""
 _SI_KERNEL = 0x80
 """`si_code` of a signal the kernel sent: the terminal's to its foreground
 group, never one sent with kill(2) (SI_USER) or sigqueue(3). Linux's value;
@@ -142,6 +146,8 @@ def run(
 def _run_command(
     supervisor: Supervisor, argv: Sequence[str], *, stdin_devnull: bool = False
 ) -> RunResult:
+    import trio
+
     stdin = subprocess.DEVNULL if stdin_devnull else None
     try:
         child = subprocess.Popen(list(argv), env=child_env(), stdin=stdin, preexec_fn=_in_child)
@@ -149,22 +155,30 @@ def _run_command(
         code = EXIT_NOT_FOUND if isinstance(e, FileNotFoundError) else EXIT_NOT_EXECUTABLE
         return RunResult(code, not_started=f"cannot run {argv[0]}: {_reason(argv[0], e)}")
     log.info("running %s (pid %d)", argv[0], child.pid)
+    trio.run(supervisor.run_follower, partial(_pass_signals, supervisor, child))
+    status = shell_status(child.returncode)
+    log.info("the command exited with status %d; final sync", status)
+    return RunResult(status)
+
+
+async def _pass_signals(supervisor: Supervisor, child: subprocess.Popen[bytes]) -> None:
+    """Until the command exits, pass it the signals sent to memfs alone."""
+    import trio
+
     while child.poll() is None:
-        info = signal.sigtimedwait(_HELD, 1.0)
+        info = signal.sigtimedwait(_HELD, 0)
         if info is None or info.si_signo == signal.SIGCHLD:
             supervisor.report_ended()
+            await trio.sleep(SIGNAL_CHECK if info is None else 0)
             continue
         if info.si_signo == UNFOLLOW_SIGNAL:
-            supervisor.stop_following()
+            await supervisor.stop_following()
             continue
         if info.si_code == _SI_KERNEL and _shares_our_group(child.pid):
             continue  # the terminal sent it to the whole group: the command has it
         log.info("passing %s to the command", signal.Signals(info.si_signo).name)
         with contextlib.suppress(ProcessLookupError):
             os.kill(child.pid, info.si_signo)
-    status = shell_status(child.returncode)
-    log.info("the command exited with status %d; final sync", status)
-    return RunResult(status)
 
 
 def _reason(command: str, e: OSError) -> str:

@@ -5,12 +5,15 @@ session's follower.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._exceptions import MountError, StoreError
 from ..api import Resource, parse_resources
+from ._api import call_api
 from ._credentials import Credentials
-from ._specs import say_waiting
+
+if TYPE_CHECKING:
+    from ..client import StoreClient
 
 CHECK_TIMEOUT = 15.0
 CHECK_RETRIES = 2
@@ -29,58 +32,27 @@ def _as_resource_json(r: Any) -> dict[str, Any]:
     }
 
 
-async def _session_stores(
-    creds: Credentials,
-    session_id: str,
-    *,
-    retries: int,
-    timeout: float,
-    start_timeout: float | None,
-) -> list[dict[str, Any]]:
-    from ..client import StoreClient
-
-    async with StoreClient(
-        creds.api_url,
-        creds.token,
-        auth=creds.auth,
-        max_retries=retries,
-        timeout=timeout,
-        start_timeout=start_timeout,
-        on_wait=say_waiting,
-    ) as client:
-        session = await client.get_session(session_id)
-    return [_as_resource_json(r) for r in session.memory_stores]
-
-
-def read_session_stores(
-    creds: Credentials,
-    session_id: str,
-    *,
-    retries: int = 3,
-    timeout: float = 30.0,
-    start_timeout: float | None = None,
-) -> list[dict[str, Any]]:
+async def session_stores(client: StoreClient, session_id: str) -> list[dict[str, Any]]:
     """The memory stores of the session, as its resources list them (JSON
-    objects for `parse_resources`); StoreError when it cannot be read.
-    `start_timeout`: the read is a mount's first request, its wait bounded
-    and each attempt without an answer said."""
-    import trio
-
-    return trio.run(
-        lambda: _session_stores(
-            creds, session_id, retries=retries, timeout=timeout, start_timeout=start_timeout
-        )
-    )
+    objects for `parse_resources`); StoreError when it cannot be read."""
+    session = await client.get_session(session_id)
+    return [_as_resource_json(r) for r in session.memory_stores]
 
 
 def fetch_session_resources(
     creds: Credentials, session_id: str, start_timeout: float | None = None
 ) -> list[Resource]:
     """The session's memory stores, checked as a resources file is; MountError
-    with one sentence when the session cannot be read. `start_timeout`: as
-    `read_session_stores`."""
+    with one sentence when the session cannot be read. `start_timeout`: the
+    read is a mount's first request, its wait bounded and each attempt
+    without an answer said."""
     try:
-        stores = read_session_stores(creds, session_id, start_timeout=start_timeout)
+        stores = call_api(
+            creds,
+            lambda client: session_stores(client, session_id),
+            retries=3,
+            start_timeout=start_timeout,
+        )
     except StoreError as e:
         raise MountError(f"cannot read session {session_id} at {creds.api_url}: {e}")
     return parse_resources(stores)

@@ -23,6 +23,7 @@ import json
 import logging
 import os
 from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
 
 from .._exceptions import (
     AuthenticationFailed,
@@ -46,7 +47,11 @@ from ..api import (
 )
 from ..control import StoreSettings, StoreSpec, runtime_dir
 from ..mount import start_refusal
+from ._api import call_api
 from ._credentials import Credentials
+
+if TYPE_CHECKING:
+    from ..client import StoreClient
 
 log = logging.getLogger("memfs.supervisor")
 
@@ -195,51 +200,34 @@ def mount_path_clash(one: tuple[str, str], other: tuple[str, str]) -> str | None
     return None
 
 
-def say_waiting(sentence: str) -> None:
-    """Say an attempt of a mount's start that the API did not answer."""
-    log.warning("%s", sentence, extra={"event": "waiting_for_api"})
-
-
 async def _store_names(
-    creds: Credentials, store_ids: list[str], start_timeout: float
+    client: StoreClient, creds: Credentials, store_ids: list[str]
 ) -> tuple[dict[str, str], dict[str, str]]:
     """The stores' names, and for each store the API refused to name, why.
     These are a mount's first requests: the start's bound holds for them. A
     refusal of the token, confirmed on a memory endpoint (the hosted API may
     refuse a sessions token the store alone), or a 404 from a URL that names
     `/v1`, mounts nothing (`start_refusal`)."""
-    from ..client import StoreClient
-
     names: dict[str, str] = {}
     refused: dict[str, str] = {}
-    async with StoreClient(
-        creds.api_url,
-        creds.token,
-        auth=creds.auth,
-        max_retries=3,
-        start_timeout=start_timeout,
-        on_wait=say_waiting,
-    ) as client:
-        for sid in store_ids:
-            try:
-                names[sid] = (await client.get_store(sid)).name
-            except StatusError as e:
-                if e.status not in NAME_REFUSALS:
-                    raise MountError(f"cannot look up store {sid}: {e}")
-                error: StoreError = e
-                if isinstance(e, AuthenticationFailed):
-                    try:
-                        await client.list_memories_page(sid, limit=1)
-                    except StoreError as again:
-                        error = again
-                refusal = start_refusal(
-                    error, api_url=creds.api_url, credential_source=creds.source
-                )
-                if refusal is not None:
-                    raise MountError(f"cannot mount {sid}: {refusal}")
-                refused[sid] = f"the API answered {e.status} {e.type}"
-            except StoreError as e:
+    for sid in store_ids:
+        try:
+            names[sid] = (await client.get_store(sid)).name
+        except StatusError as e:
+            if e.status not in NAME_REFUSALS:
                 raise MountError(f"cannot look up store {sid}: {e}")
+            error: StoreError = e
+            if isinstance(e, AuthenticationFailed):
+                try:
+                    await client.list_memories_page(sid, limit=1)
+                except StoreError as again:
+                    error = again
+            refusal = start_refusal(error, api_url=creds.api_url, credential_source=creds.source)
+            if refusal is not None:
+                raise MountError(f"cannot mount {sid}: {refusal}")
+            refused[sid] = f"the API answered {e.status} {e.type}"
+        except StoreError as e:
+            raise MountError(f"cannot look up store {sid}: {e}")
     return names, refused
 
 
@@ -290,9 +278,12 @@ def build_specs(
     names: dict[str, str] = {}
     refused: dict[str, str] = {}
     if need_names:
-        import trio
-
-        names, refused = trio.run(_store_names, creds, need_names, settings.start_timeout)
+        names, refused = call_api(
+            creds,
+            lambda client: _store_names(client, creds, need_names),
+            retries=3,
+            start_timeout=settings.start_timeout,
+        )
     specs = []
     paths: dict[str, str] = {}
     for r in resources:

@@ -17,8 +17,14 @@ stops with its final sync.
 While it runs, a store can be added (`add`: its process started and READY
 awaited, as for the first ones) or removed (`remove`: its final sync, as
 `final_sync` does it for all): the session follower (`_follow`) does so for
-stores attached to or detached from its session, from a thread of its own,
-so the list of children is changed and read under a lock.
+stores attached to or detached from its session, as a task of the trio
+program that waits in the foreground (`wait`, and `memfs run`'s wait).
+
+What runs at once is trio's, on no thread: the READY wait reads every
+child's stdout in a task of its own, the final syncs and the waits for
+stopped stores run in one nursery (`_each_at_once`), a foreground wait runs
+the follower beside its watch. What runs alone is a plain blocking call
+(starting a process, the metrics endpoint's READY).
 """
 
 from __future__ import annotations
@@ -28,15 +34,12 @@ import dataclasses
 import json
 import logging
 import os
-import selectors
 import signal
 import subprocess
-import threading
-import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypeVar
 
 from .._children import STORE_MODULE, child_env, start_process
 from .._exceptions import MountError, SyncError
@@ -55,11 +58,16 @@ from ..control import (
 from ..mount import force_unmount
 from ._notify import notify
 
+if TYPE_CHECKING:
+    import trio
+
 log = logging.getLogger("memfs.supervisor")
 
+T = TypeVar("T")
+
 READY_TIMEOUT = 300.0
-ABANDON_CHECK = 0.2
-"""Seconds between two looks, while a store added mid-session starts, at whether it is abandoned."""
+FOLLOWER_CHECK = 0.2
+"""Seconds between two looks of a foreground wait at its flags, its stores and its follower."""
 STOP_MARGIN = 30.0
 """How much longer than its final sync bound a store process may take to stop before it is killed."""
 
@@ -80,13 +88,20 @@ class _Child:
 
 
 class Follower(Protocol):
-    """What the supervisor needs of a session follower: to stop it (and wait
-    for what it is doing to finish) before the stores stop."""
+    """What the supervisor needs of a session follower: to run it beside its
+    wait, and to stop it (letting what it is doing finish) before the stores
+    stop."""
 
     @property
     def session_id(self) -> str: ...
 
-    def stop(self) -> None: ...
+    async def follow(self) -> None:
+        """Follow until `stop_soon`; the follower is then no more the supervisor's."""
+
+    def stop_soon(self) -> None: ...
+
+    def drop(self) -> None:
+        """No more the supervisor's, without having followed (its wait never ran)."""
 
 
 @dataclass
@@ -130,13 +145,12 @@ class Supervisor:
         self._stop_asked = False
         self._unfollow_asked = False
         self._old_handlers: dict[int, Any] | None = None
-        self._lock = threading.Lock()
         self.removed: list[FinalSync] = []
         """The final syncs of the stores `remove` stopped (detached mid-session), in order."""
         self.follower: Follower | None = None
-        """A session follower that may add and remove stores: with one, a
-        foreground `wait` goes on when no store runs (one may be attached), and
-        every stop stops it first."""
+        """A session follower that may add and remove stores, run by the
+        foreground wait (`run_follower`): with one, a foreground `wait` goes
+        on when no store runs (one may be attached)."""
 
     def _start(self, spec: StoreSpec) -> _Child:
         spec = dataclasses.replace(spec, follow_parent=not self.daemon)
@@ -186,47 +200,54 @@ class Supervisor:
         if not self.daemon:
             notify("READY=1")
 
-    def _await_ready(
-        self, children: list[_Child], abandon: threading.Event | None = None
-    ) -> list[_Child]:
+    def _await_ready(self, children: list[_Child]) -> list[_Child]:
         """Wait until each of `children` says READY or fails (at most
-        READY_TIMEOUT, and no longer once `abandon` is set), saying each WAITING
-        line of theirs meanwhile; those that did not become ready."""
-        sel = selectors.DefaultSelector()
-        for child in children:
-            assert child.proc.stdout is not None
-            sel.register(child.proc.stdout, selectors.EVENT_READ, child)
-        # Read unbuffered: a line left in a file object's buffer would wake no select.
-        partial: dict[int, bytes] = {}
-        deadline = time.monotonic() + READY_TIMEOUT
-        waiting = len(children)
-        while waiting:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or (abandon is not None and abandon.is_set()):
-                break
-            for key, _ in sel.select(timeout=min(remaining, ABANDON_CHECK)):
-                answered: _Child = key.data
-                chunk = os.read(key.fd, 65536)
-                *lines, partial[key.fd] = (partial.get(key.fd, b"") + chunk).split(b"\n")
-                if not chunk:
-                    lines.append(partial[key.fd])  # its last words, or b"": it exited
-                answer = self._waiting_said(answered, lines)
-                if answer is None:
-                    continue
-                sel.unregister(key.fileobj)
-                waiting -= 1
-                if answer.startswith("READY"):
-                    answered.ready = True
-                else:
-                    error = answer[6:].strip() if answer.startswith("ERROR ") else None
-                    answered.error = error or f"the store process exited ({answered.proc.wait()})"
-        sel.close()
+        READY_TIMEOUT), saying each WAITING line of theirs meanwhile; those
+        that did not become ready."""
+        import trio
+
+        trio.run(self._answers, children, None)
         failed = [c for c in children if not c.ready]
         if not failed:
             for child in children:
                 if child.proc.stdout is not None:
                     child.proc.stdout.close()
         return failed
+
+    async def _answers(self, children: list[_Child], abandon: trio.Event | None) -> None:
+        """Each child's answer, read at once, until all have answered, the
+        wait is over or `abandon` is set."""
+        import trio
+
+        async with trio.open_nursery() as nursery:
+            if abandon is not None:
+                nursery.start_soon(_cancel_when_set, abandon, nursery.cancel_scope)
+            with trio.move_on_after(READY_TIMEOUT):
+                async with trio.open_nursery() as readers:
+                    for child in children:
+                        readers.start_soon(self._answer, child)
+            nursery.cancel_scope.cancel()
+
+    async def _answer(self, child: _Child) -> None:
+        import trio
+
+        assert child.proc.stdout is not None
+        # Read unbuffered: a line left in a file object's buffer would wake no wait.
+        fd = child.proc.stdout.fileno()
+        partial = b""
+        answer = None
+        while answer is None:
+            await trio.lowlevel.wait_readable(fd)
+            chunk = os.read(fd, 65536)
+            *lines, partial = (partial + chunk).split(b"\n")
+            if not chunk:
+                lines.append(partial)  # its last words, or b"": it exited
+            answer = self._waiting_said(child, lines)
+        if answer.startswith("READY"):
+            child.ready = True
+        else:
+            error = answer[6:].strip() if answer.startswith("ERROR ") else None
+            child.error = error or f"the store process exited ({child.proc.wait()})"
 
     @staticmethod
     def _waiting_said(child: _Child, lines: list[bytes]) -> str | None:
@@ -252,58 +273,79 @@ class Supervisor:
             f"store {child.spec.store_id} could not be mounted at {child.spec.mount_path}: {cause}"
         )
 
-    def add(self, spec: StoreSpec, abandon: threading.Event | None = None) -> bool:
+    async def add(self, spec: StoreSpec, abandon: trio.Event | None = None) -> bool:
         """Mount one more store while the others run: start its process and
         wait for its READY; MountError, its process stopped, when it cannot be
         mounted. When `abandon` is set before its READY (the session follower
         was told to stop), its process is stopped, whatever it mounted goes
         with it, and False is returned: nothing of it is left running."""
         child = self._start(spec)
-        if self._await_ready([child], abandon):
-            if child.proc.poll() is None:
+        try:
+            await self._answers([child], abandon)
+        finally:
+            if not child.ready and child.proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     child.proc.send_signal(signal.SIGTERM)
-            self._wait_stopped(child)
+        if not child.ready:
+            await self._stopped(child)
             if child.error is None and abandon is not None and abandon.is_set():
                 return False
             raise self._mount_error(child)
-        with self._lock:
-            self.specs.append(spec)
-            self.children.append(child)
+        assert child.proc.stdout is not None
+        child.proc.stdout.close()
+        self.specs.append(spec)
+        self.children.append(child)
         return True
 
-    def remove(self, mount_path: str) -> FinalSync | None:
+    async def remove(self, mount_path: str) -> FinalSync | None:
         """Stop the store this supervisor mounted at `mount_path` with its
         final sync, and forget it; what the final sync left behind. None when
         no store of this supervisor is mounted there."""
-        with self._lock:
-            child = next((c for c in self.children if c.spec.mount_path == mount_path), None)
-            if child is None:
-                return None
-            self.children.remove(child)
-            self.specs[:] = [s for s in self.specs if s.mount_path != mount_path]
-        result = self._final_sync(child)
-        with self._lock:
-            self.removed.append(result)
+        child = next((c for c in self.children if c.spec.mount_path == mount_path), None)
+        if child is None:
+            return None
+        self.children.remove(child)
+        self.specs[:] = [s for s in self.specs if s.mount_path != mount_path]
+        result = await self._final_sync(child)
+        self.removed.append(result)
         return result
 
-    def _stop_follower(self) -> None:
-        follower = self.follower
-        if follower is not None and threading.current_thread() is threading.main_thread():
-            follower.stop()
+    async def run_follower(self, until: Callable[[], Awaitable[None]]) -> None:
+        """Run the session follower, if any, while `until` runs; then stop it
+        and wait for what it is doing to finish. `until` may stop it sooner
+        (`stop_following`)."""
+        import trio
 
-    def stop_following(self) -> None:
+        async with trio.open_nursery() as nursery:
+            if self.follower is not None:
+                nursery.start_soon(self.follower.follow)
+            await until()
+            if self.follower is not None:
+                self.follower.stop_soon()
+
+    async def stop_following(self) -> None:
         """Stop the session follower, if any, and wait for it (`memfs
         unmount` asked, by SIGUSR2); the stores stay mounted."""
+        import trio
+
         self._unfollow_asked = False
         follower = self.follower
-        if follower is not None:
-            self._stop_follower()
-            log.info(
-                "stopped following session %s; its mounts stay",
-                follower.session_id,
-                extra={"event": "session_unfollowed"},
-            )
+        if follower is None:
+            return
+        follower.stop_soon()
+        while self.follower is follower:
+            await trio.sleep(FOLLOWER_CHECK)
+        log.info(
+            "stopped following session %s; its mounts stay",
+            follower.session_id,
+            extra={"event": "session_unfollowed"},
+        )
+
+    def _drop_follower(self) -> None:
+        """A follower still here when the stores stop never ran: `memfs
+        run`'s command could not start, or the wait ended before it began."""
+        if self.follower is not None:
+            self.follower.drop()
 
     def _start_metrics(self, addr: str) -> None:
         """The metrics endpoint of these stores, a process of its own (it outlives a
@@ -325,70 +367,73 @@ class Supervisor:
             raise MountError(f"cannot serve the metrics endpoint: {cause}")
 
     def stop_all(self) -> int:
-        """Stop the session follower, if any, then SIGTERM every store process
-        and wait; 0 when all of them exited 0. The metrics endpoint ends with them."""
-        self._stop_follower()
+        """SIGTERM every store process and wait; 0 when all of them exited 0.
+        The metrics endpoint ends with them."""
+        self._drop_follower()
         if not self.daemon:
             notify("STOPPING=1")
-        with self._lock:
-            children = list(self.children)
-        for child in children:
+        for child in self.children:
             if child.proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     child.proc.send_signal(signal.SIGTERM)
-        code = 0 if all([self._wait_stopped(child) == 0 for child in children]) else 1
+        codes = _each_at_once(self._stopped, self.children)
         self._stop_metrics()
-        return code
+        return 0 if all(code == 0 for code in codes) else 1
 
     def _stop_metrics(self) -> None:
         if self.metrics is not None and self.metrics.poll() is None:
             self.metrics.terminate()
             self.metrics.wait()
 
-    def _wait_stopped(self, child: _Child) -> int:
+    @staticmethod
+    async def _stopped(child: _Child) -> int:
         """Its exit status, once it has stopped; one that outlives its final
         sync's bound and the margin is killed and its mount lazily detached."""
+        import trio
+
         limit = child.spec.final_sync_timeout + STOP_MARGIN
-        try:
-            return child.proc.wait(timeout=limit)
-        except subprocess.TimeoutExpired:
-            log.error(
-                "store %s did not stop within %.0f s; killing it",
-                child.spec.store_id,
-                limit,
-                extra={"event": "store_killed", "store_id": child.spec.store_id},
-            )
-            child.proc.kill()
-            rc = child.proc.wait()
-            force_unmount(child.spec.mount_path)
-            return rc
+        with trio.move_on_after(limit):
+            if child.proc.poll() is None:
+                pidfd = os.pidfd_open(child.proc.pid)
+                try:
+                    await trio.lowlevel.wait_readable(pidfd)
+                finally:
+                    os.close(pidfd)
+            return child.proc.wait()
+        log.error(
+            "store %s did not stop within %.0f s; killing it",
+            child.spec.store_id,
+            limit,
+            extra={"event": "store_killed", "store_id": child.spec.store_id},
+        )
+        child.proc.kill()
+        rc = child.proc.wait()
+        force_unmount(child.spec.mount_path)
+        return rc
 
     def final_sync(self) -> list[FinalSync]:
-        """Stop the session follower, if any, then every store with its final
-        sync, all at once, and wait for each process to exit; what each left
-        behind, in the order they were mounted.
+        """Stop every store with its final sync, all at once, and wait for
+        each process to exit; what each left behind, in the order they were
+        mounted.
 
         Each is asked over its control socket (`stop`, answered when its final
         sync is done, with the files it could not upload), the way `memfs
         unmount` asks: a SIGTERM would stop it the same way but name nothing."""
-        self._stop_follower()
+        self._drop_follower()
         if not self.daemon:
             notify("STOPPING=1")
-        with self._lock:
-            children = list(self.children)
-        with ThreadPoolExecutor(max_workers=max(1, len(children))) as pool:
-            results = list(pool.map(self._final_sync, children))
+        results = _each_at_once(self._final_sync, self.children)
         self._stop_metrics()
         return results
 
-    def _final_sync(self, child: _Child) -> FinalSync:
+    async def _final_sync(self, child: _Child) -> FinalSync:
         result = FinalSync(child.spec)
         if child.proc.poll() is not None:
             result.failure = f"its store process had already ended (status {child.proc.returncode})"
             return result
         limit = child.spec.final_sync_timeout + STOP_MARGIN
         try:
-            reply = ControlClient(child.state()).stop(timeout=limit)
+            reply = await ControlClient(child.state()).stop_async(timeout=limit)
         except SyncError as e:
             result.failure = str(e)
             if child.proc.poll() is None:
@@ -400,7 +445,7 @@ class Supervisor:
             else:
                 result.not_uploaded = list(reply.not_uploaded)
                 result.sync_error = reply.sync_error
-        rc = self._wait_stopped(child)
+        rc = await self._stopped(child)
         if rc != 0 and result.ok:
             result.failure = f"its store process exited with status {rc}"
         return result
@@ -409,9 +454,7 @@ class Supervisor:
         """Log, once each, the store processes that stopped with an error
         before they were asked to; the number still running."""
         alive = 0
-        with self._lock:
-            children = list(self.children)
-        for c in children:
+        for c in self.children:
             if c.proc.poll() is None:
                 alive += 1
             elif c.proc.returncode != 0 and not c.reported:
@@ -434,30 +477,65 @@ class Supervisor:
                 for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
             }
             # For the rest of the process: `memfs unmount` may send it until
-            # the follower's file is gone, which is during `stop_all`.
+            # the follower's file is gone, which is at the end of `wait`.
             signal.signal(signal.SIGUSR2, self._on_unfollow_signal)
 
     def _on_stop_signal(self, signum: int, frame: FrameType | None) -> None:
         self._stop_asked = True
 
     def _on_unfollow_signal(self, signum: int, frame: FrameType | None) -> None:
-        # Not the stop itself: it joins the follower, which may wait for `_lock`.
         self._unfollow_asked = True
 
     def wait(self) -> int:
         """Foreground: run until SIGTERM/SIGINT (or every store has ended, when
         no session follower may add one), then stop all. SIGUSR2 stops the
-        session follower (`memfs unmount` sends it) and lets the stores run."""
+        session follower (`memfs unmount` sends it) and lets the stores run.
+
+        The signals set flags (`catch_stop_signals`, from before the stores
+        start) that a trio program looks at while the follower runs beside it."""
+        import trio
+
         self.catch_stop_signals()
         try:
-            while not self._stop_asked:
-                if self._unfollow_asked:
-                    self.stop_following()
-                if not self.report_ended() and self.follower is None:
-                    break
-                time.sleep(0.2)
+            trio.run(self.run_follower, self._until_stopped)
         finally:
             for s, handler in (self._old_handlers or {}).items():
                 signal.signal(s, handler)
             self._old_handlers = None
         return self.stop_all()
+
+    async def _until_stopped(self) -> None:
+        import trio
+
+        while not self._stop_asked:
+            if self._unfollow_asked:
+                await self.stop_following()
+            if not self.report_ended() and self.follower is None:
+                break
+            await trio.sleep(FOLLOWER_CHECK)
+
+
+def _each_at_once(step: Callable[[_Child], Awaitable[T]], children: list[_Child]) -> list[T]:
+    """What `step` gives for each of `children`, run all at once in one trio
+    program; in their order."""
+    import trio
+
+    results: dict[int, T] = {}
+
+    async def one(i: int, child: _Child) -> None:
+        results[i] = await step(child)
+
+    async def all_at_once() -> None:
+        async with trio.open_nursery() as nursery:
+            for i, child in enumerate(children):
+                nursery.start_soon(one, i, child)
+
+    trio.run(all_at_once)
+    return [results[i] for i in range(len(children))]
+
+
+async def _cancel_when_set(event: trio.Event, scope: trio.CancelScope) -> None:
+    """Cancel `scope` once `event` is set (the session follower was told to
+    stop while a store it adds starts)."""
+    await event.wait()
+    scope.cancel()

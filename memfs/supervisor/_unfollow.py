@@ -3,8 +3,8 @@ mount of their sessions appears after it returns (`memfs.supervisor._follow`
 says what a follower is and where it runs).
 
 A daemon follower (`memfs mount --daemon`) is a process of its own: SIGTERM
-ends it. A foreground one is a thread of `memfs mount` or `memfs run`:
-`UNFOLLOW_SIGNAL` asks that process to stop the thread, and nothing else.
+ends it. A foreground one is a task of `memfs mount` or `memfs run`:
+`UNFOLLOW_SIGNAL` asks that process to stop it, and nothing else.
 Either way the follower abandons a store it is mounting and its session's
 file goes.
 """

@@ -1,7 +1,8 @@
 """Both ends of the control socket in one process: a real `ControlServer` on
 a Unix socket in a temporary runtime folder, asked by the real (blocking)
 `ControlClient` from a worker thread, as `memfs status`, `memfs sync` and
-`memfs unmount` ask a store process."""
+`memfs unmount` ask a store process, and by its `stop_async`, as the
+supervisor asks its stores for their final syncs."""
 
 from __future__ import annotations
 
@@ -182,3 +183,50 @@ async def test_an_error_reply_reaches_the_client_as_one(runtime: Path):
             "cannot reach http://127.0.0.1:9: connection refused"
         )
         nursery.cancel_scope.cancel()
+
+
+async def test_the_supervisors_stop_in_trio_gets_the_final_syncs_answer(runtime: Path):
+    """`stop_async`: the supervisor asks all its stores for their final
+    syncs at once, from one trio program."""
+    store, state = Store(), state_for(runtime)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(ControlServer(state.socket, store.answer).serve)
+        store.final_sync_done.set()
+        assert await ControlClient(state).stop_async(timeout=5) == StopReply(["/left.md"])
+        nursery.cancel_scope.cancel()
+    assert store.asked == [Command.STOP]
+
+
+async def test_the_supervisors_stop_in_trio_fails_as_the_blocking_one_does(runtime: Path):
+    """Gone, not answering in time, or ending without an answer: the same
+    SyncError as `memfs unmount` gets."""
+    state = state_for(runtime)
+    with pytest.raises(SyncError) as caught:
+        await ControlClient(state).stop_async(timeout=5)
+    assert str(caught.value).startswith("cannot reach the memfs process of /mnt/memory/notes: ")
+
+    store = Store()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(ControlServer(state.socket, store.answer).serve)
+        errors = []
+        for stop in (ControlClient(state).stop_async, partial(ask, state, "stop")):
+            with pytest.raises(SyncError) as caught:
+                await stop(timeout=0.5)
+            errors.append(str(caught.value))
+        assert errors == ["cannot reach the memfs process of /mnt/memory/notes: timed out"] * 2
+        nursery.cancel_scope.cancel()
+
+    store = Store()
+    async with trio.open_nursery() as outer:
+
+        async def unmount() -> None:
+            with pytest.raises(SyncError) as caught:
+                await ControlClient(state).stop_async(timeout=5)
+            errors.append(str(caught.value))
+
+        async with trio.open_nursery() as serving:
+            await serving.start(ControlServer(state.socket, store.answer).serve)
+            outer.start_soon(unmount)
+            await store.stop_asked.wait()
+            serving.cancel_scope.cancel()  # torn down before its final sync was done
+    assert errors[-1] == "the memfs process of /mnt/memory/notes gave no answer"

@@ -445,8 +445,8 @@ def test_unmount_all_returns_only_once_no_mount_of_the_followed_session_can_appe
 def test_unmount_all_stops_the_follower_of_a_foreground_mount_mid_attach(
     mounter, memfs_server, tmp_path
 ):
-    """A foreground `memfs mount --work-item FILE` follows its session from
-    a thread: `memfs unmount --all` while that follower is mounting a store
+    """A foreground `memfs mount --work-item FILE` follows its session while
+    it waits: `memfs unmount --all` while that follower is mounting a store
     attached to the session (its first pass held back by the fault proxy)
     stops the follower, which abandons that mount, and unmounts the first
     store; the foreground process then ends, and no mount of the session
@@ -652,6 +652,70 @@ def test_memfs_mount_in_the_foreground_follows_a_session_named_by_id(
         f"mounted {second} at {mounter.root}/second (read-only), attached to session {session_id}",
     ]
     assert remote_files(server, first) == {"/a.md": "kept by the final sync\n"}
+    assert memfs_mounts_under(mounter.tmp) == []
+
+
+def threads_of(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+def test_a_foreground_memfs_that_follows_a_session_waits_in_one_thread(mounter, memfs_server):
+    """`memfs run` and a foreground `memfs mount` follow their sessions in
+    the program that waits (trio), not in a thread beside it: once a store
+    attached meanwhile is mounted, each is one thread."""
+    server = memfs_server
+    first = admin(server, mounter, "create", "First").strip()
+    item = new_session(server, mounter, f"{first}={mounter.root}/first")
+    session_id = item["data"]["id"]
+    running = memfs_run(mounter, ["sleep", "60"])
+    feed(running, item)
+    env = worker_env(mounter, MEMFS_WORK_ITEM_SECRET=item["secret"])
+    try:
+        wait_for_file(mounter.root / "first" / MARKER, 60, "the first store")
+        second = admin(server, mounter, "create", "Second").strip()
+        path = mounter.root / "second"
+        admin(server, mounter, "session", "attach", session_id, "--store", f"{second}={path}")
+        wait_for_file(path / MARKER, 20, "the second store")
+        assert threads_of(running.pid) == 1
+        running.send_signal(signal.SIGTERM)
+        _, err = running.communicate(timeout=60)
+        assert running.returncode == 128 + signal.SIGTERM, err
+
+        mounting = foreground_mount(mounter, env, "--session", session_id)
+        try:
+            wait_for_file(path / MARKER, 60, "the second store again")
+            third = admin(server, mounter, "create", "Third").strip()
+            later = mounter.root / "third"
+            admin(server, mounter, "session", "attach", session_id, "--store", f"{third}={later}")
+            wait_for_file(later / MARKER, 20, "the third store")
+            assert threads_of(mounting.pid) == 1
+            mounting.send_signal(signal.SIGTERM)
+            _, err = mounting.communicate(timeout=60)
+            assert mounting.returncode == 0, err
+        finally:
+            if mounting.poll() is None:
+                mounting.kill()
+                mounting.communicate()
+    finally:
+        if running.poll() is None:
+            running.kill()
+            running.communicate()
+    assert memfs_mounts_under(mounter.tmp) == []
+
+
+def test_memfs_run_whose_command_cannot_start_leaves_no_follower_behind(mounter, memfs_server):
+    """The follower of `memfs run` runs while the command does: a command
+    that cannot start unmounts the session's stores and leaves no session
+    followed, nor its file in the runtime folder."""
+    server = memfs_server
+    first = admin(server, mounter, "create", "First").strip()
+    item = new_session(server, mounter, f"{first}={mounter.root}/first")
+    proc = memfs_run(mounter, ["no-such-command-here"])
+    feed(proc, item)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 127, err
+    assert status(mounter, worker_env(mounter)) == ([], [])
+    assert list(mounter.runtime_dir.glob("session-*")) == []
     assert memfs_mounts_under(mounter.tmp) == []
 
 
