@@ -15,6 +15,7 @@ from ._protocol import (
     Command,
     ErrorReply,
     MetricsReply,
+    PushReply,
     Reply,
     ReplyKind,
     Request,
@@ -54,6 +55,10 @@ class ControlClient:
     def metrics(self, *, timeout: float = STATUS_TIMEOUT) -> MetricsReply | ErrorReply:
         return self._exchange(Command.METRICS, MetricsReply, timeout)
 
+    def push_now(self, *, timeout: float = STATUS_TIMEOUT) -> PushReply | ErrorReply:
+        """Push the local changes now; answered once the push is under way."""
+        return self._exchange(Command.PUSH_NOW, PushReply, timeout)
+
     def ask(self, command: Command, *, timeout: float) -> Reply:
         """Any command, for callers that hold one as a value."""
         match command:
@@ -65,6 +70,8 @@ class ControlClient:
                 return self.stop(timeout=timeout)
             case Command.METRICS:
                 return self.metrics(timeout=timeout)
+            case Command.PUSH_NOW:
+                return self.push_now(timeout=timeout)
 
     def _exchange(
         self, command: Command, kind: type[ReplyKind], timeout: float, *, by: str | None = None

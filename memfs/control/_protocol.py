@@ -10,6 +10,8 @@ One request and one reply per connection, each one line of JSON::
     <- {"ok": <nothing left to upload>, "not_uploaded": [paths]}
     -> {"cmd": "metrics"}
     <- {"ok": true, "metrics": {...raw counters and histograms...}}
+    -> {"cmd": "push_now"}
+    <- {"ok": true}
 
 and `{"ok": false, "error": "<sentence>"}` when a command could not be
 carried out (a sync pass that failed, a command this process does not know).
@@ -50,6 +52,9 @@ class Command(enum.StrEnum):
     """The final sync, then unmount; answered once the final sync is done."""
     METRICS = "metrics"
     """Raw counters and histograms, for the metrics endpoint (see `supervisor._metrics`)."""
+    PUSH_NOW = "push_now"
+    """Push the local changes now, without listing or pulling (a followed session
+    went idle); answered at once, the push runs in the store process."""
 
 
 _COMMANDS = frozenset(c.value for c in Command)
@@ -235,6 +240,20 @@ class MetricsReply(_ObjectReply):
 
 
 @dataclass(frozen=True)
+class PushReply:
+    """`push_now` taken: the push has started, or waits for the pass that runs."""
+
+    ok = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": True}
+
+    @classmethod
+    def from_json(cls, message: dict[str, Any]) -> PushReply:
+        return cls()
+
+
+@dataclass(frozen=True)
 class ErrorReply:
     """A command that could not be carried out; also what the CLI reports for
     a process it could not reach (`memfs status`, `memfs sync`)."""
@@ -246,9 +265,9 @@ class ErrorReply:
         return {"ok": False, "error": self.error}
 
 
-Reply = StatusReply | SyncReply | StopReply | MetricsReply | ErrorReply
+Reply = StatusReply | SyncReply | StopReply | MetricsReply | PushReply | ErrorReply
 
-ReplyKind = TypeVar("ReplyKind", StatusReply, SyncReply, StopReply, MetricsReply)
+ReplyKind = TypeVar("ReplyKind", StatusReply, SyncReply, StopReply, MetricsReply, PushReply)
 """The reply a command gets when it is carried out."""
 
 

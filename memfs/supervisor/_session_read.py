@@ -36,7 +36,7 @@ async def _session_stores(
     retries: int,
     timeout: float,
     start_timeout: float | None,
-) -> list[dict[str, Any]]:
+) -> tuple[str, list[dict[str, Any]]]:
     from ..client import StoreClient
 
     async with StoreClient(
@@ -49,7 +49,27 @@ async def _session_stores(
         on_wait=say_waiting,
     ) as client:
         session = await client.get_session(session_id)
-    return [_as_resource_json(r) for r in session.memory_stores]
+    return session.status, [_as_resource_json(r) for r in session.memory_stores]
+
+
+def read_session_state(
+    creds: Credentials,
+    session_id: str,
+    *,
+    retries: int = 3,
+    timeout: float = 30.0,
+    start_timeout: float | None = None,
+) -> tuple[str, list[dict[str, Any]]]:
+    """The session's `status` (`running`, `idle`...) and its memory stores
+    (as `read_session_stores` has them), from one read; StoreError when it
+    cannot be read."""
+    import trio
+
+    return trio.run(
+        lambda: _session_stores(
+            creds, session_id, retries=retries, timeout=timeout, start_timeout=start_timeout
+        )
+    )
 
 
 def read_session_stores(
@@ -64,13 +84,9 @@ def read_session_stores(
     objects for `parse_resources`); StoreError when it cannot be read.
     `start_timeout`: the read is a mount's first request, its wait bounded
     and each attempt without an answer said."""
-    import trio
-
-    return trio.run(
-        lambda: _session_stores(
-            creds, session_id, retries=retries, timeout=timeout, start_timeout=start_timeout
-        )
-    )
+    return read_session_state(
+        creds, session_id, retries=retries, timeout=timeout, start_timeout=start_timeout
+    )[1]
 
 
 def fetch_session_resources(
