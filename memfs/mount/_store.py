@@ -186,8 +186,9 @@ class MountedStore:
                 self._push_asked = trio.Event()
             now = time.monotonic()
             changes = self._local_changes()
-            if changes != seen:
-                seen, changed_at = changes, now
+            if changes - seen:  # a pass settling files is no change of the mount's
+                changed_at = now
+            seen = changes
             due = (
                 self.spec.write_behind
                 and bool(changes - tried)

@@ -272,7 +272,9 @@ def test_a_store_detached_before_its_last_write_was_synced_keeps_it_in_the_cache
         f"echo 'too late' > {path}/unsynced.md; touch {flags}/wrote; "
         f"while [ -e {path}/{MARKER} ]; do sleep 0.1; done"
     )
-    proc = memfs_run(mounter, ["sh", "-c", agent], stdin=subprocess.PIPE)
+    # The write-behind off: the file is still unsynced when the detach comes.
+    env = worker_env(mounter, MEMFS_WRITE_BEHIND="no")
+    proc = memfs_run(mounter, ["sh", "-c", agent], env=env, stdin=subprocess.PIPE)
     out, err = "", ""
     try:
         feed(proc, item)
