@@ -58,7 +58,7 @@ def test_a_closed_file_is_in_the_store_long_before_the_next_pass(mounter, memfs_
 def test_a_burst_of_writes_is_pushed_once_it_ends(mounter, memfs_server):
     """Five files rewritten every 0.1 s for 3 s: the mount is never quiet
     meanwhile, so nothing is pushed until the burst ends, and then each file
-    once, with its last content."""
+    once, with its last content, by a push-only pass."""
     store_id = memfs_server.create_store("burst")["id"]
     with FaultProxyProcess(memfs_server.url) as proxy:
         path = mounter.mount_one(
@@ -75,8 +75,10 @@ def test_a_burst_of_writes_is_pushed_once_it_ends(mounter, memfs_server):
         expected = {f"/{name}": f"{name} version 29\n" for name in names}
         wait_for_memories(FakeStore(memfs_server, store_id), expected, timeout=30)
         time.sleep(1)
-        sent = uploads(proxy)
-    assert len(sent) == len(names), sent
+        seen = proxy.counters().exchanges
+    # One create a file, and nothing else: no listing, no pull, no delete.
+    assert [(method, status) for method, _, status in seen] == [("POST", 200)] * len(names), seen
+    assert all(target.split("?")[0].endswith("/memories") for _, target, _ in seen), seen
 
 
 def test_a_mount_where_nothing_changes_sends_only_its_passes(mounter, memfs_server):
