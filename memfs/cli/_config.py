@@ -69,6 +69,7 @@ from ._options import (
     TOKEN_FILE,
     UID,
     WORK_ITEM,
+    WRITE_BEHIND,
     Option,
 )
 
@@ -273,6 +274,7 @@ def mount_settings(chosen: Chosen) -> MountSettings:
         final_sync_timeout=chosen.value(FINAL_SYNC_TIMEOUT),
         sync_concurrency=chosen.value(SYNC_CONCURRENCY),
         start_timeout=chosen.value(START_TIMEOUT),
+        write_behind=chosen.value(WRITE_BEHIND),
         session_check_interval=chosen.value(SESSION_CHECK_INTERVAL),
         metrics_addr=chosen.value(METRICS_ADDR),
         daemon=chosen.value(DAEMON),

@@ -365,6 +365,15 @@ START_TIMEOUT: Option[float] = Option(
     default=control.DEFAULT_START_TIMEOUT,
     metavar="SECONDS",
 )
+WRITE_BEHIND: Option[bool] = Option(
+    "write-behind",
+    "push local changes once the mount has been quiet for 2 s, at most once per "
+    f"{control.MIN_SYNC_INTERVAL:g} s, without waiting for the next pass (no: at the passes only)",
+    switch,
+    default=True,
+    metavar="yes|no",
+    shown_default="yes",
+)
 SESSION_CHECK_INTERVAL: Option[float] = Option(
     "session-check-interval",
     "seconds between two reads of a followed session (`--work-item`, `--session`), "
@@ -402,6 +411,7 @@ MOUNT_OPTIONS: tuple[Option[Any], ...] = (
     FINAL_SYNC_TIMEOUT,
     SYNC_CONCURRENCY,
     START_TIMEOUT,
+    WRITE_BEHIND,
     SESSION_CHECK_INTERVAL,
     METRICS_ADDR,
     DAEMON,

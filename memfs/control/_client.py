@@ -17,6 +17,7 @@ from ._protocol import (
     ErrorReply,
     MetricsReply,
     PushFilesReply,
+    PushReply,
     Reply,
     ReplyKind,
     Request,
@@ -88,6 +89,10 @@ class ControlClient:
         request = Request(Command.PUSH_FILES, paths=tuple(paths), timeout=timeout)
         return self._send(request, PushFilesReply, timeout + PUSH_FILES_MARGIN)
 
+    def push_now(self, *, timeout: float = STATUS_TIMEOUT) -> PushReply | ErrorReply:
+        """Push the local changes now; answered once the push is under way."""
+        return self._exchange(Command.PUSH_NOW, PushReply, timeout)
+
     def ask(self, command: Command, *, timeout: float) -> Reply:
         """Any command, for callers that hold one as a value."""
         match command:
@@ -101,6 +106,8 @@ class ControlClient:
                 return self.metrics(timeout=timeout)
             case Command.PUSH_FILES:
                 return self.push_files([], timeout=timeout)
+            case Command.PUSH_NOW:
+                return self.push_now(timeout=timeout)
 
     def _exchange(
         self, command: Command, kind: type[ReplyKind], timeout: float, *, by: str | None = None

@@ -15,7 +15,10 @@ One request and one reply per connection, each one line of JSON::
 
 `push_files` pushes the files at those memory paths now and answers, within
 `timeout` seconds, one confirmation per path in the order asked (`memfs sync
-FILE`).
+FILE`). `push_now` (a followed session went idle) is answered at once:
+
+    -> {"cmd": "push_now"}
+    <- {"ok": true}
 
 and `{"ok": false, "error": "<sentence>"}` when a command could not be
 carried out (a sync pass that failed, a command this process does not know).
@@ -58,6 +61,9 @@ class Command(enum.StrEnum):
     """Raw counters and histograms, for the metrics endpoint (see `supervisor._metrics`)."""
     PUSH_FILES = "push_files"
     """Push the named files now; answered with what the store made of each."""
+    PUSH_NOW = "push_now"
+    """Push the local changes now, without listing or pulling (a followed session
+    went idle); answered at once, the push runs in the store process."""
 
 
 _COMMANDS = frozenset(c.value for c in Command)
@@ -300,6 +306,20 @@ class PushFilesReply:
 
 
 @dataclass(frozen=True)
+class PushReply:
+    """`push_now` taken: the push has started, or waits for the pass that runs."""
+
+    ok = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": True}
+
+    @classmethod
+    def from_json(cls, message: dict[str, Any]) -> PushReply:
+        return cls()
+
+
+@dataclass(frozen=True)
 class ErrorReply:
     """A command that could not be carried out; also what the CLI reports for
     a process it could not reach (`memfs status`, `memfs sync`)."""
@@ -311,9 +331,11 @@ class ErrorReply:
         return {"ok": False, "error": self.error}
 
 
-Reply = StatusReply | SyncReply | StopReply | MetricsReply | PushFilesReply | ErrorReply
+Reply = StatusReply | SyncReply | StopReply | MetricsReply | PushFilesReply | PushReply | ErrorReply
 
-ReplyKind = TypeVar("ReplyKind", StatusReply, SyncReply, StopReply, MetricsReply, PushFilesReply)
+ReplyKind = TypeVar(
+    "ReplyKind", StatusReply, SyncReply, StopReply, MetricsReply, PushFilesReply, PushReply
+)
 """The reply a command gets when it is carried out."""
 
 

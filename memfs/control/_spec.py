@@ -56,6 +56,8 @@ class StoreSettings:
     final_sync_timeout: float = DEFAULT_FINAL_SYNC_TIMEOUT
     sync_concurrency: int = DEFAULT_SYNC_CONCURRENCY
     start_timeout: float = DEFAULT_START_TIMEOUT
+    write_behind: bool = True
+    """Push local changes once the mount is quiet, between the passes."""
 
     def settings(self) -> dict[str, Any]:
         """These settings alone, by field (a spec's too), to make another

@@ -19,8 +19,9 @@ The life of a mount, each resource's teardown declared where it is made
 3. Prepare the mount path (`mkdir -p`, from a descriptor of the mount root
    for a session's path; refuse anything standing there, clean a stale mount
    of this very store), mount, write the state file, answer READY.
-4. Serve: pyfuse3's loop, the periodic sync, the background prefetch and the
-   control socket (`sync`, `status`, `stop`) run side by side.
+4. Serve: pyfuse3's loop, the periodic sync, the write-behind, the background
+   prefetch and the control socket (`sync`, `status`, `stop`, `push_now`) run
+   side by side.
 5. On SIGTERM, SIGINT or `stop`: a final two-way pass (and more while they
    make progress) within `final_sync_timeout`, still mounted; `stop` is
    answered. Then the teardown, in reverse: the control socket, the kernel
@@ -55,6 +56,7 @@ from ..control import (
     ErrorReply,
     MetricsReply,
     PushFilesReply,
+    PushReply,
     Reply,
     Request,
     StateFile,
@@ -128,6 +130,7 @@ class StoreProcess:
             async with trio.open_nursery() as syncing:
                 syncing.start_soon(self._signals, signals)
                 syncing.start_soon(store.periodic)
+                syncing.start_soon(store.write_behind)
                 syncing.start_soon(store.prefetch)
                 if spec.follow_parent:
                     syncing.start_soon(self._lifeline)
@@ -231,6 +234,9 @@ class StoreProcess:
             case Command.PUSH_FILES:
                 timeout = request.timeout or self.spec.final_sync_timeout
                 return PushFilesReply(await store.confirm(list(request.paths), timeout))
+            case Command.PUSH_NOW:
+                store.ask_push()
+                return PushReply()
 
     async def _fuse_main(self) -> None:
         try:

@@ -1,6 +1,7 @@
 """One store's parts, wired: the sync engine over the client and the cache,
 the filesystem over the cache, and what they do while the store is mounted
-(the periodic pass, the background prefetch, the final sync, the status).
+(the periodic pass, the write-behind, the background prefetch, the final
+sync, the status).
 
 The parts do not know each other beyond what is passed here; the store
 process (`_process`) decides when each of them starts and stops.
@@ -9,6 +10,7 @@ process (`_process`) decides when each of them starts and stops.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from collections.abc import Callable
@@ -20,9 +22,9 @@ from .._exceptions import MemfsError, MountError, StoreError, SyncError, Transpo
 from .._logging import ProgressReport
 from ..cache import StoreCache
 from ..client import StoreClient
-from ..control import FileConfirmation, StoreSpec, StoreStatus
+from ..control import MIN_SYNC_INTERVAL, FileConfirmation, StoreSpec, StoreStatus
 from ..fs import MemoryStoreFS
-from ..sync import FINAL_CONCURRENCY, EndOfSession, SyncEngine, backoff_delay
+from ..sync import FINAL_CONCURRENCY, QUIET_SECONDS, EndOfSession, SyncEngine, backoff_delay
 from ._memory import give_back_freed_memory
 from ._start import start_refusal
 
@@ -33,6 +35,14 @@ PROGRESS_MIN_FILES = 200
 PROGRESS_AFTER = 1.0
 """A final sync that takes longer than this shows its progress on a terminal."""
 PROGRESS_EVERY = 0.2
+
+WRITE_BEHIND_LOOK = 0.5
+"""How often the write-behind looks at the cache for local changes: local work, no request."""
+WRITE_BEHIND_EVERY = MIN_SYNC_INTERVAL
+"""The write-behind pushes at most once per this many seconds: the least sync interval."""
+
+Changes = frozenset[tuple[int, int]]
+"""The local changes of a mount at one moment: (node id, its edits) of each changed file."""
 
 
 def store_client(spec: StoreSpec, on_wait: Callable[[str], None] | None = None) -> StoreClient:
@@ -98,6 +108,7 @@ class MountedStore:
         self.final_sync_error: str | None = None
         """Why the final sync's pass failed or did not finish; None when it ran."""
         self._fs_requests_seen = 0
+        self._push_asked = trio.Event()
 
     async def first_pass(self) -> None:
         """One full pass before mounting: the whole tree listed, recovered
@@ -145,6 +156,56 @@ class MountedStore:
                 delay = self.spec.sync_interval
             except SyncError:
                 delay = backoff_delay(self.spec.sync_interval, self.engine.status.failures_in_a_row)
+
+    def ask_push(self) -> None:
+        """Push the local changes now (the followed session went idle): the
+        write-behind does it at once, whatever the quiet time, the interval and
+        `--write-behind`."""
+        self._push_asked.set()
+
+    def _local_changes(self) -> Changes:
+        return frozenset((c.node_id, c.edits) for c in self.cache.changes())
+
+    async def write_behind(self) -> None:
+        """Push-only passes between the periodic ones, so that an edit is in the
+        store within seconds: once the mount has been quiet for `QUIET_SECONDS`
+        after a local change it has not tried yet, at most once per
+        `WRITE_BEHIND_EVERY`, and at once when asked (`ask_push`). Looking for
+        changes is local work: a mount where nothing changes sends no request.
+        While passes fail, the periodic pass's backoff alone tries again; a
+        change a push left pending (refused, held, its upload unanswered) waits
+        for the next pass or for another change."""
+        seen = tried = self._local_changes()
+        changed_at = time.monotonic()
+        pushed_at = -math.inf
+        while True:
+            with trio.move_on_after(WRITE_BEHIND_LOOK):
+                await self._push_asked.wait()
+            asked = self._push_asked.is_set()
+            if asked:
+                self._push_asked = trio.Event()
+            now = time.monotonic()
+            changes = self._local_changes()
+            if changes - seen:  # a pass settling files is no change of the mount's
+                changed_at = now
+            seen = changes
+            due = (
+                self.spec.write_behind
+                and bool(changes - tried)
+                and now - changed_at >= QUIET_SECONDS
+                and now - pushed_at >= WRITE_BEHIND_EVERY
+                and not self.engine.status.failures_in_a_row
+            )
+            if not (asked or due):
+                continue
+            pushed_at, tried = now, changes
+            try:
+                await self.engine.run_pass(push_only=True)
+            except SyncError:
+                pass  # logged by the pass; the periodic pass retries with backoff
+            seen = self._local_changes()
+            if seen - tried:  # written while the push was on the wire
+                changed_at = time.monotonic()
 
     async def prefetch(self) -> None:
         """Every content not cached yet, in the background. On a terminal, the

@@ -1,6 +1,7 @@
 """The session endpoints of `memfs serve` (`/v1/sessions...`, beta
 `managed-agents-2026-04-01`): create a session with its memory stores, read
-it and its resources, attach and detach stores while it lives, delete it.
+it and its resources, attach and detach stores while it lives, set its
+status (`POST /v1/sessions/{id}/status`, memfs serve's own), delete it.
 
 Who may do what: an API key (a token of the server's table) manages
 sessions; one limited to some stores only with those stores, and only the
@@ -33,6 +34,7 @@ class SessionRoutes:
             ("POST", s, self.create_session),
             ("GET", s + "/{session_id}", self.get_session),
             ("DELETE", s + "/{session_id}", self.delete_session),
+            ("POST", s + "/{session_id}/status", self.set_status),
             ("GET", r, self.list_resources),
             ("POST", r, self.add_resource),
             ("GET", r + "/{resource_id}", self.get_resource),
@@ -63,6 +65,13 @@ class SessionRoutes:
     async def delete_session(self, request: Request, caller: Caller) -> dict[str, Any]:
         caller.check_not_session("delete sessions")
         return self.db.sessions.delete(self._session_of(request, caller))
+
+    async def set_status(self, request: Request, caller: Caller) -> dict[str, Any]:
+        """memfs serve's own: the session with the `status` the body gives."""
+        caller.check_not_session("set a session's status")
+        session_id = self._session_of(request, caller)
+        body = await json_body(request)
+        return self.db.sessions.set_status(session_id, body)
 
     async def list_resources(self, request: Request, caller: Caller) -> dict[str, Any]:
         session_id = self._session_of(request, caller)

@@ -11,6 +11,10 @@ the session deletes its resources, and its token stops working at once
 description when it is attached, as the hosted API does, and has a
 `mount_path`: the one asked for, else `/mnt/memory/<slug of the name>`
 (`-2`, `-3`... when another store of the session has that path already).
+
+A session's `status` is `idle` when it is created; the hosted API moves it
+as its agent works, and here an API key sets it (`set_status`, an extension
+of `memfs serve`'s), so that a worker's flow around it can be played.
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ MAX_INSTRUCTIONS_CHARS = 4096
 MAX_TITLE_CHARS = 512
 MAX_MOUNT_PATH_BYTES = 4096
 MAX_RESOURCES_PAGE = 1000
+SESSION_STATUSES = ("rescheduling", "running", "idle", "terminated")
+"""The values of a session's `status`, as the hosted API names them."""
 
 CheckStore = Callable[[str], None]
 """Raises PermissionDenied when the caller may not use that store."""
@@ -208,7 +214,7 @@ class Sessions:
         return {
             "id": row["id"],
             "type": "session",
-            "status": "idle",
+            "status": row["status"],
             "title": row["title"],
             "environment_id": row["environment_id"],
             "metadata": json.loads(row["metadata"]),
@@ -283,6 +289,22 @@ class Sessions:
 
     def get(self, session_id: str) -> dict[str, Any]:
         return self._json(self._row(session_id))
+
+    def set_status(self, session_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Set the session's `status` to the body's; the session."""
+        status = body.get("status")
+        if status not in SESSION_STATUSES:
+            raise InvalidRequest(f"status must be one of {', '.join(SESSION_STATUSES)}")
+
+        def txn() -> dict[str, Any]:
+            self._row(session_id)
+            self.db.run(
+                "UPDATE sessions SET status = ?, updated_at = ? WHERE id = ?",
+                (status, self.db.now(), session_id),
+            )
+            return self._json(self._row(session_id))
+
+        return self.db.write(txn, f"setting the status of session {session_id}")
 
     def delete(self, session_id: str) -> dict[str, Any]:
         """Delete the session and its resources; its token stops working."""

@@ -81,7 +81,8 @@ SCHEMA: tuple[str, ...] = (
     agent_id TEXT NOT NULL,
     created_at TEXT NOT NULL,
     updated_at TEXT NOT NULL,
-    created_by_token TEXT
+    created_by_token TEXT,
+    status TEXT NOT NULL DEFAULT 'idle'
 )""",
     """CREATE TABLE session_resources (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -102,7 +103,7 @@ SCHEMA: tuple[str, ...] = (
 """The tables of a database this server creates, run one by one in the
 transaction that creates them."""
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """`PRAGMA user_version` of a database of `SCHEMA`. A file of another
 version is refused: an older one holds no released memfs's data (the
 layouts before this one were never released), so it is moved aside rather

@@ -8,6 +8,10 @@ mounted: a store detached since is final-synced and unmounted first, then a
 store attached since is mounted at its path, with the same credentials and
 settings as the first ones. A store is the same store while its id, access,
 mount path and name stay the same; a change of any is a detach and an attach.
+A session seen going from `running` to `idle` at one check (its agent's turn
+is over) has each of its read-write store processes asked to push its local
+changes at once (`push_now`), as the SDK's worker flushes when its session
+goes idle.
 
 Where it runs:
 
@@ -60,7 +64,7 @@ from ..api import Resource, parse_resources
 from ..control import ControlClient, ErrorReply, StoreSpec, running_stores, runtime_dir
 from ._api import api_client
 from ._commands import GONE_TIMEOUT, _running
-from ._session_read import CHECK_RETRIES, CHECK_TIMEOUT, session_stores
+from ._session_read import CHECK_RETRIES, CHECK_TIMEOUT, session_state
 from ._session_records import (
     MAX_EVENTS,
     FollowedStore,
@@ -131,6 +135,8 @@ class SessionFollower:
         self._refused_items: set[str] = set()
         self._attaching: str | None = None
         """The mount path of the store being mounted, in the file already."""
+        self._status: str | None = None
+        """The session's `status` at the last check that read it."""
 
     @property
     def session_id(self) -> str:
@@ -210,7 +216,7 @@ class SessionFollower:
         creds = self.session.creds
         try:
             async with api_client(creds, retries=CHECK_RETRIES, timeout=CHECK_TIMEOUT) as client:
-                listed = await session_stores(client, sid)
+                status, listed = await session_state(client, sid)
         except StoreError as e:
             # The kind of failure, not its text: each answer has its own request id.
             kind = f"{type(e).__name__} {getattr(e, 'status', '')}"
@@ -230,6 +236,7 @@ class SessionFollower:
             log.info("session %s can be read again", sid, extra={"event": "session_check_ok"})
         self._failing = None
         self.record.last_error = None
+        self._status_seen(status)
         wanted = self._usable(listed)
         for key in [k for k in self.mounted if k not in wanted]:
             if self._stop_asked:
@@ -243,6 +250,35 @@ class SessionFollower:
         for key in [k for k in self._refused if k not in wanted]:
             del self._refused[key]
         self.write_record()
+
+    def _status_seen(self, status: str) -> None:
+        """A session seen going from `running` to `idle` (the agent's turn is
+        over, as the SDK's worker sees it before its idle flush): each of its
+        read-write stores is asked to push its local changes now."""
+        was, self._status = self._status, status
+        if was != "running" or status != "idle":
+            return
+        log.info(
+            "session %s went idle: its stores push their local changes now",
+            self.session.session_id,
+            extra={"event": "session_idle"},
+        )
+        running = {(s.store_id, s.mount_path): s for s in running_stores(self.runtime_dir)}
+        for store in self.mounted.values():
+            state = running.get((store.store_id, store.mount_path))
+            if store.read_only or state is None or state.stopping:
+                continue
+            try:
+                reply = ControlClient(state).push_now()
+            except SyncError as e:
+                reply = ErrorReply(str(e))
+            if isinstance(reply, ErrorReply):
+                log.warning(
+                    "cannot ask the memfs process of %s to push: %s; its next pass does",
+                    store.mount_path,
+                    reply.error,
+                    extra={"event": "session_push_failed", "store_id": store.store_id},
+                )
 
     def _usable(self, listed: list[dict[str, Any]]) -> dict[tuple[str, str, str, str], Resource]:
         """The stores listed, by key; one memfs cannot use is logged (once) and left out."""

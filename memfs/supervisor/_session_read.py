@@ -32,11 +32,17 @@ def _as_resource_json(r: Any) -> dict[str, Any]:
     }
 
 
-async def session_stores(client: StoreClient, session_id: str) -> list[dict[str, Any]]:
-    """The memory stores of the session, as its resources list them (JSON
-    objects for `parse_resources`); StoreError when it cannot be read."""
+async def session_state(client: StoreClient, session_id: str) -> tuple[str, list[dict[str, Any]]]:
+    """The session's `status` (`running`, `idle`...) and its memory stores, as
+    its resources list them (JSON objects for `parse_resources`), from one
+    read; StoreError when it cannot be read."""
     session = await client.get_session(session_id)
-    return [_as_resource_json(r) for r in session.memory_stores]
+    return session.status, [_as_resource_json(r) for r in session.memory_stores]
+
+
+async def session_stores(client: StoreClient, session_id: str) -> list[dict[str, Any]]:
+    """The memory stores of the session (`session_state` without the status)."""
+    return (await session_state(client, session_id))[1]
 
 
 def fetch_session_resources(

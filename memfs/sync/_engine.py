@@ -16,6 +16,11 @@ Each pass (`SyncEngine.run_pass`) does, in order:
    refused with EFBIG is not pushed.
 4. Deletes (`_deletes`), paced, capped and corroborated.
 
+A push-only pass (`run_pass(push_only=True)`: the write-behind and a
+session gone idle) does step 3 alone: no listing, no pull, no delete. It
+leaves out a file whose upload is still unanswered: only a pass that reads
+the store can tell whether that upload landed.
+
 Failures: the base advances only on success. Any refusal of one memory is
 that memory's alone; only whole-store conditions end a pass early with
 everything kept (no answer, 401, 408, 429 or 5xx after retries); the loop
@@ -171,6 +176,7 @@ class SyncEngine:
         end: EndOfSession | None = None,
         asked: bool = False,
         before_mount: bool = False,
+        push_only: bool = False,
     ) -> PassReport:
         """One whole pass; raises SyncError when the store could not be reached or refused us.
 
@@ -181,22 +187,26 @@ class SyncEngine:
         at once; the backoff is for the periodic passes. `before_mount`: nothing
         else uses the cache yet, so the store's state is placed in one commit;
         its failure is not logged, the caller says what it makes of it. The
-        SyncError's cause is the StoreError, when one ended the pass."""
+        SyncError's cause is the StoreError, when one ended the pass.
+        `push_only`: the local changes alone are pushed (see the module's doc)."""
         if final and end is None:
             end = EndOfSession()
         async with self._lock:
-            report = PassReport()
+            report = PassReport(push_only=push_only)
             before = self.client.stats.requests
             started = time.monotonic()
             cause: StoreError | None = None
             try:
-                await self._pass(
-                    report,
-                    end=end if final else None,
-                    full=full,
-                    asked=asked,
-                    before_mount=before_mount,
-                )
+                if push_only:
+                    await self._push_only(report)
+                else:
+                    await self._pass(
+                        report,
+                        end=end if final else None,
+                        full=full,
+                        asked=asked,
+                        before_mount=before_mount,
+                    )
             except AuthenticationFailed as e:
                 cause = e
                 report.error = (
@@ -294,6 +304,15 @@ class SyncEngine:
         changes = self.cache.changes(quiet_for=0.0 if final else QUIET_SECONDS)
         await each(changes, lambda c: self.pusher.push(c, report, final=final, asked=asked), limit)
         await self.pacer.run(report, end=end, limit=limit, asked=asked, known=known)
+
+    async def _push_only(self, report: PassReport) -> None:
+        if self.read_only:
+            return
+        unanswered = {u.node_id for u in self.cache.uploads()}
+        changes = [
+            c for c in self.cache.changes(quiet_for=QUIET_SECONDS) if c.node_id not in unanswered
+        ]
+        await each(changes, lambda c: self.pusher.push(c, report, final=False), self.concurrency)
 
     # ---------------------------------------------------------------- status
 

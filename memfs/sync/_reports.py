@@ -33,6 +33,8 @@ class PassReport:
     counts them: what the store refuses stays refused from pass to pass."""
     requests: int = 0
     full_listing: bool = False
+    push_only: bool = False
+    """Local changes pushed alone: no listing, no pull, no delete."""
     error: str | None = None
     finished_at: float = 0.0
     duration_s: float = 0.0

@@ -217,6 +217,19 @@ class ServerProcess:
         session: dict[str, Any] = r.json()
         return session
 
+    def set_session_status(self, session_id: str, status: str) -> dict[str, Any]:
+        """Set the session's `status` (`running`, `idle`...) with memfs serve's
+        own extension, as the hosted API moves it while its agent works; the session."""
+        with self.http() as client:
+            r = client.post(
+                f"/v1/sessions/{session_id}/status",
+                json={"status": status},
+                headers={"anthropic-beta": SESSIONS_BETA},
+            )
+        r.raise_for_status()
+        session: dict[str, Any] = r.json()
+        return session
+
     def work_item(self, session: dict[str, Any]) -> dict[str, Any]:
         """The work item a worker's poll would hand out for `session` (as
         `create_session` answers it): `{id, environment_id, data, secret}`."""

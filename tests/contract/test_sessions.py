@@ -126,6 +126,42 @@ def test_a_session_answer_carries_every_field_the_sdk_requires(http):
     assert "sessions_token" not in again and token not in str(again)
 
 
+def set_status(http: httpx.Client, session_id: str, status) -> httpx.Response:
+    """memfs serve's own `POST /v1/sessions/{id}/status`."""
+    return http.post(
+        f"/v1/sessions/{session_id}/status", json={"status": status}, headers=SESSION_HEADERS
+    )
+
+
+def test_a_session_s_status_is_set_by_serve_s_extension_and_read_back(memfs_server):
+    with memfs_server.http() as http:
+        session = create_session(http, memory_store(new_store(http)))
+        url = f"/v1/sessions/{session['id']}"
+        assert http.get(url, headers=SESSION_HEADERS).json()["status"] == "idle"
+        for status in ("running", "idle", "rescheduling", "terminated", "running"):
+            answer = sdk_validate(BetaManagedAgentsSession, set_status(http, session["id"], status))
+            assert answer.status == status
+            read = sdk_validate(BetaManagedAgentsSession, http.get(url, headers=SESSION_HEADERS))
+            assert read.status == status
+    with as_session(memfs_server, session["sessions_token"]) as agent:
+        assert agent.get(url, headers=SESSION_HEADERS).json()["status"] == "running"
+        r = agent.post(url + "/status", json={"status": "idle"}, headers=SESSION_HEADERS)
+        assert_error(r, 403, "permission_error")
+    memfs_server.restart()
+    with memfs_server.http() as http:
+        assert http.get(url, headers=SESSION_HEADERS).json()["status"] == "running"
+
+
+@pytest.mark.parametrize("status", ["asleep", "", None, 1, ["idle"]])
+def test_a_status_that_is_not_a_session_s_is_refused(http, status):
+    session = create_session(http)
+    message = assert_error(set_status(http, session["id"], status), 400, "invalid_request_error")
+    assert message.startswith("status must be one of rescheduling, running, idle, terminated")
+    r = http.get(f"/v1/sessions/{session['id']}", headers=SESSION_HEADERS)
+    assert r.json()["status"] == "idle"
+    assert_error(set_status(http, "sesn_nosuchsession", "idle"), 404, "not_found_error")
+
+
 def test_stores_of_one_name_get_mount_paths_of_their_own(http):
     a, b = new_store(http, "Notes"), new_store(http, "notes!")
     session = create_session(http, memory_store(a), memory_store(b))
@@ -482,6 +518,7 @@ def test_sessions_and_their_tokens_survive_a_restart(memfs_server):
         "DROP TABLE sessions; DROP TABLE session_resources; PRAGMA user_version = 0;",
         "PRAGMA user_version = 1;",
         "ALTER TABLE sessions DROP COLUMN created_by_token; PRAGMA user_version = 2;",
+        "ALTER TABLE sessions DROP COLUMN status; PRAGMA user_version = 3;",
     ],
 )
 def test_a_database_of_an_older_layout_is_refused_in_one_sentence(memfs_server, older):

@@ -245,7 +245,7 @@ def put_remote(server, store_id: str, path: str, content: str) -> bool:
 @pytest.mark.slow
 def test_a_mount_behaves_like_a_local_folder(mounter, memfs_server, tmp_path):
     store_id = memfs_server.create_store("model")["id"]
-    mount = mounter.mount_one(store_id, extra=("--sync-interval", "3600"))
+    mount = mounter.mount_one(store_id, extra=("--sync-interval", "3600", "--write-behind", "no"))
     scratch = tmp_path / "reference"
     scratch.mkdir()
     MountMatchesALocalFolder.env = {

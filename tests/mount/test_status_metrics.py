@@ -44,7 +44,9 @@ def busy_store(mounter, memfs_server):
     store_id = memfs_server.create_store("Busy Notes")["id"]
     for name in ("a", "b", "c", "d"):
         FakeStore(memfs_server, store_id).put(f"/{name}.md", f"{name} stored")
-    path = mounter.mount_one(store_id, "busy", extra=("--sync-interval", "3600"))
+    # No push but those the test asks for: the edits stay pending.
+    extra = ("--sync-interval", "3600", "--write-behind", "no")
+    path = mounter.mount_one(store_id, "busy", extra=extra)
     (path / "c.md").write_text("c here")
     mounter.sync(path)
     FakeStore(memfs_server, store_id).put("/c.md", "c in the store")

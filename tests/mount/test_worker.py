@@ -272,7 +272,9 @@ def test_a_store_detached_before_its_last_write_was_synced_keeps_it_in_the_cache
         f"echo 'too late' > {path}/unsynced.md; touch {flags}/wrote; "
         f"while [ -e {path}/{MARKER} ]; do sleep 0.1; done"
     )
-    proc = memfs_run(mounter, ["sh", "-c", agent], stdin=subprocess.PIPE)
+    # The write-behind off: the file is still unsynced when the detach comes.
+    env = worker_env(mounter, MEMFS_WRITE_BEHIND="no")
+    proc = memfs_run(mounter, ["sh", "-c", agent], env=env, stdin=subprocess.PIPE)
     out, err = "", ""
     try:
         feed(proc, item)
@@ -364,6 +366,40 @@ def test_memfs_mount_daemon_follows_its_session_until_unmount_all(mounter, memfs
     log = (mounter.cache_dir / f"session-{session_id}.log").read_bytes()
     assert b"was attached to session" in log and b"was detached from session" in log
     assert not any(s in log for s in secrets_of(item))
+
+
+def test_a_session_going_idle_has_its_stores_push_at_once(mounter, memfs_server):
+    """The follower sees the session go from `running` to `idle` (the agent's
+    turn is over) and asks its read-write stores to push now: a file the
+    passes (a minute apart) and the write-behind (turned off here) leave
+    alone reaches the store within a few of the follower's checks."""
+    server = memfs_server
+    store = admin(server, mounter, "create", "Idle Flush").strip()
+    path = mounter.root / "idle"
+    item = new_session(server, mounter, f"{store}={path}")
+    session_id = item["data"]["id"]
+    env = worker_env(mounter, MEMFS_SYNC_INTERVAL="60", MEMFS_WRITE_BEHIND="no")
+    args = ["mount", "--daemon", "--work-item", "-", "--cache-dir", str(mounter.cache_dir)]
+    r = subprocess.run(
+        [sys.executable, "-m", "memfs", *args],
+        input=json.dumps(item),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    server.set_session_status(session_id, "running")
+    time.sleep(1.5)  # three checks: the follower has seen it running
+    (path / "turn.md").write_text("written during the turn\n")
+    time.sleep(3)
+    assert remote_files(server, store) == {}
+    server.set_session_status(session_id, "idle")
+    wait_until(lambda: remote_files(server, store) != {}, 10, "the idle flush")
+    assert remote_files(server, store) == {"/turn.md": "written during the turn\n"}
+    log = (mounter.cache_dir / f"session-{session_id}.log").read_text()
+    assert f"session {session_id} went idle: its stores push their local changes now" in log
+    unmount_all(mounter, env)
 
 
 def test_a_store_the_daemon_mount_began_with_is_unmounted_when_detached(mounter, memfs_server):

@@ -42,7 +42,8 @@ from tests.system.test_sync import memory_id, put_remote, remote_files
 REFERENCE_LOG = "anthropic.lib.tools.agent_toolset"
 SYNC_INTERVAL = 5.0
 """The reference's interval (its floor); memfs's periodic passes are pushed out of
-the test's way (`--sync-interval 3600`): every pass is one the test asks for."""
+the test's way (`PASSES_ASKED_FOR`): every pass is one the test asks for."""
+PASSES_ASKED_FOR = ("--sync-interval", "3600", "--write-behind", "no")
 
 
 # ---- the two sides ---------------------------------------------------------------
@@ -146,7 +147,7 @@ class Twins:
         self.mnt = self.mounter.mount_one(
             self.mfs_store,
             read_only=read_only,
-            extra=("--sync-interval", "3600", "--sync-deletions", deletions),
+            extra=(*PASSES_ASKED_FOR, "--sync-deletions", deletions),
         )
 
     async def _download(self) -> None:
@@ -173,7 +174,8 @@ class Twins:
         await self.close_reference()
         await self._download()
         self.mnt = self.mounter.mount_one(
-            self.mfs_store, extra=("--sync-interval", "3600", "--sync-deletions", self.deletions)
+            self.mfs_store,
+            extra=(*PASSES_ASKED_FOR, "--sync-deletions", self.deletions),
         )
         self.ended = False
 

@@ -86,8 +86,15 @@ def test_a_request_may_name_who_asks_and_a_name_unfit_for_a_log_is_dropped():
         assert Request.decode(data) == Request(Command.STOP)
 
 
-def test_the_commands_are_status_sync_stop_metrics_and_push_files():
-    assert [c.value for c in Command] == ["status", "sync", "stop", "metrics", "push_files"]
+def test_the_commands_are_status_sync_stop_metrics_push_files_and_push_now():
+    assert [c.value for c in Command] == [
+        "status",
+        "sync",
+        "stop",
+        "metrics",
+        "push_files",
+        "push_now",
+    ]
 
 
 def test_push_files_names_its_memory_paths_and_its_timeout():
