@@ -29,7 +29,7 @@ from anthropic.lib.tools._memories import (
     SessionMemoryStores,
 )
 
-from memfs.api import SESSIONS_BETA
+from memfs.api import SESSIONS_BETA, encode_work_item_secret
 from tests.support import ServerProcess, conflict_files
 from tests.support.mounts import Mounter
 from tests.system.test_sync import memory_id, put_remote, remote_files
@@ -57,7 +57,8 @@ SYNC_INTERVAL = 5.0
 the test's way (`PASSES_ASKED_FOR`): every pass is one the test asks for."""
 PASSES_ASKED_FOR = ("--sync-interval", "3600", "--write-behind", "no")
 SESSION_CHECK = "0.5"
-"""Seconds between two reads of the session memfs follows (`start(follow=True)`)."""
+"""Seconds between two reads of the session memfs follows (`start(follow=True)`);
+`Twins.idle` waits for the push at most 15 s: about 30 of them."""
 
 
 def delete_remote(server: ServerProcess, store_id: str, path: str) -> None:
@@ -139,6 +140,7 @@ class Twins:
         self.ref_folder = tmp / "reference" / "s"
         self.session: dict = {}
         self.mfs_session: dict = {}
+        self.api_url = server.url
         self.ended = False
 
     # -- the start of a session
@@ -150,14 +152,17 @@ class Twins:
         read_only: bool = False,
         deletions: str = "enabled",
         follow: bool = False,
+        api_url: str | None = None,
     ) -> None:
         """Two stores holding `seed`; the reference downloads one for a session
         of its own, memfs mounts the other, each as `read_only` says, with
         `--sync-deletions deletions` (the reference's `sync_deletions`).
         `follow`: memfs mounts a session of its own holding its store, from
         the work item a worker's poll hands out, and follows it while it runs
-        (`--work-item`), as on a worker host; else it mounts the store (`--store`)."""
+        (`--work-item`), as on a worker host; else it mounts the store (`--store`).
+        `api_url`: both sides reach the server there (a fault proxy in front of it)."""
         server = self.server
+        self.api_url = api_url or server.url
         self.ref_store = server.create_store("reference")["id"]
         self.mfs_store = server.create_store("memfs")["id"]
         for store_id in (self.ref_store, self.mfs_store):
@@ -170,7 +175,7 @@ class Twins:
             self.mnt = self.mounter.mount_one(
                 self.mfs_store,
                 read_only=read_only,
-                extra=(*PASSES_ASKED_FOR, "--sync-deletions", deletions),
+                extra=(*PASSES_ASKED_FOR, "--sync-deletions", deletions, "--api-url", self.api_url),
             )
             return
         self.mnt = self.mounter.root / "s"
@@ -181,13 +186,19 @@ class Twins:
         args += ["--final-sync-timeout", "20", *PASSES_ASKED_FOR, "--sync-deletions", deletions]
         r = subprocess.run(
             [sys.executable, "-m", "memfs", *args],
-            input=json.dumps(server.work_item(self.mfs_session)),
+            input=json.dumps(self._work_item(self.mfs_session)),
             env=env,
             capture_output=True,
             text=True,
             timeout=120,
         )
         assert r.returncode == 0, r.stderr
+
+    def _work_item(self, session: dict) -> dict:
+        """The work item a worker's poll hands out for `session`, its secret
+        naming `api_url`."""
+        secret = encode_work_item_secret(session["sessions_token"], self.api_url)
+        return {**self.server.work_item(session), "secret": secret}
 
     def _new_session(self, store_id: str, mount_path: Path, read_only: bool) -> dict:
         resource = {
@@ -210,7 +221,7 @@ class Twins:
         """What the SDK's worker does with a work item: a client on the
         session's token, the session fetched, its stores downloaded."""
         self.client = anthropic.AsyncAnthropic(
-            base_url=self.server.url,
+            base_url=self.api_url,
             auth_token=self.session["sessions_token"],
             max_retries=0,
         )
@@ -247,7 +258,7 @@ class Twins:
         action(self.server, self.ref_store)
         action(self.server, self.mfs_store)
 
-    async def save(self, rel: str, text: str) -> Saved:
+    async def save(self, rel: str, text: str, *sync_args: str) -> Saved:
         """The agent's `write` of `text` to the memory file `rel`: through the
         reference's `write_file` (what the SDK's file tools call for a file in a
         memory store's folder, the store first), and on the mount, then
@@ -262,16 +273,25 @@ class Twins:
         except MemoryWriteError as e:
             refused = str(e)
         write_errno = errno_of(lambda d: (d / rel).write_text(text), self.mnt)
-        r = self.mounter.memfs("sync", "--json", str(self.mnt / rel))
+        r = self.mounter.memfs("sync", "--json", *sync_args, str(self.mnt / rel))
         assert r.stderr == "", r.stderr
         (answer,) = json.loads(r.stdout)
         return Saved(refused, write_errno, answer, r.returncode)
 
     def set_status(self, status: str) -> None:
         """Both sessions go to `status`, as the hosted API moves them while the
-        agent works; memfs's follower reads its session every `SESSION_CHECK` s."""
+        agent works. Returns once memfs's follower has read its session since."""
+        now = time.time()
         for session in (self.session, self.mfs_session):
             self.server.set_session_status(session["id"], status)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            records = json.loads(self.mounter.memfs("status", "--json", check=True).stdout)
+            (record,) = [r for r in records if r.get("session_id") == self.mfs_session["id"]]
+            if (record["checked_at"] or 0) > now:
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"memfs's follower did not read session {self.mfs_session['id']}")
 
     async def idle(self) -> None:
         """Both sessions go from `running` to `idle`: the SDK's worker flushes
@@ -280,7 +300,8 @@ class Twins:
         once memfs's store holds what the reference's does (or 15 s passed, and
         the test's comparison says what differs)."""
         assert self.reference is not None
-        self.set_status("idle")
+        for session in (self.session, self.mfs_session):
+            self.server.set_session_status(session["id"], "idle")
         with anyio.move_on_after(MEMORY_FLUSH_TIMEOUT):
             await self.reference.flush_writes()
         deadline = time.monotonic() + 15
