@@ -42,12 +42,12 @@ __all__ = [
     "Saved",
     "State",
     "Twins",
+    "both_sides",
     "delete_remote",
     "files_in",
     "memory_id",
     "put_remote",
     "remote_files",
-    "both_sides",
     "versions",
 ]
 
