@@ -15,7 +15,8 @@ the folder's files.
 The only differences allowed are memfs's documented improvements, each
 asserted in the test it shows up in under a `DIFFERENCE` comment that names
 the page promising it; any other difference fails the test.
-docs/reference.md tables them all.
+docs/reference.md tables them all; the scenarios the reference's 2.17 added are in
+test_reference_differential_saves.py, on the same two sides (tests/support/twins.py).
 """
 
 from __future__ import annotations
@@ -23,264 +24,20 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import signal
-import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
 from pathlib import Path
 
-import anthropic
 import pytest
-from anthropic.lib.tools._memories import MARKER_PATH, SessionMemoryStores
 
-from memfs.api import SESSIONS_BETA
-from tests.support import ServerProcess, conflict_files
-from tests.support.mounts import Mounter
-from tests.system.test_sync import memory_id, put_remote, remote_files
-
-REFERENCE_LOG = "anthropic.lib.tools.agent_toolset"
-SYNC_INTERVAL = 5.0
-"""The reference's interval (its floor); memfs's periodic passes are pushed out of
-the test's way (`PASSES_ASKED_FOR`): every pass is one the test asks for."""
-PASSES_ASKED_FOR = ("--sync-interval", "3600", "--write-behind", "no")
-
-
-# ---- the two sides ---------------------------------------------------------------
-
-
-def delete_remote(server: ServerProcess, store_id: str, path: str) -> None:
-    """Another session deletes the memory at `path`."""
-    mid = memory_id(server, store_id, path)
-    r = server.http().delete(f"/v1/memory_stores/{store_id}/memories/{mid}")
-    assert r.status_code == 200, r.text
-
-
-def versions(server: ServerProcess, store_id: str) -> Counter[tuple[str, str]]:
-    """Every version the store recorded, as (operation, path), in any order."""
-    out: Counter[tuple[str, str]] = Counter()
-    page = None
-    with server.http() as http:
-        while True:
-            params = {"limit": 100, **({"page": page} if page else {})}
-            body = http.get(f"/v1/memory_stores/{store_id}/memory_versions", params=params).json()
-            out.update((v["operation"], v["path"]) for v in body["data"])
-            page = body.get("next_page")
-            if not page:
-                return out
-
-
-def files_in(folder: Path) -> dict[str, str]:
-    """Every file under `folder` but the marker, relative path -> text. Folders
-    left empty are not counted: a store holds no folders."""
-    out = {}
-    for dirpath, _dirs, names in os.walk(folder):
-        for name in names:
-            rel = (Path(dirpath) / name).relative_to(folder).as_posix()
-            if rel != MARKER_PATH:
-                out[rel] = (Path(dirpath) / name).read_text()
-    return out
-
-
-def errno_of(action: Callable[[Path], object], folder: Path) -> int | None:
-    try:
-        action(folder)
-    except OSError as e:
-        return e.errno
-    return None
-
-
-@dataclass
-class State:
-    store: dict[str, str]
-    versions: Counter[tuple[str, str]]
-    folder: dict[str, str] | None
-    """None once the session ended (memfs's mount is gone)."""
-
-
-class Twins:
-    """One scenario on both sides: `reference` (store `ref_store`, folder
-    `ref_folder`) and memfs (store `mfs_store`, mount `mnt`)."""
-
-    def __init__(self, server: ServerProcess, mounter: Mounter, tmp: Path, caplog) -> None:
-        self.server = server
-        self.mounter = mounter
-        self.tmp = tmp
-        self.caplog = caplog
-        caplog.set_level(logging.INFO, logger=REFERENCE_LOG)
-        self.client: anthropic.AsyncAnthropic | None = None
-        self.reference: SessionMemoryStores | None = None
-        self.ref_folder = tmp / "reference" / "s"
-        self.session: dict = {}
-        self.ended = False
-
-    # -- the start of a session
-
-    async def start(
-        self, seed: dict[str, str], *, read_only: bool = False, deletions: str = "enabled"
-    ) -> None:
-        """Two stores holding `seed`; the reference downloads one for a session
-        of its own, memfs mounts the other, each as `read_only` says, with
-        `--sync-deletions deletions` (the reference's `sync_deletions`)."""
-        server = self.server
-        self.ref_store = server.create_store("reference")["id"]
-        self.mfs_store = server.create_store("memfs")["id"]
-        for store_id in (self.ref_store, self.mfs_store):
-            for path, text in seed.items():
-                put_remote(server, store_id, path, text)
-        resource = {
-            "type": "memory_store",
-            "memory_store_id": self.ref_store,
-            "access": "read_only" if read_only else "read_write",
-            "mount_path": str(self.ref_folder),
-        }
-        with server.http() as http:
-            r = http.post(
-                "/v1/sessions",
-                json={"resources": [resource]},
-                headers={"anthropic-beta": SESSIONS_BETA},
-            )
-        assert r.status_code == 200, r.text
-        self.session = r.json()
-        self.deletions = deletions
-        await self._download()
-        self.mnt = self.mounter.mount_one(
-            self.mfs_store,
-            read_only=read_only,
-            extra=(*PASSES_ASKED_FOR, "--sync-deletions", deletions),
-        )
-
-    async def _download(self) -> None:
-        """What the SDK's worker does with a work item: a client on the
-        session's token, the session fetched, its stores downloaded."""
-        self.client = anthropic.AsyncAnthropic(
-            base_url=self.server.url,
-            auth_token=self.session["sessions_token"],
-            max_retries=0,
-        )
-        self.reference = SessionMemoryStores(
-            self.client,
-            workdir=self.tmp / "work",
-            sync_interval=SYNC_INTERVAL,
-            sync_deletions=self.deletions,  # type: ignore[arg-type]
-        )
-        session = await self.client.beta.sessions.retrieve(self.session["id"])
-        await self.reference.download(session)
-
-    async def next_session(self) -> None:
-        """The store's next session: the reference's folder is disposed of and
-        downloaded again, memfs mounts again with the same cache."""
-        assert self.ended
-        await self.close_reference()
-        await self._download()
-        self.mnt = self.mounter.mount_one(
-            self.mfs_store,
-            extra=(*PASSES_ASKED_FOR, "--sync-deletions", self.deletions),
-        )
-        self.ended = False
-
-    # -- what happens during a session
-
-    def local(self, action: Callable[[Path], object]) -> tuple[int | None, int | None]:
-        """`action(folder)` on the reference's folder, then on the mount: the
-        errno each raised (None: none)."""
-        return errno_of(action, self.ref_folder), errno_of(action, self.mnt)
-
-    def remote(self, action: Callable[[ServerProcess, str], object]) -> None:
-        """`action(server, store_id)` on each store: another session's change."""
-        action(self.server, self.ref_store)
-        action(self.server, self.mfs_store)
-
-    async def sync(self) -> None:
-        """One pass each: the reference's cadence is due, memfs is asked."""
-        assert self.reference is not None
-        self.reference._last_sync -= SYNC_INTERVAL
-        await self.reference.sync_if_due()
-        self.mounter.sync(self.mnt)
-
-    async def finish(self) -> tuple[int, str]:
-        """The end of the session: the reference's `finish`, then the flush the
-        worker runs after it; `memfs unmount`. Its exit status and stderr."""
-        assert self.reference is not None
-        await self.reference.finish()
-        await self.reference.flush_writes()
-        r = self.mounter.unmount(self.mnt, check=False)
-        self.ended = True
-        return r.returncode, r.stderr
-
-    async def stop(self) -> None:
-        """A stop that writers may outlive: the worker's teardown after a session
-        that did not end cleanly (`flush_writes` alone: uploads, no deletes, no
-        pulls); SIGTERM to memfs's store process."""
-        assert self.reference is not None
-        await self.reference.flush_writes()
-        (pid,) = self.mounter.store_pids()
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 30
-        while self.mounter.store_pids() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not self.mounter.store_pids()
-        self.ended = True
-
-    async def close_reference(self) -> None:
-        if self.reference is not None:
-            await self.reference.dispose()
-            self.reference = None
-        if self.client is not None:
-            await self.client.close()
-            self.client = None
-
-    # -- what each side shows
-
-    def states(self) -> tuple[State, State]:
-        def state(store_id: str, folder: Path) -> State:
-            return State(
-                remote_files(self.server, store_id),
-                versions(self.server, store_id),
-                None if self.ended else files_in(folder),
-            )
-
-        return state(self.ref_store, self.ref_folder), state(self.mfs_store, self.mnt)
-
-    def assert_same(
-        self, *, store: dict[str, str], folder: dict[str, str] | None = None
-    ) -> tuple[State, State]:
-        """Both sides hold `store` and show `folder` (unless the session ended),
-        and their stores recorded the same versions."""
-        ref, mfs = self.states()
-        assert ref.store == store, "the reference's store"
-        assert mfs.store == store, "memfs's store"
-        assert ref.versions == mfs.versions
-        if not self.ended:
-            assert ref.folder == folder, "the reference's folder"
-            assert mfs.folder == folder, "memfs's mount"
-        return ref, mfs
-
-    def reference_log(self, level: int = logging.INFO) -> list[str]:
-        return [
-            r.getMessage()
-            for r in self.caplog.records
-            if r.name == REFERENCE_LOG and r.levelno >= level
-        ]
-
-    def memfs_log(self) -> str:
-        return (self.mounter.cache_dir / self.mfs_store / "memfs.log").read_text()
-
-    def conflict_copies(self) -> dict[str, str]:
-        """memfs's conflict copies, path under the conflicts folder -> text."""
-        folder = self.mounter.cache_dir / self.mfs_store / "conflicts"
-        return {p.relative_to(folder).as_posix(): p.read_text() for p in conflict_files(folder)}
+from tests.support import ServerProcess
+from tests.support.twins import Twins, both_sides, delete_remote, files_in, put_remote
 
 
 @pytest.fixture
 async def twins(shared_memfs_server: ServerProcess, tmp_path: Path, caplog) -> AsyncIterator[Twins]:
-    mounter = Mounter(shared_memfs_server, tmp_path)
-    pair = Twins(shared_memfs_server, mounter, tmp_path, caplog)
-    try:
+    async with both_sides(shared_memfs_server, tmp_path, caplog) as pair:
         yield pair
-    finally:
-        mounter.cleanup()
-        await pair.close_reference()
 
 
 def save_as_editors_do(path: Path, text: str) -> None:
