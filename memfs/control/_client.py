@@ -25,6 +25,7 @@ from ._protocol import (
     StopReply,
     SyncReply,
     decode_reply,
+    receive_line,
 )
 from ._runtime import StoreState, socket_address
 
@@ -65,15 +66,9 @@ class ControlClient:
             with trio.fail_after(timeout), trio.socket.socket(socket.AF_UNIX) as s:
                 with socket_address(self.store.socket) as address:
                     await s.connect(address)
-                request = Request(Command.STOP).encode()
-                while request:
-                    request = request[await s.send(request) :]
-                data = b""
-                while not data.endswith(b"\n"):
-                    chunk = await s.recv(65536)
-                    if not chunk:
-                        break
-                    data += chunk
+                stream = trio.SocketStream(s)
+                await stream.send_all(Request(Command.STOP).encode())
+                data = await receive_line(stream)
         except trio.TooSlowError:
             raise SyncError(f"cannot reach the memfs process of {self.store.mount_path}: timed out")
         except OSError as e:

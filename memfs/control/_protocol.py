@@ -35,7 +35,10 @@ from __future__ import annotations
 import enum
 import json
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
+
+if TYPE_CHECKING:
+    import trio
 
 
 def known_fields(cls: type[Any], data: object, refusal: str) -> dict[str, Any]:
@@ -46,6 +49,18 @@ def known_fields(cls: type[Any], data: object, refusal: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ValueError(refusal)
     return {f.name: data[f.name] for f in fields(cls) if f.name in data}
+
+
+async def receive_line(stream: trio.abc.ReceiveStream) -> bytes:
+    """One request or reply: the bytes up to its newline, or what came before
+    the other end closed."""
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = await stream.receive_some(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data
 
 
 class Command(enum.StrEnum):
