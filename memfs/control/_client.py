@@ -18,7 +18,6 @@ from ._protocol import (
     MetricsReply,
     PushFilesReply,
     PushReply,
-    Reply,
     ReplyKind,
     Request,
     StatusReply,
@@ -87,22 +86,6 @@ class ControlClient:
     def push_now(self, *, timeout: float = STATUS_TIMEOUT) -> PushReply | ErrorReply:
         """Push the local changes now; answered once the push is under way."""
         return self._exchange(Command.PUSH_NOW, PushReply, timeout)
-
-    def ask(self, command: Command, *, timeout: float) -> Reply:
-        """Any command, for callers that hold one as a value."""
-        match command:
-            case Command.STATUS:
-                return self.status(timeout=timeout)
-            case Command.SYNC:
-                return self.sync(timeout=timeout)
-            case Command.STOP:
-                return self.stop(timeout=timeout)
-            case Command.METRICS:
-                return self.metrics(timeout=timeout)
-            case Command.PUSH_FILES:
-                return self.push_files([], timeout=timeout)
-            case Command.PUSH_NOW:
-                return self.push_now(timeout=timeout)
 
     def _exchange(
         self, command: Command, kind: type[ReplyKind], timeout: float, *, by: str | None = None

@@ -22,8 +22,6 @@ from .._children import NOTIFY_ENV, SECRET_ENV
 from ..control import running_stores
 from ._commands import (
     GONE_TIMEOUT,
-    RunningStore,
-    control,
     file_in_mount,
     push_files,
     select_stores,
@@ -107,7 +105,6 @@ __all__ = [
     "NOTIFY_ENV",
     "READY_TIMEOUT",
     "RunResult",
-    "RunningStore",
     "SECRET_ENV",
     "STOP_MARGIN",
     "Supervisor",
@@ -115,7 +112,6 @@ __all__ = [
     "build_specs",
     "check_mount_path",
     "check_store_count",
-    "control",
     "default_cache_dir",
     "load_resources",
     "notify",
