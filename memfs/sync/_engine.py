@@ -300,7 +300,7 @@ class SyncEngine:
                 listing, _ = await self.remote.listing()
                 await self.puller.apply_all(listing, report, limit=limit)
 
-            await self.pacer.undo_wipe(relist, report)
+            await self.pacer.undo_wipe(relist)
         changes = self.cache.changes(quiet_for=0.0 if final else QUIET_SECONDS)
         await each(changes, lambda c: self.pusher.push(c, report, final=final, asked=asked), limit)
         await self.pacer.run(report, end=end, limit=limit, asked=asked, known=known)
