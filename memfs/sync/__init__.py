@@ -15,7 +15,6 @@ remembers between passes), `_part` (what every job works with).
 
 from __future__ import annotations
 
-from ._confirm import Confirmation, Outcome
 from ._decide import TABLE, Action, Local, Remote, decide, remote_state
 from ._deletes import EndOfSession
 from ._engine import SyncEngine
@@ -39,7 +38,6 @@ __all__ = [
     "QUIET_SECONDS",
     "TABLE",
     "Action",
-    "Confirmation",
     "Deletions",
     "Download",
     "EndOfSession",
@@ -47,7 +45,6 @@ __all__ = [
     "KernelNotifier",
     "Local",
     "NoKernel",
-    "Outcome",
     "PassReport",
     "Remote",
     "StoreAPI",

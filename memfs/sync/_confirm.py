@@ -14,14 +14,12 @@ later passes push it.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 import trio
 
 from .._exceptions import StatusError, StoreError, SyncError
-from ..api import MARKER_NAME
+from ..api import MARKER_NAME, Confirmation, Outcome
 from ..cache import (
     READ_ONLY_REASON,
     Change,
@@ -34,28 +32,6 @@ from ..cache import (
 from ._ledger import Ledger
 from ._push import Pusher
 from ._reports import PassReport
-
-
-class Outcome(enum.StrEnum):
-    SAVED = "saved"
-    REFUSED = "refused"
-    NOT_CONFIRMED = "not_confirmed"
-    OVERRULED = "overruled"
-
-
-@dataclass(frozen=True)
-class Confirmation:
-    """What became of one file `memfs sync FILE` named."""
-
-    path: str
-    outcome: Outcome
-    memory_id: str | None = None
-    sha256: str | None = None
-    reason: str | None = None
-    """Why it was refused or not confirmed."""
-    kept_copy: str | None = None
-    """Where an overruled file's local edit is kept."""
-
 
 STILL_PENDING = "it is still pending: a later pass pushes it"
 

@@ -44,9 +44,9 @@ from .._exceptions import (
     StoreError,
     SyncError,
 )
-from ..api import MAX_CONTENT_BYTES
+from ..api import MAX_CONTENT_BYTES, Confirmation
 from ..cache import Node, SyncFace
-from ._confirm import Confirmation, Confirmer
+from ._confirm import Confirmer
 from ._deletes import DeletePacer, EndOfSession
 from ._ledger import Ledger
 from ._part import Shared, each, log
