@@ -21,19 +21,15 @@ from ._engine import SyncEngine
 from ._prefetch import Download
 from ._reports import FollowMode, PassReport, SyncStatus
 from ._rules import (
-    DEFAULT_CONCURRENCY,
-    DELETE_WINDOW,
     FINAL_CONCURRENCY,
     QUIET_SECONDS,
     Deletions,
     backoff_delay,
     delete_cap,
 )
-from ._store_api import KernelNotifier, NoKernel, StoreAPI, whole_store
+from ._store_api import KernelNotifier, NoKernel, StoreAPI
 
 __all__ = [
-    "DEFAULT_CONCURRENCY",
-    "DELETE_WINDOW",
     "FINAL_CONCURRENCY",
     "QUIET_SECONDS",
     "TABLE",
@@ -54,5 +50,4 @@ __all__ = [
     "decide",
     "delete_cap",
     "remote_state",
-    "whole_store",
 ]
