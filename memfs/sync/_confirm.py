@@ -15,6 +15,7 @@ later passes push it.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import KW_ONLY, dataclass
 
 import trio
 
@@ -36,25 +37,17 @@ from ._reports import PassReport
 STILL_PENDING = "it is still pending: a later pass pushes it"
 
 
+@dataclass
 class Confirmer:
     """Pushes named files now and tells what the store made of each."""
 
-    def __init__(
-        self,
-        cache: SyncFace,
-        ledger: Ledger,
-        pusher: Pusher,
-        *,
-        read_only: bool,
-        lock: trio.Lock,
-        full_pass: Callable[[], Awaitable[object]],
-    ) -> None:
-        self.cache = cache
-        self.ledger = ledger
-        self.pusher = pusher
-        self.read_only = read_only
-        self.lock = lock
-        self.full_pass = full_pass
+    cache: SyncFace
+    ledger: Ledger
+    pusher: Pusher
+    _: KW_ONLY
+    read_only: bool
+    lock: trio.Lock
+    full_pass: Callable[[], Awaitable[object]]
 
     async def confirm(self, paths: list[str], timeout: float) -> list[Confirmation]:
         """Each of `paths` (memory paths, `/a/b.md`) pushed and answered within
