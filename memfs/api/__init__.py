@@ -10,7 +10,8 @@ so the two cannot drift apart. Nothing here does I/O.
   and the secret's encoding for `memfs store session create`);
 - `_ids`: the form of a store id, checked before it names anything on disk;
 - `_modes`: memfs's own modes that layers from the command line to the sync
-  name between them (`Deletions`).
+  name between them (`Deletions`, `Outcome`) and what `memfs sync FILE`
+  learns of a file (`Confirmation`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from ._ids import (
     shown_store_id,
     store_id_problem,
 )
-from ._modes import Deletions
+from ._modes import Confirmation, Deletions, Outcome
 from ._paths import (
     MARKER_NAME,
     MARKER_PATH,
@@ -117,12 +118,14 @@ __all__ = [
     "STORE_ID_FORM",
     "STORE_ID_PREFIX",
     "ActorType",
+    "Confirmation",
     "CreatedSession",
     "Deletions",
     "Memory",
     "MemoryPrefix",
     "MemoryStore",
     "MemoryVersion",
+    "Outcome",
     "Page",
     "Resource",
     "Session",

@@ -1,12 +1,15 @@
 """The modes of memfs's own that layers from the command line down to the
 sync name between them, here in the lowest layer: `Deletions` is read by
 the command line, carried to a store process in its spec (memfs.control,
-which must not load the sync and trio with it) and acted on by the sync.
+which must not load the sync and trio with it) and acted on by the sync;
+likewise a `Confirmation` is made by the sync and carried by memfs.control
+to `memfs sync FILE`.
 """
 
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 
 
 class Deletions(enum.StrEnum):
@@ -15,3 +18,28 @@ class Deletions(enum.StrEnum):
     ENABLED = "enabled"
     LOG_ONLY = "log_only"
     DISABLED = "disabled"
+
+
+class Outcome(enum.StrEnum):
+    SAVED = "saved"
+    REFUSED = "refused"
+    NOT_CONFIRMED = "not_confirmed"
+    OVERRULED = "overruled"
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """What became of one file `memfs sync FILE` named, field for field an
+    object of `memfs sync FILE --json` (there `path` is the path as the user
+    gave it; in the store process, the memory path)."""
+
+    path: str
+    outcome: str
+    """An `Outcome`'s word."""
+    memory_id: str | None = None
+    sha256: str | None = None
+    """Of what the store holds."""
+    reason: str | None = None
+    """Why it was refused or not confirmed."""
+    kept_copy: str | None = None
+    """Where an overruled file's local edit is kept (an absolute path)."""

@@ -14,7 +14,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from enum import StrEnum
 from typing import Any, ClassVar, Generic, Literal, Protocol, Self, TypeVar
 
-from ._session import ACCESS_READ_ONLY, ACCESS_READ_WRITE, Resource
+from ._session import ACCESS_READ_ONLY
 
 AuthHeader = Literal["bearer", "x-api-key"]
 """The header a token travels in: `Authorization: Bearer` or `x-api-key`."""
@@ -228,19 +228,6 @@ class SessionResource:
     @property
     def read_only(self) -> bool:
         return self.access == ACCESS_READ_ONLY
-
-    def as_resource(self) -> Resource:
-        """The entry `memfs mount` takes for this store (`memfs.api.Resource`);
-        ValueError for a resource that is not a memory store."""
-        if not self.is_memory_store or self.memory_store_id is None:
-            raise ValueError(f"session resource {self.id or '?'} is a {self.type}, not a store")
-        return Resource(
-            memory_store_id=self.memory_store_id,
-            access=self.access or ACCESS_READ_WRITE,
-            name=self.name or None,
-            description=self.description or "",
-            mount_path=self.mount_path or None,
-        )
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> SessionResource:

@@ -12,23 +12,22 @@ import json
 import os
 import stat
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 from .. import supervisor as sup
 from .._exceptions import UsageError
-from ..control import ErrorReply, FileConfirmation, StoreState
+from ..api import Confirmation, Outcome
+from ..control import ErrorReply, StoreState
 
 EXIT_SAVED = 0
 EXIT_REFUSED = 65
 EXIT_OVERRULED = 3
 EXIT_NOT_CONFIRMED = 75
 
-SAVED, REFUSED, NOT_CONFIRMED, OVERRULED = "saved", "refused", "not_confirmed", "overruled"
-
 _WORST_FIRST = (
-    (NOT_CONFIRMED, EXIT_NOT_CONFIRMED),
-    (OVERRULED, EXIT_OVERRULED),
-    (REFUSED, EXIT_REFUSED),
+    (Outcome.NOT_CONFIRMED, EXIT_NOT_CONFIRMED),
+    (Outcome.OVERRULED, EXIT_OVERRULED),
+    (Outcome.REFUSED, EXIT_REFUSED),
 )
 
 
@@ -48,7 +47,7 @@ def confirm_files(paths: list[str], timeout: float, *, as_json: bool) -> int:
         store, memory_path = _regular_file_in_mount(path)
         stores[store.mount_path] = store
         asked.setdefault(store.mount_path, []).append((i, memory_path))
-    answers: list[FileConfirmation | None] = [None] * len(paths)
+    answers: list[Confirmation | None] = [None] * len(paths)
 
     def ask(mount_path: str) -> None:
         wanted = asked[mount_path]
@@ -56,7 +55,7 @@ def confirm_files(paths: list[str], timeout: float, *, as_json: bool) -> int:
         for n, (i, memory_path) in enumerate(wanted):
             if isinstance(reply, ErrorReply) or n >= len(reply.files):
                 why = reply.error if isinstance(reply, ErrorReply) else "no answer for this file"
-                answers[i] = FileConfirmation(memory_path, NOT_CONFIRMED, reason=why)
+                answers[i] = Confirmation(memory_path, Outcome.NOT_CONFIRMED, reason=why)
             else:
                 answers[i] = reply.files[n]
 
@@ -64,7 +63,7 @@ def confirm_files(paths: list[str], timeout: float, *, as_json: bool) -> int:
         list(pool.map(ask, asked))
     done = [replace(a, path=p) for a, p in zip(answers, paths, strict=True) if a is not None]
     if as_json:
-        print(json.dumps([a.to_json() for a in done], indent=2))
+        print(json.dumps([asdict(a) for a in done], indent=2))
     else:
         for a in done:
             print(_line(a), flush=True)
@@ -83,13 +82,13 @@ def _regular_file_in_mount(path: str) -> tuple[StoreState, str]:
     return found
 
 
-def _line(a: FileConfirmation) -> str:
-    if a.outcome == SAVED:
+def _line(a: Confirmation) -> str:
+    if a.outcome == Outcome.SAVED:
         return f"saved {a.path} memory_id={a.memory_id} sha256={a.sha256}"
-    if a.outcome == OVERRULED:
+    if a.outcome == Outcome.OVERRULED:
         return (
             f"overruled {a.path}: the store's version is now in the file; your edit is kept "
             f"at {a.kept_copy}"
         )
-    word = "not-confirmed" if a.outcome == NOT_CONFIRMED else "refused"
+    word = "not-confirmed" if a.outcome == Outcome.NOT_CONFIRMED else "refused"
     return f"{word} {a.path}: {a.reason}"

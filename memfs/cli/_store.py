@@ -37,7 +37,7 @@ import json
 import os
 import secrets
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from .._exceptions import (
@@ -53,6 +53,7 @@ from ..api import (
     SERVE_DEFAULT_HOST,
     SERVE_DEFAULT_PORT,
     Memory,
+    MemoryVersion,
     SessionResource,
     encode_work_item_secret,
     normalize_path,
@@ -248,6 +249,15 @@ def _out_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
 
 
+def _answer(args: argparse.Namespace, obj: Any, lines: Iterable[str]) -> None:
+    """`obj` as JSON with --json, else `lines`."""
+    if args.json:
+        _out_json(obj)
+    else:
+        for line in lines:
+            _out(line)
+
+
 async def _find(client: StoreClient, store_id: str, path: str) -> Memory:
     found = await client.find_memory_by_path(store_id, path)
     if found is None:
@@ -257,16 +267,12 @@ async def _find(client: StoreClient, store_id: str, path: str) -> Memory:
 
 async def _create(client: StoreClient, args: argparse.Namespace) -> None:
     store = await client.create_store(args.name, description=args.description)
-    _out_json(store) if args.json else _out(store.id)
+    _answer(args, store, [store.id])
 
 
 async def _list(client: StoreClient, args: argparse.Namespace) -> None:
     stores = [s async for s in client.iter_stores()]
-    if args.json:
-        _out_json(stores)
-        return
-    for s in stores:
-        _out(f"{s.id}\t{s.name}\t{s.created_at}")
+    _answer(args, stores, [f"{s.id}\t{s.name}\t{s.created_at}" for s in stores])
 
 
 async def _ls(client: StoreClient, args: argparse.Namespace) -> None:
@@ -275,12 +281,8 @@ async def _ls(client: StoreClient, args: argparse.Namespace) -> None:
         raw = args.prefix if args.prefix.startswith("/") else "/" + args.prefix
         prefix = normalize_prefix(raw if raw.endswith("/") else raw + "/")
     memories = [m async for m in client.iter_memories(args.store_id, path_prefix=prefix)]
-    if args.json:
-        _out_json(memories)
-        return
-    for m in memories:
-        if isinstance(m, Memory):
-            _out(f"{m.path}\t{m.content_size_bytes}")
+    lines = [f"{m.path}\t{m.content_size_bytes}" for m in memories if isinstance(m, Memory)]
+    _answer(args, memories, lines)
 
 
 async def _put(client: StoreClient, args: argparse.Namespace) -> None:
@@ -311,10 +313,8 @@ async def _put(client: StoreClient, args: argparse.Namespace) -> None:
         )
         if memory.memory_version_id == existing.memory_version_id:
             action = "unchanged"
-    if args.json:
-        _out_json({"action": action, "memory": dataclasses.asdict(memory)})
-    else:
-        _out(f"{action}\t{memory.path}\t{memory.id}")
+    answer = {"action": action, "memory": dataclasses.asdict(memory)}
+    _answer(args, answer, [f"{action}\t{memory.path}\t{memory.id}"])
 
 
 async def _cat(client: StoreClient, args: argparse.Namespace) -> None:
@@ -332,10 +332,8 @@ async def _rm(client: StoreClient, args: argparse.Namespace) -> None:
     await client.delete_memory(
         args.store_id, found.id, expected_content_sha256=found.content_sha256
     )
-    if args.json:
-        _out_json({"deleted": found.id, "path": found.path})
-    else:
-        _out(f"deleted\t{found.path}\t{found.id}")
+    answer = {"deleted": found.id, "path": found.path}
+    _answer(args, answer, [f"deleted\t{found.path}\t{found.id}"])
 
 
 async def _log(client: StoreClient, args: argparse.Namespace) -> None:
@@ -350,13 +348,12 @@ async def _log(client: StoreClient, args: argparse.Namespace) -> None:
         if path is not None and memory_id is None and v.path != path:
             continue
         versions.append(v)
-    if args.json:
-        _out_json(versions)
-        return
-    for v in versions:
-        shown_path = v.path if v.path is not None else "(redacted)"
-        sha = (v.content_sha256 or "-")[:SHA_PREFIX]
-        _out(f"{v.created_at}\t{v.operation}\t{shown_path}\t{sha}")
+    _answer(args, versions, map(_version_line, versions))
+
+
+def _version_line(v: MemoryVersion) -> str:
+    shown_path = v.path if v.path is not None else "(redacted)"
+    return f"{v.created_at}\t{v.operation}\t{shown_path}\t{(v.content_sha256 or '-')[:SHA_PREFIX]}"
 
 
 def _resource_line(r: SessionResource) -> str:
@@ -384,31 +381,25 @@ async def _session_create(client: StoreClient, args: argparse.Namespace) -> None
 async def _session_show(client: StoreClient, args: argparse.Namespace) -> None:
     session = await client.get_session(args.session_id)
     resources = await client.list_session_resources(args.session_id)
-    if args.json:
-        _out_json(dataclasses.replace(session, resources=resources))
-        return
-    for r in resources:
-        _out(_resource_line(r))
+    _answer(args, dataclasses.replace(session, resources=resources), map(_resource_line, resources))
 
 
 async def _session_attach(client: StoreClient, args: argparse.Namespace) -> None:
     from ..supervisor import parse_store_arg
 
     attached = await client.add_session_resource(args.session_id, parse_store_arg(args.store))
-    _out_json(attached) if args.json else _out("attached\t" + _resource_line(attached))
+    _answer(args, attached, ["attached\t" + _resource_line(attached)])
 
 
 async def _session_detach(client: StoreClient, args: argparse.Namespace) -> None:
     await client.delete_session_resource(args.session_id, args.resource_id)
-    if args.json:
-        _out_json({"detached": args.resource_id, "session_id": args.session_id})
-    else:
-        _out(f"detached\t{args.resource_id}")
+    answer = {"detached": args.resource_id, "session_id": args.session_id}
+    _answer(args, answer, [f"detached\t{args.resource_id}"])
 
 
 async def _session_delete(client: StoreClient, args: argparse.Namespace) -> None:
     await client.delete_session(args.session_id)
-    _out_json({"deleted": args.session_id}) if args.json else _out(f"deleted\t{args.session_id}")
+    _answer(args, {"deleted": args.session_id}, [f"deleted\t{args.session_id}"])
 
 
 _SESSION_ACTIONS = {

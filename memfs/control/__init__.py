@@ -17,7 +17,6 @@ from ._client import ControlClient
 from ._protocol import (
     Command,
     ErrorReply,
-    FileConfirmation,
     MetricsReply,
     PushFilesReply,
     PushReply,
@@ -70,7 +69,6 @@ __all__ = [
     "ControlClient",
     "ControlServer",
     "ErrorReply",
-    "FileConfirmation",
     "Handler",
     "Reply",
     "Request",

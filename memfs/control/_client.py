@@ -18,13 +18,13 @@ from ._protocol import (
     MetricsReply,
     PushFilesReply,
     PushReply,
-    Reply,
     ReplyKind,
     Request,
     StatusReply,
     StopReply,
     SyncReply,
     decode_reply,
+    receive_line,
 )
 from ._runtime import StoreState, socket_address
 
@@ -65,15 +65,9 @@ class ControlClient:
             with trio.fail_after(timeout), trio.socket.socket(socket.AF_UNIX) as s:
                 with socket_address(self.store.socket) as address:
                     await s.connect(address)
-                request = Request(Command.STOP).encode()
-                while request:
-                    request = request[await s.send(request) :]
-                data = b""
-                while not data.endswith(b"\n"):
-                    chunk = await s.recv(65536)
-                    if not chunk:
-                        break
-                    data += chunk
+                stream = trio.SocketStream(s)
+                await stream.send_all(Request(Command.STOP).encode())
+                data = await receive_line(stream)
         except trio.TooSlowError:
             raise SyncError(f"cannot reach the memfs process of {self.store.mount_path}: timed out")
         except OSError as e:
@@ -92,22 +86,6 @@ class ControlClient:
     def push_now(self, *, timeout: float = STATUS_TIMEOUT) -> PushReply | ErrorReply:
         """Push the local changes now; answered once the push is under way."""
         return self._exchange(Command.PUSH_NOW, PushReply, timeout)
-
-    def ask(self, command: Command, *, timeout: float) -> Reply:
-        """Any command, for callers that hold one as a value."""
-        match command:
-            case Command.STATUS:
-                return self.status(timeout=timeout)
-            case Command.SYNC:
-                return self.sync(timeout=timeout)
-            case Command.STOP:
-                return self.stop(timeout=timeout)
-            case Command.METRICS:
-                return self.metrics(timeout=timeout)
-            case Command.PUSH_FILES:
-                return self.push_files([], timeout=timeout)
-            case Command.PUSH_NOW:
-                return self.push_now(timeout=timeout)
 
     def _exchange(
         self, command: Command, kind: type[ReplyKind], timeout: float, *, by: str | None = None

@@ -11,7 +11,7 @@ One request and one reply per connection, each one line of JSON::
     -> {"cmd": "metrics"}
     <- {"ok": true, "metrics": {...raw counters and histograms...}}
     -> {"cmd": "push_files", "paths": ["/a/b.md", ...], "timeout": 30}
-    <- {"ok": true, "files": [{...FileConfirmation...}, ...]}
+    <- {"ok": true, "files": [{...memfs.api.Confirmation...}, ...]}
 
 `push_files` pushes the files at those memory paths now and answers, within
 `timeout` seconds, one confirmation per path in the order asked (`memfs sync
@@ -35,7 +35,12 @@ from __future__ import annotations
 import enum
 import json
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
+
+from ..api import Confirmation
+
+if TYPE_CHECKING:
+    import trio
 
 
 def known_fields(cls: type[Any], data: object, refusal: str) -> dict[str, Any]:
@@ -46,6 +51,18 @@ def known_fields(cls: type[Any], data: object, refusal: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ValueError(refusal)
     return {f.name: data[f.name] for f in fields(cls) if f.name in data}
+
+
+async def receive_line(stream: trio.abc.ReceiveStream) -> bytes:
+    """One request or reply: the bytes up to its newline, or what came before
+    the other end closed."""
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = await stream.receive_some(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data
 
 
 class Command(enum.StrEnum):
@@ -269,40 +286,19 @@ class MetricsReply(_ObjectReply):
 
 
 @dataclass(frozen=True)
-class FileConfirmation:
-    """What became of one file `push_files` named, field for field an object
-    of `memfs sync FILE --json` (there `path` is the path as the user gave it)."""
-
-    path: str
-    outcome: str
-    """`saved`, `refused`, `not_confirmed` or `overruled`."""
-    memory_id: str | None = None
-    sha256: str | None = None
-    """Of what the store holds."""
-    reason: str | None = None
-    """Why it was refused or not confirmed."""
-    kept_copy: str | None = None
-    """Where an overruled file's local edit is kept (an absolute path)."""
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: object) -> FileConfirmation:
-        return cls(**known_fields(cls, data, "a file's confirmation is a JSON object"))
-
-
-@dataclass(frozen=True)
 class PushFilesReply:
-    files: list[FileConfirmation]
+    files: list[Confirmation]
     ok = True
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": True, "files": [f.to_json() for f in self.files]}
+        return {"ok": True, "files": [asdict(f) for f in self.files]}
 
     @classmethod
     def from_json(cls, message: dict[str, Any]) -> PushFilesReply:
-        return cls([FileConfirmation.from_json(f) for f in message["files"]])
+        refusal = "a file's confirmation is a JSON object"
+        return cls(
+            [Confirmation(**known_fields(Confirmation, f, refusal)) for f in message["files"]]
+        )
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ import trio
 
 from .._exceptions import MountError
 from .._private import check_entry_name, open_private_dir
-from ._protocol import ErrorReply, Reply, Request, UnknownCommand, encode_reply
+from ._protocol import ErrorReply, Reply, Request, UnknownCommand, encode_reply, receive_line
 
 Handler = Callable[[Request], Awaitable[Reply]]
 
@@ -71,7 +71,7 @@ class ControlServer:
     async def _answer(self, stream: trio.SocketStream) -> None:
         async with stream:
             try:
-                request = Request.decode(await _receive_line(stream))
+                request = Request.decode(await receive_line(stream))
             except UnknownCommand as e:
                 reply: Reply = ErrorReply(str(e))
             except (ValueError, trio.BrokenResourceError):
@@ -82,16 +82,6 @@ class ControlServer:
             with trio.move_on_after(SEND_TIMEOUT, shield=True):
                 with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
                     await stream.send_all(encode_reply(reply))
-
-
-async def _receive_line(stream: trio.SocketStream) -> bytes:
-    data = b""
-    while not data.endswith(b"\n"):
-        chunk = await stream.receive_some(65536)
-        if not chunk:
-            break
-        data += chunk
-    return data
 
 
 def _peer_pid(sock: trio.socket.SocketType) -> int | None:

@@ -8,16 +8,13 @@ wrapped and timed (`_handlers`); the one place exceptions become errno values
 
 from __future__ import annotations
 
-from ._attributes import CACHE_TIMEOUT, MARKER_INODE
-from ._errno import errno_for
+from ._attributes import MARKER_INODE
 from ._kernel import KernelCache, mount_options
 from ._ops import MemoryStoreFS
 
 __all__ = [
-    "CACHE_TIMEOUT",
     "KernelCache",
     "MARKER_INODE",
     "MemoryStoreFS",
-    "errno_for",
     "mount_options",
 ]

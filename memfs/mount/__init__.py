@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from ._folder import (
     MountEntry,
-    MountFolder,
-    decode_mounts_field,
     force_unmount,
     is_stale_mount,
     memfs_mounts,
@@ -24,14 +22,11 @@ from ._folder import (
     mounted_source,
     remove_mount_folder,
 )
-from ._start import base_url_without_v1, start_refusal
+from ._start import start_refusal
 
 __all__ = [
     "MountEntry",
-    "MountFolder",
-    "base_url_without_v1",
     "start_refusal",
-    "decode_mounts_field",
     "force_unmount",
     "is_stale_mount",
     "memfs_mounts",

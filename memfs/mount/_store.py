@@ -20,9 +20,10 @@ import trio
 
 from .._exceptions import MemfsError, MountError, StoreError, SyncError, TransportError
 from .._logging import ProgressReport
+from ..api import Confirmation
 from ..cache import StoreCache
 from ..client import StoreClient
-from ..control import MIN_SYNC_INTERVAL, FileConfirmation, StoreSpec, StoreStatus
+from ..control import MIN_SYNC_INTERVAL, StoreSpec, StoreStatus
 from ..fs import MemoryStoreFS
 from ..sync import FINAL_CONCURRENCY, QUIET_SECONDS, EndOfSession, SyncEngine, backoff_delay
 from ._memory import give_back_freed_memory
@@ -292,14 +293,10 @@ class MountedStore:
             progress(max(0, total - len(self.engine.pending())), total)
             await trio.sleep(PROGRESS_EVERY)
 
-    async def confirm(self, paths: list[str], timeout: float) -> list[FileConfirmation]:
+    async def confirm(self, paths: list[str], timeout: float) -> list[Confirmation]:
         """`memfs sync FILE`: the files at these memory paths pushed now, and
         what the store made of each (`SyncEngine.confirm`)."""
-        done = await self.engine.confirm(paths, timeout)
-        return [
-            FileConfirmation(c.path, str(c.outcome), c.memory_id, c.sha256, c.reason, c.kept_copy)
-            for c in done
-        ]
+        return await self.engine.confirm(paths, timeout)
 
     def status(self) -> StoreStatus:
         st = self.engine.status

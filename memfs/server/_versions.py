@@ -27,18 +27,6 @@ _ACTOR_ID_FIELDS = ("session_id", "api_key_id", "service_account_id")
 
 
 def version_json(row: sqlite3.Row, full: bool) -> dict[str, Any]:
-    if row["operation"] == VersionOperation.DELETED:
-        # Null whatever the row holds: a file from before schema 2 kept them.
-        return {
-            **_version_fields(row, full),
-            "content": None,
-            "content_sha256": None,
-            "content_size_bytes": None,
-        }
-    return _version_fields(row, full)
-
-
-def _version_fields(row: sqlite3.Row, full: bool) -> dict[str, Any]:
     return {
         "id": row["id"],
         "type": "memory_version",

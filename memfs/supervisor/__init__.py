@@ -18,23 +18,15 @@ Importing this package loads neither trio, pyfuse3 nor httpx.
 
 from __future__ import annotations
 
-from .._children import NOTIFY_ENV, SECRET_ENV
 from ..control import running_stores
 from ._commands import (
-    GONE_TIMEOUT,
-    RunningStore,
-    control,
     file_in_mount,
     push_files,
-    select_stores,
     status,
     sync,
     unmount,
 )
 from ._credentials import (
-    API_KEY_PREFIX,
-    AUTH_API_KEY,
-    AUTH_BEARER,
     CREDENTIAL_SOURCES,
     URL_ENV,
     ConfigFallback,
@@ -45,43 +37,33 @@ from ._credentials import (
 from ._follow import SessionFollower, start_daemon_follower
 from ._notify import notify
 from ._run import (
-    EXIT_NOT_EXECUTABLE,
-    EXIT_NOT_FOUND,
-    FORWARDED,
-    RunResult,
     run,
-    shell_status,
 )
 from ._session_read import fetch_session_resources
 from ._session_records import (
     DEFAULT_SESSION_CHECK_INTERVAL,
     MIN_SESSION_CHECK_INTERVAL,
     FollowedStore,
-    SessionEvent,
     SessionRecord,
     SessionToFollow,
     session_records,
 )
 from ._specs import (
-    NAME_REFUSALS,
     MountSettings,
     build_specs,
-    check_mount_path,
     check_store_count,
-    default_cache_dir,
     load_resources,
     parse_metrics_addr,
     parse_store_arg,
     store_arg_problem,
 )
-from ._supervisor import READY_TIMEOUT, STOP_MARGIN, FinalSync, Supervisor
+from ._supervisor import Supervisor
 from ._unfollow import stop_followers
 
 __all__ = [
     "DEFAULT_SESSION_CHECK_INTERVAL",
     "MIN_SESSION_CHECK_INTERVAL",
     "FollowedStore",
-    "SessionEvent",
     "SessionFollower",
     "SessionRecord",
     "SessionToFollow",
@@ -91,32 +73,14 @@ __all__ = [
     "start_daemon_follower",
     "stop_followers",
     "parse_metrics_addr",
-    "API_KEY_PREFIX",
-    "AUTH_API_KEY",
-    "AUTH_BEARER",
     "CREDENTIAL_SOURCES",
     "ConfigFallback",
     "Credentials",
-    "EXIT_NOT_EXECUTABLE",
-    "EXIT_NOT_FOUND",
-    "FORWARDED",
-    "FinalSync",
-    "GONE_TIMEOUT",
     "MountSettings",
-    "NAME_REFUSALS",
-    "NOTIFY_ENV",
-    "READY_TIMEOUT",
-    "RunResult",
-    "RunningStore",
-    "SECRET_ENV",
-    "STOP_MARGIN",
     "Supervisor",
     "URL_ENV",
     "build_specs",
-    "check_mount_path",
     "check_store_count",
-    "control",
-    "default_cache_dir",
     "load_resources",
     "notify",
     "parse_store_arg",
@@ -124,9 +88,7 @@ __all__ = [
     "resolve_credentials",
     "run",
     "running_stores",
-    "select_stores",
     "push_files",
-    "shell_status",
     "status",
     "store_arg_problem",
     "sync",

@@ -20,11 +20,9 @@ from typing import TypeVar
 
 from .._exceptions import ConfigError, MemfsError, MountError, SyncError
 from ..control import (
-    Command,
     ControlClient,
     ErrorReply,
     PushFilesReply,
-    Reply,
     StatusReply,
     StopReply,
     StoreState,
@@ -45,14 +43,6 @@ GONE_TIMEOUT = 60.0
 """How long `unmount` waits for a store process to exit after its final sync."""
 
 _R = TypeVar("_R", StatusReply, SyncReply)
-
-RunningStore = StoreState
-"""A store process of this machine, as its state file describes it."""
-
-
-def control(store: StoreState, command: Command | str, timeout: float = 300.0) -> Reply:
-    """Send one command to a store process and return its reply; SyncError when none came."""
-    return ControlClient(store).ask(Command(command), timeout=timeout)
 
 
 def _at(stores: list[StoreState], path: str) -> list[StoreState]:

@@ -15,31 +15,25 @@ remembers between passes), `_part` (what every job works with).
 
 from __future__ import annotations
 
-from ._confirm import Confirmation, Outcome
 from ._decide import TABLE, Action, Local, Remote, decide, remote_state
 from ._deletes import EndOfSession
 from ._engine import SyncEngine
 from ._prefetch import Download
 from ._reports import FollowMode, PassReport, SyncStatus
 from ._rules import (
-    DEFAULT_CONCURRENCY,
-    DELETE_WINDOW,
     FINAL_CONCURRENCY,
     QUIET_SECONDS,
     Deletions,
     backoff_delay,
     delete_cap,
 )
-from ._store_api import KernelNotifier, NoKernel, StoreAPI, whole_store
+from ._store_api import KernelNotifier, NoKernel, StoreAPI
 
 __all__ = [
-    "DEFAULT_CONCURRENCY",
-    "DELETE_WINDOW",
     "FINAL_CONCURRENCY",
     "QUIET_SECONDS",
     "TABLE",
     "Action",
-    "Confirmation",
     "Deletions",
     "Download",
     "EndOfSession",
@@ -47,7 +41,6 @@ __all__ = [
     "KernelNotifier",
     "Local",
     "NoKernel",
-    "Outcome",
     "PassReport",
     "Remote",
     "StoreAPI",
@@ -57,5 +50,4 @@ __all__ = [
     "decide",
     "delete_cap",
     "remote_state",
-    "whole_store",
 ]

@@ -14,14 +14,13 @@ later passes push it.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 
 import trio
 
 from .._exceptions import StatusError, StoreError, SyncError
-from ..api import MARKER_NAME
+from ..api import MARKER_NAME, Confirmation, Outcome
 from ..cache import (
     READ_ONLY_REASON,
     Change,
@@ -35,50 +34,20 @@ from ._ledger import Ledger
 from ._push import Pusher
 from ._reports import PassReport
 
-
-class Outcome(enum.StrEnum):
-    SAVED = "saved"
-    REFUSED = "refused"
-    NOT_CONFIRMED = "not_confirmed"
-    OVERRULED = "overruled"
-
-
-@dataclass(frozen=True)
-class Confirmation:
-    """What became of one file `memfs sync FILE` named."""
-
-    path: str
-    outcome: Outcome
-    memory_id: str | None = None
-    sha256: str | None = None
-    reason: str | None = None
-    """Why it was refused or not confirmed."""
-    kept_copy: str | None = None
-    """Where an overruled file's local edit is kept."""
-
-
 STILL_PENDING = "it is still pending: a later pass pushes it"
 
 
+@dataclass
 class Confirmer:
     """Pushes named files now and tells what the store made of each."""
 
-    def __init__(
-        self,
-        cache: SyncFace,
-        ledger: Ledger,
-        pusher: Pusher,
-        *,
-        read_only: bool,
-        lock: trio.Lock,
-        full_pass: Callable[[], Awaitable[object]],
-    ) -> None:
-        self.cache = cache
-        self.ledger = ledger
-        self.pusher = pusher
-        self.read_only = read_only
-        self.lock = lock
-        self.full_pass = full_pass
+    cache: SyncFace
+    ledger: Ledger
+    pusher: Pusher
+    _: KW_ONLY
+    read_only: bool
+    lock: trio.Lock
+    full_pass: Callable[[], Awaitable[object]]
 
     async def confirm(self, paths: list[str], timeout: float) -> list[Confirmation]:
         """Each of `paths` (memory paths, `/a/b.md`) pushed and answered within

@@ -75,7 +75,7 @@ class DeletePacer(Part):
             return False
         return self.cache.file_count() == 0
 
-    async def undo_wipe(self, relist: Callable[[], Awaitable[None]], report: PassReport) -> None:
+    async def undo_wipe(self, relist: Callable[[], Awaitable[None]]) -> None:
         """Delete nothing; forget the pending deletes and `relist` the store so that
         its files come back."""
         stones = list(self.cache.tombstones.values())

@@ -44,9 +44,9 @@ from .._exceptions import (
     StoreError,
     SyncError,
 )
-from ..api import MAX_CONTENT_BYTES
+from ..api import MAX_CONTENT_BYTES, Confirmation
 from ..cache import Node, SyncFace
-from ._confirm import Confirmation, Confirmer
+from ._confirm import Confirmer
 from ._deletes import DeletePacer, EndOfSession
 from ._ledger import Ledger
 from ._part import Shared, each, log
@@ -300,7 +300,7 @@ class SyncEngine:
                 listing, _ = await self.remote.listing()
                 await self.puller.apply_all(listing, report, limit=limit)
 
-            await self.pacer.undo_wipe(relist, report)
+            await self.pacer.undo_wipe(relist)
         changes = self.cache.changes(quiet_for=0.0 if final else QUIET_SECONDS)
         await each(changes, lambda c: self.pusher.push(c, report, final=final, asked=asked), limit)
         await self.pacer.run(report, end=end, limit=limit, asked=asked, known=known)

@@ -571,9 +571,10 @@ async def test_store_client_session_calls(shared_memfs_server: ServerProcess):
             "client test",
             "idle",
         )
-        assert [r.as_resource() for r in session.memory_stores] == [
-            Resource(stores[0], name="client 0", mount_path="/mnt/memory/client-0"),
-            Resource(stores[1], access="read_only", name="client 1", mount_path="/mnt/x"),
+        shown = [(r.memory_store_id, r.access, r.name, r.mount_path) for r in session.memory_stores]
+        assert shown == [
+            (stores[0], "read_write", "client 0", "/mnt/memory/client-0"),
+            (stores[1], "read_only", "client 1", "/mnt/x"),
         ]
         added = await admin.add_session_resource(session.id, Resource(stores[2]))
         assert isinstance(added, SessionResource) and added.memory_store_id == stores[2]

@@ -13,10 +13,10 @@ from dataclasses import fields
 
 import pytest
 
+from memfs.api import Confirmation
 from memfs.control import (
     Command,
     ErrorReply,
-    FileConfirmation,
     PushFilesReply,
     Request,
     StateFile,
@@ -116,8 +116,8 @@ def test_push_files_names_its_memory_paths_and_its_timeout():
 
 def test_a_push_files_reply_keeps_each_file_s_confirmation():
     files = [
-        FileConfirmation("/a.md", "saved", "mem_1", "ab" * 32),
-        FileConfirmation("/b.md", "overruled", "mem_2", "cd" * 32, kept_copy="/c/b.md"),
+        Confirmation("/a.md", "saved", "mem_1", "ab" * 32),
+        Confirmation("/b.md", "overruled", "mem_2", "cd" * 32, kept_copy="/c/b.md"),
     ]
     data = encode_reply(PushFilesReply(files))
     assert json.loads(data)["files"][1] == {
