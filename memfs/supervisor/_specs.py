@@ -86,6 +86,7 @@ class MountSettings:
     final_sync_timeout: float
     sync_concurrency: int
     start_timeout: float
+    cache_size: int
     session_check_interval: float
     metrics_addr: str | None
     """`HOST:PORT` of the metrics endpoint, None for none."""
