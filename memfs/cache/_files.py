@@ -11,27 +11,34 @@ harm). A content the store sent replaces the file whole (a new file renamed
 over it: a kill leaves the old or the new one).
 
 The files changed since the journal's last apply are flushed when it applies
-(`flush`), before SQLite commits the rows that say what they hold; a content
-let go (evicted, deleted) is unlinked only after that (`drop_later`), so
-that a row that calls a file cached never outlives its file. A file no
-cached node owns is taken away at open (`sweep`).
+(`flush`: each file and the folder, or the whole filesystem at once with
+`syncfs` when many changed), before SQLite commits the rows that say what
+they hold; a content let go (evicted, deleted) is unlinked only after that
+(`drop_later`), so that a row that calls a file cached never outlives its
+file. A file no cached node owns is taken away at open (`sweep`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import os
 import stat
 
 from .._exceptions import CacheCorrupt
-from .._private import open_file_at
+from .._private import libc_function, open_file_at
 from ._disk_space import DiskSpace
 from ._records import Op
 
 FOLDER = "files"
 _NEW = ".new"
 """The suffix of a content being written whole, before its rename."""
+MOST_OPEN = 64
+"""Content files kept open for writing at once (the oldest is closed past it)."""
+FLUSH_EACH_MOST = 16
+"""Past this many changed files, a flush is one `syncfs` rather than one each."""
+_SYNCFS = libc_function("syncfs", [ctypes.c_int])
 
 
 class ContentFiles:
@@ -41,9 +48,9 @@ class ContentFiles:
         self.space = space
         self.fd = _open_own_folder(folder_fd, FOLDER, os.path.join(folder, FOLDER))
         self._open: dict[int, int] = {}
-        """Descriptors of the content files written since the last flush, by node id."""
-        self._folder_changed = False
-        """A content file was made or removed since the folder was last flushed."""
+        """Descriptors of content files being written, by node id, the oldest first."""
+        self._changed: set[int] = set()
+        """Ids of the content files changed since the last flush."""
         self._dropped: set[int] = set()
         """Ids whose content files go once the rows that let them go are applied."""
 
@@ -85,15 +92,15 @@ class ContentFiles:
     # -------------------------------------------------------------- writing
 
     def _fd(self, node_id: int) -> int:
+        """The content file to write (made when missing), counted as changed."""
         fd = self._open.get(node_id)
         if fd is None:
             self._dropped.discard(node_id)
-            try:
-                fd = open_file_at(self.fd, str(node_id), os.O_RDWR)
-            except FileNotFoundError:
-                fd = self.space.run(open_file_at, self.fd, str(node_id), os.O_RDWR | os.O_CREAT)
-                self._folder_changed = True
+            fd = self.space.run(open_file_at, self.fd, str(node_id), os.O_RDWR | os.O_CREAT)
+            if len(self._open) >= MOST_OPEN:
+                os.close(self._open.pop(next(iter(self._open))))
             self._open[node_id] = fd
+        self._changed.add(node_id)
         return fd
 
     def patch(self, node_id: int, offset: int, data: bytes, size: int, *, exact: bool) -> None:
@@ -112,8 +119,7 @@ class ContentFiles:
             os.close(fd)
         self._dropped.discard(node_id)
         self.space.run(self._replace, str(node_id), content)
-        self._folder_changed = True
-        self._open[node_id] = open_file_at(self.fd, str(node_id), os.O_RDWR)
+        self._changed.add(node_id)
 
     def _replace(self, name: str, content: bytes | bytearray) -> None:
         fd = open_file_at(self.fd, name + _NEW, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
@@ -131,27 +137,45 @@ class ContentFiles:
             offset, size, data = args
             self.patch(node_id, offset, data, size, exact=True)  # type: ignore[arg-type]
 
-    def dropping(self, node_id: int) -> bool:
-        return node_id in self._dropped
-
     def drop_later(self, node_id: int) -> None:
         """The content goes once the rows that let it go are applied (`flush`)."""
         fd = self._open.pop(node_id, None)
         if fd is not None:
             os.close(fd)
+        self._changed.discard(node_id)
         self._dropped.add(node_id)
 
     # ------------------------------------------------------------ applying
 
     def flush(self) -> None:
-        """Make the content files written since the last flush durable (and the
-        folder, when a file was made or removed there)."""
-        for fd in self._open.values():
-            os.fdatasync(fd)
-        self._close_files()
-        if self._folder_changed:
+        """Make the content files changed since the last flush durable, and the
+        folder's names for them."""
+        if not self._changed:
+            return
+        if len(self._changed) > FLUSH_EACH_MOST and _SYNCFS is not None:
+            if _SYNCFS(self.fd) != 0:
+                code = ctypes.get_errno()
+                raise OSError(code, os.strerror(code))
+        else:
+            for node_id in self._changed:
+                self._flush_one(node_id)
             os.fsync(self.fd)
-            self._folder_changed = False
+        self._changed.clear()
+        self._close_files()
+
+    def _flush_one(self, node_id: int) -> None:
+        fd = self._open.get(node_id)
+        if fd is not None:
+            os.fdatasync(fd)
+            return
+        try:
+            fd = open_file_at(self.fd, str(node_id), os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
 
     def remove_dropped(self) -> None:
         """Unlink the contents let go, now that the rows saying so are applied."""
@@ -169,7 +193,6 @@ class ContentFiles:
     def _remove(self, name: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(name, dir_fd=self.fd)
-            self._folder_changed = True
 
 
 def _pwrite(fd: int, data: bytes | bytearray, offset: int) -> None:

@@ -58,8 +58,9 @@ class Journal:
 
     Its folder is opened once and checked as memfs's own (0700, the user's, not
     a symlink); the database, its WAL, its redo log and the content files are
-    reached relative to that descriptor. It is its own `transaction()`: the outermost use gathers
-    the operations inside and commits them as one record at its end."""
+    reached relative to that descriptor. It is its own `transaction()`: the
+    outermost use gathers the operations inside and commits them as one
+    record at its end."""
 
     def __init__(self, path: str, *, store_id: str) -> None:
         self.path = path

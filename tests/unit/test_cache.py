@@ -444,3 +444,23 @@ async def test_an_editor_s_save_leaves_one_content_behind(tmp_path):
     assert again.journal.content_sizes() == {saved.id: 5}
     assert again.read_content(again.find("/old.md")) == b"saved"
     again.close()
+
+
+async def test_many_files_written_between_applies_hold_few_descriptors(tmp_path):
+    """Content files written while the log is not applied stay changed, not
+    open: the store process never runs out of descriptors, and the apply
+    makes every one of them durable."""
+    from memfs.cache._files import MOST_OPEN
+
+    cache = StoreCache(str(tmp_path), STORE)
+    before = len(os.listdir("/proc/self/fd"))
+    for i in range(3 * MOST_OPEN):
+        await write_file(cache, ROOT_ID, f"f{i}.md", f"file {i}".encode())
+    assert len(os.listdir("/proc/self/fd")) - before <= MOST_OPEN
+    cache.journal.apply_log()
+    killed(cache)
+    again = StoreCache(str(tmp_path), STORE)
+    assert {n.path: again.read_content(n) for n in again.files()} == {
+        f"/f{i}.md": f"file {i}".encode() for i in range(3 * MOST_OPEN)
+    }
+    again.close()
