@@ -126,9 +126,8 @@ class RedoLog:
 
     def append(
         self, seq: int, ops: list[Operation], contents: list[bytes | bytearray], size: int
-    ) -> int:
-        """Write one record after the others (`size`: the contents' length); returns
-        the file offset of its first content (they follow each other). Raises
+    ) -> None:
+        """Write one record after the others (`size`: the contents' length). Raises
         RedoLogError, and then the record is not part of the log (what follows
         the last record is never read back)."""
         encoded = encode(ops)
@@ -144,10 +143,8 @@ class RedoLog:
                 raise RedoLogError(e) from e
             if written != HEADER.size + len(encoded) + size:
                 raise RedoLogError(OSError(f"short write to {self.path}"))
-            first_content = self.offset + HEADER.size + len(encoded)
             self.offset += written
         self._unflushed = True
-        return first_content
 
     def flush(self) -> None:
         """Make every record written so far durable (nothing to do when none was)."""
@@ -288,25 +285,24 @@ class RedoLog:
         something else (zeros, another log's bytes, the middle of an old record)."""
         head = reader.read(at, HEADER.size)
         if len(head) < HEADER.size:
-            return _Found(_Kind.END if not head else _Kind.CUT, 0, None, at, at)
+            return _Found(_Kind.END if not head else _Kind.CUT, 0, None, at)
         log_id, seq, ops_size, contents_size, crc = HEADER.unpack(head)
         if log_id != self.log_id:
-            return _Found(_Kind.OTHER, 0, None, at, at)
+            return _Found(_Kind.OTHER, 0, None, at)
         body = reader.read(at + HEADER.size, ops_size + contents_size)
         next_at = at + HEADER.size + ops_size + contents_size
         ops = decode(body[:ops_size]) if len(body) >= ops_size else None
-        contents_at = at + HEADER.size + ops_size
         if len(body) != ops_size + contents_size:
-            return _Found(_Kind.CUT, seq, ops, next_at, contents_at)
+            return _Found(_Kind.CUT, seq, ops, next_at)
         if zlib.crc32(body, zlib.crc32(head[:-4])) != crc or ops is None:
-            return _Found(_Kind.DAMAGED, seq, ops, next_at, contents_at)
+            return _Found(_Kind.DAMAGED, seq, ops, next_at)
         content_at = ops_size
         for i, op in enumerate(ops):
             if op[0] in CONTENT_OPS:
                 length = op[-1]
                 ops[i] = (*op[:-1], body[content_at : content_at + length])
                 content_at += length
-        return _Found(_Kind.INTACT, seq, ops, next_at, contents_at)
+        return _Found(_Kind.INTACT, seq, ops, next_at)
 
 
 class _Kind(enum.Enum):
@@ -327,17 +323,14 @@ class _Found:
     seq: int
     ops: list[Operation] | None
     next_at: int
-    contents_at: int
 
 
 class ChainRecord(NamedTuple):
-    """One record of the chain opening found: its number, its operations (a
-    content operation's length replaced by the content) and the offset of its
-    first content (they follow each other)."""
+    """One record of the chain opening found: its number and its operations (a
+    content operation's length replaced by the content)."""
 
     seq: int
     ops: list[Operation]
-    contents_at: int
 
 
 class _Chain:
@@ -357,7 +350,7 @@ class _Chain:
             if found.kind is not _Kind.INTACT or found.seq != self.seq:
                 return
             assert found.ops is not None
-            yield ChainRecord(found.seq, found.ops, found.contents_at)
+            yield ChainRecord(found.seq, found.ops)
             self.at, self.seq = found.next_at, self.seq + 1
 
 

@@ -29,7 +29,7 @@ def log_at(tmp_path: Path, log_id: bytes = LOG_ID) -> RedoLog:
     return RedoLog(str(tmp_path / "log"), log_id)
 
 
-def append(log: RedoLog, seq: int, ops: list, contents: list[bytes]) -> int:
+def append(log: RedoLog, seq: int, ops: list, contents: list[bytes]) -> None:
     return log.append(seq, ops, contents, sum(map(len, contents)))
 
 
