@@ -10,7 +10,9 @@ program writes through the mount, from the store process's /proc/PID/io
 Prints the ratio of each phase; issue 29 wants it under 3. Each phase is
 counted until the store process has done what it defers (the journal's apply
 while idle, the WAL's checkpoint, the upload and what it records): its
-`write_bytes` are read until they stay the same for `SETTLED` seconds.
+`write_bytes` are read until they stay the same for `SETTLED` seconds. The
+kernel counts a page when it becomes dirty, so every dirty page is written
+out (`sync`) before a phase starts: what the phase dirties again counts.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ def settled(pids: list[int]) -> int:
             last, since = now, time.monotonic()
         elif time.monotonic() - since >= SETTLED:
             break
+    os.sync()
     return last
 
 
