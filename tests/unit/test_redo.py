@@ -135,6 +135,21 @@ def contents(cache: StoreCache) -> dict[str, bytes]:
     return {n.path: cache.read_content(n) for n in cache.files()}
 
 
+async def test_a_write_s_record_holds_only_the_bytes_it_wrote(tmp_path):
+    """Appending 1 KiB to a file of 100 KB logs that KiB, not the file: a write
+    costs what it writes (issue 29), and a kill still loses none of it."""
+    cache = StoreCache(str(tmp_path / "live"), STORE)
+    node = await new_file(cache, "notes.md", b"x" * 100_000)
+    await cache.open(node.id, writable=True)
+    line = b"y" * 1023 + b"\n"
+    cache.write(node, 100_000, line)
+    record = record_with(Path(cache.dir), line)
+    assert record is not None and record.contents == line
+    again = killed_copy(cache, tmp_path / "after")
+    assert contents(again) == {"/notes.md": b"x" * 100_000 + line}
+    again.close()
+
+
 async def test_changes_not_applied_yet_are_there_after_a_kill(tmp_path):
     cache = StoreCache(str(tmp_path / "live"), STORE)
     docs = cache.mkdir(ROOT_ID, "docs", 0o755)
