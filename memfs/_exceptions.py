@@ -43,7 +43,8 @@ processes hand theirs up to it). The tree::
     │   ├── CacheCorrupt             the journal or a content in it is unusable
     │   ├── CacheDiskFull            the cache's disk is full: a change could not be kept
     │   ├── ConflictCopyFailed       a conflict copy could not be written whole and durably
-    │   └── CacheInUse               another process of the store holds the cache
+    │   ├── CacheInUse               another process of the store holds the cache
+    │   └── CacheLayoutRefused       a cache folder of a layout no release wrote
     └── MountError                   a store could not be mounted or unmounted, or reached (mount, supervisor, control)
         └── SyncError                a sync pass, or a request for one, failed (sync, control)
 """
@@ -269,6 +270,11 @@ class ConflictCopyFailed(CacheError):
 
 class CacheInUse(CacheError):
     pass
+
+
+class CacheLayoutRefused(CacheError):
+    """A cache folder made by a development version of memfs, which no release
+    wrote: refused with a sentence telling the user to move it aside."""
 
 
 class MountError(MemfsError):

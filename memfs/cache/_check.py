@@ -60,9 +60,7 @@ def invariant_problems(cache: CacheParts) -> list[str]:
                 out.append(f"node {nid} ({b.path}): the journal's {name} differs from memory's")
     # Contents: every cached file has its content, and no other file; files count right.
     sizes = cache.journal.content_sizes()
-    for nid in (
-        sizes.keys() - {n.id for n in live.values() if n.cached} - set(cache.contents.dropped)
-    ):
+    for nid in sizes.keys() - {n.id for n in live.values() if n.cached}:
         out.append(f"the journal holds a content for node {nid}, which is not a cached file")
     files = [n for n in live.values() if n.kind is NodeKind.FILE]
     if len(files) != tree.file_total:
@@ -70,7 +68,7 @@ def invariant_problems(cache: CacheParts) -> list[str]:
     for node in files:
         if node.edited and not node.cached:
             out.append(f"{node.path} is edited but its content is not cached")
-        held = sizes.get(node.id, 0)  # a cached file without a row is empty
+        held = sizes.get(node.id, 0)  # a cached file without a content file is empty
         if node.cached and node.live.data is None and held != node.size:
             out.append(f"{node.path} is {node.size} bytes but its content {held}")
         if node.pending != (node.id in cache.pending_ids):

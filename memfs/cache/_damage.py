@@ -27,7 +27,7 @@ LOST_PATHS_LOGGED = 20
 MAX_DEPTH = 512
 """More folders than a path of 1,024 bytes can hold: a deeper chain is a loop."""
 
-_ABOUT_A_NODE = (Op.DELETE_NODE, Op.DROP_CONTENT, Op.UPLOAD_ANSWERED, Op.PUT_CONTENT)
+_ABOUT_A_NODE = (Op.DELETE_NODE, Op.UPLOAD_ANSWERED, Op.PUT_CONTENT, Op.PATCH)
 """Operations whose first argument is the id of the node they change."""
 
 
@@ -95,8 +95,6 @@ def lost_paths(lost: list[Operation], names: dict[int, tuple[int, str]]) -> list
             touched.append(op[4])
         elif code in _ABOUT_A_NODE:
             touched.append(op[1])
-        elif code is Op.DROP_CONTENTS:
-            touched += op[1]
         elif code is Op.RECORD_UPLOAD:
             paths.add(op[3])
         elif code is Op.ADD_TOMBSTONE:

@@ -3,8 +3,9 @@ applied to it, and what reads see.
 
 The records are applied many at once, in one transaction that also records
 the number of the last one (`LOG_APPLIED`), so that an apply a kill cut short
-is done again and one that committed is never done twice; the WAL that holds
-them is flushed before the log starts again from its beginning over them.
+is done again and one that committed is never done twice; the content files
+they changed are flushed before that commit, and the WAL that holds it
+before the log starts again from its beginning over them.
 That happens while the filesystem is idle (`apply_when_idle`), when the log
 is full, before anything reads what the records changed (`reading`), and at
 close. On a full disk (memfs/cache/_disk_space.py) the records stay in the
@@ -26,21 +27,28 @@ from typing import Any
 
 from .._exceptions import CacheCorrupt, CacheDiskFull
 from ._disk_space import DiskSpace
-from ._records import APPLY, Op, Operation, run
+from ._files import ContentFiles
+from ._records import APPLY, CONTENT_OPS, Op, Operation, run
 from ._redo import ChainRecord, RedoLog
 from ._schema import LOG_APPLIED, LOG_FILLED, LOG_ID, SELECT_NODES
 
 
 class JournalDatabase:
     """The SQLite connection `db` of the journal at `path` (whose folder is
-    `folder_fd`, whose disk `space` watches), and the number of the last
-    record of its redo log applied to it. The callers say up to which record
-    the log was written (`written`)."""
+    `folder_fd`, whose disk `space` watches, whose content files are `files`),
+    and the number of the last record of its redo log applied to it. The
+    callers say up to which record the log was written (`written`)."""
 
     def __init__(
-        self, db: sqlite3.Connection, path: str, folder_fd: int | None, space: DiskSpace
+        self,
+        db: sqlite3.Connection,
+        path: str,
+        folder_fd: int | None,
+        space: DiskSpace,
+        files: ContentFiles,
     ) -> None:
         self.db = db
+        self.files = files
         self.path = path
         self.folder_fd = folder_fd
         self.space = space
@@ -124,6 +132,7 @@ class JournalDatabase:
                 )
             if last is not None:
                 self.db.execute(APPLY[Op.SET_META], (LOG_APPLIED, str(last)))
+            self.files.flush()
             self.db.execute("COMMIT")
         except BaseException:
             if self.db.in_transaction:
@@ -193,6 +202,7 @@ class JournalDatabase:
         if not _in_transaction(self.db):
             return []
         try:
+            self.files.flush()
             self.db.execute("COMMIT")
         except sqlite3.Error as e:
             if e.sqlite_errorcode != sqlite3.SQLITE_FULL:
@@ -289,23 +299,9 @@ class JournalDatabase:
     def upload_rows(self) -> list[Any]:
         return self.db.execute("SELECT node_id, memory_id, path, sha FROM uploads").fetchall()
 
-    def content(self, node_id: int) -> bytes | None:
-        row = self.db.execute("SELECT data FROM contents WHERE node_id = ?", (node_id,)).fetchone()
-        return None if row is None else bytes(row[0])
-
-    def content_sizes(self) -> dict[int, int]:
-        return dict(self.db.execute("SELECT node_id, length(data) FROM contents"))
-
-    def drop_stray_contents(self) -> int:
-        """Delete contents no node owns; how many went (none on a full disk)."""
-        try:
-            return self.db.execute(
-                "DELETE FROM contents WHERE node_id NOT IN (SELECT id FROM nodes)"
-            ).rowcount
-        except sqlite3.Error as e:
-            if e.sqlite_errorcode != sqlite3.SQLITE_FULL:
-                raise
-            return 0
+    def row_size(self, node_id: int) -> int | None:
+        row = self.db.execute("SELECT size FROM nodes WHERE id = ?", (node_id,)).fetchone()
+        return None if row is None else int(row[0])
 
 
 def _in_transaction(db: sqlite3.Connection) -> bool:
@@ -316,6 +312,6 @@ def _in_transaction(db: sqlite3.Connection) -> bool:
 def _kept(op: Operation) -> Operation:
     """An operation as a batch keeps it for a full disk: a content held in a
     buffer its owner may change later is copied."""
-    if op[0] is Op.PUT_CONTENT and isinstance(op[-1], bytearray):
+    if op[0] in CONTENT_OPS and isinstance(op[-1], bytearray):
         return (*op[:-1], bytes(op[-1]))
     return op

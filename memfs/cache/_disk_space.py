@@ -1,8 +1,11 @@
 """Whether the disk of a cache's journal has room: the journal's full-disk mode.
 
+A content file that meets a full disk gets the room the cache keeps allocated
+(`RESERVE`, the file `room`), given back then, and is written again (`run`);
+the disk is full from then on, as it is when opening finds no room to keep.
 SQLite's disk full (at open, when the redo log is applied, inside a batch):
 the redo log's space is preallocated, so records still go there; they stay
-in the log (the journal answers from it), and `full` says so, logged when it
+in the log (reads see them applied), and `full` says so, logged when it
 begins (`cache_disk_full`) and ends (`cache_disk_room`). The filesystem then
 refuses changes with ENOSPC, so that the log's room goes to the sync. The
 journal tries again once the disk seems to have room (`has_room`), or every
@@ -17,9 +20,11 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 from .._exceptions import CacheDiskFull
+from .._private import open_file_at
 from ._redo import RedoLogError
 
 log = logging.getLogger("memfs.cache")
@@ -28,6 +33,15 @@ ROOM_MARGIN = 1024 * 1024
 """Free bytes, beyond twice what the log holds, that say a full disk has room again."""
 RETRY_FULL = 30.0
 """Seconds between tries to apply the log on a disk that seems full still."""
+RESERVE = 2 * 1024 * 1024
+"""Bytes kept allocated for the content files, given back when the disk fills."""
+RESERVE_NAME = "room"
+
+T = TypeVar("T")
+
+
+def _no_space(e: OSError) -> bool:
+    return e.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 class DiskSpace:
@@ -39,6 +53,8 @@ class DiskSpace:
         self.full = False
         """SQLite could not take the log's records for lack of space: they stay in the log."""
         self._tried = 0.0
+        if not self._reserve():
+            self.now_full()
 
     @property
     def reason(self) -> str:
@@ -58,7 +74,7 @@ class DiskSpace:
         )
 
     def room_again(self) -> None:
-        if not self.full:
+        if not self.full or not self._reserve():
             return
         self.full = False
         log.info(
@@ -89,8 +105,9 @@ class DiskSpace:
 
     @contextlib.contextmanager
     def as_cache_disk_full(self) -> Iterator[None]:
-        """The one place a full disk (SQLite's, or the redo log's ENOSPC) becomes
-        the cache's `CacheDiskFull`; another failure of the log, its OSError."""
+        """The one place a full disk (SQLite's, the redo log's or a content file's
+        ENOSPC) becomes the cache's `CacheDiskFull`; another failure of the log,
+        its OSError."""
         try:
             yield
         except sqlite3.Error as e:
@@ -100,9 +117,58 @@ class DiskSpace:
             raise
         except RedoLogError as e:
             raise self.log_failure(e) from e
+        except OSError as e:
+            if not _no_space(e):
+                raise
+            self.now_full()
+            raise CacheDiskFull(self.reason) from e
+
+    def run(self, change: Callable[..., T], *args: object) -> T:
+        """`change(*args)`, a change to a content file that may be done twice:
+        on a full disk, done again once the room kept is given back (then, or
+        when none is left, `CacheDiskFull`)."""
+        try:
+            return change(*args)
+        except OSError as e:
+            if not _no_space(e):
+                raise
+            given_back = self._give_back()
+            self.now_full()
+            if not given_back:
+                raise CacheDiskFull(self.reason) from e
+        try:
+            return change(*args)
+        except OSError as e:
+            if not _no_space(e):
+                raise
+            raise CacheDiskFull(self.reason) from e
+
+    def _reserve(self) -> bool:
+        """Keep `RESERVE` bytes allocated; False when the disk has no room for them."""
+        if self.folder_fd is None:
+            return True
+        try:
+            fd = open_file_at(self.folder_fd, RESERVE_NAME, os.O_WRONLY | os.O_CREAT)
+            try:
+                os.posix_fallocate(fd, 0, RESERVE)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            return not _no_space(e)
+        return True
+
+    def _give_back(self) -> bool:
+        """Free the room kept allocated; False when it was gone already."""
+        if self.folder_fd is None:
+            return False
+        try:
+            os.unlink(RESERVE_NAME, dir_fd=self.folder_fd)
+        except OSError:
+            return False
+        return True
 
     def log_failure(self, e: RedoLogError) -> Exception:
         """What a failed write or flush of the redo log is to the cache's callers."""
-        if e.error.errno in (errno.ENOSPC, errno.EDQUOT):
+        if _no_space(e.error):
             return CacheDiskFull(self.reason)
         return e.error

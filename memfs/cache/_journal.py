@@ -1,16 +1,17 @@
-"""The journal of one store: its rows in SQLite, each change committed by one
-record of its redo log.
+"""The journal of one store: its rows in SQLite, its contents as files, each
+change committed by one record of its redo log.
 
-It keeps every node's row, the pending deletes, the uploads in flight, the
-files' contents (one row each: no change asks the filesystem for an inode)
-and a little metadata, in an SQLite file (memfs/cache/_schema.py). A change
-(one method call, or everything inside `transaction()`) is committed by one
-record of the redo log (memfs/cache/_redo.py, one `pwritev`, where an SQLite
-commit costs 20-50 µs): once it returned, a SIGKILL cannot undo it. The
-records are applied to SQLite later, many at once (memfs/cache/_database.py);
-until then the contents and meta values they hold are answered from the log.
-`batch()` writes SQLite itself, while nothing else uses the journal. Opening
-applies what a kill left and tells damage from a kill's end
+It keeps every node's row, the pending deletes, the uploads in flight and a
+little metadata in an SQLite file (memfs/cache/_schema.py), and each cached
+content as a file of its own (memfs/cache/_files.py). A change (one method
+call, or everything inside `transaction()`) is committed by one record of
+the redo log (memfs/cache/_redo.py, one `pwritev`): once it returned, a
+SIGKILL cannot undo it. A write puts its bytes in the content file first,
+and its record holds only those bytes, at their offset. The records are
+applied to SQLite later, many at once (memfs/cache/_database.py), once the
+content files they changed are flushed. `batch()` writes SQLite itself,
+while nothing else uses the journal. Opening does the records a kill left
+again (onto the content files too) and tells damage from a kill's end
 (memfs/cache/_damage.py); on a full disk the records stay in the log
 (memfs/cache/_disk_space.py). `make_durable` is one flush of the log.
 """
@@ -21,14 +22,16 @@ import contextlib
 import os
 import sqlite3
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from .._exceptions import CacheCorrupt, CacheDiskFull
 from .._private import open_private_dir
 from . import _damage
 from ._database import JournalDatabase
 from ._disk_space import DiskSpace
+from ._files import ContentFiles
 from ._node import Node, Tombstone, Upload
-from ._records import Op, Operation
+from ._records import CONTENT_OPS, Op, Operation
 from ._redo import CAPACITY, RedoLog, RedoLogError
 from ._schema import (
     LOG_FILLED,
@@ -38,19 +41,26 @@ from ._schema import (
     row_values_in_place,
 )
 
-_PUT_CONTENT, _WRITTEN, _SAVE_NODE_IN_PLACE = Op.PUT_CONTENT, Op.WRITTEN, Op.SAVE_NODE_IN_PLACE
-_ANSWERED_FROM_LOG = frozenset((Op.PUT_CONTENT, Op.DROP_CONTENT, Op.DROP_CONTENTS, Op.SET_META))
-"""The operations whose changes reads are answered for from the log until applied
-(the request path's own are read from the module, not the enum: a few µs a save)."""
+_PATCH, _WRITTEN, _SAVE_NODE_IN_PLACE = Op.PATCH, Op.WRITTEN, Op.SAVE_NODE_IN_PLACE
+
+
+class Undo(NamedTuple):
+    """How a content file is put back when its change is not committed: these
+    bytes at this offset, then this size."""
+
+    offset: int
+    data: bytes
+    size: int
 
 
 class Journal:
     """The journal of one store, at `path`, and its redo log beside it.
 
     Its folder is opened once and checked as memfs's own (0700, the user's, not
-    a symlink); the database, its WAL and its redo log are reached relative to
-    that descriptor. It is its own `transaction()`: the outermost use gathers
-    the operations inside and commits them as one record at its end."""
+    a symlink); the database, its WAL, its redo log and the content files are
+    reached relative to that descriptor. It is its own `transaction()`: the
+    outermost use gathers the operations inside and commits them as one
+    record at its end."""
 
     def __init__(self, path: str, *, store_id: str) -> None:
         self.path = path
@@ -61,9 +71,6 @@ class Journal:
         """The operations of the open `transaction()`, logged together at its end."""
         self._outer: list[bool] = []
         """For each `transaction()` entered: whether it is the outermost."""
-        self._logged_contents: dict[int, tuple[int, int, int]] = {}
-        """Contents a record holds: (its number, offset in the log, length; -1 if
-        dropped), by node id; those of records applied are SQLite's."""
         self._logged_meta: dict[str, tuple[int, str | None]] = {}
         """Meta values a record holds, with its number."""
         self._records = 0
@@ -78,13 +85,20 @@ class Journal:
         except BaseException:
             self._close_folder()
             raise
-        self._database = JournalDatabase(db, path, self.folder_fd, self._space)
+        try:
+            self.files = ContentFiles(self.folder_fd, os.path.dirname(path), self._space)
+        except BaseException:
+            db.close()
+            self._close_folder()
+            raise
+        self._database = JournalDatabase(db, path, self.folder_fd, self._space, self.files)
         try:
             self._open_log()
         except BaseException as e:
             if hasattr(self, "_log"):
                 self._log.close()
             self._database.abandon()
+            self.files.close()
             self._close_folder()
             if isinstance(e, OSError | sqlite3.Error | RedoLogError):
                 folder = os.path.dirname(path)
@@ -101,13 +115,20 @@ class Journal:
         )
         self._log = RedoLog(self.path + "-redo", bytes.fromhex(log_id), dir_fd=self.folder_fd)
         chain, end = self._log.recover(database.applied)
-        applied = database.apply_chain(chain, self._log)
+        try:
+            for record in chain:  # what a power cut may have left out of the content files
+                for op in record.ops:
+                    if op[0] in CONTENT_OPS:
+                        self.files.redo(*op)
+            applied = database.apply_chain(chain, self._log)
+        except CacheDiskFull:
+            applied = False
         self._seq = database.applied
         """The number of the last record written."""
         if not applied:  # the disk is full: the chain stays in the log, which goes on after it
             self._log.continue_at(end.at)
             for record in chain:
-                self._note_logged(record.seq, record.ops, record.contents_at)
+                self._note_logged(record.seq, record.ops)
                 self._seq = record.seq
         filled = self.get_meta(LOG_FILLED) is not None
         found = _damage.damage_at(end, filled=filled, missing=missing)
@@ -116,6 +137,7 @@ class Journal:
                 self._log.clear_after(end.at)
             with self._reading():
                 names = database.names()
+                self._undo_lost_writes(found.lost)
             self.lost_paths = _damage.lost_paths(found.lost, names)
             self.damage = _damage.report(os.path.dirname(self.path), found, self.lost_paths)
         with self._reading():
@@ -123,6 +145,15 @@ class Journal:
         self._fill_noted = filled
         if not filled:
             self._log.start_filling()
+
+    def _undo_lost_writes(self, lost: list[Operation]) -> None:
+        """The content files of the writes damage lost go back to the size their
+        rows say (their state from before those writes)."""
+        for node_id in {op[1] for op in lost if op[0] is _PATCH}:
+            size = self._database.row_size(node_id)
+            if size is not None and self.files.size(node_id) not in (None, size):
+                with contextlib.suppress(CacheDiskFull, OSError):
+                    self.files.patch(node_id, size, b"", size, exact=True)
 
     @property
     def commits(self) -> int:
@@ -205,44 +236,33 @@ class Journal:
 
     def _commit(self, ops: list[Operation]) -> None:
         """Append one record of `ops` to the redo log (applying the log first when
-        the record would not fit), then answer from it until it is applied."""
-        contents = [op[-1] for op in ops if op[0] is _PUT_CONTENT]
+        the record would not fit)."""
+        contents = [op[-1] for op in ops if op[0] in CONTENT_OPS]
         if contents:
             size = sum(map(len, contents))
-            stored = [(*op[:-1], len(op[-1])) if op[0] is _PUT_CONTENT else op for op in ops]
+            stored = [(*op[:-1], len(op[-1])) if op[0] in CONTENT_OPS else op for op in ops]
         else:
             size, stored = 0, ops
         log = self._log
         if log.offset and log.offset + size + 4096 > CAPACITY:
             self._apply()
         try:
-            at = log.append(self._seq + 1, stored, contents, size)
+            log.append(self._seq + 1, stored, contents, size)
         except RedoLogError as e:
             raise self._space.log_failure(e) from e
         self._seq += 1
         self._records += 1
-        self._note_logged(self._seq, ops, at)
+        self._note_logged(self._seq, ops)
         if log.offset > CAPACITY:
             # Committed already: a full disk leaves it to the next commit to refuse.
             with contextlib.suppress(CacheDiskFull):
                 self._apply()
 
-    def _note_logged(self, seq: int, ops: list[Operation], at: int) -> None:
-        """Answer from the log for what `ops` changed, until their record `seq` is
-        applied (their contents from `at` on)."""
+    def _note_logged(self, seq: int, ops: list[Operation]) -> None:
+        """Answer from the log for the meta values `ops` set, until their record
+        `seq` is applied."""
         for op in ops:
-            code = op[0]
-            if code not in _ANSWERED_FROM_LOG:
-                continue
-            if code is _PUT_CONTENT:
-                self._logged_contents[op[1]] = (seq, at, len(op[2]))
-                at += len(op[2])
-            elif code is Op.DROP_CONTENT:
-                self._logged_contents[op[1]] = (seq, -1, 0)
-            elif code is Op.DROP_CONTENTS:
-                for i in op[1]:
-                    self._logged_contents[i] = (seq, -1, 0)
-            elif code is Op.SET_META:
+            if op[0] is Op.SET_META:
                 self._logged_meta[op[1]] = (seq, op[2])
 
     # ------------------------------------------------------------- applying
@@ -255,8 +275,10 @@ class Journal:
         else:
             self._database.apply_log(self._log, self._seq)
         if self._seq == self._database.applied:
-            self._logged_contents.clear()
             self._logged_meta.clear()
+            if not self.disk_full:
+                self._database.sync_wal()
+                self.files.remove_dropped()
 
     def apply_log(self) -> None:
         """Apply the redo log to SQLite now, unless its disk is known full."""
@@ -274,11 +296,6 @@ class Journal:
         self._database.sync_wal()
         with self._space.as_cache_disk_full():
             self._log.flush()
-
-    def start_writeback(self) -> None:
-        """Hand what the redo log holds unflushed to the disk, without waiting, so
-        that a `make_durable` soon after flushes less (`RedoLog.start_writeback`)."""
-        self._log.start_writeback()
 
     def note_log_filled(self) -> None:
         """Remember that the redo log's space is written (its filling thread is
@@ -319,12 +336,14 @@ class Journal:
             self._apply()  # else the next open applies what is left
         self._log.close()
         self._database.close()
+        self.files.close()
         self._close_folder()
 
     def abandon(self) -> None:
         """Close as a SIGKILL would: nothing applied, flushed or checkpointed."""
         self._log.close()
         self._database.abandon()
+        self.files.close()
         self._close_folder()
 
     def _close_folder(self) -> None:
@@ -393,40 +412,60 @@ class Journal:
     # ------------------------------------------------------------- contents
 
     def content(self, node_id: int) -> bytes | None:
-        """A file's content, or None when it has no row (a cached file without one
-        is empty: a new file gets its row at its first write)."""
-        logged = self._logged_contents.get(node_id)
-        if logged is None or logged[0] <= self._database.applied:
-            return self._database.content(node_id)
+        """A file's content, or None when it has no file (a cached file without one
+        is empty: a new file gets its file at its first write)."""
         with self._space.as_cache_disk_full():
-            return None if logged[1] < 0 else self._log.read(logged[1], logged[2])
+            return self.files.read(node_id)
+
+    def content_size(self, node_id: int) -> int | None:
+        return self.files.size(node_id)
 
     def content_sizes(self) -> dict[int, int]:
-        """The size of every cached content, by node id."""
-        with self._reading():
-            return self._database.content_sizes()
+        """The size of every content file kept, by node id."""
+        sizes = {}
+        for name in os.listdir(self.files.fd):
+            if name.isdigit():
+                size = self.files.size(int(name))
+                if size is not None:
+                    sizes[int(name)] = size
+        return sizes
 
     def put_content(self, node_id: int, data: bytes | bytearray) -> None:
-        """A file's whole content; inside a transaction, `data` is written at its
-        end, so the caller leaves it as it is until then."""
-        self._do((_PUT_CONTENT, node_id, data))
+        """A file's whole content, written now; its record comes with the
+        transaction's, so the caller leaves `data` as it is until then."""
+        self.files.put(node_id, data)
+        self._do((Op.PUT_CONTENT, node_id, data))
 
-    def put_written(self, node_id: int, data: bytes | bytearray, mtime_ns: int) -> None:
-        """A file's whole content, changed at `mtime_ns` (its change time too), with
-        its size: one commit (see `put_content` inside a transaction)."""
-        self._do((_PUT_CONTENT, node_id, data), (_WRITTEN, len(data), mtime_ns, mtime_ns, node_id))
+    def write(
+        self, node_id: int, offset: int, data: bytes, size: int, mtime_ns: int, undo: Undo
+    ) -> None:
+        """A write of `data` at `offset`, leaving the content `size` bytes long,
+        changed at `mtime_ns` (its change time too): the bytes go to the content
+        file, then one record holds them (so, not inside a transaction). When
+        either fails, the file is put back as `undo` says."""
+        self._patch_file(node_id, (_PATCH, node_id, offset, size, data), mtime_ns, undo)
+
+    def truncate(self, node_id: int, size: int, mtime_ns: int, undo: Undo) -> None:
+        """A content cut or grown to `size` bytes, as `write` does."""
+        self._patch_file(node_id, (_PATCH, node_id, size, size, b""), mtime_ns, undo)
+
+    def _patch_file(self, node_id: int, patch: Operation, mtime_ns: int, undo: Undo) -> None:
+        _, _, offset, size, data = patch
+        try:
+            self.files.patch(node_id, offset, data, size, exact=not data)
+            self._do(patch, (_WRITTEN, size, mtime_ns, mtime_ns, node_id))
+        except BaseException:
+            with contextlib.suppress(OSError, CacheDiskFull):
+                self.files.patch(node_id, undo.offset, undo.data, undo.size, exact=True)
+            raise
 
     def drop_content(self, node_id: int) -> None:
-        self._do((Op.DROP_CONTENT, node_id))
+        """The content goes (its file once the rows saying so are applied)."""
+        self.files.drop_later(node_id)
 
-    def drop_contents(self, node_ids: list[int]) -> None:
-        self._do((Op.DROP_CONTENTS, list(node_ids)))
-
-    def drop_stray_contents(self) -> int:
-        """Delete contents no node owns; returns how many went (none while the
-        disk is full: the next open's sweep takes them)."""
-        self.apply_log()
-        return 0 if self.disk_full else self._database.drop_stray_contents()
+    def sweep_contents(self, keep: set[int]) -> None:
+        """Take away the content files of every node but those in `keep`."""
+        self.files.sweep(keep)
 
     # ----------------------------------------------------------------- meta
 

@@ -1,11 +1,12 @@
 """Local changes: what the filesystem does to a store's cache.
 
-A file's content is a row of the journal, and an open file's content is
-held in memory as well (`Live.data`), so reads never touch the disk.
-`write()` commits its bytes, the file's size and times, and the journal's
-"edited" mark in one commit before it returns (a SIGKILL loses nothing);
-`fsync()` flushes the journal's redo log, which makes all of them durable
-with one `fdatasync`.
+A file's content is a content file of the journal, and an open file's
+content is held in memory as well (`Live.data`), so reads never touch the
+disk. `write()` commits the journal's "edited" mark first (when the file was
+clean), then puts its bytes in the content file and commits them with the
+file's size and times before it returns (a SIGKILL loses nothing, and never
+leaves changed content that the journal calls clean); `fsync()` flushes the
+journal's redo log, which makes all of them durable with one `fdatasync`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import trio
 
 from .._exceptions import (
     CacheCorrupt,
+    CacheDiskFull,
     ContentUnavailable,
     DirectoryNotEmpty,
     EntryExists,
@@ -28,6 +30,7 @@ from .._exceptions import (
 )
 from ..api import MAX_CONTENT_BYTES, join_path
 from ._core import CacheParts, log, now_ns
+from ._journal import Undo
 from ._node import Node, NodeKind, Owner
 
 _ALONE = contextlib.nullcontext()
@@ -249,7 +252,10 @@ class LocalChanges(CacheParts):
                 raise ContentUnavailable(f"cannot fetch {node.path}: {e}")
             if node.cached or node.memory_id != memory_id or node.orphan:
                 return
-            self.install_content(node, content, sha)
+            try:
+                self.install_content(node, content, sha)
+            except CacheDiskFull:
+                live.data = bytearray(content)  # shown while open, kept once there is room
         finally:
             live.fetching.set()
             live.fetching = None
@@ -324,11 +330,11 @@ class LocalChanges(CacheParts):
         content[offset:end] = data
         now = now_ns()
         if not node.orphan:
-            flips = not (node.edited and node.pending)  # the row changes too: one transaction
             try:
-                with self.transaction() if flips else _ALONE:
-                    self._record_change(node, content=True)
-                    self.journal.put_written(node.id, content, now)
+                self._record_change(node, content=True)  # committed before the bytes go
+                self.journal.write(
+                    node.id, offset, data, len(content), now, Undo(offset, old, old_size)
+                )
             except BaseException:
                 # Not committed: what the file shows stays what the journal holds.
                 content[offset:end] = old
@@ -380,6 +386,7 @@ class LocalChanges(CacheParts):
             content = bytearray(self.read_content(node))
         else:
             raise ContentUnavailable(f"{node.path} has no content here to truncate")
+        old = bytes(content)
         del content[size:]
         content.extend(bytes(size - len(content)))
         now = now_ns()
@@ -389,16 +396,12 @@ class LocalChanges(CacheParts):
                 self.journal.save(node)
             if not node.orphan:
                 self._record_change(node, content=True)
-                self.journal.put_written(node.id, content, now)
+        if not node.orphan:
+            self.journal.truncate(node.id, size, now, Undo(0, old, len(old)))
         if node.live.data is not None:
             node.live.data = content
         node.size = size
         self._written(node, now)
-
-    def start_writeback(self) -> None:
-        """Start writing the changes committed since the last flush to the disk,
-        without waiting: an `fsync()` that follows soon has less left to do."""
-        self.journal.start_writeback()
 
     def fsync(self, node: Node | None) -> None:
         """Make the file's content, its row and the rest of the journal durable:

@@ -83,7 +83,7 @@ class Node:
     pending: bool = False
     """Something here (content, path, the file itself) is not agreed with the store yet."""
     cached: bool = False
-    """The content is in the cache (a row of the journal; none: empty)."""
+    """The content is in the cache (a content file of the journal; none: empty)."""
     made_here: bool = False
     """A folder made here: it stays when no memory is under it."""
     refused_sha: str | None = None

@@ -25,23 +25,17 @@ header's bytes), or a chain that runs into the end of a file shorter than it
 was made. The journal tells them apart and names what damage lost.
 
 The file is preallocated (`CAPACITY`) and, once per log, filled with zeros by
-a thread of its own (`start_filling`: ~20 ms of disk work, none of it in a
-request), so that records overwrite blocks the file already has: flushing
-such a file costs this kind of disk ~110 µs, against ~150 µs for one only
-preallocated and ~240 µs for one that grows. The thread writes from the end
+a thread of its own (`start_filling`, none of it in a request), so that
+records overwrite blocks the file already has, which a flush writes with
+less work than blocks it must allocate (bench/README.md has the figures).
+The thread writes from the end
 down, and only past the next record's place, never over a record: the two
 take turns under one lock.
-
-`start_writeback()` hands the records written since its last call to the disk
-without waiting for them (`sync_file_range`), so that a flush that comes soon
-after finds them written and has only the disk's cache left to flush. It
-promises nothing: the flush alone makes records durable.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import enum
 import os
 import struct
@@ -51,8 +45,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .._private import libc_function
-from ._records import Op, Operation, decode, encode
+from ._records import CONTENT_OPS, Operation, decode, encode
 
 CAPACITY = 16 * 1024 * 1024
 """Bytes of records the log holds before the journal applies them (a record that
@@ -71,15 +64,6 @@ _SCAN_CHUNK = 1024 * 1024
 """The rest of the log is searched this much at a time, for records past a damaged one."""
 _MOST_BREAKS = 64
 """Damaged records past which the chain is looked for again."""
-
-_SYNC_FILE_RANGE_WRITE = 2
-
-
-_START_WRITEBACK = libc_function(
-    "sync_file_range", [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-)
-"""libc's `sync_file_range`, or None where there is none (then
-`start_writeback` does nothing)."""
 
 
 class RedoLogError(Exception):
@@ -104,8 +88,6 @@ class RedoLog:
         self.offset = 0
         """Where the next record goes; records before it are not applied yet."""
         self._unflushed = False
-        self._written_back = 0
-        """Records before this offset were handed to the disk (`start_writeback`)."""
         self._lock = threading.Lock()
         """Taken by each record's write and each chunk of the filling."""
         self._filler: threading.Thread | None = None
@@ -144,9 +126,8 @@ class RedoLog:
 
     def append(
         self, seq: int, ops: list[Operation], contents: list[bytes | bytearray], size: int
-    ) -> int:
-        """Write one record after the others (`size`: the contents' length); returns
-        the file offset of its first content (they follow each other). Raises
+    ) -> None:
+        """Write one record after the others (`size`: the contents' length). Raises
         RedoLogError, and then the record is not part of the log (what follows
         the last record is never read back)."""
         encoded = encode(ops)
@@ -162,19 +143,8 @@ class RedoLog:
                 raise RedoLogError(e) from e
             if written != HEADER.size + len(encoded) + size:
                 raise RedoLogError(OSError(f"short write to {self.path}"))
-            first_content = self.offset + HEADER.size + len(encoded)
             self.offset += written
         self._unflushed = True
-        return first_content
-
-    def start_writeback(self) -> None:
-        """Start writing the records written since the last call (or flush) to the
-        disk, and return without waiting: a hint, whose errors are the flush's to
-        report."""
-        start, end = self._written_back, self.offset
-        if end > start and _START_WRITEBACK is not None:
-            _START_WRITEBACK(self.fd, start, end - start, _SYNC_FILE_RANGE_WRITE)
-            self._written_back = end
 
     def flush(self) -> None:
         """Make every record written so far durable (nothing to do when none was)."""
@@ -185,13 +155,12 @@ class RedoLog:
         except OSError as e:
             raise RedoLogError(e) from e
         self._unflushed = False
-        self._written_back = self.offset
 
     def continue_at(self, offset: int) -> None:
         """The next record goes at `offset`: the records before it (a kill's
         chain the journal could not apply) are kept, not applied yet."""
         with self._lock:
-            self.offset = self._written_back = offset
+            self.offset = offset
 
     def clear_after(self, offset: int) -> None:
         """Write zeros over the log from `offset` to its end, and flush them: what
@@ -212,16 +181,8 @@ class RedoLog:
         """The next record goes to the start again: every record is applied, and what
         applied them is durable (the caller made it so)."""
         with self._lock:
-            self.offset = self._written_back = 0
+            self.offset = 0
         self._unflushed = False
-
-    def read(self, at: int, size: int) -> bytes:
-        """`size` bytes of the log at `at` (a content the journal has not applied
-        yet); RedoLogError when they cannot be read."""
-        try:
-            return os.pread(self.fd, size, at) if size else b""
-        except OSError as e:
-            raise RedoLogError(e) from e
 
     def records(self, after: int) -> Iterator[tuple[int, list[Operation]]]:
         """The records of the chain that follows sequence number `after`, in order,
@@ -301,7 +262,7 @@ class RedoLog:
         may be numbered `seq` begins (the caller checks the rest). The bytes
         looked for are the log's id and the number's lowest byte: a search
         whose last byte is zero crawls over the zeros of a log's unwritten
-        space (10 ms for 16 MiB against 100), so then the id alone."""
+        space, so then the id alone."""
         pattern = self.log_id + bytes([seq & 0xFF])
         if not pattern[-1]:
             pattern = self.log_id
@@ -324,25 +285,24 @@ class RedoLog:
         something else (zeros, another log's bytes, the middle of an old record)."""
         head = reader.read(at, HEADER.size)
         if len(head) < HEADER.size:
-            return _Found(_Kind.END if not head else _Kind.CUT, 0, None, at, at)
+            return _Found(_Kind.END if not head else _Kind.CUT, 0, None, at)
         log_id, seq, ops_size, contents_size, crc = HEADER.unpack(head)
         if log_id != self.log_id:
-            return _Found(_Kind.OTHER, 0, None, at, at)
+            return _Found(_Kind.OTHER, 0, None, at)
         body = reader.read(at + HEADER.size, ops_size + contents_size)
         next_at = at + HEADER.size + ops_size + contents_size
         ops = decode(body[:ops_size]) if len(body) >= ops_size else None
-        contents_at = at + HEADER.size + ops_size
         if len(body) != ops_size + contents_size:
-            return _Found(_Kind.CUT, seq, ops, next_at, contents_at)
+            return _Found(_Kind.CUT, seq, ops, next_at)
         if zlib.crc32(body, zlib.crc32(head[:-4])) != crc or ops is None:
-            return _Found(_Kind.DAMAGED, seq, ops, next_at, contents_at)
+            return _Found(_Kind.DAMAGED, seq, ops, next_at)
         content_at = ops_size
         for i, op in enumerate(ops):
-            if op[0] is Op.PUT_CONTENT:
+            if op[0] in CONTENT_OPS:
                 length = op[-1]
                 ops[i] = (*op[:-1], body[content_at : content_at + length])
                 content_at += length
-        return _Found(_Kind.INTACT, seq, ops, next_at, contents_at)
+        return _Found(_Kind.INTACT, seq, ops, next_at)
 
 
 class _Kind(enum.Enum):
@@ -363,17 +323,14 @@ class _Found:
     seq: int
     ops: list[Operation] | None
     next_at: int
-    contents_at: int
 
 
 class ChainRecord(NamedTuple):
-    """One record of the chain opening found: its number, its operations (a
-    content operation's length replaced by the content) and the offset of its
-    first content (they follow each other)."""
+    """One record of the chain opening found: its number and its operations (a
+    content operation's length replaced by the content)."""
 
     seq: int
     ops: list[Operation]
-    contents_at: int
 
 
 class _Chain:
@@ -393,7 +350,7 @@ class _Chain:
             if found.kind is not _Kind.INTACT or found.seq != self.seq:
                 return
             assert found.ops is not None
-            yield ChainRecord(found.seq, found.ops, found.contents_at)
+            yield ChainRecord(found.seq, found.ops)
             self.at, self.seq = found.next_at, self.seq + 1
 
 

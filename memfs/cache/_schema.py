@@ -1,7 +1,8 @@
-"""The journal's SQLite file: its schema, its migrations, a node's row, opening it.
+"""The journal's SQLite file: its schema, a node's row, opening it.
 
-The schema is versioned with `PRAGMA user_version`; each migration runs once,
-in its own transaction, when a journal of an older version opens. A node's
+The schema is made fresh in a new cache folder and versioned with `PRAGMA
+user_version`; a journal of another version is refused with one sentence
+(`CacheLayoutRefused`): no release wrote one, so it holds nothing to keep. A node's
 columns are listed once (`NODE_FIELDS`), each named as the attribute it
 keeps: rows, inserts and updates are all made from that list.
 
@@ -21,12 +22,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .._exceptions import CacheCorrupt, CacheInUse
+from .._exceptions import CacheCorrupt, CacheInUse, CacheLayoutRefused
 from .._private import open_file_at
 from ._node import FIRST_NODE_ID, ROOT_ID, Node, NodeKind
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS nodes (
+SCHEMA_VERSION = 7
+"""The one layout of the journal (`PRAGMA user_version`): a journal of any
+other was made by a memfs that no release was, and is refused."""
+
+SCHEMA = f"""
+BEGIN;
+CREATE TABLE nodes (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     parent INTEGER NOT NULL,
     name TEXT NOT NULL,
@@ -38,81 +44,47 @@ CREATE TABLE IF NOT EXISTS nodes (
     memory_id TEXT,
     base_sha TEXT,
     base_path TEXT,
-    dirty INTEGER NOT NULL DEFAULT 0,
-    changed INTEGER NOT NULL DEFAULT 0,
+    edited INTEGER NOT NULL DEFAULT 0,
+    pending INTEGER NOT NULL DEFAULT 0,
     cached INTEGER NOT NULL DEFAULT 0,
-    local_dir INTEGER NOT NULL DEFAULT 0,
+    made_here INTEGER NOT NULL DEFAULT 0,
     refused_sha TEXT,
     refused_reason TEXT,
+    too_large INTEGER NOT NULL DEFAULT 0,
+    uid INTEGER,
+    gid INTEGER,
+    atime_ns INTEGER,
     UNIQUE (parent, name)
 );
-DROP INDEX IF EXISTS nodes_changed;
-CREATE TABLE IF NOT EXISTS tombstones (
+CREATE TABLE tombstones (
     memory_id TEXT PRIMARY KEY,
     path TEXT NOT NULL,
     base_sha TEXT NOT NULL,
     deleted_at REAL NOT NULL
 );
-CREATE TABLE IF NOT EXISTS meta (
+CREATE TABLE uploads (
+    node_id INTEGER PRIMARY KEY,
+    memory_id TEXT,
+    path TEXT NOT NULL,
+    sha TEXT NOT NULL
+);
+CREATE TABLE meta (
     key TEXT PRIMARY KEY,
     value TEXT
 );
+PRAGMA user_version = {SCHEMA_VERSION};
+COMMIT;
 """
-"""The schema of user_version 0, as the first journals were made."""
-
-MIGRATIONS: list[str] = [
-    # 1: a refused EFBIG write is remembered; uploads in flight are recorded.
-    """
-    ALTER TABLE nodes ADD COLUMN too_large INTEGER NOT NULL DEFAULT 0;
-    CREATE TABLE uploads (
-        node_id INTEGER PRIMARY KEY,
-        memory_id TEXT,
-        path TEXT NOT NULL,
-        sha TEXT NOT NULL
-    );
-    """,
-    # 2: owners are kept locally (chown, or the creator); NULL: the mount's default.
-    # An access time set by utimensat; NULL: the modification time.
-    """
-    ALTER TABLE nodes ADD COLUMN uid INTEGER;
-    ALTER TABLE nodes ADD COLUMN gid INTEGER;
-    ALTER TABLE nodes ADD COLUMN atime_ns INTEGER;
-    """,
-    # 3: made the tables `synced` and `wal_room`, for a layout of contents that
-    # no release wrote; nothing now (6 drops them where they were made).
-    """
-    -- nothing
-    """,
-    # 4: contents live in the journal.
-    """
-    CREATE TABLE contents (
-        node_id INTEGER PRIMARY KEY,
-        data BLOB NOT NULL
-    );
-    """,
-    # 5: each column has the name of the attribute it keeps.
-    """
-    ALTER TABLE nodes RENAME COLUMN dirty TO edited;
-    ALTER TABLE nodes RENAME COLUMN changed TO pending;
-    ALTER TABLE nodes RENAME COLUMN local_dir TO made_here;
-    """,
-    # 6: the tables migration 3 made, never used since.
-    """
-    DROP TABLE IF EXISTS synced;
-    DROP TABLE IF EXISTS wal_room;
-    """,
-]
-"""Journal migrations: `PRAGMA user_version` counts those applied."""
+"""The journal's tables, made at once in a new cache folder. `uid`, `gid`: the
+owner kept locally (NULL: the mount's default); `atime_ns`: an access time
+set by utimensat (NULL: the modification time)."""
 
 WAL_PAGES = 1000
 """The WAL is checkpointed at this many pages (SQLite's default)."""
 
 PAGE_CACHE_KIB = 512
-"""SQLite's page cache of the journal, in KiB (its default is 2,000): the
-contents it holds are read once per open and the kernel's page cache holds
-them too. A store process of 2,000 cached memories keeps 1.4 MiB less
-resident (44.0 MiB against 45.4), and reading them all through the mount
-took the same (0.20-0.46 s against 0.25-0.43 s, two runs of three each)."""
+"""SQLite's page cache of the journal, in KiB (its default is 2,000): the rows
+are read once per open, and the kernel's page cache holds them too."""
 
 LOG_ID = "redo_log_id"
 LOG_APPLIED = "redo_log_applied"
@@ -214,10 +186,19 @@ def _connect(folder_fd: int, name: str, folder: str) -> sqlite3.Connection:
     return sqlite3.connect(where, isolation_level=None, check_same_thread=False, timeout=0)
 
 
-def _migrate(db: sqlite3.Connection) -> None:
+def _is_new(db: sqlite3.Connection, folder: str) -> bool:
+    """Whether the journal is new (its tables are still to be made); a journal of
+    another layout is refused before anything is written to it."""
     version = db.execute("PRAGMA user_version").fetchone()[0]
-    for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
-        db.executescript(f"BEGIN; {script}; PRAGMA user_version = {number}; COMMIT;")
+    if version == SCHEMA_VERSION:
+        return False
+    if version == 0 and db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0:
+        return True
+    raise CacheLayoutRefused(
+        f"the cache at {folder} was made by a development version of memfs "
+        f"(layout {version}, this one reads {SCHEMA_VERSION}); move it aside "
+        "(it holds no release's data) and mount again"
+    )
 
 
 def _ensure_root(db: sqlite3.Connection) -> None:
@@ -231,20 +212,21 @@ def _ensure_root(db: sqlite3.Connection) -> None:
 
 
 def open_journal_file(folder_fd: int, path: str, *, store_id: str) -> sqlite3.Connection:
-    """The journal at `path` (in the folder `folder_fd` holds), migrated to this
-    version, with its root; `CacheInUse` when another process holds it,
-    `CacheCorrupt` when it cannot be opened."""
+    """The journal at `path` (in the folder `folder_fd` holds), with its root;
+    `CacheInUse` when another process holds it, `CacheLayoutRefused` when it
+    has another layout, `CacheCorrupt` when it cannot be opened."""
     folder, name = os.path.split(path)
     db: sqlite3.Connection | None = None
     try:
         db = _connect(folder_fd, name, folder)
         db.execute("PRAGMA locking_mode=EXCLUSIVE")
+        new = _is_new(db, folder)
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
         db.execute(f"PRAGMA wal_autocheckpoint={WAL_PAGES}")
         db.execute(f"PRAGMA cache_size=-{PAGE_CACHE_KIB}")
-        db.executescript(SCHEMA)
-        _migrate(db)
+        if new:
+            db.executescript(SCHEMA)
         _ensure_root(db)
     except BaseException as e:
         if db is not None:

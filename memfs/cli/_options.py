@@ -147,6 +147,25 @@ def whole(low: int, high: int | None = None) -> Callable[[object], int]:
     return parse
 
 
+_SIZE_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
+
+
+def byte_size(raw: object) -> int:
+    """A number of bytes, at least 1: a whole number, or one followed by K, M or G
+    (powers of 1,024)."""
+    if isinstance(raw, bool) or not isinstance(raw, str | int):
+        raise ValueError("is not a number of bytes (such as 268435456 or 256M)")
+    text = raw.strip().upper() if isinstance(raw, str) else str(raw)
+    unit = text[-1:] if text[-1:] in ("K", "M", "G") else ""
+    number = text[: len(text) - len(unit)]
+    if not number.isdigit():
+        raise ValueError("is not a number of bytes (such as 268435456 or 256M)")
+    value = int(number) * _SIZE_UNITS[unit]
+    if value < 1:
+        raise ValueError("must be 1 byte or more")
+    return value
+
+
 def one_of(kind: type[E]) -> Callable[[object], E]:
     """One of an enum's words, exactly."""
 
@@ -382,6 +401,15 @@ SESSION_CHECK_INTERVAL: Option[float] = Option(
     default=DEFAULT_SESSION_CHECK_INTERVAL,
     metavar="SECONDS",
 )
+CACHE_SIZE: Option[int] = Option(
+    "cache-size",
+    "bytes of clean contents each store's cache keeps on disk before the least recently "
+    "used go (fetched again when read); K, M and G suffixes count in 1,024s",
+    byte_size,
+    default=control.DEFAULT_CACHE_SIZE,
+    metavar="BYTES",
+    shown_default="256M",
+)
 METRICS_ADDR: Option[str | None] = Option(
     "metrics-addr",
     "serve Prometheus metrics of every mounted store at HOST:PORT (e.g. 127.0.0.1:9477)",
@@ -413,6 +441,7 @@ MOUNT_OPTIONS: tuple[Option[Any], ...] = (
     START_TIMEOUT,
     WRITE_BEHIND,
     SESSION_CHECK_INTERVAL,
+    CACHE_SIZE,
     METRICS_ADDR,
     DAEMON,
 )

@@ -41,6 +41,7 @@ from ._runtime import (
     state_path,
 )
 from ._spec import (
+    DEFAULT_CACHE_SIZE,
     DEFAULT_FINAL_SYNC_TIMEOUT,
     DEFAULT_ROOT,
     DEFAULT_START_TIMEOUT,
@@ -60,6 +61,7 @@ __all__ = [
     "DEFAULT_FINAL_SYNC_TIMEOUT",
     "DEFAULT_START_TIMEOUT",
     "DEFAULT_ROOT",
+    "DEFAULT_CACHE_SIZE",
     "DEFAULT_SYNC_CONCURRENCY",
     "DEFAULT_SYNC_INTERVAL",
     "MAX_SYNC_CONCURRENCY",

@@ -38,6 +38,8 @@ MAX_SYNC_CONCURRENCY = 32
 """Requests at once in a pass: the default and the most (at least 1)."""
 DEFAULT_START_TIMEOUT = 30.0
 """Seconds a mount's start waits in all for the API's first answer (any number more than 0)."""
+DEFAULT_CACHE_SIZE = 256 * 1024 * 1024
+"""Bytes of clean contents a store's cache keeps before it evicts (at least 1)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,6 +60,8 @@ class StoreSettings:
     start_timeout: float = DEFAULT_START_TIMEOUT
     write_behind: bool = True
     """Push local changes once the mount is quiet, between the passes."""
+    cache_size: int = DEFAULT_CACHE_SIZE
+    """Bytes of clean contents the store's cache keeps (`--cache-size`)."""
 
     def settings(self) -> dict[str, Any]:
         """These settings alone, by field (a spec's too), to make another

@@ -25,7 +25,7 @@ What is promised:
   changed, from outside the handlers.
 
 The jobs beside the handlers (attributes, handles, listings, owners, the
-write-back hint, the wrapping) each have a module of their own in memfs/fs.
+wrapping) each have a module of their own in memfs/fs.
 """
 
 from __future__ import annotations
@@ -46,7 +46,6 @@ from ._handlers import Refused, RequestTimes, handler
 from ._handles import Handles, OpenFile
 from ._listings import DirListings
 from ._owners import Owners
-from ._writeback import WriteBackHint
 from ._xattrs import extended_attributes, is_memfs_name
 
 
@@ -82,7 +81,6 @@ class MemoryStoreFS(pyfuse3.Operations):
         self.files: Handles[OpenFile] = Handles()
         self.listings = DirListings(cache, self.attributes)
         self.times = RequestTimes(type(self))
-        self._writeback = WriteBackHint(cache)
 
     @property
     def requests(self) -> collections.Counter[str]:
@@ -99,10 +97,6 @@ class MemoryStoreFS(pyfuse3.Operations):
     def request_total(self) -> int:
         """FUSE requests answered, all operations."""
         return sum(h.count for h in self.times.by_handler.values())
-
-    async def write_back(self) -> None:
-        """Runs while mounted: the write-back hint (memfs/fs/_writeback.py)."""
-        await self._writeback.run()
 
     def _check_writable(self) -> None:
         if self.read_only:
@@ -355,16 +349,13 @@ class MemoryStoreFS(pyfuse3.Operations):
             raise _fail(errno.EBADF)
         if self.cache.disk_full:
             raise _fail(errno.ENOSPC)
-        written = self.cache.write(h.node, off, buf)
-        self._writeback.written(self.times.last)
-        return written
+        return self.cache.write(h.node, off, buf)
 
     flush = Refused(errno.ENOSYS)  # once: the kernel stops sending FLUSH at every close
 
     @handler
     async def fsync(self, fh: int, datasync: bool) -> None:
         h = self.files.get(fh)
-        self._writeback.fsynced(self.times.last)
         self.cache.fsync(h.node)
 
     @handler

@@ -125,7 +125,6 @@ class StoreProcess:
             await serving.start(control.serve)
             serving.start_soon(self._fuse_main)
             serving.start_soon(partial(cache.housekeeping, busy=store.fs_busy))
-            serving.start_soon(store.fs.write_back)
             serving.start_soon(FreedMemory(store.fs.request_total).run)
             async with trio.open_nursery() as syncing:
                 syncing.start_soon(self._signals, signals)
@@ -274,7 +273,7 @@ async def open_cache(spec: StoreSpec) -> StoreCache:
     waited = False
     while True:
         try:
-            return StoreCache(spec.cache_dir, spec.store_id)
+            return StoreCache(spec.cache_dir, spec.store_id, budget_bytes=spec.cache_size)
         except CacheInUse:
             previous = read_state(state_path(spec.runtime_dir, spec.store_id, spec.cache_dir))
             if previous is None or not previous.stopping or time.monotonic() > deadline:

@@ -92,6 +92,7 @@ class MountSettings:
     sync_concurrency: int
     start_timeout: float
     write_behind: bool
+    cache_size: int
     session_check_interval: float
     metrics_addr: str | None
     """`HOST:PORT` of the metrics endpoint, None for none."""

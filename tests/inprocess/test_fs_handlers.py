@@ -314,7 +314,7 @@ async def test_a_full_disk_when_the_log_is_applied_loses_nothing(
     await fs.release(fh)
 
     def disk_full(sql, params=()):
-        if sql.startswith("INSERT INTO contents"):
+        if sql.startswith("INSERT INTO nodes"):
             e = sqlite3.OperationalError("database or disk is full")
             e.sqlite_errorcode = sqlite3.SQLITE_FULL
             raise e
@@ -340,5 +340,6 @@ async def test_a_full_disk_when_the_log_is_applied_loses_nothing(
         await fs.release(fh)
     cache.journal.apply_log()
     assert not cache.disk_full
-    row = db.execute("SELECT data FROM contents WHERE node_id = ?", (ino,)).fetchone()
-    assert row == (b"in the log",)
+    row = db.execute("SELECT name, size FROM nodes WHERE id = ?", (ino,)).fetchone()
+    assert row == ("later.md", len(b"in the log"))
+    assert cache.journal.content(ino) == b"in the log"

@@ -192,3 +192,25 @@ def test_a_refusal_in_a_json_log_is_a_json_record(mounter, memfs_server):
     (record,) = _records(r.stderr)
     assert record["event"] == "command_failed"
     assert record["message"] == f"no memfs mount is running at {mounter.root / 'nothing'}"
+
+
+def test_a_small_cache_size_evicts_clean_files_which_still_read_back(mounter, memfs_server):
+    """`--cache-size 4K`: the cache folder keeps clean contents of about that
+    much, the least recently used going first, and a file whose content went
+    is fetched from the store again when it is read."""
+    from memfs.testing import FakeStore
+
+    store_id = memfs_server.create_store("small cache")["id"]
+    stored = {f"/n{i}.md": f"{i}".encode() * 3000 for i in range(6)}
+    for path, content in stored.items():
+        FakeStore(memfs_server, store_id).put(path, content.decode())
+    mnt = mounter.mount_one(store_id, extra=("--cache-size", "4K"))
+    files = mounter.cache_dir / store_id / "files"
+    for _ in range(2):
+        for path, content in stored.items():
+            assert (mnt / path.lstrip("/")).read_bytes() == content
+        deadline = time.monotonic() + 20
+        while len(list(files.iterdir())) > 1:  # only the one read last fits
+            assert time.monotonic() < deadline, sorted(p.name for p in files.iterdir())
+            time.sleep(0.2)
+    mounter.unmount(mnt)

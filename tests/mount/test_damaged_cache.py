@@ -8,6 +8,7 @@ import errno
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import time
 from pathlib import Path
@@ -314,3 +315,32 @@ def test_a_daemon_log_keeps_room_for_what_it_says_on_a_full_disk(small_disk):
             assert os.write(fd, line) == len(line)
     finally:
         os.close(fd)
+
+
+# ---- a cache folder of an older layout ---------------------------------------------
+
+
+def test_a_cache_folder_of_an_older_layout_is_refused_with_one_sentence(mounter, memfs_server):
+    """A cache folder a development version made (its journal's layout 6, with
+    the contents in a table) is refused at mount, with one sentence telling
+    the user to move it aside, a non-zero exit, and the folder left alone."""
+    store_id = memfs_server.create_store("old layout")["id"]
+    folder = mounter.cache_dir / store_id
+    folder.mkdir(parents=True, mode=0o700)
+    os.chmod(mounter.cache_dir, 0o700)
+    db = sqlite3.connect(folder / "journal.sqlite3", isolation_level=None)
+    db.executescript(
+        "CREATE TABLE nodes (id INTEGER PRIMARY KEY, parent INTEGER, name TEXT);"
+        "CREATE TABLE contents (node_id INTEGER PRIMARY KEY, data BLOB NOT NULL);"
+        "PRAGMA user_version = 6;"
+    )
+    db.close()
+    before = (folder / "journal.sqlite3").read_bytes()
+    r = mounter.mount(f"{store_id}={mounter.root / 's'}", check=False)
+    assert r.returncode != 0, (r.stdout, r.stderr)
+    [line] = r.stderr.strip().splitlines()
+    assert f"the cache at {folder} was made by a development version of memfs" in line, line
+    assert "move it aside (it holds no release's data)" in line, line
+    assert "Traceback" not in r.stderr
+    assert (folder / "journal.sqlite3").read_bytes() == before
+    assert not mounter.store_pids()

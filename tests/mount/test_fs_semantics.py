@@ -57,11 +57,19 @@ def _journal_on_disk(mounter, store_id: str, query: str, inode: int):
         for name in ("journal.sqlite3", "journal.sqlite3-wal", "journal.sqlite3-redo"):
             if (src / name).exists():
                 shutil.copyfile(src / name, os.path.join(tmp, name))
+        if (src / "files").exists():
+            shutil.copytree(src / "files", os.path.join(tmp, "files"))
         journal = Journal(os.path.join(tmp, "journal.sqlite3"), store_id=store_id)
         try:
+            if query == CONTENT:
+                content = journal.content(inode)
+                return None if content is None else (content,)
             return journal.db.execute(query, (inode,)).fetchone()
         finally:
             journal.close()
+
+
+CONTENT = "the content file"
 
 
 def journal_row(mounter, store_id: str, inode: int) -> tuple[int, int]:
@@ -73,7 +81,7 @@ def journal_row(mounter, store_id: str, inode: int) -> tuple[int, int]:
 
 def journal_content(mounter, store_id: str, inode: int) -> bytes | None:
     """A file's content in the journal on disk (None: it has none there)."""
-    row = _journal_on_disk(mounter, store_id, "SELECT data FROM contents WHERE node_id = ?", inode)
+    row = _journal_on_disk(mounter, store_id, CONTENT, inode)
     return None if row is None else bytes(row[0])
 
 

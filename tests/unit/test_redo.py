@@ -10,19 +10,16 @@ up inside a request.
 from __future__ import annotations
 
 import json
-import marshal
 import os
 import shutil
-import struct
-import zlib
 from pathlib import Path
 
 import pytest
 
-from memfs.cache import ROOT_ID, StoreCache, _journal, _redo, invariant_problems
-from memfs.cache._records import APPLY, Op, decode
+from memfs.cache import ROOT_ID, StoreCache, _journal, invariant_problems
+from memfs.cache._records import APPLY, CONTENT_OPS, Op
 from memfs.cache._redo import HEADER, RedoLog
-from tests.support.redo import REDO_LOG, journal_meta, record_with, redo_chain
+from tests.support.redo import record_with
 
 STORE = "memstore_redo"
 LOG_ID = b"\x01" * 8
@@ -32,21 +29,20 @@ def log_at(tmp_path: Path, log_id: bytes = LOG_ID) -> RedoLog:
     return RedoLog(str(tmp_path / "log"), log_id)
 
 
-def append(log: RedoLog, seq: int, ops: list, contents: list[bytes]) -> int:
+def append(log: RedoLog, seq: int, ops: list, contents: list[bytes]) -> None:
     return log.append(seq, ops, contents, sum(map(len, contents)))
 
 
 def test_records_read_back_in_order_with_their_contents(tmp_path):
     log = log_at(tmp_path)
-    first = append(log, 1, [("m", "k", "v"), ("c", 20, 5)], [b"hello"])
-    append(log, 2, [("d", 20), ("c", 21, 0), ("c", 22, 3)], [b"", b"abc"])
-    assert log.read(first, 5) == b"hello"
+    append(log, 1, [("m", "k", "v"), ("c", 20, 5)], [b"hello"])
+    append(log, 2, [("d", 20), ("c", 21, 0), ("P", 22, 1, 4, 3)], [b"", b"abc"])
     log.close()
 
     again = log_at(tmp_path)
     assert list(again.records(0)) == [
         (1, [("m", "k", "v"), ("c", 20, b"hello")]),
-        (2, [("d", 20), ("c", 21, b""), ("c", 22, b"abc")]),
+        (2, [("d", 20), ("c", 21, b""), ("P", 22, 1, 4, b"abc")]),
     ]
     # A log whose first record is applied already has nothing left to apply: an
     # apply takes every record there is.
@@ -105,59 +101,16 @@ def test_a_record_holds_its_operations_as_json_after_its_format_number(tmp_path)
 
 
 def test_each_operation_has_one_statement_and_an_unknown_one_is_no_record(tmp_path):
-    """The log's operations are one enum with one apply table: every code has
-    its statement, and a record holding a code memfs does not know is not
-    read back (nothing would apply it)."""
-    assert set(APPLY) == set(Op)
+    """The log's operations are one enum with one apply table: every code but
+    those of the content files has its statement, and a record holding a
+    code memfs does not know is not read back (nothing would apply it)."""
+    assert set(APPLY) == set(Op) - set(CONTENT_OPS)
     assert len({op.value for op in Op}) == len(Op)
     log = log_at(tmp_path)
     append(log, 1, [("m", "k", "v")], [])
     append(log, 2, [("m", "k", "w"), ("Z", 1)], [])
     assert list(log.records(0)) == [(1, [(Op.SET_META, "k", "v")])]
     log.close()
-
-
-def test_writeback_hands_each_record_to_the_disk_once_and_changes_nothing(tmp_path, monkeypatch):
-    """`start_writeback` starts the disk on the records written since its last
-    call (or the last flush, or the log's restart), never on one twice, and what
-    the log reads back is the same with it."""
-    handed: list[tuple[int, int]] = []
-    real = _redo._START_WRITEBACK
-
-    def spy(fd: int, start: int, size: int, flags: int) -> int:
-        handed.append((start, start + size))
-        return real(fd, start, size, flags) if real is not None else 0
-
-    monkeypatch.setattr(_redo, "_START_WRITEBACK", spy)
-    log = log_at(tmp_path)
-    log.start_writeback()
-    assert handed == []  # nothing written yet
-    append(log, 1, [("c", 21, 5)], [b"first"])
-    one = log.offset
-    log.start_writeback()
-    log.start_writeback()
-    assert handed == [(0, one)]
-    append(log, 2, [("c", 22, 6)], [b"second"])
-    two = log.offset
-    log.start_writeback()
-    assert handed == [(0, one), (one, two)]
-    append(log, 3, [("c", 23, 5)], [b"third"])
-    log.flush()
-    log.start_writeback()  # the flush wrote them all
-    assert handed == [(0, one), (one, two)]
-    log.close()
-
-    again = log_at(tmp_path)
-    assert list(again.records(0)) == [
-        (1, [("c", 21, b"first")]),
-        (2, [("c", 22, b"second")]),
-        (3, [("c", 23, b"third")]),
-    ]
-    again.restart()
-    append(again, 4, [("d", 9)], [])
-    again.start_writeback()
-    assert handed[-1] == (0, again.offset)
-    again.close()
 
 
 # ---- a cache over the log, killed ---------------------------------------------
@@ -182,6 +135,21 @@ def contents(cache: StoreCache) -> dict[str, bytes]:
     return {n.path: cache.read_content(n) for n in cache.files()}
 
 
+async def test_a_write_s_record_holds_only_the_bytes_it_wrote(tmp_path):
+    """Appending 1 KiB to a file of 100 KB logs that KiB, not the file: a write
+    costs what it writes (issue 29), and a kill still loses none of it."""
+    cache = StoreCache(str(tmp_path / "live"), STORE)
+    node = await new_file(cache, "notes.md", b"x" * 100_000)
+    await cache.open(node.id, writable=True)
+    line = b"y" * 1023 + b"\n"
+    cache.write(node, 100_000, line)
+    record = record_with(Path(cache.dir), line)
+    assert record is not None and record.contents == line
+    again = killed_copy(cache, tmp_path / "after")
+    assert contents(again) == {"/notes.md": b"x" * 100_000 + line}
+    again.close()
+
+
 async def test_changes_not_applied_yet_are_there_after_a_kill(tmp_path):
     cache = StoreCache(str(tmp_path / "live"), STORE)
     docs = cache.mkdir(ROOT_ID, "docs", 0o755)
@@ -189,7 +157,7 @@ async def test_changes_not_applied_yet_are_there_after_a_kill(tmp_path):
     await new_file(cache, "b.md", b"second")
     cache.rename(docs.id, "a.md", ROOT_ID, "moved.md")
     cache.unlink(ROOT_ID, "b.md")
-    assert cache.journal.db.execute("SELECT count(*) FROM contents").fetchone() == (0,)
+    assert cache.journal.db.execute("SELECT count(*) FROM nodes").fetchone() == (1,)  # the root
 
     again = killed_copy(cache, tmp_path / "after")
     assert contents(again) == {"/moved.md": b"first"}
@@ -252,7 +220,7 @@ async def test_a_full_log_is_applied_inside_the_request_and_starts_again(tmp_pat
         content = bytes([65 + i % 26]) * 3000
         await new_file(cache, f"f{i:02}.md", content)
         written[f"/f{i:02}.md"] = content
-    assert cache.journal.db.execute("SELECT count(*) FROM contents").fetchone()[0] > 0
+    assert cache.journal.db.execute("SELECT count(*) FROM nodes").fetchone()[0] > 1
     assert cache.journal._log.offset < 64 * 1024
     assert contents(cache) == written
 
@@ -426,7 +394,7 @@ async def test_a_batch_that_fills_the_disk_goes_on_in_the_log(tmp_path, monkeypa
     kept = await new_file(cache, "kept.md", b"before the batch")
     database = cache.journal._database
     monkeypatch.setattr(
-        database, "db", _FullDisk(database.db, lambda sql: sql.startswith("INSERT INTO contents"))
+        database, "db", _FullDisk(database.db, lambda sql: sql.startswith("INSERT INTO nodes"))
     )
     with cache.batch():
         a = cache.create(ROOT_ID, "a.md", 0o644)
@@ -481,114 +449,4 @@ async def test_a_cache_whose_disk_is_full_opens_from_its_log(tmp_path, monkeypat
         "/newer.md": b"on the full disk",
     }
     assert invariant_problems(again) == []
-    again.close()
-
-
-# ---- a log of format 1 (marshal), as memfs wrote it before format 2 -------------------
-
-
-def as_format_1(folder: Path, first: list[tuple] = ()) -> None:
-    """Write the chain the next open will apply again as memfs wrote records
-    before format 2: the same records, their operations in `marshal`, one
-    after the other from the start of the log, zeros after them (`first`:
-    operations put at the start of the first record)."""
-    meta = journal_meta(folder)
-    log_id = bytes.fromhex(meta["redo_log_id"] or "")
-    data = (folder / REDO_LOG).read_bytes()
-    records = []
-    for record in redo_chain(folder):
-        _, seq, ops_size, _, _ = HEADER.unpack_from(data, record.at)
-        ops = decode(data[record.at + HEADER.size : record.at + HEADER.size + ops_size])
-        assert ops is not None
-        if not records:
-            ops = [*first, *ops]
-        encoded = marshal.dumps(
-            [tuple(str(v) if i == 0 else v for i, v in enumerate(op)) for op in ops]
-        )
-        head = struct.pack("<8sQII", log_id, seq, len(encoded), len(record.contents))
-        crc = zlib.crc32(record.contents, zlib.crc32(encoded, zlib.crc32(head)))
-        records.append(head + struct.pack("<I", crc) + encoded + record.contents)
-    assert records, "no record left to rewrite"
-    old = b"".join(records)
-    with open(folder / REDO_LOG, "r+b") as f:
-        end = max(r.at + r.length for r in redo_chain(folder))
-        f.write(old + bytes(max(0, end - len(old))))
-
-
-async def killed_in_format_1(tmp_path: Path, first: list[tuple] = ()) -> Path:
-    """A cache killed with a file made, written, renamed and another deleted in
-    its log, that log rewritten in format 1."""
-    cache = StoreCache(str(tmp_path / "live"), STORE)
-    await new_file(cache, "applied.md", b"in SQLite")
-    await new_file(cache, "gone.md", b"deleted in the log")
-    cache.journal.apply_log()
-    docs = cache.mkdir(ROOT_ID, "docs", 0o755)
-    await new_file(cache, "a.md", "first, caf\u00e9".encode(), docs.id)
-    cache.rename(docs.id, "a.md", ROOT_ID, "moved.md")
-    cache.unlink(ROOT_ID, "gone.md")
-    where = tmp_path / "killed"
-    shutil.copytree(cache.dir, where / STORE)
-    cache.journal.abandon()
-    as_format_1(where / STORE, first)
-    return where
-
-
-FORMAT_1_CONTENTS = {
-    "/applied.md": b"in SQLite",
-    "/moved.md": "first, caf\u00e9".encode(),
-}
-
-
-async def test_a_log_of_format_1_left_by_a_kill_is_applied_and_goes_on_in_format_2(tmp_path):
-    where = await killed_in_format_1(tmp_path)
-    again = StoreCache(str(where), STORE)
-    assert again.journal.damage is None
-    assert contents(again) == FORMAT_1_CONTENTS
-    assert set(again.tombstones) == set()  # gone.md was never uploaded
-    assert invariant_problems(again) == []
-    await new_file(again, "b.md", b"after the upgrade")
-    data = (where / STORE / REDO_LOG).read_bytes()
-    chain = redo_chain(where / STORE)
-    assert chain and all(data[r.at + HEADER.size] == 2 for r in chain)
-    twice = killed_copy(again, tmp_path / "twice")
-    assert contents(twice) == {**FORMAT_1_CONTENTS, "/b.md": b"after the upgrade"}
-    twice.close()
-
-
-async def test_a_log_of_format_1_on_a_full_disk_goes_on_after_it_in_format_2(
-    tmp_path, monkeypatch, expect_log
-):
-    """SQLite cannot take the format-1 chain at open: it stays in the log, is
-    answered from, and records of format 2 follow it; all of it is applied
-    once the disk has room."""
-    expect_log("memfs.cache", "is full: changes to the files are refused", count=1)
-    where = await killed_in_format_1(tmp_path)
-    import sqlite3
-
-    real_connect = sqlite3.connect
-
-    def full_connect(*args, **kwargs):
-        return _FullDisk(real_connect(*args, **kwargs), lambda sql: sql == "COMMIT")
-
-    monkeypatch.setattr(sqlite3, "connect", full_connect)
-    full = StoreCache(str(where), STORE)
-    assert full.disk_full
-    assert contents(full) == FORMAT_1_CONTENTS
-    await new_file(full, "newer.md", b"on the full disk")
-    full.journal.abandon()
-    monkeypatch.undo()
-
-    again = StoreCache(str(where), STORE)
-    assert contents(again) == {**FORMAT_1_CONTENTS, "/newer.md": b"on the full disk"}
-    assert invariant_problems(again) == []
-    again.close()
-
-
-async def test_a_format_1_record_that_emptied_fsync_s_copies_applies_without_it(tmp_path):
-    """ "S" emptied the `synced` table (a layout no release wrote), which
-    migration 6 drops: a record of format 1 holding it applies the rest."""
-    where = await killed_in_format_1(tmp_path, [("S",)])
-    again = StoreCache(str(where), STORE)
-    assert again.journal.damage is None
-    assert contents(again) == FORMAT_1_CONTENTS
     again.close()

@@ -505,6 +505,7 @@ def test_a_followed_session_reaches_the_daemon_follower_with_its_settings_typed(
         "sync_concurrency": 3,
         "start_timeout": 30.0,
         "write_behind": True,
+        "cache_size": 256 * 1024 * 1024,
     }
     again = SessionToFollow.from_json(sent)
     assert again == session and again.settings.sync_deletions is Deletions.LOG_ONLY
