@@ -15,7 +15,7 @@ from memfs.api import content_sha256
 from memfs.testing import FakeStore
 from tests.support.faults import FaultProxyProcess
 
-QUIET = ("--sync-interval", "3600")
+QUIET = ("--sync-interval", "3600", "--write-behind", "no")
 """No periodic pass: only the command under test talks to the store."""
 
 
