@@ -273,6 +273,13 @@ class SyncChanges(CacheParts):
             self._prune_empty(old_parent, placed.gone)
         return placed.gone
 
+    def note_overruled(self, node: Node, copy: str) -> None:
+        """The store's version overruled the local edit of `node`, kept at `copy`:
+        the file says so (`file_state`) until it is changed here again, across
+        mounts too."""
+        node.kept_copy = copy
+        self.journal.save(node)
+
     def remove_remote(self, node: Node) -> Gone:
         """The store deleted this clean file: take it out; an open file keeps its
         content until closed. Returns the names the kernel must forget."""

@@ -233,12 +233,13 @@ class CacheParts(Tree):
         """Record a local change durably before the caller touches the content:
         the file is pending (and edited, for its `content`), never evicted."""
         node.live.edits += 1
-        was = (node.edited, node.pending)
+        was = (node.edited, node.pending, node.kept_copy)
         if content:
             node.edited = True
+        node.kept_copy = None
         self.agreed.set_pending(node)
         self.contents.kept(node)
-        if (node.edited, node.pending) != was:
+        if (node.edited, node.pending, node.kept_copy) != was:
             self.journal.save(node)
 
     def _detach(self, node: Node, *, gone: Gone | None = None, tombstone: bool = True) -> None:

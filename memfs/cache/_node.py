@@ -44,10 +44,6 @@ class Live:
     """Unlinked while open: it lives on, outside the tree, until its last release."""
     edits: int = 0
     """Bumped by every local change: a push knows whether the file changed on the way."""
-    kept_copy: str | None = None
-    """Where the conflict copy of this file's last local edit went when the
-    store's version overruled it; it counts while `edits` is `kept_at`."""
-    kept_at: int = -1
     refusal: str | None = None
     """Why the sync does not push this file's content as it is now (the
     store's refusal, or memfs's own: `refusal_local`); it counts while `edits`
@@ -100,6 +96,9 @@ class Node:
     atime_ns: int | None = None
     """The access time `utimensat` gave; None is the modification time. Reads do
     not change it (as with `noatime`); local only, like owners."""
+    kept_copy: str | None = None
+    """Where the conflict copy of the last local edit went when the store's
+    version overruled it; the next local change clears it."""
     path: str = ""
     live: Live = field(default_factory=Live, repr=False)
 

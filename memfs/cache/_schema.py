@@ -26,7 +26,7 @@ from .._exceptions import CacheCorrupt, CacheInUse, CacheLayoutRefused
 from .._private import open_file_at
 from ._node import FIRST_NODE_ID, ROOT_ID, Node, NodeKind
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 """The one layout of the journal (`PRAGMA user_version`): a journal of any
 other was made by a memfs that no release was, and is refused."""
 
@@ -54,6 +54,7 @@ CREATE TABLE nodes (
     uid INTEGER,
     gid INTEGER,
     atime_ns INTEGER,
+    kept_copy TEXT,
     UNIQUE (parent, name)
 );
 CREATE TABLE tombstones (
@@ -122,6 +123,7 @@ NODE_FIELDS: tuple[Field, ...] = (
     Field("uid"),
     Field("gid"),
     Field("atime_ns"),
+    Field("kept_copy"),
 )
 """Every persisted field of a node but its id, in column order."""
 

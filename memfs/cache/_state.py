@@ -58,8 +58,7 @@ class FileState:
 def overruled_copy(node: Node) -> str | None:
     """The conflict copy of the file's last local edit, while the file has not
     been changed since the store's version overruled it."""
-    live = node.live
-    return live.kept_copy if live.kept_at == live.edits else None
+    return node.kept_copy
 
 
 def file_state(node: Node) -> FileState:

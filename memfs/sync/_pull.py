@@ -246,7 +246,7 @@ class Puller(Part):
             report.conflicts += 1
             placed = await self.place(r, report, fetch=node.cached or node.live.open_count > 0)
             if placed is not None:
-                _overruled(placed, copy)
+                self.cache.note_overruled(placed, copy)
         elif action is Action.PULL:
             assert node is not None
             await self.place(r, report, fetch=node.cached or node.live.open_count > 0)
@@ -374,7 +374,7 @@ class Puller(Part):
         report.pulled += 1
         for local, copy in placed.copies:
             if local == r.path:
-                _overruled(node, copy)
+                self.cache.note_overruled(node, copy)
             log.warning(
                 "conflict on %s: changed here while the store put %s there; the store's "
                 "version wins, the local version is kept at %s",
@@ -400,12 +400,6 @@ class Puller(Part):
         for folder, name in gone:
             await self.kernel.forget_entry(folder, name)
         await self.kernel.forget_content(parent)
-
-
-def _overruled(node: Node, copy: str) -> None:
-    """The store's version overruled the local edit of `node`, kept at `copy`:
-    the file says so (`memfs.cache.file_state`) until it changes again."""
-    node.live.kept_copy, node.live.kept_at = copy, node.live.edits
 
 
 def being_written(node: Node) -> bool:

@@ -175,6 +175,28 @@ def test_an_edit_the_store_overruled_says_so_until_written_again(mounter, memfs_
     assert FakeStore(memfs_server, store_id).memories() == {"/a.md": "mine, redone\n"}
 
 
+def test_an_overruled_edit_is_still_said_after_a_remount(mounter, memfs_server):
+    store_id = memfs_server.create_store("s")["id"]
+    mnt = mounter.mount_one(store_id, extra=QUIET)
+    f = mnt / "a.md"
+    f.write_text("base\n")
+    assert sync_files(mounter, f).returncode == 0
+    FakeStore(memfs_server, store_id).put("/a.md", "the store's\n")
+    f.write_text("mine\n")
+    first = sync_files(mounter, f)
+    assert first.returncode == 3, first.stdout + first.stderr
+
+    mounter.unmount(mnt)
+    mnt = mounter.mount_one(store_id, extra=QUIET)
+    again = sync_files(mounter, f)
+    assert (again.returncode, again.stdout) == (3, first.stdout)
+    assert os.getxattr(f, "user.memfs.state").startswith(b"overruled")
+
+    f.write_text("mine, redone\n")
+    assert sync_files(mounter, f).returncode == 0
+    assert os.getxattr(f, "user.memfs.state") == b"synced"
+
+
 def test_a_conflict_found_by_a_pass_answers_overruled(mounter, memfs_server):
     store_id = memfs_server.create_store("s")["id"]
     mnt = mounter.mount_one(store_id, extra=QUIET)
