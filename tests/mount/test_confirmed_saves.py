@@ -142,14 +142,24 @@ def test_the_timeout_is_a_setting(mounter, memfs_server):
         mounter.unmount(mnt)
 
 
-def test_an_edit_the_store_overruled_says_so_until_written_again(mounter, memfs_server):
+def changed_on_both_sides(mounter, memfs_server, theirs: str, *, by_pass: bool = False):
+    """A file saved as "base", then changed to `theirs` in the store and to
+    "mine" here: (store id, mount path, file). `by_pass`: saved by a pass."""
     store_id = memfs_server.create_store("s")["id"]
     mnt = mounter.mount_one(store_id, extra=QUIET)
     f = mnt / "a.md"
     f.write_text("base\n")
-    assert sync_files(mounter, f).returncode == 0
-    FakeStore(memfs_server, store_id).put("/a.md", "the store's\n")
+    if by_pass:
+        mounter.sync(mnt)
+    else:
+        assert sync_files(mounter, f).returncode == 0
+    FakeStore(memfs_server, store_id).put("/a.md", theirs)
     f.write_text("mine\n")
+    return store_id, mnt, f
+
+
+def test_an_edit_the_store_overruled_says_so_until_written_again(mounter, memfs_server):
+    store_id, mnt, f = changed_on_both_sides(mounter, memfs_server, "the store's\n")
 
     r = sync_files(mounter, f)
     assert r.returncode == 3, r.stdout + r.stderr
@@ -176,13 +186,7 @@ def test_an_edit_the_store_overruled_says_so_until_written_again(mounter, memfs_
 
 
 def test_an_overruled_edit_is_still_said_after_a_remount(mounter, memfs_server):
-    store_id = memfs_server.create_store("s")["id"]
-    mnt = mounter.mount_one(store_id, extra=QUIET)
-    f = mnt / "a.md"
-    f.write_text("base\n")
-    assert sync_files(mounter, f).returncode == 0
-    FakeStore(memfs_server, store_id).put("/a.md", "the store's\n")
-    f.write_text("mine\n")
+    store_id, mnt, f = changed_on_both_sides(mounter, memfs_server, "the store's\n")
     first = sync_files(mounter, f)
     assert first.returncode == 3, first.stdout + first.stderr
 
@@ -198,13 +202,7 @@ def test_an_overruled_edit_is_still_said_after_a_remount(mounter, memfs_server):
 
 
 def test_a_conflict_found_by_a_pass_answers_overruled(mounter, memfs_server):
-    store_id = memfs_server.create_store("s")["id"]
-    mnt = mounter.mount_one(store_id, extra=QUIET)
-    f = mnt / "a.md"
-    f.write_text("base\n")
-    mounter.sync(mnt)
-    FakeStore(memfs_server, store_id).put("/a.md", "theirs\n")
-    f.write_text("mine\n")
+    _, mnt, f = changed_on_both_sides(mounter, memfs_server, "theirs\n", by_pass=True)
     mounter.sync(mnt)
     assert f.read_text() == "theirs\n"
     r = sync_files(mounter, f)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from memfs.testing import FakeStore
-from tests.mount.test_confirmed_saves import QUIET, stored, sync_files
+from tests.mount.test_confirmed_saves import QUIET, changed_on_both_sides, stored, sync_files
 from tests.support.faults import FaultProxyProcess
 
 MARKER = ".anthropic-memory-store"
@@ -66,13 +66,7 @@ def test_refused_and_local_only_files_say_why(mounter, memfs_server):
 
 
 def test_an_overruled_file_names_its_kept_copy_until_written_again(mounter, memfs_server):
-    store_id = memfs_server.create_store("s")["id"]
-    mnt = mounter.mount_one(store_id, extra=QUIET)
-    f = mnt / "a.md"
-    f.write_text("base\n")
-    mounter.sync(mnt)
-    FakeStore(memfs_server, store_id).put("/a.md", "theirs\n")
-    f.write_text("mine\n")
+    store_id, mnt, f = changed_on_both_sides(mounter, memfs_server, "theirs\n", by_pass=True)
     mounter.sync(mnt)
 
     kept = xattr(f, "kept_copy")
