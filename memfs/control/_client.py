@@ -1,8 +1,9 @@
 """The CLI's end of a store process's control socket.
 
 Blocking, on purpose: `memfs unmount`, `memfs sync` and `memfs status` run no
-event loop and should start fast. `stop_async` is the supervisor's, which
-asks all its stores for their final syncs at once in one trio program. A process that cannot be reached, or that
+event loop and should start fast. The supervisor's trio program asks with
+`stop_async` (every store's final sync at once) and `push_now_async` (a
+followed session went idle). A process that cannot be reached, or that
 closes the connection without a whole reply (it failed, or it was killed),
 is a `SyncError` naming its mount path.
 """
@@ -58,7 +59,17 @@ class ControlClient:
         return self._exchange(Command.STOP, StopReply, timeout, by=by)
 
     async def stop_async(self, *, timeout: float = STOP_TIMEOUT) -> StopReply | ErrorReply:
-        """`stop` in a trio program; trio is loaded only here."""
+        """`stop` in a trio program."""
+        return await self._exchange_async(Command.STOP, StopReply, timeout)
+
+    async def push_now_async(self, *, timeout: float = STATUS_TIMEOUT) -> PushReply | ErrorReply:
+        """`push_now` in a trio program."""
+        return await self._exchange_async(Command.PUSH_NOW, PushReply, timeout)
+
+    async def _exchange_async(
+        self, command: Command, kind: type[ReplyKind], timeout: float
+    ) -> ReplyKind | ErrorReply:
+        """`_exchange` on trio's sockets; trio is loaded only here."""
         import trio
 
         try:
@@ -66,13 +77,13 @@ class ControlClient:
                 with socket_address(self.store.socket) as address:
                     await s.connect(address)
                 stream = trio.SocketStream(s)
-                await stream.send_all(Request(Command.STOP).encode())
+                await stream.send_all(Request(command).encode())
                 data = await receive_line(stream)
         except trio.TooSlowError:
             raise SyncError(f"cannot reach the memfs process of {self.store.mount_path}: timed out")
         except OSError as e:
             raise self._unreachable(e)
-        return self._decode(data, StopReply)
+        return self._decode(data, kind)
 
     def metrics(self, *, timeout: float = STATUS_TIMEOUT) -> MetricsReply | ErrorReply:
         return self._exchange(Command.METRICS, MetricsReply, timeout)
@@ -82,10 +93,6 @@ class ControlClient:
         within `timeout` seconds, this end waits a little longer for it."""
         request = Request(Command.PUSH_FILES, paths=tuple(paths), timeout=timeout)
         return self._send(request, PushFilesReply, timeout + PUSH_FILES_MARGIN)
-
-    def push_now(self, *, timeout: float = STATUS_TIMEOUT) -> PushReply | ErrorReply:
-        """Push the local changes now; answered once the push is under way."""
-        return self._exchange(Command.PUSH_NOW, PushReply, timeout)
 
     def _exchange(
         self, command: Command, kind: type[ReplyKind], timeout: float, *, by: str | None = None

@@ -179,8 +179,9 @@ class MountedStore:
         seen = tried = self._local_changes()
         changed_at = time.monotonic()
         pushed_at = -math.inf
+        look = WRITE_BEHIND_LOOK if self.spec.write_behind else math.inf
         while True:
-            with trio.move_on_after(WRITE_BEHIND_LOOK):
+            with trio.move_on_after(look):
                 await self._push_asked.wait()
             asked = self._push_asked.is_set()
             if asked:
@@ -191,8 +192,7 @@ class MountedStore:
                 changed_at = now
             seen = changes
             due = (
-                self.spec.write_behind
-                and bool(changes - tried)
+                bool(changes - tried)
                 and now - changed_at >= QUIET_SECONDS
                 and now - pushed_at >= WRITE_BEHIND_EVERY
                 and not self.engine.status.failures_in_a_row

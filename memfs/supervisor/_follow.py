@@ -236,7 +236,7 @@ class SessionFollower:
             log.info("session %s can be read again", sid, extra={"event": "session_check_ok"})
         self._failing = None
         self.record.last_error = None
-        self._status_seen(status)
+        await self._status_seen(status)
         wanted = self._usable(listed)
         for key in [k for k in self.mounted if k not in wanted]:
             if self._stop_asked:
@@ -251,7 +251,7 @@ class SessionFollower:
             del self._refused[key]
         self.write_record()
 
-    def _status_seen(self, status: str) -> None:
+    async def _status_seen(self, status: str) -> None:
         """A session seen going from `running` to `idle` (the agent's turn is
         over, as the SDK's worker sees it before its idle flush): each of its
         read-write stores is asked to push its local changes now."""
@@ -269,7 +269,7 @@ class SessionFollower:
             if store.read_only or state is None or state.stopping:
                 continue
             try:
-                reply = ControlClient(state).push_now()
+                reply = await ControlClient(state).push_now_async()
             except SyncError as e:
                 reply = ErrorReply(str(e))
             if isinstance(reply, ErrorReply):
