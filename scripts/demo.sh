@@ -65,16 +65,38 @@ start_server() {
     exit 1
 }
 
-if ! start_server "$port"; then
+# Starts memfs serve on $port, or on a free port when $port is taken (and says so).
+start_or_fall_back() {
+    start_server "$port" && return 0
     if [[ "$port" != 0 ]] && grep -q "^memfs: cannot listen on " "$demo_dir/serve.log"; then
-        start_server 0 || true
-        [[ -z "$url" ]] || echo "demo: port $port is taken, so memfs serve listens on $url instead (source $env_file in another shell for it)"
+        start_server 0 || return 1
+        echo "demo: port $port is taken, so memfs serve listens on $url instead (source $env_file in another shell for it)"
+        return 0
     fi
-    if [[ -z "$url" ]]; then
-        echo "demo: memfs serve exited before it listened; its log:" >&2
-        cat "$demo_dir/serve.log" >&2
-        exit 1
-    fi
+    return 1
+}
+
+# The demo's data is the demo's own: a store file an older memfs made, which
+# this one refuses, is moved aside with the demo's cache, and the demo starts
+# afresh (saying where the old data went).
+set_aside_older_data() {
+    local aside name
+    aside="$demo_dir/older-$(date +%Y%m%dT%H%M%S)"
+    mkdir -p "$aside"
+    for name in store.sqlite3 store.sqlite3-wal store.sqlite3-shm cache; do
+        if [[ -e "$demo_dir/$name" ]]; then mv "$demo_dir/$name" "$aside/"; fi
+    done
+    echo "demo: the demo's data was made by an older memfs; it is now in $aside, and the demo starts afresh"
+}
+
+if ! start_or_fall_back && grep -q "an older layout" "$demo_dir/serve.log"; then
+    set_aside_older_data
+    start_or_fall_back || true
+fi
+if [[ -z "$url" ]]; then
+    echo "demo: memfs serve exited before it listened; its log:" >&2
+    cat "$demo_dir/serve.log" >&2
+    exit 1
 fi
 
 export MEMFS_API_URL="$url"

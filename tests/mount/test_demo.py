@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -172,3 +173,24 @@ def test_the_demo_falls_back_from_a_taken_port_and_says_where_it_listens(start_d
         listed = demo.in_other_shell("store", "ls", store_id, source_env=True)
         assert listed.returncode == 0 and "/README.md" in listed.stdout, listed.stderr
         assert demo.ctrl_c() == 0, demo.output()
+
+
+def test_the_demo_moves_data_an_older_memfs_made_aside_and_starts_afresh(start_demo, tmp_path):
+    older = tmp_path / "demo"
+    older.mkdir(mode=0o700)
+    with contextlib.closing(sqlite3.connect(older / "store.sqlite3")) as db:
+        db.execute("CREATE TABLE stores (id TEXT)")
+        db.execute("PRAGMA user_version = 3")
+        db.commit()
+    (older / "cache").mkdir()
+    (older / "cache" / "left.txt").write_text("an older cache\n")
+
+    demo = start_demo()
+    out = demo.output()
+    (aside,) = older.glob("older-*")
+    said = f"demo: the demo's data was made by an older memfs; it is now in {aside}"
+    assert said in out, out
+    assert (aside / "store.sqlite3").exists()
+    assert (aside / "cache" / "left.txt").read_text() == "an older cache\n"
+    assert (demo.mount_path / "README.md").read_text()
+    assert demo.ctrl_c() == 0, demo.output()
