@@ -1,15 +1,11 @@
 """Confirmed saves (`memfs sync FILE`): push the named files now and say, file
 by file, whether the store holds them.
 
-The files are pushed as a pass pushes them, with the no-torn-memories quiet
-time and the backoff of refused files waived (a person asked). A file the
-store would not take because another version stands in its way (a 409: the
-memory changed in the store, or its path is taken) is settled as a pass
-settles it: one full pass lists the store, counts an identical memory as
-saved, and otherwise puts the store's version in the file and keeps the
-local edit as a conflict copy. Whatever is not answered within the timeout,
-or meets a failure of the whole store (a 5xx, no answer), stays pending:
-later passes push it.
+They are pushed as a pass pushes them, with the quiet time and the backoff of
+refused files waived (a person asked). A file refused because another version
+stands in its way (a 409) is settled as a pass settles it, by one full pass.
+Whatever is not answered within the timeout, or meets a failure of the whole
+store, stays pending: later passes push it.
 """
 
 from __future__ import annotations
@@ -30,9 +26,8 @@ from ..cache import (
     marker_state,
     overruled_copy,
 )
-from ._ledger import Ledger
 from ._push import Pusher
-from ._reports import PassReport
+from ._shared import Ledger, PassReport
 
 STILL_PENDING = "it is still pending: a later pass pushes it"
 

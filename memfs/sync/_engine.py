@@ -1,33 +1,19 @@
 """The sync pass: keep one store's cache and the Memory Store in step.
 
-Each pass (`SyncEngine.run_pass`) does, in order:
+Each pass (`SyncEngine.run_pass`) reads the store's changes (`_remote`) and
+applies them memory by memory (`_pull`, `_decide`), recognising uploads in
+flight at its start; restores a wipe instead of deleting it (`_deletes`);
+pushes local changes (`_push`), leaving out files still being written; and
+sends the deletes that are due (`_deletes`). A push-only pass (the
+write-behind, a session gone idle) pushes alone, leaving out files whose
+upload is unanswered: only a pass that reads the store can tell whether it
+landed.
 
-1. Remote changes (`_remote`): the version feed, or a full listing, and the
-   decision table applied memory by memory (`_pull`, `_decide`), with the
-   contents it pulls fetched in parallel. Uploads in flight at the start of
-   the pass are recognised in the store's state (an answer lost is not a
-   conflict) and then forgotten.
-2. A wipe is not a delete (`_deletes`): when every file of a store that had
-   more than one is missing at once, nothing is deleted and the files are
-   restored.
-3. Local changes (`_push`), in parallel: pushes with the base as
-   precondition, moves, creates. A file still being written (open for
-   writing, written less than `QUIET_SECONDS` ago) or whose last write was
-   refused with EFBIG is not pushed.
-4. Deletes (`_deletes`), paced, capped and corroborated.
-
-A push-only pass (`run_pass(push_only=True)`: the write-behind and a
-session gone idle) does step 3 alone: no listing, no pull, no delete. It
-leaves out a file whose upload is still unanswered: only a pass that reads
-the store can tell whether that upload landed.
-
-Failures: the base advances only on success. Any refusal of one memory is
-that memory's alone; only whole-store conditions end a pass early with
-everything kept (no answer, 401, 408, 429 or 5xx after retries); the loop
-retries with backoff. No failure of a pass ends the store process.
-
-This layer never touches FUSE: what the kernel must forget goes through the
-`KernelNotifier` the composition root hands in (`kernel`).
+The base advances only on success. A refusal of one memory is that memory's
+alone; only whole-store conditions end a pass early, with everything kept,
+and the loop retries with backoff. No failure of a pass ends the store
+process. This layer never touches FUSE: the kernel is told what to forget
+through the `KernelNotifier` the composition root hands in.
 """
 
 from __future__ import annotations
@@ -37,26 +23,30 @@ from collections.abc import Callable
 
 import trio
 
-from .._exceptions import (
-    AuthenticationFailed,
-    NotFound,
-    PermissionDenied,
-    StoreError,
-    SyncError,
-)
-from ..api import MAX_CONTENT_BYTES, Confirmation
+from .._exceptions import AuthenticationFailed, NotFound, PermissionDenied, StoreError, SyncError
+from ..api import MAX_CONTENT_BYTES
 from ..cache import Node, SyncFace
+from ..client import StoreClient
 from ._confirm import Confirmer
 from ._deletes import DeletePacer, EndOfSession
-from ._ledger import Ledger
-from ._part import Shared, each, log
 from ._prefetch import Download
 from ._pull import Puller
 from ._push import Pusher
 from ._remote import RemoteChanges
-from ._reports import PassReport, SyncStatus
-from ._rules import DEFAULT_CONCURRENCY, DELETE_WINDOW, FINAL_CONCURRENCY, QUIET_SECONDS, Deletions
-from ._store_api import KernelNotifier, StoreAPI
+from ._shared import (
+    DEFAULT_CONCURRENCY,
+    DELETE_WINDOW,
+    FINAL_CONCURRENCY,
+    QUIET_SECONDS,
+    Deletions,
+    KernelNotifier,
+    Ledger,
+    PassReport,
+    Shared,
+    SyncStatus,
+    each,
+    log,
+)
 
 
 class SyncEngine:
@@ -64,7 +54,7 @@ class SyncEngine:
 
     def __init__(
         self,
-        client: StoreAPI,
+        client: StoreClient,
         cache: SyncFace,
         *,
         read_only: bool = False,
@@ -98,14 +88,15 @@ class SyncEngine:
         self.puller = Puller(shared, read_only=read_only)
         self.pusher = Pusher(shared, deletions=mode)
         self.pacer = DeletePacer(shared, self.puller, deletions=mode, delete_window=delete_window)
-        self.confirmer = Confirmer(
+        self.confirm = Confirmer(
             cache,
             self.ledger,
             self.pusher,
             read_only=read_only,
             lock=self._lock,
             full_pass=lambda: self.run_pass(full=True, asked=True),
-        )
+        ).confirm
+        """Push named files now and say what the store made of each (`memfs sync FILE`)."""
         if kernel is not None:
             self.kernel = kernel
 
@@ -161,13 +152,6 @@ class SyncEngine:
                 extra={"event": "set_aside", "path": path},
             )
 
-    async def confirm(self, paths: list[str], timeout: float) -> list[Confirmation]:
-        """Push the files at `paths` now and say what the store made of each,
-        within `timeout` seconds (`memfs sync FILE`; see `Confirmer`)."""
-        return await self.confirmer.confirm(paths, timeout)
-
-    # --------------------------------------------------------------- passes
-
     async def run_pass(
         self,
         *,
@@ -207,22 +191,9 @@ class SyncEngine:
                         asked=asked,
                         before_mount=before_mount,
                     )
-            except AuthenticationFailed as e:
-                cause = e
-                report.error = (
-                    f"the store refused the token (401); local changes are kept: {e.message}"
-                )
-            except NotFound as e:
-                cause = e
-                report.error = f"store {self.store_id} was not found (404): {e.message}"
-            except PermissionDenied as e:
-                cause = e
-                report.error = f"the token may not use store {self.store_id} (403): {e.message}"
             except StoreError as e:
                 cause = e
-                report.error = (
-                    f"the store could not be reached or failed; local changes are kept: {e}"
-                )
+                report.error = _failure(e, self.store_id)
             except Exception as e:  # noqa: BLE001 - no failure of a pass may end the store process
                 log.exception(
                     "sync pass of %s failed unexpectedly",
@@ -295,12 +266,9 @@ class SyncEngine:
         if self.read_only:
             return
         if wiped:
-
-            async def relist() -> None:
-                listing, _ = await self.remote.listing()
-                await self.puller.apply_all(listing, report, limit=limit)
-
-            await self.pacer.undo_wipe(relist)
+            self.pacer.undo_wipe()
+            listing, _ = await self.remote.listing()
+            await self.puller.apply_all(listing, report, limit=limit)
         changes = self.cache.changes(quiet_for=0.0 if final else QUIET_SECONDS)
         await each(changes, lambda c: self.pusher.push(c, report, final=final, asked=asked), limit)
         await self.pacer.run(report, end=end, limit=limit, asked=asked, known=known)
@@ -314,12 +282,15 @@ class SyncEngine:
         ]
         await each(changes, lambda c: self.pusher.push(c, report, final=False), self.concurrency)
 
-    # ---------------------------------------------------------------- status
-
     def pending(self) -> list[str]:
         """Paths whose local state the store does not hold yet, but for the files
         whose content the store refused (`refused` lists those)."""
-        out = [c.path for c in self.cache.changes() if not self._content_refused(c.node_id)]
+        nodes = self.cache.nodes
+        out = [
+            c.path
+            for c in self.cache.changes()
+            if c.node_id not in nodes or not self.content_refused(nodes[c.node_id])
+        ]
         if self.deletions is Deletions.ENABLED:
             out += [f"{s.path} (deleted)" for s in self.cache.tombstones.values()]
         return out
@@ -363,13 +334,9 @@ class SyncEngine:
         refused, not pending, and no stop leaves it behind."""
         return self.ledger.content_refused(node)
 
-    def _content_refused(self, node_id: int) -> bool:
-        node = self.cache.nodes.get(node_id)
-        return node is not None and self.ledger.content_refused(node)
-
     def not_shown(self) -> dict[str, str]:
         """Memories of the store this folder does not show: path -> reason."""
-        return self.puller.not_shown.as_status()
+        return dict(self.puller.not_shown.memories.values())
 
     def refused(self) -> dict[str, str]:
         """Files the store refused or memfs holds back, with the reason: path -> reason."""
@@ -394,3 +361,14 @@ class SyncEngine:
             if stone is not None:
                 out[f"{stone.path} (deleted)"] = hold.reason
         return out
+
+
+def _failure(e: StoreError, store_id: str) -> str:
+    """What a whole-store failure that ended a pass means, in one sentence."""
+    if isinstance(e, AuthenticationFailed):
+        return f"the store refused the token (401); local changes are kept: {e.message}"
+    if isinstance(e, NotFound):
+        return f"store {store_id} was not found (404): {e.message}"
+    if isinstance(e, PermissionDenied):
+        return f"the token may not use store {store_id} (403): {e.message}"
+    return f"the store could not be reached or failed; local changes are kept: {e}"

@@ -1,33 +1,20 @@
 """Prefetch: every content not cached yet, in the background after a mount.
 
 A few missing contents (at most `PREFETCH_BY_LISTING`) are fetched one by
-one, a few at a time. Many come through full-view listing pages (20 a
-request, each page put in place in one journal transaction), read by folder
-in parallel: the cache's tree, which the mount's first pass has just set to
-the store's, cuts the store into chains of pages (`Chain`): each top-level
-folder's subtree; a folder holding more than `SPLIT_ABOVE` memories is cut
-again into its own files (depth 1) and its subfolders' subtrees. Chains go
-in path order, the order in which a walk of the tree reads them,
-`listing_concurrency` at a time. A chain whose missing contents are fewer
+one. Many come through full-view listing pages, each put in place in one
+transaction, read as chains (`Chain`): each top-level folder's subtree, a
+folder of more than `SPLIT_ABOVE` memories cut again into its own files
+(depth 1) and its subfolders' subtrees. Chains go in path order,
+`listing_concurrency` at a time; a chain whose missing contents are fewer
 than its pages is fetched one by one instead.
 
 A reader that opens a file whose content is not here yet asks the download
-first (`Download.content`, the cache's content source in front of a GET):
-
-- its chain not started yet jumps the queue (it starts at once);
-- when its content is on the page the chain is reading or the next one, the
-  reader waits for that page and takes its content from it: no request of
-  its own;
-- otherwise (further down a long chain, or no download running) the reader
-  fetches it by id, and the page that later carries it leaves it alone.
-
-The cache lets one fetch per file run at a time, however many readers wait
-for it. The download never waits for a busy filesystem (a reader of the
-tree reads what it brings); it waits while the cache's disk is full, and a
-chain waiting so sends its readers to fetch for themselves. What the pages
-did not bring (a content changed since the listing, a chain the store
-refused) is fetched one by one at the end; a whole-store failure stops the
-download.
+first (`Download.content`): its chain, not started yet, starts at once; when
+its content is on the page being read or the next, it waits for that page;
+otherwise it fetches the content by id itself. The download waits while the
+cache's disk is full (its waiting readers fetch for themselves), never for a
+busy filesystem. What the pages did not bring is fetched one by one at the
+end; a whole-store failure stops the download.
 """
 
 from __future__ import annotations
@@ -41,22 +28,17 @@ import trio
 from .._exceptions import CacheError, StoreError
 from ..api import Memory, content_sha256
 from ..cache import Node, SyncFace
-from ._part import log
-from ._store_api import StoreAPI, whole_store
+from ..client import StoreClient
+from ._shared import log, whole_store
 
 PREFETCH_BY_LISTING = 20
-"""Above this many missing contents, prefetch reads full-view listing pages."""
 FULL_PAGE = 20
 """Memories per full-view listing page (the API's cap)."""
 SPLIT_ABOVE = 3 * FULL_PAGE
-"""A folder with more memories than this (and subfolders) is read as several chains."""
 LISTING_CONCURRENCY = 8
-"""Chains of full-view pages read at once."""
 FULL_DISK_WAIT = 1.0
-"""Seconds between looks at a full cache disk."""
 WAIT_PAGES_AHEAD = 1
-"""A reader waits for its chain's pages when its content is at most this many
-pages past the one being read; further, it fetches the content itself."""
+"""How many pages past the one being read a reader waits for its content."""
 
 Content = tuple[bytes, str]
 
@@ -103,7 +85,7 @@ class Download:
 
     def __init__(
         self,
-        client: StoreAPI,
+        client: StoreClient,
         cache: SyncFace,
         *,
         concurrency: int = 4,
@@ -223,10 +205,7 @@ class Download:
                 delivery.give(None)
 
     async def _room_on_the_cache_disk(self) -> None:
-        """The download waits while the cache's disk is full: the room its redo
-        log has left goes to the sync's uploads (a read still fetches what it
-        needs). It never waits for a busy filesystem: a reader of the tree reads
-        what the download brings."""
+        """Wait while the cache's disk is full: the room left goes to the sync's uploads."""
         while self.cache.disk_full:
             await trio.sleep(FULL_DISK_WAIT)
 

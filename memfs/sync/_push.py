@@ -1,17 +1,17 @@
 """Pushing local changes: creates, updates with the base as precondition, moves.
 
-Every upload is recorded in the journal before it is sent (see
-`Puller._agree` for what that buys). A refusal of one memory is that
-memory's alone: content refusals (400, 413, not UTF-8) wait for the file to
-change; other refusals (402, 403, 409 of any type, 412, unknown) are held
-and tried again later or when the file changes; a 404 on an update creates
-the memory again at once. Only whole-store failures escape.
+Every upload is recorded in the journal before it is sent, so that a pass
+can recognise it in the store when its answer is lost. A refusal of one
+memory is that memory's alone: content refusals (400, 413, not UTF-8) wait
+for the file to change; other refusals (402, 403, 409 of any type, 412,
+unknown) are held and tried again later or when the file changes; a 404 on
+an update creates the memory again at once. Only whole-store failures escape.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable
+from functools import partial
 
 from .._exceptions import (
     CacheCorrupt,
@@ -24,13 +24,9 @@ from .._exceptions import (
     RequestTooLarge,
     StoreError,
 )
-from ..api import MAX_CONTENT_BYTES, Memory, content_sha256
+from ..api import MAX_CONTENT_BYTES, content_sha256
 from ..cache import Change, Node, Upload
-from ._ledger import Hold
-from ._part import Part, Shared, log
-from ._reports import PassReport
-from ._rules import Deletions
-from ._store_api import whole_store
+from ._shared import Deletions, Hold, Part, PassReport, Shared, log, whole_store
 
 NOT_UTF8 = "its content is not UTF-8 text"
 
@@ -71,14 +67,15 @@ class Pusher(Part):
             return
         if self._held(node, final=final or asked):
             return
+        path = change.path
         try:
             raw = cache.read_content(node) if node.cached else None
         except (OSError, CacheCorrupt) as e:
             log.error(
                 "cannot read %s from the cache: %s",
-                change.path,
+                path,
                 e,
-                extra={"event": "cache_unreadable", "path": change.path},
+                extra={"event": "cache_unreadable", "path": path},
             )
             return
         if raw is None:
@@ -99,24 +96,42 @@ class Pusher(Part):
             except UnicodeDecodeError:
                 self._refuse(change, sha, NOT_UTF8, local=True)
                 return
+        memory_id = change.memory_id
+        if memory_id is None:
+            upload = Upload(node.id, None, path, sha)
+            send = partial(self.client.create_memory, self.store_id, path, text or "")
+        else:
+            content = text if change.edited and sha != change.base_sha else None
+            if content is None and path == change.base_path:
+                cache.mark_pushed(change, memory_id=memory_id, sha=sha, path=path)
+                self._cleared(node.id, path)
+                return
+            upload = Upload(
+                node.id, memory_id, path, sha if content is not None else change.base_sha or sha
+            )
+            send = partial(
+                self.client.update_memory,
+                self.store_id,
+                memory_id,
+                content=content,
+                path=path if path != change.base_path else None,
+                precondition_sha256=change.base_sha or None,
+            )
         try:
-            if change.memory_id is None:
-                memory = await self._create(change, text or "", sha)
-            else:
-                content = text if change.edited and sha != change.base_sha else None
-                path = change.path if change.path != change.base_path else None
-                if content is None and path is None:
-                    cache.mark_pushed(change, memory_id=change.memory_id, sha=sha, path=change.path)
-                    self._cleared(node.id, change.path)
-                    return
-                memory = await self._update(change, content, path, sha)
-        except CacheDiskFull as e:
-            # Not sent: its record could not be kept (the cache says so once itself).
+            cache.record_upload(upload)
+            try:
+                memory = await send()
+            except PathConflict as e:
+                # A path taken by a memory deleted here: that delete goes first.
+                if not await self._clear_pending_delete(e):
+                    raise
+                memory = await send()
+        except CacheDiskFull as e:  # not sent: the cache said so once itself
             log.info(
                 "%s is not uploaded now: %s",
-                change.path,
+                path,
                 e,
-                extra={"event": "push_disk_full", "path": change.path},
+                extra={"event": "push_disk_full", "path": path},
             )
             return
         except StoreError as e:
@@ -126,6 +141,7 @@ class Pusher(Part):
                 cache.upload_answered(node.id)
             await self._refused_by_store(change, node, sha, e, report, final=final, asked=asked)
             return
+        report.pushed += 1
         try:
             with cache.transaction():
                 cache.upload_answered(node.id)
@@ -133,12 +149,8 @@ class Pusher(Part):
                     change, memory_id=memory.id, sha=memory.content_sha256, path=memory.path
                 )
         except CacheDiskFull:
-            # The store holds it; the record of the upload says so to the next pass,
-            # which agrees on it as memfs's own write.
-            report.pushed += 1
-            return
-        self._cleared(node.id, change.path)
-        report.pushed += 1
+            return  # the store holds it: the upload's record tells the next pass so
+        self._cleared(node.id, path)
 
     def _held(self, node: Node, *, final: bool) -> bool:
         hold = self.ledger.holds.get(node.id)
@@ -224,39 +236,6 @@ class Pusher(Part):
         node = self.cache.nodes.get(change.node_id)
         if node is not None:
             _note_refusal(node, reason, change.edits, local=local)
-
-    async def _create(self, change: Change, text: str, sha: str) -> Memory:
-        self.cache.record_upload(Upload(change.node_id, None, change.path, sha))
-        return await self._past_pending_delete(
-            lambda: self.client.create_memory(self.store_id, change.path, text)
-        )
-
-    async def _update(
-        self, change: Change, content: str | None, path: str | None, sha: str
-    ) -> Memory:
-        memory_id = change.memory_id
-        assert memory_id is not None
-        sent_sha = sha if content is not None else (change.base_sha or sha)
-        self.cache.record_upload(Upload(change.node_id, memory_id, change.path, sent_sha))
-        return await self._past_pending_delete(
-            lambda: self.client.update_memory(
-                self.store_id,
-                memory_id,
-                content=content,
-                path=path,
-                precondition_sha256=change.base_sha or None,
-            )
-        )
-
-    async def _past_pending_delete(self, send: Callable[[], Awaitable[Memory]]) -> Memory:
-        """Send; when the path is taken by a memory deleted here, send that delete
-        first (the local tree corroborates it) and try once more."""
-        try:
-            return await send()
-        except PathConflict as e:
-            if not await self._clear_pending_delete(e):
-                raise
-            return await send()
 
     async def _clear_pending_delete(self, conflict: PathConflict) -> bool:
         """A path taken by a memory deleted here: the local tree corroborates the
