@@ -162,19 +162,16 @@ class SyncEngine:
         before_mount: bool = False,
         push_only: bool = False,
     ) -> PassReport:
-        """One whole pass; raises SyncError when the store could not be reached or refused us.
+        """One whole pass; raises SyncError (its cause the StoreError, when one
+        ended the pass) when the store could not be reached or refused us.
 
         `final`: a pass of the final sync, which pushes files still being written
-        and sends deletes as `end` says (default: one pass's cap, window waived;
-        the passes of one final sync share one `end`). `asked`: a pass a person
-        asked for (`memfs sync`), which tries every refused file and delete again
-        at once; the backoff is for the periodic passes. `before_mount`: nothing
-        else uses the cache yet, so the store's state is placed in one commit;
-        its failure is not logged, the caller says what it makes of it. The
-        SyncError's cause is the StoreError, when one ended the pass.
-        `push_only`: the local changes alone are pushed (see the module's doc)."""
-        if final and end is None:
-            end = EndOfSession()
+        and sends deletes as `end` says (the passes of one final sync share one).
+        `asked`: a pass a person asked for (`memfs sync`), which tries every
+        refused file and delete again at once. `before_mount`: nothing else uses
+        the cache yet, so the store's state is placed in one commit, and a
+        failure is left to the caller to tell. `push_only`: the local changes
+        alone are pushed."""
         async with self._lock:
             report = PassReport(push_only=push_only)
             before = self.client.stats.requests
@@ -184,13 +181,8 @@ class SyncEngine:
                 if push_only:
                     await self._push_only(report)
                 else:
-                    await self._pass(
-                        report,
-                        end=end if final else None,
-                        full=full,
-                        asked=asked,
-                        before_mount=before_mount,
-                    )
+                    end = (end or EndOfSession()) if final else None
+                    await self._pass(report, end, full=full, asked=asked, before_mount=before_mount)
             except StoreError as e:
                 cause = e
                 report.error = _failure(e, self.store_id)
@@ -210,16 +202,17 @@ class SyncEngine:
                 report.finished_at = self.clock()
                 report.duration_s = time.monotonic() - started
                 report.result = "failed" if report.error else "ok"
-                self.status.passes += 1
-                self.status.results[report.result] += 1
-                self.status.durations.observe(report.duration_s)
-                self.status.conflicts += report.conflicts
-                self.status.last = report
+                status = self.status
+                status.passes += 1
+                status.results[report.result] += 1
+                status.durations.observe(report.duration_s)
+                status.conflicts += report.conflicts
+                status.last = report
                 self.puller.done()
+            self.status.last_error = report.error
+            self.status.failures_in_a_row = self.status.failures_in_a_row + 1 if report.error else 0
             if report.error:
-                self.status.failures_in_a_row += 1
-                self.status.last_error = report.error
-                if not before_mount:  # the mount's start says what it makes of it
+                if not before_mount:
                     log.error(
                         "sync of %s failed: %s",
                         self.store_id,
@@ -227,15 +220,13 @@ class SyncEngine:
                         extra={"event": "pass_failed"},
                     )
                 raise SyncError(report.error) from cause
-            self.status.failures_in_a_row = 0
-            self.status.last_error = None
             return report
 
     async def _pass(
         self,
         report: PassReport,
-        *,
         end: EndOfSession | None,
+        *,
         full: bool,
         asked: bool,
         before_mount: bool,
@@ -243,10 +234,8 @@ class SyncEngine:
         final = end is not None
         limit = self.final_concurrency if final else self.concurrency
         # A wipe is judged on the folder as this pass finds it, before the store's
-        # changes come in (a memory another session added is no file left here).
+        # changes come in; the n of the delete cap is what was last agreed.
         wiped = not self.read_only and self.pacer.is_wipe()
-        # The n of the delete cap: the memories of the store as last agreed, before
-        # this pass pulls or uploads any.
         known = self.cache.memory_count() + len(self.cache.tombstones)
         sent = self.cache.uploads()
         self.puller.expect_own_writes(sent)
@@ -282,6 +271,11 @@ class SyncEngine:
         ]
         await each(changes, lambda c: self.pusher.push(c, report, final=False), self.concurrency)
 
+    def content_refused(self, node: Node) -> bool:
+        """Whether the store refused the file's content as it is now: the file is
+        refused, not pending, and no stop leaves it behind."""
+        return self.ledger.content_refused(node)
+
     def pending(self) -> list[str]:
         """Paths whose local state the store does not hold yet, but for the files
         whose content the store refused (`refused` lists those)."""
@@ -296,22 +290,21 @@ class SyncEngine:
         return out
 
     def left_behind(self) -> dict[str, str]:
-        """What the store does not hold yet, path -> what will become of it:
-        the line the final sync logs and the stop's output prints for each. A file
-        whose content the store refused is not left behind: it was said when it
-        was refused, and it stays in the cache until it changes."""
+        """What the store does not hold yet, path -> what will become of it (the
+        final sync logs it, the stop prints it). A file whose content the store
+        refused is not left behind: that was said when it was refused."""
         out: dict[str, str] = {}
         for change in self.cache.changes():
             node = self.cache.nodes.get(change.node_id)
-            if node is None or self.ledger.content_refused(node):
+            if node is None or self.content_refused(node):
                 continue
-            hold = self.ledger.holds.get(node.id)
+            hold = self.ledger.current_hold(node)
             if node.too_large:
                 out[node.path] = (
                     f"a write past {MAX_CONTENT_BYTES:,} bytes was refused (EFBIG): it stays in "
                     "the cache and is uploaded only once it is written again within the limit"
                 )
-            elif hold is not None and hold.edits == node.live.edits:
+            elif hold is not None:
                 out[node.path] = (
                     f"{hold.reason}: it stays in the cache; the next mount of the store tries again"
                 )
@@ -329,33 +322,26 @@ class SyncEngine:
                 )
         return out
 
-    def content_refused(self, node: Node) -> bool:
-        """Whether the store refused the file's content as it is now: the file is
-        refused, not pending, and no stop leaves it behind."""
-        return self.ledger.content_refused(node)
-
     def not_shown(self) -> dict[str, str]:
         """Memories of the store this folder does not show: path -> reason."""
         return dict(self.puller.not_shown.memories.values())
 
     def refused(self) -> dict[str, str]:
-        """Files the store refused or memfs holds back, with the reason: path -> reason."""
+        """Files and deletes the store refused or memfs holds back: path -> reason."""
         out: dict[str, str] = {}
         for node in self.cache.files():
             if not node.pending:
                 continue
+            hold = self.ledger.current_hold(node)
             if node.too_large:
                 out[node.path] = (
                     f"too large: a write past {MAX_CONTENT_BYTES:,} bytes was refused (EFBIG)"
                 )
-            elif self.ledger.content_refused(node) and node.refused_reason:
+            elif self.content_refused(node) and node.refused_reason:
                 out[node.path] = node.refused_reason
-            elif (hold := self.ledger.holds.get(node.id)) is not None and (
-                hold.edits == node.live.edits
-            ):
+            elif hold is not None:
                 out[node.path] = hold.reason
-        for path, reason in self.puller.waiting.values():
-            out[path] = reason
+        out.update(self.puller.waiting.values())
         for memory_id, hold in self.ledger.delete_holds.items():
             stone = self.cache.tombstones.get(memory_id)
             if stone is not None:
@@ -364,7 +350,6 @@ class SyncEngine:
 
 
 def _failure(e: StoreError, store_id: str) -> str:
-    """What a whole-store failure that ended a pass means, in one sentence."""
     if isinstance(e, AuthenticationFailed):
         return f"the store refused the token (401); local changes are kept: {e.message}"
     if isinstance(e, NotFound):

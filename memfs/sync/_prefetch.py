@@ -29,7 +29,7 @@ from .._exceptions import CacheError, StoreError
 from ..api import Memory, content_sha256
 from ..cache import Node, SyncFace
 from ..client import StoreClient
-from ._shared import log, whole_store
+from ._shared import each, log, whole_store
 
 PREFETCH_BY_LISTING = 20
 FULL_PAGE = 20
@@ -89,13 +89,11 @@ class Download:
         cache: SyncFace,
         *,
         concurrency: int = 4,
-        listing_concurrency: int = LISTING_CONCURRENCY,
         progress: Callable[[int, int], None] | None = None,
     ) -> None:
         self.client = client
         self.cache = cache
         self.concurrency = max(1, concurrency)
-        self.listing_concurrency = max(1, listing_concurrency)
         self.progress = progress
         self.fetched = 0
         self.total = 0
@@ -104,8 +102,6 @@ class Download:
         self._waiting: dict[str, Delivery] = {}
         self._nursery: trio.Nursery | None = None
         self._failure: StoreError | None = None
-
-    # ------------------------------------------------------------- the run
 
     async def run(self) -> int:
         """Fetch every content not cached yet; returns how many were fetched.
@@ -124,7 +120,7 @@ class Download:
             try:
                 async with trio.open_nursery() as nursery:
                     self._nursery = nursery
-                    for _ in range(self.listing_concurrency):
+                    for _ in range(LISTING_CONCURRENCY):
                         nursery.start_soon(self._next_chains)
             finally:
                 self._nursery = None
@@ -134,7 +130,7 @@ class Download:
                 self._waiting.clear()
             if self._failure is not None:
                 raise self._failure
-        await self._one_by_one([n for n in missing.values() if _missing(n)])
+        await each([n for n in missing.values() if _missing(n)], self._one, self.concurrency)
         return self.fetched
 
     async def content(self, memory_id: str) -> Content | None:
@@ -230,22 +226,15 @@ class Download:
                     self.fetched += self.cache.install_listed(node, memory_id, content)
         self._tell()
 
-    async def _one_by_one(self, nodes: list[Node]) -> None:
-        limiter = trio.CapacityLimiter(self.concurrency)
-
-        async def one(node_id: int) -> None:
-            async with limiter:
-                try:
-                    if await self.cache.ensure_cached(node_id):
-                        self.fetched += 1
-                        self._tell()
-                except CacheError as e:
-                    log.info("prefetch skipped: %s", e, extra={"event": "prefetch_skipped"})
-
-        async with trio.open_nursery() as nursery:
-            for node in nodes:
-                if _missing(node):
-                    nursery.start_soon(one, node.id)
+    async def _one(self, node: Node) -> None:
+        if not _missing(node):
+            return
+        try:
+            if await self.cache.ensure_cached(node.id):
+                self.fetched += 1
+                self._tell()
+        except CacheError as e:
+            log.info("prefetch skipped: %s", e, extra={"event": "prefetch_skipped"})
 
 
 def _missing(node: Node) -> bool:
@@ -285,17 +274,12 @@ def _cut(
         else:
             folders.setdefault(prefix + rest[: cut + 1], []).append(memory_id)
     if not split or not folders:
-        chains.append(_chain(prefix, None, {m: i for i, m in enumerate(under)}, missing))
+        position = {m: i for i, m in enumerate(under)}
+        chains.append(Chain(prefix, None, position, {m: missing[m] for m in under if m in missing}))
         return
     if own:
         keyed = [(paths[m], m) for m in own] + [(f, "") for f in folders]
-        order = {m: i for i, (_key, m) in enumerate(sorted(keyed)) if m}
-        chains.append(_chain(prefix, 1, order, missing))
+        position = {m: i for i, (_key, m) in enumerate(sorted(keyed)) if m}
+        chains.append(Chain(prefix, 1, position, {m: missing[m] for m in own if m in missing}))
     for folder, ids in folders.items():
         _cut(folder, ids, paths, missing, chains, split=len(ids) > SPLIT_ABOVE)
-
-
-def _chain(
-    prefix: str, depth: int | None, position: dict[str, int], missing: dict[str, Node]
-) -> Chain:
-    return Chain(prefix, depth, position, {m: missing[m] for m in position if m in missing})

@@ -65,7 +65,10 @@ class Pusher(Part):
                 path=change.path,
             )
             return
-        if self._held(node, final=final or asked):
+        hold = self.ledger.holds.get(node.id)
+        if hold is not None and hold.edits != node.live.edits:
+            del self.ledger.holds[node.id]
+        elif hold is not None and self.clock() < hold.retry_at and not (final or asked):
             return
         path = change.path
         try:
@@ -151,15 +154,6 @@ class Pusher(Part):
         except CacheDiskFull:
             return  # the store holds it: the upload's record tells the next pass so
         self._cleared(node.id, path)
-
-    def _held(self, node: Node, *, final: bool) -> bool:
-        hold = self.ledger.holds.get(node.id)
-        if hold is None:
-            return False
-        if hold.edits != node.live.edits:
-            del self.ledger.holds[node.id]
-            return False
-        return self.clock() < hold.retry_at and not final
 
     def _cleared(self, node_id: int, path: str) -> None:
         node = self.cache.nodes.get(node_id)

@@ -171,6 +171,11 @@ class Ledger:
     the store refused: while they are still its edits, the file is refused, not
     pending, and no stop leaves it behind."""
 
+    def current_hold(self, node: Node) -> Hold | None:
+        """The file's hold, unless it changed since."""
+        hold = self.holds.get(node.id)
+        return hold if hold is not None and hold.edits == node.live.edits else None
+
     def content_refused(self, node: Node) -> bool:
         """Whether the store refused the file's content as it is now."""
         return bool(node.refused_reason) and self.refused.get(node.id) == node.live.edits
