@@ -49,7 +49,8 @@ class Confirmer:
         `timeout` seconds; a read-only store answers at once."""
         if self.read_only:
             return [Confirmation(p, Outcome.REFUSED, reason=READ_ONLY_REASON) for p in paths]
-        failure: StoreError | str | None = None
+        failure: StoreError | None = None
+        cause = STILL_PENDING
         with trio.move_on_after(timeout) as scope:
             try:
                 await self._push_all(paths)
@@ -59,10 +60,18 @@ class Confirmer:
             except StoreError as e:
                 failure = e
             except SyncError as e:
-                failure = e.__cause__ if isinstance(e.__cause__, StoreError) else str(e)
+                failure = e.__cause__ if isinstance(e.__cause__, StoreError) else None
+                cause = str(e)
+        refused = False
         if scope.cancelled_caught:
-            failure = f"no answer from the store within {timeout:g} s"
-        return [self._outcome(p, failure) for p in paths]
+            cause = f"no answer from the store within {timeout:g} s"
+        elif isinstance(failure, StatusError):
+            cause = f"the store answered {failure.status}: {failure.message}"
+            # A 401 or a 403 of the store refuses the push; a 5xx, 408 or 429 leaves it pending.
+            refused = failure.status < 500 and failure.status not in (408, 429)
+        elif failure is not None:
+            cause = f"the store could not be reached: {failure}"
+        return [self._outcome(p, refused, cause) for p in paths]
 
     async def _push_all(self, paths: list[str]) -> None:
         async with self.lock:
@@ -80,7 +89,7 @@ class Confirmer:
             return False
         return not self.ledger.content_refused(node) and overruled_copy(node) is None
 
-    def _outcome(self, path: str, failure: StoreError | str | None) -> Confirmation:
+    def _outcome(self, path: str, refused: bool, cause: str) -> Confirmation:
         if path == "/" + MARKER_NAME:
             return Confirmation(path, Outcome.REFUSED, reason=marker_state().reason)
         node = self.cache.find(path)
@@ -96,23 +105,6 @@ class Confirmer:
         if state.state is SyncState.SYNCED:
             return Confirmation(path, Outcome.SAVED, state.memory_id, state.sha256)
         if state.state is SyncState.PENDING:
-            outcome = Outcome.REFUSED if _refusal(failure) else Outcome.NOT_CONFIRMED
-            cause = STILL_PENDING if failure is None else _cause(failure)
+            outcome = Outcome.REFUSED if refused else Outcome.NOT_CONFIRMED
             return Confirmation(path, outcome, state.memory_id, state.sha256, cause)
         return Confirmation(path, Outcome.REFUSED, state.memory_id, state.sha256, state.reason)
-
-
-def _refusal(failure: StoreError | str | None) -> bool:
-    """Whether a failure of the whole store refuses the push (a 401, a 403 of
-    the store) rather than leaving it unconfirmed (a 5xx, a 408, a 429, no answer)."""
-    if not isinstance(failure, StatusError):
-        return False
-    return failure.status < 500 and failure.status not in (408, 429)
-
-
-def _cause(e: StoreError | str) -> str:
-    if isinstance(e, str):
-        return e
-    if isinstance(e, StatusError):
-        return f"the store answered {e.status}: {e.message}"
-    return f"the store could not be reached: {e}"

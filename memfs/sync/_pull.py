@@ -264,8 +264,7 @@ class Puller(Part):
                 )
             else:
                 log.warning(
-                    "%s was deleted in the store; the local copy is kept",
-                    node.path,
+                    f"{node.path} was deleted in the store; the local copy is kept",
                     extra={"event": "remote_delete_kept", "path": node.path},
                 )
             cache.forget_memory(node)

@@ -75,9 +75,7 @@ class Pusher(Part):
             raw = cache.read_content(node) if node.cached else None
         except (OSError, CacheCorrupt) as e:
             log.error(
-                "cannot read %s from the cache: %s",
-                path,
-                e,
+                f"cannot read {path} from the cache: {e}",
                 extra={"event": "cache_unreadable", "path": path},
             )
             return
@@ -131,10 +129,7 @@ class Pusher(Part):
                 memory = await send()
         except CacheDiskFull as e:  # not sent: the cache said so once itself
             log.info(
-                "%s is not uploaded now: %s",
-                path,
-                e,
-                extra={"event": "push_disk_full", "path": path},
+                f"{path} is not uploaded now: {e}", extra={"event": "push_disk_full", "path": path}
             )
             return
         except StoreError as e:

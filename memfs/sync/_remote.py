@@ -148,29 +148,20 @@ class RemoteChanges(Part):
 
     async def _list_whole_store(self) -> Listing:
         out = Listing()
-        first = await self.client.list_memories_page(
-            self.store_id, view="basic", limit=LISTING_PAGE
-        )
-        for item in first.data:
-            if isinstance(item, Memory):
-                out.add(item)
-        if not first.next_page:
+        rest = await self._pages(out, just_one=True)
+        if rest is None:
             return out
         folders: list[str] = []
         await self._pages(out, folders=folders, path_prefix="/", depth=1)
         if len(folders) < 2 or len(folders) > MAX_PREFIX_LISTINGS:
-            await self._pages(out, page=first.next_page)
+            await self._pages(out, page=rest)
             return out
         try:
-            await each(
-                folders,
-                lambda prefix: self._pages(out, path_prefix=prefix),
-                self.listing_concurrency,
-            )
+            await each(folders, lambda f: self._pages(out, path_prefix=f), self.listing_concurrency)
         except StoreError as e:
             if whole_store(e):
                 raise
-            await self._pages(out, page=first.next_page)
+            await self._pages(out, page=rest)
         return out
 
     async def _pages(
@@ -181,9 +172,10 @@ class RemoteChanges(Part):
         path_prefix: str | None = None,
         depth: int | None = None,
         page: str | None = None,
-    ) -> None:
-        """One chain of pages from `page` on (None: the first) into `out`; the
-        subfolders a depth-1 listing names go to `folders`."""
+        just_one: bool = False,
+    ) -> str | None:
+        """Pages from `page` on (None: the first) into `out`, the subfolders a
+        depth-1 listing names into `folders`; `just_one`: the cursor after one page."""
         while True:
             got = await self.client.list_memories_page(
                 self.store_id,
@@ -199,8 +191,8 @@ class RemoteChanges(Part):
                 elif folders is not None:
                     folders.append(item.path)
             page = got.next_page
-            if not page:
-                return
+            if not page or just_one:
+                return page
 
     def _follow_by_listings(self, refusal: StatusError) -> None:
         self.status.mode = FollowMode.LISTING

@@ -218,7 +218,7 @@ class Part:
         self.clock = shared.clock
 
 
-async def each(items: Iterable[T], fn: Callable[[T], Awaitable[None]], limit: int) -> None:
+async def each(items: Iterable[T], fn: Callable[[T], Awaitable[object]], limit: int) -> None:
     """`fn(item)` for every item, `limit` at once. The first StoreError that
     escapes `fn` stops the others and is raised."""
     limiter = trio.CapacityLimiter(limit)
