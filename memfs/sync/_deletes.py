@@ -116,16 +116,14 @@ class DeletePacer(Part):
                 self._first_missing[stone.memory_id] = (stone.deleted_at, now)
                 self._dry_run_done.discard(stone.memory_id)
         waive = end is not None and end.waive_window
-
-        def held(memory_id: str) -> bool:
-            hold = self.ledger.delete_holds.get(memory_id)
-            return hold is not None and now < hold.retry_at and end is None and not asked
-
-        def window_passed(stone: Tombstone) -> bool:
-            return now - self._first_missing[stone.memory_id][1] >= self.delete_window
-
         pending = [s for s in cache.tombstones.values() if s.memory_id not in self._dry_run_done]
-        due = [s for s in pending if (waive or window_passed(s)) and not held(s.memory_id)]
+        due = []
+        for stone in pending:
+            hold = self.ledger.delete_holds.get(stone.memory_id)
+            if hold is not None and now < hold.retry_at and end is None and not asked:
+                continue
+            if waive or now - self._first_missing[stone.memory_id][1] >= self.delete_window:
+                due.append(stone)
         # A dry run counts its logged deletes as sent.
         cap = delete_cap(known - (len(cache.tombstones) - len(pending)))
         if end is not None:
@@ -169,10 +167,16 @@ class DeletePacer(Part):
                 extra={"event": "deletes_capped"},
             )
 
-    async def _delete(self, stone: Tombstone, report: PassReport) -> None:
-        cache = self.cache
-        if stone.memory_id not in cache.tombstones or cache.node_of_memory(stone.memory_id):
-            return  # taken back since
+    async def send_now(self, memory_id: str | None) -> bool:
+        """Whether the pending delete of `memory_id`, whose path a push needs, was
+        sent now: the local tree corroborates it, so it does not wait for its window."""
+        stone = self.cache.tombstones.get(memory_id or "")
+        if stone is None or self.deletions is not Deletions.ENABLED:
+            return False
+        return await self._send(stone) is None
+
+    async def _send(self, stone: Tombstone) -> StoreError | None:
+        """Send one delete; the store's refusal of that memory, if it refused."""
         try:
             await self.client.delete_memory(
                 self.store_id, stone.memory_id, expected_content_sha256=stone.base_sha or None
@@ -182,11 +186,24 @@ class DeletePacer(Part):
         except StoreError as e:
             if whole_store(e):
                 raise
-            if isinstance(e, (PreconditionFailed, Conflict)) or (
-                isinstance(e, StatusError) and e.status in (409, 412)
-            ):
-                await self._restore(stone, report)
-                return
+            return e
+        self.cache.deleted_in_store(stone.memory_id)
+        return None
+
+    async def _delete(self, stone: Tombstone, report: PassReport) -> None:
+        cache = self.cache
+        if stone.memory_id not in cache.tombstones or cache.node_of_memory(stone.memory_id):
+            return  # taken back since
+        e = await self._send(stone)
+        if e is None:
+            self.ledger.delete_holds.pop(stone.memory_id, None)
+            self.ledger.logged.pop(stone.memory_id, None)
+            report.deleted_remote += 1
+        elif isinstance(e, (PreconditionFailed, Conflict)) or (
+            isinstance(e, StatusError) and e.status in (409, 412)
+        ):
+            await self._restore(stone, report)
+        else:
             self.ledger.delete_holds[stone.memory_id] = Hold.after(
                 self.ledger.delete_holds.get(stone.memory_id), 0, self.clock(), str(e)
             )
@@ -196,11 +213,6 @@ class DeletePacer(Part):
                 event="delete_refused",
                 path=stone.path,
             )
-            return
-        cache.deleted_in_store(stone.memory_id)
-        self.ledger.delete_holds.pop(stone.memory_id, None)
-        self.ledger.logged.pop(stone.memory_id, None)
-        report.deleted_remote += 1
 
     async def _restore(self, stone: Tombstone, report: PassReport) -> None:
         """A delete the store refused because the memory changed: show its version."""

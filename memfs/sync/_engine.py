@@ -1,19 +1,12 @@
 """The sync pass: keep one store's cache and the Memory Store in step.
 
-Each pass (`SyncEngine.run_pass`) reads the store's changes (`_remote`) and
-applies them memory by memory (`_pull`, `_decide`), recognising uploads in
-flight at its start; restores a wipe instead of deleting it (`_deletes`);
-pushes local changes (`_push`), leaving out files still being written; and
+Each pass reads the store's changes (`_remote`) and applies them (`_pull`),
+restores a wipe instead of deleting it, pushes local changes (`_push`) and
 sends the deletes that are due (`_deletes`). A push-only pass (the
-write-behind, a session gone idle) pushes alone, leaving out files whose
-upload is unanswered: only a pass that reads the store can tell whether it
-landed.
-
-The base advances only on success. A refusal of one memory is that memory's
-alone; only whole-store conditions end a pass early, with everything kept,
-and the loop retries with backoff. No failure of a pass ends the store
-process. This layer never touches FUSE: the kernel is told what to forget
-through the `KernelNotifier` the composition root hands in.
+write-behind, a session gone idle) leaves out files whose upload is
+unanswered: only a pass that reads the store can tell whether it landed.
+The base advances only on success; only whole-store conditions end a pass
+early, with everything kept, and no failure of a pass ends the store process.
 """
 
 from __future__ import annotations
@@ -27,11 +20,10 @@ from .._exceptions import AuthenticationFailed, NotFound, PermissionDenied, Stor
 from ..api import MAX_CONTENT_BYTES
 from ..cache import Node, SyncFace
 from ..client import StoreClient
-from ._confirm import Confirmer
 from ._deletes import DeletePacer, EndOfSession
 from ._prefetch import Download
 from ._pull import Puller
-from ._push import Pusher
+from ._push import Confirmer, Pusher
 from ._remote import RemoteChanges
 from ._shared import (
     DEFAULT_CONCURRENCY,
@@ -78,7 +70,6 @@ class SyncEngine:
         self.ledger = Ledger()
         self._lock = trio.Lock()
         self._download: Download | None = None
-        mode = Deletions(deletions)
         shared = Shared(client, cache, self.ledger, self.status, clock)
         self.remote = RemoteChanges(
             shared,
@@ -86,8 +77,10 @@ class SyncEngine:
             listing_concurrency=max(1, listing_concurrency),
         )
         self.puller = Puller(shared, read_only=read_only)
-        self.pusher = Pusher(shared, deletions=mode)
-        self.pacer = DeletePacer(shared, self.puller, deletions=mode, delete_window=delete_window)
+        self.pacer = DeletePacer(
+            shared, self.puller, deletions=Deletions(deletions), delete_window=delete_window
+        )
+        self.pusher = Pusher(shared, self.pacer)
         self.confirm = Confirmer(
             cache,
             self.ledger,
@@ -114,12 +107,11 @@ class SyncEngine:
 
     @deletions.setter
     def deletions(self, mode: Deletions | str) -> None:
-        self.pacer.deletions = self.pusher.deletions = Deletions(mode)
+        self.pacer.deletions = Deletions(mode)
 
     async def fetch_content(self, memory_id: str) -> tuple[bytes, str]:
-        """A memory's content and its sha: the cache's content source. While the
-        background download runs, it may bring the content on a page it reads
-        anyway (`Download.content`); otherwise one GET."""
+        """A memory's content and its sha: the cache's content source, from the
+        background download's pages while it runs (`Download.content`), or one GET."""
         if self._download is not None:
             content = await self._download.content(memory_id)
             if content is not None:
@@ -140,8 +132,8 @@ class SyncEngine:
             self._download = None
 
     def set_aside_local_changes(self) -> None:
-        """A read-only mount shows the store's state: what an earlier read-write
-        mount of this cache did not upload is kept aside as conflict copies."""
+        """A read-only mount keeps aside as conflict copies what an earlier
+        read-write mount of this cache did not upload."""
         for path, copy in self.cache.set_aside_local_changes():
             log.warning(
                 "%s is mounted read-only: the local change to %s that an earlier read-write "
@@ -245,9 +237,7 @@ class SyncEngine:
             remote.setdefault(memory_id, waiting)
         self.ledger.deferred.clear()
         await self.puller.apply_all(remote, report, limit=limit, in_one_commit=before_mount)
-        self.remote.save_head(head)
-        if listed:
-            self.remote.listed()
+        self.remote.applied(head, listed)
         # Every upload in flight at the start has now met the store's state: a
         # record kept longer would claim another writer's identical bytes.
         self.cache.forget_uploads([u.node_id for u in sent])

@@ -102,8 +102,7 @@ class Puller(Part):
         self._sent_creates: dict[tuple[str, str], Upload] = {}
         self.not_shown = NotShown(shared.ledger)
         self.waiting: dict[str, tuple[str, str]] = {}
-        """Memories whose change waits because a conflict copy could not be
-        written: id -> (path, reason)."""
+        """id -> (path, reason): changes that wait for a conflict copy to be written."""
 
     async def fetch_content(self, memory_id: str) -> tuple[bytes, str]:
         memory = await self.client.get_memory(self.store_id, memory_id, view="full")
@@ -148,9 +147,7 @@ class Puller(Part):
                     self.ledger.need_listing = True
                 except CacheDiskFull as e:  # the cache said so once itself
                     log.info(
-                        "cannot place %s from the store now: %s",
-                        r.path or r.memory_id,
-                        e,
+                        f"cannot place {r.path or r.memory_id} from the store now: {e}",
                         extra={"event": "pull_disk_full", "path": r.path},
                     )
                     self.ledger.need_listing = True
@@ -305,8 +302,6 @@ class Puller(Part):
             await self.place(r, report, fetch=False)
 
     def _wait_for_writers(self, r: RemoteMemory, node: Node) -> None:
-        """A change that would replace a file still being written waits: the
-        next pass decides it on the whole local version."""
         self.ledger.deferred[r.memory_id] = r
         log.info(
             "%s changed in the store while open for writing here; the change waits "
@@ -316,8 +311,6 @@ class Puller(Part):
         )
 
     def _wait_for_copy(self, r: RemoteMemory, path: str, e: ConflictCopyFailed) -> None:
-        """The local version could not be kept as a conflict copy: it stays as it
-        is, and the store's change waits for the next pass."""
         self.ledger.deferred[r.memory_id] = r
         self.waiting[r.memory_id] = (
             path,
@@ -331,8 +324,7 @@ class Puller(Part):
         )
 
     async def _adopt(self, r: RemoteMemory, node: Node, report: PassReport) -> None:
-        """The file already holds the store's new bytes: they are agreed, with no
-        fetch and no copy. The store's path wins unless only this side moved it."""
+        """The store's path wins unless only this side moved the file."""
         assert r.sha is not None
         if node.path != node.base_path and r.path == node.base_path:
             self.cache.adopt_content(node, r.memory_id, r.sha)
@@ -380,9 +372,8 @@ class Puller(Part):
             await self.kernel.forget_entry(parent, name)
 
     async def place(self, r: RemoteMemory, report: PassReport, *, fetch: bool) -> Node | None:
-        """Show the store's memory `r` here. Whatever stands where it goes is set
-        aside; a local file with changes the store has not seen is kept as a
-        conflict copy. Returns the file that shows it, None when it waits."""
+        """Show the store's memory `r` here, a local file in its way with changes the
+        store has not seen kept as a conflict copy; None when it waits."""
         if self.not_shown.check(r):
             return None
         assert r.path is not None and r.sha is not None
@@ -442,7 +433,6 @@ class Puller(Part):
 
 
 def being_written(node: Node) -> bool:
-    """Whether a file is open for writing and was written within `QUIET_SECONDS`:
-    a writer may be half way through."""
+    """Whether a writer may be half way through the file."""
     live = node.live
     return live.writers > 0 and time.monotonic() - live.last_write < QUIET_SECONDS

@@ -1,19 +1,13 @@
 """Remote change detection: what changed in the store since the last pass.
 
 Normally the version feed since the last version seen (`created_at[gte]`,
-skipping the ids already seen at that instant): one request when nothing
-happened. A full listing in the basic view heals what a feed can miss: at
-mount, after a conflict, every `full_listing_every` passes, and for good once
-the store refuses the feed (400, 401, 403 or 404 while listings work).
-
-A listing of a large store is read by top-level folder, in parallel: the
-first page of the whole store, then the root at depth 1 (which names the
-top-level folders), then every folder's subtree at once. A store with one
-folder, more than `MAX_PREFIX_LISTINGS` of them, or that refuses one
-folder's listing, is read page after page from the first page's cursor.
-Nothing relies on the store's order, and a memory a listing does not show
-(or shows twice with different states) is deleted only once the store
-confirms it by id (404); otherwise it is taken as the store gives it.
+skipping the ids already seen at that instant). A full listing in the basic
+view heals what a feed can miss: at mount, after a conflict, every
+`full_listing_every` passes, and for good once the store refuses the feed.
+A listing of a store of several top-level folders reads them in parallel,
+unless there are more than `MAX_PREFIX_LISTINGS` or the store refuses one.
+A memory a listing does not show (or shows twice with different states) is
+deleted only once the store confirms it by id (404).
 """
 
 from __future__ import annotations
@@ -55,8 +49,8 @@ FeedHead = tuple[str | None, list[str]]
 
 @dataclass
 class Listing:
-    """What a whole listing found, kept as `RemoteMemory` so that each page goes
-    as soon as it is read; `doubtful`: ids listed twice with different states."""
+    """What a listing found (each page goes as soon as it is read); `doubtful`:
+    ids listed twice with different states."""
 
     memories: dict[str, RemoteMemory] = field(default_factory=dict)
     doubtful: set[str] = field(default_factory=set)
@@ -102,16 +96,16 @@ class RemoteChanges(Part):
         remote, head = await self.listing()
         return remote, head, True
 
-    def listed(self) -> None:
-        """A listing was applied: the next ones wait for their turn."""
-        self.ledger.need_listing = False
-        self._passes_since_listing = 0
-
-    def save_head(self, head: FeedHead) -> None:
+    def applied(self, head: FeedHead, listed: bool) -> None:
+        """What `read` returned was applied: keep the feed's head; after a
+        listing, the next ones wait for their turn."""
         ts, ids = head
         if ts is not None:
             self.cache.set_meta("feed_ts", ts)
             self.cache.set_meta("feed_ids", ",".join(ids))
+        if listed:
+            self.ledger.need_listing = False
+            self._passes_since_listing = 0
 
     async def listing(
         self, *, feed_refused: StatusError | None = None

@@ -55,8 +55,7 @@ def backoff_delay(interval: float, failures: int, cap: float = 120.0) -> float:
 
 
 def whole_store(e: StoreError) -> bool:
-    """Whether a failure concerns the store as a whole (end the pass, back off)
-    rather than the one memory it was about."""
+    """Whether a failure ends the pass, rather than concerning one memory."""
     if not isinstance(e, StatusError):
         return True
     return e.status in (401, 408, 429) or e.status >= 500
@@ -158,18 +157,14 @@ class Ledger:
     """What the engine remembers between passes, besides the cache."""
 
     need_listing: bool = True
-    """The next pass lists the whole store (a conflict or a skipped change may hide something)."""
     holds: dict[int, Hold] = field(default_factory=dict)
     delete_holds: dict[str, Hold] = field(default_factory=dict)
     deferred: dict[str, RemoteMemory] = field(default_factory=dict)
-    """memory id -> a change of the store's that waits (a writer, a conflict copy
-    that could not be written): applied again at the next pass, unless the store
-    reports a newer state of the memory meanwhile."""
+    """memory id -> a change of the store's that waits for the next pass."""
     logged: dict[object, str] = field(default_factory=dict)
     refused: dict[int, int] = field(default_factory=dict)
-    """node id -> the file's edits when its content was last found to be the one
-    the store refused: while they are still its edits, the file is refused, not
-    pending, and no stop leaves it behind."""
+    """node id -> the file's edits when its content was found to be the one the
+    store refused: until it changes, the file is refused, not pending."""
 
     def current_hold(self, node: Node) -> Hold | None:
         """The file's hold, unless it changed since."""
@@ -219,8 +214,7 @@ class Part:
 
 
 async def each(items: Iterable[T], fn: Callable[[T], Awaitable[object]], limit: int) -> None:
-    """`fn(item)` for every item, `limit` at once. The first StoreError that
-    escapes `fn` stops the others and is raised."""
+    """`fn(item)` for every item, `limit` at once; the first StoreError stops all."""
     limiter = trio.CapacityLimiter(limit)
     failures: list[StoreError] = []
 
