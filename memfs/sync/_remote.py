@@ -125,7 +125,17 @@ class RemoteChanges(Part):
         for memory_id in listing.doubtful:
             del remote[memory_id]
         if feed_refused is not None and self.status.mode is FollowMode.FEED:
-            self._follow_by_listings(feed_refused)
+            self.status.mode = FollowMode.LISTING
+            self.status.mode_reason = (
+                f"the version feed was refused ({feed_refused.status} {feed_refused.error_type})"
+            )
+            log.warning(
+                "the version feed of %s is refused (%s); following the store by listings "
+                "from now on (one request per 100 memories a pass)",
+                self.store_id,
+                feed_refused,
+                extra={"event": "feed_refused"},
+            )
         known = [*self.cache.by_memory_id(), *self.cache.tombstones]
         missing = sorted({m for m in known if m not in remote} | listing.doubtful)
         await each(missing, lambda m: self._ask(m, remote), DEFAULT_CONCURRENCY)
@@ -187,19 +197,6 @@ class RemoteChanges(Part):
             page = got.next_page
             if not page or just_one:
                 return page
-
-    def _follow_by_listings(self, refusal: StatusError) -> None:
-        self.status.mode = FollowMode.LISTING
-        self.status.mode_reason = (
-            f"the version feed was refused ({refusal.status} {refusal.error_type})"
-        )
-        log.warning(
-            "the version feed of %s is refused (%s); following the store by listings "
-            "from now on (one request per 100 memories a pass)",
-            self.store_id,
-            refusal,
-            extra={"event": "feed_refused"},
-        )
 
     async def _feed(self) -> tuple[dict[str, RemoteMemory], FeedHead]:
         """Memories changed since the last version seen, newest state of each."""
