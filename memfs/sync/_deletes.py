@@ -1,19 +1,13 @@
 """Deleting in the store what was deleted here: slowly, and never a wipe.
 
-A tool that deletes and re-creates a tree (`git checkout`, `rsync --delete`)
-must not empty a shared store. So a delete is sent only once a pass at least
-`delete_window` seconds after the first pass that saw it still finds the file
-missing (a delete made again after a re-create starts a window of its own),
-at most max(8, min(50, n/4)) a pass, re-checked just before sending and sent
-with `expected_content_sha256`; a 409 or 412 restores the store's version.
-A wipe (a store that had two or more files has none left, the marker aside)
-deletes nothing and the files are restored. `log_only` is a dry run of
-`enabled`: where `enabled` deletes, it logs "would delete" and counts the
-delete as done for the pacing of later passes.
-
-The end of a session (`EndOfSession`) sends at most one pass's cap of
-deletes in all, and waives the window only when no writer may outlive it;
-what it holds back stays pending in the cache for the next mount.
+A tool that deletes and re-creates a tree (`git checkout`) must not empty a
+shared store. So a delete is sent only once a pass at least `delete_window`
+seconds after the first pass that saw it still finds the file missing, at
+most `delete_cap` a pass, with `expected_content_sha256`; a 409 or 412
+restores the store's version. A wipe (no file left of a store that had two
+or more) deletes nothing and the files are restored. `log_only` logs where
+`enabled` deletes. The end of a session (`EndOfSession`) sends at most one
+pass's cap in all; what it holds back stays pending for the next mount.
 """
 
 from __future__ import annotations
@@ -97,9 +91,8 @@ class DeletePacer(Part):
         known: int,
     ) -> None:
         """Send the deletes that are due this pass (`end`: the final sync's;
-        `asked`: a pass a person asked for, which does not wait for holds).
-        `known`: the memories of the store as last agreed when the pass began
-        (files here with a memory, and the pending deletes), the n of the cap."""
+        `asked`: a pass a person asked for, which does not wait for holds);
+        `known`, the n of the cap: the store's memories as last agreed."""
         cache = self.cache
         self.held_at_end.clear()
         if not cache.tombstones or self.deletions is Deletions.DISABLED:

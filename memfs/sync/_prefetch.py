@@ -1,20 +1,13 @@
 """Prefetch: every content not cached yet, in the background after a mount.
 
-A few missing contents (at most `PREFETCH_BY_LISTING`) are fetched one by
-one. Many come through full-view listing pages, each put in place in one
-transaction, read as chains (`Chain`): each top-level folder's subtree, a
-folder of more than `SPLIT_ABOVE` memories cut again into its own files
-(depth 1) and its subfolders' subtrees. Chains go in path order,
-`listing_concurrency` at a time; a chain whose missing contents are fewer
-than its pages is fetched one by one instead.
-
-A reader that opens a file whose content is not here yet asks the download
-first (`Download.content`): its chain, not started yet, starts at once; when
-its content is on the page being read or the next, it waits for that page;
-otherwise it fetches the content by id itself. The download waits while the
-cache's disk is full (its waiting readers fetch for themselves), never for a
-busy filesystem. What the pages did not bring is fetched one by one at the
-end; a whole-store failure stops the download.
+A few missing contents are fetched one by one; many come through chains of
+full-view listing pages (`Chain`, design.md tells how the tree is cut),
+read in path order, a few at a time. A reader that opens a file not cached
+yet asks the download first (`Download.content`): its chain starts at once,
+and when its content is on the page being read or the next, it waits for
+that page; otherwise it fetches the content itself. The download waits while
+the cache's disk is full, never for a busy filesystem; a whole-store failure
+stops it.
 """
 
 from __future__ import annotations
@@ -50,8 +43,7 @@ class Chain:
     prefix: str
     depth: int | None
     position: dict[str, int]
-    """Memory id -> its place in the listing, as the cache expects it (a depth-1
-    listing also holds one item per subfolder)."""
+    """Memory id -> its place in the listing (a depth-1 listing holds subfolders too)."""
     missing: dict[str, Node]
     started: bool = False
     pages_read: int = 0
@@ -105,10 +97,8 @@ class Download:
 
     async def run(self) -> int:
         """Fetch every content not cached yet; returns how many were fetched.
-        `progress(done, total)` hears of each page and each content, `total`
-        being the contents missing at the start (some may be fetched on first
-        read meanwhile, so `done` may end below it). A whole-store failure of
-        the listing is raised once the chains stopped."""
+        `progress(done, total)` hears of each page and each content (`done` may
+        end below `total`: readers fetch some meanwhile)."""
         await self._room_on_the_cache_disk()
         missing = {n.memory_id: n for n in self.cache.files() if n.memory_id and not n.cached}
         self.total = len(missing)
