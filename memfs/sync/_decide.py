@@ -1,13 +1,9 @@
 """The decision table of design.md as a pure function: from what changed here
-and what changed in the store, relative to the base last agreed, to what the
-sync does. The engine computes the two states, asks `decide`, and executes
-the action; nothing here does I/O.
+and in the store, against the base last agreed, to what the sync does.
 
-Both states are decided by bytes, as the reference sync decides them: a file
-here is changed only when its bytes differ from its base (a save that wrote
-the same bytes, or an edit undone, is unchanged), and a file that already
-holds exactly the store's new bytes agrees with the store whatever happened
-between (`same_bytes`): no conflict copy, no fetch, no upload.
+Both states are decided by bytes: a file here is changed only when its bytes
+differ from its base, and a file that already holds exactly the store's new
+bytes agrees with the store (`same_bytes`): no conflict copy, no fetch, no upload.
 """
 
 from __future__ import annotations

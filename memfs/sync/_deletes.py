@@ -1,48 +1,40 @@
 """Deleting in the store what was deleted here: slowly, and never a wipe.
 
-A tool that deletes and re-creates a tree (`git checkout`, `rsync --delete`)
-must not empty a shared store. So a delete is sent only once a pass at least
-`delete_window` seconds after the first pass that saw it still finds the file
-missing (a delete made again after a re-create starts a window of its own),
-at most max(8, min(50, n/4)) a pass, re-checked just before sending and sent
-with `expected_content_sha256`; a 409 or 412 restores the store's version.
-
-A wipe is a store that had two or more files and has no file at all left
-(the marker does not count): nothing is deleted and the files are restored.
-Deleting some files while others remain, or while a new one is written, is
-ordinary deletes, with the window and the cap.
-
-`log_only` is a dry run of `enabled`: the same window, cap and wipe rule (a
-wipe is restored too); where `enabled` deletes, it logs "would delete" and
-counts the delete as done for the pacing of later passes.
-
-The end of a session (`EndOfSession`) sends at most one pass's cap of
-deletes in all, and waives the window only when no writer may outlive it
-(`memfs unmount`, `memfs run` after its command): a SIGTERM sends only the
-deletes whose window has passed. What it holds back stays pending in the
-cache for the next mount of the store.
+A tool that deletes and re-creates a tree (`git checkout`) must not empty a
+shared store. So a delete is sent only once a pass at least `delete_window`
+seconds after the first pass that saw it still finds the file missing, at
+most `delete_cap` a pass, with `expected_content_sha256`; a 409 or 412
+restores the store's version. A wipe (no file left of a store that had two
+or more) deletes nothing and the files are restored. `log_only` logs where
+`enabled` deletes. The end of a session (`EndOfSession`) sends at most one
+pass's cap in all; what it holds back stays pending for the next mount.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from .._exceptions import Conflict, NotFound, PreconditionFailed, StatusError, StoreError
 from ..cache import Tombstone
-from ._ledger import Hold
-from ._part import Part, Shared, each, log
 from ._pull import Puller
-from ._reports import PassReport
-from ._rules import Deletions, delete_cap
-from ._store_api import RemoteMemory, whole_store
+from ._shared import (
+    Deletions,
+    Hold,
+    Part,
+    PassReport,
+    RemoteMemory,
+    Shared,
+    delete_cap,
+    each,
+    log,
+    whole_store,
+)
 
 
 @dataclass
 class EndOfSession:
     """How the final sync of a session sends deletes: whether it waives the
-    window (no writer may outlive the stop), and how many of the cap are left
-    for the passes it still runs (None: not counted yet)."""
+    window, and how many of the cap are left for its passes (None: not counted yet)."""
 
     waive_window: bool = True
     deletes_left: int | None = None
@@ -67,17 +59,15 @@ class DeletePacer(Part):
         self.held_at_end: dict[str, str] = {}
         """memory id -> why the final sync held its delete back."""
 
-    # ---------------------------------------------------------------- wipes
-
     def is_wipe(self) -> bool:
         """No file at all is left here of a store that had two or more."""
         if self.deletions is Deletions.DISABLED or len(self.cache.tombstones) < 2:
             return False
         return self.cache.file_count() == 0
 
-    async def undo_wipe(self, relist: Callable[[], Awaitable[None]]) -> None:
-        """Delete nothing; forget the pending deletes and `relist` the store so that
-        its files come back."""
+    def undo_wipe(self) -> None:
+        """Delete nothing and forget the pending deletes (the caller lists the
+        store again, so that its files come back)."""
         stones = list(self.cache.tombstones.values())
         log.warning(
             "every file of %s was deleted here at once (%d files): that looks like a wipe, "
@@ -90,9 +80,6 @@ class DeletePacer(Part):
             for stone in stones:
                 self.cache.tombstone_done(stone.memory_id)
         self._first_missing.clear()
-        await relist()
-
-    # -------------------------------------------------------------- deletes
 
     async def run(
         self,
@@ -100,13 +87,12 @@ class DeletePacer(Part):
         *,
         end: EndOfSession | None,
         limit: int,
-        asked: bool = False,
-        known: int | None = None,
+        asked: bool,
+        known: int,
     ) -> None:
         """Send the deletes that are due this pass (`end`: the final sync's;
-        `asked`: a pass a person asked for, which does not wait for holds).
-        `known`: the memories of the store as last agreed when the pass began
-        (files here with a memory, and the pending deletes), the n of the cap."""
+        `asked`: a pass a person asked for, which does not wait for holds);
+        `known`, the n of the cap: the store's memories as last agreed."""
         cache = self.cache
         self.held_at_end.clear()
         if not cache.tombstones or self.deletions is Deletions.DISABLED:
@@ -123,20 +109,15 @@ class DeletePacer(Part):
                 self._first_missing[stone.memory_id] = (stone.deleted_at, now)
                 self._dry_run_done.discard(stone.memory_id)
         waive = end is not None and end.waive_window
-
-        def held(memory_id: str) -> bool:
-            hold = self.ledger.delete_holds.get(memory_id)
-            return hold is not None and now < hold.retry_at and end is None and not asked
-
-        def window_passed(stone: Tombstone) -> bool:
-            return now - self._first_missing[stone.memory_id][1] >= self.delete_window
-
         pending = [s for s in cache.tombstones.values() if s.memory_id not in self._dry_run_done]
-        due = [s for s in pending if (waive or window_passed(s)) and not held(s.memory_id)]
-        # n is the memories the store holds as last agreed (new files not uploaded
-        # yet are none of them); a dry run counts its logged deletes as sent.
-        if known is None:
-            known = cache.memory_count() + len(cache.tombstones)
+        due = []
+        for stone in pending:
+            hold = self.ledger.delete_holds.get(stone.memory_id)
+            if hold is not None and now < hold.retry_at and end is None and not asked:
+                continue
+            if waive or now - self._first_missing[stone.memory_id][1] >= self.delete_window:
+                due.append(stone)
+        # A dry run counts its logged deletes as sent.
         cap = delete_cap(known - (len(cache.tombstones) - len(pending)))
         if end is not None:
             if end.deletes_left is None:
@@ -156,7 +137,21 @@ class DeletePacer(Part):
             await each(chosen, lambda s: self._delete(s, report), limit)
         if end is not None:
             end.deletes_left = max(0, cap - len(chosen))
-            self._note_held_at_end(pending, chosen, due, end)
+            sent = {s.memory_id for s in chosen}
+            due_ids = {s.memory_id for s in due}
+            for stone in pending:
+                if stone.memory_id in sent:
+                    continue
+                if stone.memory_id in due_ids:
+                    why = f"held back: the end of a session sends at most {end.cap} deletes"
+                elif not end.waive_window:
+                    why = (
+                        f"held back: deleted less than {self.delete_window:.0f} s before a stop "
+                        "that writers may outlive"
+                    )
+                else:
+                    why = "held back: the store refused it"
+                self.held_at_end[stone.memory_id] = why
         if len(due) > cap:
             log.info(
                 "%d deletes wait for the next pass (at most %d a pass)",
@@ -165,34 +160,16 @@ class DeletePacer(Part):
                 extra={"event": "deletes_capped"},
             )
 
-    def _note_held_at_end(
-        self,
-        pending: list[Tombstone],
-        chosen: list[Tombstone],
-        due: list[Tombstone],
-        end: EndOfSession,
-    ) -> None:
-        """Why each delete the final sync does not send is held back."""
-        sent = {s.memory_id for s in chosen}
-        due_ids = {s.memory_id for s in due}
-        for stone in pending:
-            if stone.memory_id in sent:
-                continue
-            if stone.memory_id in due_ids:
-                why = f"held back: the end of a session sends at most {end.cap} deletes"
-            elif not end.waive_window:
-                why = (
-                    f"held back: deleted less than {self.delete_window:.0f} s before a stop "
-                    "that writers may outlive"
-                )
-            else:
-                why = "held back: the store refused it"
-            self.held_at_end[stone.memory_id] = why
+    async def send_now(self, memory_id: str | None) -> bool:
+        """Whether the pending delete of `memory_id`, whose path a push needs, was
+        sent now: the local tree corroborates it, so it does not wait for its window."""
+        stone = self.cache.tombstones.get(memory_id or "")
+        if stone is None or self.deletions is not Deletions.ENABLED:
+            return False
+        return await self._send(stone) is None
 
-    async def _delete(self, stone: Tombstone, report: PassReport) -> None:
-        cache = self.cache
-        if stone.memory_id not in cache.tombstones or cache.node_of_memory(stone.memory_id):
-            return  # taken back since
+    async def _send(self, stone: Tombstone) -> StoreError | None:
+        """Send one delete; the store's refusal of that memory, if it refused."""
         try:
             await self.client.delete_memory(
                 self.store_id, stone.memory_id, expected_content_sha256=stone.base_sha or None
@@ -202,11 +179,24 @@ class DeletePacer(Part):
         except StoreError as e:
             if whole_store(e):
                 raise
-            if isinstance(e, (PreconditionFailed, Conflict)) or (
-                isinstance(e, StatusError) and e.status in (409, 412)
-            ):
-                await self._restore(stone, report)
-                return
+            return e
+        self.cache.deleted_in_store(stone.memory_id)
+        return None
+
+    async def _delete(self, stone: Tombstone, report: PassReport) -> None:
+        cache = self.cache
+        if stone.memory_id not in cache.tombstones or cache.node_of_memory(stone.memory_id):
+            return  # taken back since
+        e = await self._send(stone)
+        if e is None:
+            self.ledger.delete_holds.pop(stone.memory_id, None)
+            self.ledger.logged.pop(stone.memory_id, None)
+            report.deleted_remote += 1
+        elif isinstance(e, (PreconditionFailed, Conflict)) or (
+            isinstance(e, StatusError) and e.status in (409, 412)
+        ):
+            await self._restore(stone, report)
+        else:
             self.ledger.delete_holds[stone.memory_id] = Hold.after(
                 self.ledger.delete_holds.get(stone.memory_id), 0, self.clock(), str(e)
             )
@@ -216,11 +206,6 @@ class DeletePacer(Part):
                 event="delete_refused",
                 path=stone.path,
             )
-            return
-        cache.deleted_in_store(stone.memory_id)
-        self.ledger.delete_holds.pop(stone.memory_id, None)
-        self.ledger.logged.pop(stone.memory_id, None)
-        report.deleted_remote += 1
 
     async def _restore(self, stone: Tombstone, report: PassReport) -> None:
         """A delete the store refused because the memory changed: show its version."""

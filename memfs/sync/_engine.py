@@ -1,33 +1,12 @@
 """The sync pass: keep one store's cache and the Memory Store in step.
 
-Each pass (`SyncEngine.run_pass`) does, in order:
-
-1. Remote changes (`_remote`): the version feed, or a full listing, and the
-   decision table applied memory by memory (`_pull`, `_decide`), with the
-   contents it pulls fetched in parallel. Uploads in flight at the start of
-   the pass are recognised in the store's state (an answer lost is not a
-   conflict) and then forgotten.
-2. A wipe is not a delete (`_deletes`): when every file of a store that had
-   more than one is missing at once, nothing is deleted and the files are
-   restored.
-3. Local changes (`_push`), in parallel: pushes with the base as
-   precondition, moves, creates. A file still being written (open for
-   writing, written less than `QUIET_SECONDS` ago) or whose last write was
-   refused with EFBIG is not pushed.
-4. Deletes (`_deletes`), paced, capped and corroborated.
-
-A push-only pass (`run_pass(push_only=True)`: the write-behind and a
-session gone idle) does step 3 alone: no listing, no pull, no delete. It
-leaves out a file whose upload is still unanswered: only a pass that reads
-the store can tell whether that upload landed.
-
-Failures: the base advances only on success. Any refusal of one memory is
-that memory's alone; only whole-store conditions end a pass early with
-everything kept (no answer, 401, 408, 429 or 5xx after retries); the loop
-retries with backoff. No failure of a pass ends the store process.
-
-This layer never touches FUSE: what the kernel must forget goes through the
-`KernelNotifier` the composition root hands in (`kernel`).
+Each pass reads the store's changes (`_remote`) and applies them (`_pull`),
+restores a wipe instead of deleting it, pushes local changes (`_push`) and
+sends the deletes that are due (`_deletes`). A push-only pass (the
+write-behind, a session gone idle) leaves out files whose upload is
+unanswered: only a pass that reads the store can tell whether it landed.
+The base advances only on success; only whole-store conditions end a pass
+early, with everything kept, and no failure of a pass ends the store process.
 """
 
 from __future__ import annotations
@@ -37,26 +16,29 @@ from collections.abc import Callable
 
 import trio
 
-from .._exceptions import (
-    AuthenticationFailed,
-    NotFound,
-    PermissionDenied,
-    StoreError,
-    SyncError,
-)
-from ..api import MAX_CONTENT_BYTES, Confirmation
+from .._exceptions import AuthenticationFailed, NotFound, PermissionDenied, StoreError, SyncError
+from ..api import MAX_CONTENT_BYTES
 from ..cache import Node, SyncFace
-from ._confirm import Confirmer
+from ..client import StoreClient
 from ._deletes import DeletePacer, EndOfSession
-from ._ledger import Ledger
-from ._part import Shared, each, log
 from ._prefetch import Download
 from ._pull import Puller
-from ._push import Pusher
+from ._push import Confirmer, Pusher
 from ._remote import RemoteChanges
-from ._reports import PassReport, SyncStatus
-from ._rules import DEFAULT_CONCURRENCY, DELETE_WINDOW, FINAL_CONCURRENCY, QUIET_SECONDS, Deletions
-from ._store_api import KernelNotifier, StoreAPI
+from ._shared import (
+    DEFAULT_CONCURRENCY,
+    DELETE_WINDOW,
+    FINAL_CONCURRENCY,
+    QUIET_SECONDS,
+    Deletions,
+    KernelNotifier,
+    Ledger,
+    PassReport,
+    Shared,
+    SyncStatus,
+    each,
+    log,
+)
 
 
 class SyncEngine:
@@ -64,7 +46,7 @@ class SyncEngine:
 
     def __init__(
         self,
-        client: StoreAPI,
+        client: StoreClient,
         cache: SyncFace,
         *,
         read_only: bool = False,
@@ -88,7 +70,6 @@ class SyncEngine:
         self.ledger = Ledger()
         self._lock = trio.Lock()
         self._download: Download | None = None
-        mode = Deletions(deletions)
         shared = Shared(client, cache, self.ledger, self.status, clock)
         self.remote = RemoteChanges(
             shared,
@@ -96,16 +77,19 @@ class SyncEngine:
             listing_concurrency=max(1, listing_concurrency),
         )
         self.puller = Puller(shared, read_only=read_only)
-        self.pusher = Pusher(shared, deletions=mode)
-        self.pacer = DeletePacer(shared, self.puller, deletions=mode, delete_window=delete_window)
-        self.confirmer = Confirmer(
+        self.pacer = DeletePacer(
+            shared, self.puller, deletions=Deletions(deletions), delete_window=delete_window
+        )
+        self.pusher = Pusher(shared, self.pacer)
+        self.confirm = Confirmer(
             cache,
             self.ledger,
             self.pusher,
             read_only=read_only,
             lock=self._lock,
             full_pass=lambda: self.run_pass(full=True, asked=True),
-        )
+        ).confirm
+        """Push named files now and say what the store made of each (`memfs sync FILE`)."""
         if kernel is not None:
             self.kernel = kernel
 
@@ -123,12 +107,11 @@ class SyncEngine:
 
     @deletions.setter
     def deletions(self, mode: Deletions | str) -> None:
-        self.pacer.deletions = self.pusher.deletions = Deletions(mode)
+        self.pacer.deletions = Deletions(mode)
 
     async def fetch_content(self, memory_id: str) -> tuple[bytes, str]:
-        """A memory's content and its sha: the cache's content source. While the
-        background download runs, it may bring the content on a page it reads
-        anyway (`Download.content`); otherwise one GET."""
+        """A memory's content and its sha: the cache's content source, from the
+        background download's pages while it runs (`Download.content`), or one GET."""
         if self._download is not None:
             content = await self._download.content(memory_id)
             if content is not None:
@@ -149,8 +132,8 @@ class SyncEngine:
             self._download = None
 
     def set_aside_local_changes(self) -> None:
-        """A read-only mount shows the store's state: what an earlier read-write
-        mount of this cache did not upload is kept aside as conflict copies."""
+        """A read-only mount keeps aside as conflict copies what an earlier
+        read-write mount of this cache did not upload."""
         for path, copy in self.cache.set_aside_local_changes():
             log.warning(
                 "%s is mounted read-only: the local change to %s that an earlier read-write "
@@ -160,13 +143,6 @@ class SyncEngine:
                 copy,
                 extra={"event": "set_aside", "path": path},
             )
-
-    async def confirm(self, paths: list[str], timeout: float) -> list[Confirmation]:
-        """Push the files at `paths` now and say what the store made of each,
-        within `timeout` seconds (`memfs sync FILE`; see `Confirmer`)."""
-        return await self.confirmer.confirm(paths, timeout)
-
-    # --------------------------------------------------------------- passes
 
     async def run_pass(
         self,
@@ -178,19 +154,16 @@ class SyncEngine:
         before_mount: bool = False,
         push_only: bool = False,
     ) -> PassReport:
-        """One whole pass; raises SyncError when the store could not be reached or refused us.
+        """One whole pass; raises SyncError (its cause the StoreError, when one
+        ended the pass) when the store could not be reached or refused us.
 
         `final`: a pass of the final sync, which pushes files still being written
-        and sends deletes as `end` says (default: one pass's cap, window waived;
-        the passes of one final sync share one `end`). `asked`: a pass a person
-        asked for (`memfs sync`), which tries every refused file and delete again
-        at once; the backoff is for the periodic passes. `before_mount`: nothing
-        else uses the cache yet, so the store's state is placed in one commit;
-        its failure is not logged, the caller says what it makes of it. The
-        SyncError's cause is the StoreError, when one ended the pass.
-        `push_only`: the local changes alone are pushed (see the module's doc)."""
-        if final and end is None:
-            end = EndOfSession()
+        and sends deletes as `end` says (the passes of one final sync share one).
+        `asked`: a pass a person asked for (`memfs sync`), which tries every
+        refused file and delete again at once. `before_mount`: nothing else uses
+        the cache yet, so the store's state is placed in one commit, and a
+        failure is left to the caller to tell. `push_only`: the local changes
+        alone are pushed."""
         async with self._lock:
             report = PassReport(push_only=push_only)
             before = self.client.stats.requests
@@ -200,29 +173,11 @@ class SyncEngine:
                 if push_only:
                     await self._push_only(report)
                 else:
-                    await self._pass(
-                        report,
-                        end=end if final else None,
-                        full=full,
-                        asked=asked,
-                        before_mount=before_mount,
-                    )
-            except AuthenticationFailed as e:
-                cause = e
-                report.error = (
-                    f"the store refused the token (401); local changes are kept: {e.message}"
-                )
-            except NotFound as e:
-                cause = e
-                report.error = f"store {self.store_id} was not found (404): {e.message}"
-            except PermissionDenied as e:
-                cause = e
-                report.error = f"the token may not use store {self.store_id} (403): {e.message}"
+                    end = (end or EndOfSession()) if final else None
+                    await self._pass(report, end, full=full, asked=asked, before_mount=before_mount)
             except StoreError as e:
                 cause = e
-                report.error = (
-                    f"the store could not be reached or failed; local changes are kept: {e}"
-                )
+                report.error = _failure(e, self.store_id)
             except Exception as e:  # noqa: BLE001 - no failure of a pass may end the store process
                 log.exception(
                     "sync pass of %s failed unexpectedly",
@@ -239,16 +194,17 @@ class SyncEngine:
                 report.finished_at = self.clock()
                 report.duration_s = time.monotonic() - started
                 report.result = "failed" if report.error else "ok"
-                self.status.passes += 1
-                self.status.results[report.result] += 1
-                self.status.durations.observe(report.duration_s)
-                self.status.conflicts += report.conflicts
-                self.status.last = report
+                status = self.status
+                status.passes += 1
+                status.results[report.result] += 1
+                status.durations.observe(report.duration_s)
+                status.conflicts += report.conflicts
+                status.last = report
                 self.puller.done()
+            self.status.last_error = report.error
+            self.status.failures_in_a_row = self.status.failures_in_a_row + 1 if report.error else 0
             if report.error:
-                self.status.failures_in_a_row += 1
-                self.status.last_error = report.error
-                if not before_mount:  # the mount's start says what it makes of it
+                if not before_mount:
                     log.error(
                         "sync of %s failed: %s",
                         self.store_id,
@@ -256,15 +212,13 @@ class SyncEngine:
                         extra={"event": "pass_failed"},
                     )
                 raise SyncError(report.error) from cause
-            self.status.failures_in_a_row = 0
-            self.status.last_error = None
             return report
 
     async def _pass(
         self,
         report: PassReport,
-        *,
         end: EndOfSession | None,
+        *,
         full: bool,
         asked: bool,
         before_mount: bool,
@@ -272,10 +226,8 @@ class SyncEngine:
         final = end is not None
         limit = self.final_concurrency if final else self.concurrency
         # A wipe is judged on the folder as this pass finds it, before the store's
-        # changes come in (a memory another session added is no file left here).
+        # changes come in; the n of the delete cap is what was last agreed.
         wiped = not self.read_only and self.pacer.is_wipe()
-        # The n of the delete cap: the memories of the store as last agreed, before
-        # this pass pulls or uploads any.
         known = self.cache.memory_count() + len(self.cache.tombstones)
         sent = self.cache.uploads()
         self.puller.expect_own_writes(sent)
@@ -285,9 +237,7 @@ class SyncEngine:
             remote.setdefault(memory_id, waiting)
         self.ledger.deferred.clear()
         await self.puller.apply_all(remote, report, limit=limit, in_one_commit=before_mount)
-        self.remote.save_head(head)
-        if listed:
-            self.remote.listed()
+        self.remote.applied(head, listed)
         # Every upload in flight at the start has now met the store's state: a
         # record kept longer would claim another writer's identical bytes.
         self.cache.forget_uploads([u.node_id for u in sent])
@@ -295,12 +245,9 @@ class SyncEngine:
         if self.read_only:
             return
         if wiped:
-
-            async def relist() -> None:
-                listing, _ = await self.remote.listing()
-                await self.puller.apply_all(listing, report, limit=limit)
-
-            await self.pacer.undo_wipe(relist)
+            self.pacer.undo_wipe()
+            listing, _ = await self.remote.listing()
+            await self.puller.apply_all(listing, report, limit=limit)
         changes = self.cache.changes(quiet_for=0.0 if final else QUIET_SECONDS)
         await each(changes, lambda c: self.pusher.push(c, report, final=final, asked=asked), limit)
         await self.pacer.run(report, end=end, limit=limit, asked=asked, known=known)
@@ -314,33 +261,40 @@ class SyncEngine:
         ]
         await each(changes, lambda c: self.pusher.push(c, report, final=False), self.concurrency)
 
-    # ---------------------------------------------------------------- status
+    def content_refused(self, node: Node) -> bool:
+        """Whether the store refused the file's content as it is now: the file is
+        refused, not pending, and no stop leaves it behind."""
+        return self.ledger.content_refused(node)
 
     def pending(self) -> list[str]:
         """Paths whose local state the store does not hold yet, but for the files
         whose content the store refused (`refused` lists those)."""
-        out = [c.path for c in self.cache.changes() if not self._content_refused(c.node_id)]
+        nodes = self.cache.nodes
+        out = [
+            c.path
+            for c in self.cache.changes()
+            if c.node_id not in nodes or not self.content_refused(nodes[c.node_id])
+        ]
         if self.deletions is Deletions.ENABLED:
             out += [f"{s.path} (deleted)" for s in self.cache.tombstones.values()]
         return out
 
     def left_behind(self) -> dict[str, str]:
-        """What the store does not hold yet, path -> what will become of it:
-        the line the final sync logs and the stop's output prints for each. A file
-        whose content the store refused is not left behind: it was said when it
-        was refused, and it stays in the cache until it changes."""
+        """What the store does not hold yet, path -> what will become of it (the
+        final sync logs it, the stop prints it). A file whose content the store
+        refused is not left behind: that was said when it was refused."""
         out: dict[str, str] = {}
         for change in self.cache.changes():
             node = self.cache.nodes.get(change.node_id)
-            if node is None or self.ledger.content_refused(node):
+            if node is None or self.content_refused(node):
                 continue
-            hold = self.ledger.holds.get(node.id)
+            hold = self.ledger.current_hold(node)
             if node.too_large:
                 out[node.path] = (
                     f"a write past {MAX_CONTENT_BYTES:,} bytes was refused (EFBIG): it stays in "
                     "the cache and is uploaded only once it is written again within the limit"
                 )
-            elif hold is not None and hold.edits == node.live.edits:
+            elif hold is not None:
                 out[node.path] = (
                     f"{hold.reason}: it stays in the cache; the next mount of the store tries again"
                 )
@@ -358,39 +312,38 @@ class SyncEngine:
                 )
         return out
 
-    def content_refused(self, node: Node) -> bool:
-        """Whether the store refused the file's content as it is now: the file is
-        refused, not pending, and no stop leaves it behind."""
-        return self.ledger.content_refused(node)
-
-    def _content_refused(self, node_id: int) -> bool:
-        node = self.cache.nodes.get(node_id)
-        return node is not None and self.ledger.content_refused(node)
-
     def not_shown(self) -> dict[str, str]:
         """Memories of the store this folder does not show: path -> reason."""
-        return self.puller.not_shown.as_status()
+        return dict(self.puller.not_shown.memories.values())
 
     def refused(self) -> dict[str, str]:
-        """Files the store refused or memfs holds back, with the reason: path -> reason."""
+        """Files and deletes the store refused or memfs holds back: path -> reason."""
         out: dict[str, str] = {}
         for node in self.cache.files():
             if not node.pending:
                 continue
+            hold = self.ledger.current_hold(node)
             if node.too_large:
                 out[node.path] = (
                     f"too large: a write past {MAX_CONTENT_BYTES:,} bytes was refused (EFBIG)"
                 )
-            elif self.ledger.content_refused(node) and node.refused_reason:
+            elif self.content_refused(node) and node.refused_reason:
                 out[node.path] = node.refused_reason
-            elif (hold := self.ledger.holds.get(node.id)) is not None and (
-                hold.edits == node.live.edits
-            ):
+            elif hold is not None:
                 out[node.path] = hold.reason
-        for path, reason in self.puller.waiting.values():
-            out[path] = reason
+        out.update(self.puller.waiting.values())
         for memory_id, hold in self.ledger.delete_holds.items():
             stone = self.cache.tombstones.get(memory_id)
             if stone is not None:
                 out[f"{stone.path} (deleted)"] = hold.reason
         return out
+
+
+def _failure(e: StoreError, store_id: str) -> str:
+    if isinstance(e, AuthenticationFailed):
+        return f"the store refused the token (401); local changes are kept: {e.message}"
+    if isinstance(e, NotFound):
+        return f"store {store_id} was not found (404): {e.message}"
+    if isinstance(e, PermissionDenied):
+        return f"the token may not use store {store_id} (403): {e.message}"
+    return f"the store could not be reached or failed; local changes are kept: {e}"

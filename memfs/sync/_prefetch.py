@@ -1,33 +1,13 @@
 """Prefetch: every content not cached yet, in the background after a mount.
 
-A few missing contents (at most `PREFETCH_BY_LISTING`) are fetched one by
-one, a few at a time. Many come through full-view listing pages (20 a
-request, each page put in place in one journal transaction), read by folder
-in parallel: the cache's tree, which the mount's first pass has just set to
-the store's, cuts the store into chains of pages (`Chain`): each top-level
-folder's subtree; a folder holding more than `SPLIT_ABOVE` memories is cut
-again into its own files (depth 1) and its subfolders' subtrees. Chains go
-in path order, the order in which a walk of the tree reads them,
-`listing_concurrency` at a time. A chain whose missing contents are fewer
-than its pages is fetched one by one instead.
-
-A reader that opens a file whose content is not here yet asks the download
-first (`Download.content`, the cache's content source in front of a GET):
-
-- its chain not started yet jumps the queue (it starts at once);
-- when its content is on the page the chain is reading or the next one, the
-  reader waits for that page and takes its content from it: no request of
-  its own;
-- otherwise (further down a long chain, or no download running) the reader
-  fetches it by id, and the page that later carries it leaves it alone.
-
-The cache lets one fetch per file run at a time, however many readers wait
-for it. The download never waits for a busy filesystem (a reader of the
-tree reads what it brings); it waits while the cache's disk is full, and a
-chain waiting so sends its readers to fetch for themselves. What the pages
-did not bring (a content changed since the listing, a chain the store
-refused) is fetched one by one at the end; a whole-store failure stops the
-download.
+A few missing contents are fetched one by one; many come through chains of
+full-view listing pages (`Chain`, design.md tells how the tree is cut),
+read in path order, a few at a time. A reader that opens a file not cached
+yet asks the download first (`Download.content`): its chain starts at once,
+and when its content is on the page being read or the next, it waits for
+that page; otherwise it fetches the content itself. The download waits while
+the cache's disk is full, never for a busy filesystem; a whole-store failure
+stops it.
 """
 
 from __future__ import annotations
@@ -41,22 +21,17 @@ import trio
 from .._exceptions import CacheError, StoreError
 from ..api import Memory, content_sha256
 from ..cache import Node, SyncFace
-from ._part import log
-from ._store_api import StoreAPI, whole_store
+from ..client import StoreClient
+from ._shared import each, log, whole_store
 
 PREFETCH_BY_LISTING = 20
-"""Above this many missing contents, prefetch reads full-view listing pages."""
 FULL_PAGE = 20
 """Memories per full-view listing page (the API's cap)."""
 SPLIT_ABOVE = 3 * FULL_PAGE
-"""A folder with more memories than this (and subfolders) is read as several chains."""
 LISTING_CONCURRENCY = 8
-"""Chains of full-view pages read at once."""
 FULL_DISK_WAIT = 1.0
-"""Seconds between looks at a full cache disk."""
 WAIT_PAGES_AHEAD = 1
-"""A reader waits for its chain's pages when its content is at most this many
-pages past the one being read; further, it fetches the content itself."""
+"""How many pages past the one being read a reader waits for its content."""
 
 Content = tuple[bytes, str]
 
@@ -68,8 +43,7 @@ class Chain:
     prefix: str
     depth: int | None
     position: dict[str, int]
-    """Memory id -> its place in the listing, as the cache expects it (a depth-1
-    listing also holds one item per subfolder)."""
+    """Memory id -> its place in the listing (a depth-1 listing holds subfolders too)."""
     missing: dict[str, Node]
     started: bool = False
     pages_read: int = 0
@@ -103,17 +77,15 @@ class Download:
 
     def __init__(
         self,
-        client: StoreAPI,
+        client: StoreClient,
         cache: SyncFace,
         *,
         concurrency: int = 4,
-        listing_concurrency: int = LISTING_CONCURRENCY,
         progress: Callable[[int, int], None] | None = None,
     ) -> None:
         self.client = client
         self.cache = cache
         self.concurrency = max(1, concurrency)
-        self.listing_concurrency = max(1, listing_concurrency)
         self.progress = progress
         self.fetched = 0
         self.total = 0
@@ -123,14 +95,10 @@ class Download:
         self._nursery: trio.Nursery | None = None
         self._failure: StoreError | None = None
 
-    # ------------------------------------------------------------- the run
-
     async def run(self) -> int:
         """Fetch every content not cached yet; returns how many were fetched.
-        `progress(done, total)` hears of each page and each content, `total`
-        being the contents missing at the start (some may be fetched on first
-        read meanwhile, so `done` may end below it). A whole-store failure of
-        the listing is raised once the chains stopped."""
+        `progress(done, total)` hears of each page and each content (`done` may
+        end below `total`: readers fetch some meanwhile)."""
         await self._room_on_the_cache_disk()
         missing = {n.memory_id: n for n in self.cache.files() if n.memory_id and not n.cached}
         self.total = len(missing)
@@ -142,7 +110,7 @@ class Download:
             try:
                 async with trio.open_nursery() as nursery:
                     self._nursery = nursery
-                    for _ in range(self.listing_concurrency):
+                    for _ in range(LISTING_CONCURRENCY):
                         nursery.start_soon(self._next_chains)
             finally:
                 self._nursery = None
@@ -152,7 +120,7 @@ class Download:
                 self._waiting.clear()
             if self._failure is not None:
                 raise self._failure
-        await self._one_by_one([n for n in missing.values() if _missing(n)])
+        await each([n for n in missing.values() if _missing(n)], self._one, self.concurrency)
         return self.fetched
 
     async def content(self, memory_id: str) -> Content | None:
@@ -223,10 +191,7 @@ class Download:
                 delivery.give(None)
 
     async def _room_on_the_cache_disk(self) -> None:
-        """The download waits while the cache's disk is full: the room its redo
-        log has left goes to the sync's uploads (a read still fetches what it
-        needs). It never waits for a busy filesystem: a reader of the tree reads
-        what the download brings."""
+        """Wait while the cache's disk is full: the room left goes to the sync's uploads."""
         while self.cache.disk_full:
             await trio.sleep(FULL_DISK_WAIT)
 
@@ -251,22 +216,15 @@ class Download:
                     self.fetched += self.cache.install_listed(node, memory_id, content)
         self._tell()
 
-    async def _one_by_one(self, nodes: list[Node]) -> None:
-        limiter = trio.CapacityLimiter(self.concurrency)
-
-        async def one(node_id: int) -> None:
-            async with limiter:
-                try:
-                    if await self.cache.ensure_cached(node_id):
-                        self.fetched += 1
-                        self._tell()
-                except CacheError as e:
-                    log.info("prefetch skipped: %s", e, extra={"event": "prefetch_skipped"})
-
-        async with trio.open_nursery() as nursery:
-            for node in nodes:
-                if _missing(node):
-                    nursery.start_soon(one, node.id)
+    async def _one(self, node: Node) -> None:
+        if not _missing(node):
+            return
+        try:
+            if await self.cache.ensure_cached(node.id):
+                self.fetched += 1
+                self._tell()
+        except CacheError as e:
+            log.info("prefetch skipped: %s", e, extra={"event": "prefetch_skipped"})
 
 
 def _missing(node: Node) -> bool:
@@ -306,17 +264,12 @@ def _cut(
         else:
             folders.setdefault(prefix + rest[: cut + 1], []).append(memory_id)
     if not split or not folders:
-        chains.append(_chain(prefix, None, {m: i for i, m in enumerate(under)}, missing))
+        position = {m: i for i, m in enumerate(under)}
+        chains.append(Chain(prefix, None, position, {m: missing[m] for m in under if m in missing}))
         return
     if own:
         keyed = [(paths[m], m) for m in own] + [(f, "") for f in folders]
-        order = {m: i for i, (_key, m) in enumerate(sorted(keyed)) if m}
-        chains.append(_chain(prefix, 1, order, missing))
+        position = {m: i for i, (_key, m) in enumerate(sorted(keyed)) if m}
+        chains.append(Chain(prefix, 1, position, {m: missing[m] for m in own if m in missing}))
     for folder, ids in folders.items():
         _cut(folder, ids, paths, missing, chains, split=len(ids) > SPLIT_ABOVE)
-
-
-def _chain(
-    prefix: str, depth: int | None, position: dict[str, int], missing: dict[str, Node]
-) -> Chain:
-    return Chain(prefix, depth, position, {m: missing[m] for m in position if m in missing})

@@ -1,19 +1,15 @@
 """Applying the store's changes here: the decision table, memory by memory.
 
 Contents that will be pulled are fetched ahead, in parallel; then each
-memory's local and remote states are computed against its base, by bytes
-(`decide`), and this module does what it says: shows, moves or removes
-files, keeps conflict copies, agrees on memfs's own uploads whose answers
-were lost and on files that already hold the store's bytes, and tells the
-kernel to forget exactly what changed.
+memory's states are computed against its base, by bytes (`decide`), and
+this module does what it says and tells the kernel to forget exactly what
+changed.
 
-What the store lists is trusted for nothing: a path that is not a clean
-memory path (`listed_path_problem`), or a name no folder here can hold, is
-never shown, written or deleted (`not_shown`). A change that would replace or
-remove a file open for writing waits until its last writer closes it (or no
-write touched it for `QUIET_SECONDS`), so that the decision is taken on the
-whole local version; a change whose conflict copy cannot be written whole
-waits too (`waiting`), and the local version stays as it is.
+What the store lists is trusted for nothing it names (`NotShown`). A change
+that would replace or remove a file open for writing waits until its last
+writer closes it (or no write touched it for `QUIET_SECONDS`), so that the
+decision is taken on the whole local version; a change whose conflict copy
+cannot be written whole waits too (`waiting`), the local version kept as it is.
 """
 
 from __future__ import annotations
@@ -22,17 +18,76 @@ import contextlib
 import time
 
 from .._exceptions import CacheDiskFull, CacheError, ConflictCopyFailed, NotFound, StoreError
-from ..api import content_sha256, listed_path_problem
+from ..api import MARKER_PATH, MAX_NAME_BYTES, content_sha256, listed_path_problem
 from ..cache import Node, StoredMemory, Tombstone, Upload
 from ._decide import Action, Local, Remote, decide, remote_state
-from ._not_shown import NotShown
-from ._part import Part, Shared, each, log
-from ._reports import PassReport
-from ._rules import QUIET_SECONDS
-from ._store_api import KernelNotifier, NoKernel, RemoteMemory, whole_store
+from ._shared import (
+    QUIET_SECONDS,
+    KernelNotifier,
+    Ledger,
+    NoKernel,
+    Part,
+    PassReport,
+    RemoteMemory,
+    Shared,
+    each,
+    log,
+    whole_store,
+)
 
 WAITS_FOR_WRITERS = frozenset({Action.PULL, Action.PULL_KEEP_LOCAL, Action.REMOVE_LOCAL})
 """Actions that replace or remove a file's content: they wait for its writers."""
+
+
+class NotShown:
+    """The memories this folder does not show: id -> (path, reason), for `memfs status`.
+
+    A path that is not a clean memory path (`listed_path_problem`), the
+    marker's path, or a name over 255 bytes never stands for a file here: such
+    a memory is never shown, written or deleted, and is logged once."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+        self.memories: dict[str, tuple[str, str]] = {}
+
+    def check(self, r: RemoteMemory) -> bool:
+        """Whether the store's path for `r` cannot stand for a file here (then it
+        is recorded, and logged once); a memory that can is no longer listed."""
+        path = r.path
+        key = ("not_shown", r.memory_id)
+        problem = listed_path_problem(path)
+        if path == MARKER_PATH:
+            self.ledger.log_once(
+                key,
+                f"the store holds a memory at {MARKER_PATH}, the marker's path; it is not shown",
+                event="marker_taken",
+                path=MARKER_PATH,
+            )
+            self.memories[r.memory_id] = (MARKER_PATH, "the marker's path, which memfs keeps")
+        elif problem is None and path is not None:
+            if all(len(part.encode("utf-8")) <= MAX_NAME_BYTES for part in path.split("/")):
+                self.memories.pop(r.memory_id, None)
+                return False
+            self.ledger.log_once(
+                key,
+                f"the store holds {path}, with a name over {MAX_NAME_BYTES} bytes that no "
+                "folder here can show; it is not shown, and left as it is in the store",
+                event="name_unshowable",
+                path=path,
+            )
+            self.memories[r.memory_id] = (path, f"a name over {MAX_NAME_BYTES} bytes")
+        else:
+            shown = path if isinstance(path, str) else repr(path)
+            reason = problem or "it has no path"
+            self.ledger.log_once(
+                key,
+                f"the store lists the memory {r.memory_id} at {shown!r}, which is not shown: "
+                f"{reason}; it is left as it is in the store",
+                event="path_unshowable",
+                path=shown,
+            )
+            self.memories[r.memory_id] = (shown, reason)
+        return True
 
 
 class Puller(Part):
@@ -47,8 +102,7 @@ class Puller(Part):
         self._sent_creates: dict[tuple[str, str], Upload] = {}
         self.not_shown = NotShown(shared.ledger)
         self.waiting: dict[str, tuple[str, str]] = {}
-        """Memories whose change waits because a conflict copy could not be
-        written: id -> (path, reason)."""
+        """id -> (path, reason): changes that wait for a conflict copy to be written."""
 
     async def fetch_content(self, memory_id: str) -> tuple[bytes, str]:
         memory = await self.client.get_memory(self.store_id, memory_id, view="full")
@@ -73,47 +127,43 @@ class Puller(Part):
         in_one_commit: bool = False,
     ) -> None:
         """Fetch what must be pulled in parallel, then decide memory by memory.
-        `in_one_commit`: nothing else uses the cache (the pass before the mount:
-        no kernel, no filesystem), so the whole listing is placed with one
-        commit, held across the awaits of the pass."""
+        `in_one_commit`: nothing else uses the cache yet (the pass before the
+        mount), so the whole listing is placed with one commit."""
         wanted = [r for r in remote.values() if self._wants_content(r)]
         await each(wanted, self._fetch_ahead, limit)
         with self.cache.batch() if in_one_commit else contextlib.nullcontext():
-            await self._apply_each(remote, report)
+            for r in remote.values():
+                try:
+                    await self.apply(r, report)
+                except StoreError as e:
+                    if whole_store(e):
+                        raise
+                    self.ledger.log_once(
+                        r.memory_id,
+                        f"cannot pull {r.path or r.memory_id} from the store: {e}",
+                        event="pull_failed",
+                        path=r.path,
+                    )
+                    self.ledger.need_listing = True
+                except CacheDiskFull as e:  # the cache said so once itself
+                    log.info(
+                        f"cannot place {r.path or r.memory_id} from the store now: {e}",
+                        extra={"event": "pull_disk_full", "path": r.path},
+                    )
+                    self.ledger.need_listing = True
+                except (CacheError, OSError) as e:
+                    self._cannot_show(r, e)
+                    self.ledger.need_listing = True
 
-    async def _apply_each(self, remote: dict[str, RemoteMemory], report: PassReport) -> None:
-        for r in remote.values():
-            try:
-                await self.apply(r, report)
-            except StoreError as e:
-                if whole_store(e):
-                    raise
-                self.ledger.log_once(
-                    r.memory_id,
-                    f"cannot pull {r.path or r.memory_id} from the store: {e}",
-                    event="pull_failed",
-                    path=r.path,
-                )
-                self.ledger.need_listing = True
-            except CacheDiskFull as e:
-                # Said once by the cache itself (`cache_disk_full`); a later pass lists
-                # the store again and places what did not fit.
-                log.info(
-                    "cannot place %s from the store now: %s",
-                    r.path or r.memory_id,
-                    e,
-                    extra={"event": "pull_disk_full", "path": r.path},
-                )
-                self.ledger.need_listing = True
-            except (CacheError, OSError) as e:
-                log.warning(
-                    "cannot show %s from the store here: %s",
-                    r.path or r.memory_id,
-                    e,
-                    extra={"event": "not_shown", "path": r.path},
-                )
-                self.not_shown.cannot_place(r.memory_id, r.path or r.memory_id, str(e))
-                self.ledger.need_listing = True
+    def _cannot_show(self, r: RemoteMemory, e: Exception) -> None:
+        path = r.path or r.memory_id
+        log.warning(
+            "cannot show %s from the store here: %s",
+            path,
+            e,
+            extra={"event": "not_shown", "path": r.path},
+        )
+        self.not_shown.memories[r.memory_id] = (path, str(e))
 
     def _wants_content(self, r: RemoteMemory) -> bool:
         """Whether applying `r` will likely pull its content (fetched ahead, in parallel)."""
@@ -141,8 +191,6 @@ class Puller(Part):
             if whole_store(e):
                 raise
             # Applying `r` fetches again and decides what the failure means.
-
-    # ----------------------------------------------------------- one memory
 
     def _states(
         self, r: RemoteMemory, node: Node | None, stone: Tombstone | None
@@ -172,7 +220,7 @@ class Puller(Part):
         stone = cache.tombstones.get(r.memory_id)
         listed = r
         if r.deleted:
-            self.not_shown.gone(r.memory_id)
+            self.not_shown.memories.pop(r.memory_id, None)
         elif self.not_shown.check(r):
             if node is None and stone is None:
                 return
@@ -213,8 +261,7 @@ class Puller(Part):
                 )
             else:
                 log.warning(
-                    "%s was deleted in the store; the local copy is kept",
-                    node.path,
+                    f"{node.path} was deleted in the store; the local copy is kept",
                     extra={"event": "remote_delete_kept", "path": node.path},
                 )
             cache.forget_memory(node)
@@ -255,8 +302,6 @@ class Puller(Part):
             await self.place(r, report, fetch=False)
 
     def _wait_for_writers(self, r: RemoteMemory, node: Node) -> None:
-        """A change that would replace a file still being written waits: the
-        next pass decides it on the whole local version."""
         self.ledger.deferred[r.memory_id] = r
         log.info(
             "%s changed in the store while open for writing here; the change waits "
@@ -266,8 +311,6 @@ class Puller(Part):
         )
 
     def _wait_for_copy(self, r: RemoteMemory, path: str, e: ConflictCopyFailed) -> None:
-        """The local version could not be kept as a conflict copy: it stays as it
-        is, and the store's change waits for the next pass."""
         self.ledger.deferred[r.memory_id] = r
         self.waiting[r.memory_id] = (
             path,
@@ -281,8 +324,7 @@ class Puller(Part):
         )
 
     async def _adopt(self, r: RemoteMemory, node: Node, report: PassReport) -> None:
-        """The file already holds the store's new bytes: they are agreed, with no
-        fetch and no copy. The store's path wins unless only this side moved it."""
+        """The store's path wins unless only this side moved the file."""
         assert r.sha is not None
         if node.path != node.base_path and r.path == node.base_path:
             self.cache.adopt_content(node, r.memory_id, r.sha)
@@ -329,16 +371,9 @@ class Puller(Part):
         for parent, name in gone:
             await self.kernel.forget_entry(parent, name)
 
-    async def _content_for(self, r: RemoteMemory) -> tuple[bytes, str]:
-        ahead = self._fetched.pop(r.memory_id, None)
-        if ahead is not None:
-            return ahead
-        return await self.fetch_content(r.memory_id)
-
     async def place(self, r: RemoteMemory, report: PassReport, *, fetch: bool) -> Node | None:
-        """Show the store's memory `r` here. Whatever stands where it goes is set
-        aside; a local file with changes the store has not seen is kept as a
-        conflict copy. Returns the file that shows it, None when it waits."""
+        """Show the store's memory `r` here, a local file in its way with changes the
+        store has not seen kept as a conflict copy; None when it waits."""
         if self.not_shown.check(r):
             return None
         assert r.path is not None and r.sha is not None
@@ -350,7 +385,8 @@ class Puller(Part):
         content = None
         if fetch:
             try:
-                content, sha = await self._content_for(r)
+                ahead = self._fetched.pop(r.memory_id, None)
+                content, sha = ahead or await self.fetch_content(r.memory_id)
             except NotFound:
                 return None
             r.sha, r.size = sha, len(content)
@@ -362,13 +398,7 @@ class Puller(Part):
             self._wait_for_copy(r, r.path, e)
             return None
         except CacheError as e:
-            log.warning(
-                "cannot show %s from the store here: %s",
-                r.path,
-                e,
-                extra={"event": "not_shown", "path": r.path},
-            )
-            self.not_shown.cannot_place(r.memory_id, r.path, str(e))
+            self._cannot_show(r, e)
             return None
         node = placed.node
         report.pulled += 1
@@ -403,7 +433,6 @@ class Puller(Part):
 
 
 def being_written(node: Node) -> bool:
-    """Whether a file is open for writing and was written within `QUIET_SECONDS`:
-    a writer may be half way through."""
+    """Whether a writer may be half way through the file."""
     live = node.live
     return live.writers > 0 and time.monotonic() - live.last_write < QUIET_SECONDS

@@ -1,17 +1,27 @@
-"""Pushing local changes: creates, updates with the base as precondition, moves.
+"""Pushing local changes: creates, updates with the base as precondition, moves;
+and confirmed saves (`memfs sync FILE`), which push named files now.
 
-Every upload is recorded in the journal before it is sent (see
-`Puller._agree` for what that buys). A refusal of one memory is that
-memory's alone: content refusals (400, 413, not UTF-8) wait for the file to
-change; other refusals (402, 403, 409 of any type, 412, unknown) are held
-and tried again later or when the file changes; a 404 on an update creates
-the memory again at once. Only whole-store failures escape.
+Every upload is recorded in the journal before it is sent, so that a pass
+can recognise it in the store when its answer is lost. A refusal of one
+memory is that memory's alone: content refusals (400, 413, not UTF-8) wait
+for the file to change; other refusals (402, 403, 409 of any type, 412,
+unknown) are held and tried again later or when the file changes; a 404 on
+an update creates the memory again at once. Only whole-store failures escape.
+
+A confirmed save pushes as a pass does, with the quiet time and the backoff of
+refused files waived (a person asked); a file a 409 stops is settled by one
+full pass. Whatever is not answered within the timeout, or meets a failure of
+the whole store, stays pending: later passes push it.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable
+from dataclasses import KW_ONLY, dataclass
+from functools import partial
+
+import trio
 
 from .._exceptions import (
     CacheCorrupt,
@@ -22,16 +32,26 @@ from .._exceptions import (
     PathConflict,
     PreconditionFailed,
     RequestTooLarge,
+    StatusError,
     StoreError,
+    SyncError,
 )
-from ..api import MAX_CONTENT_BYTES, Memory, content_sha256
-from ..cache import Change, Node, Upload
-from ._ledger import Hold
-from ._part import Part, Shared, log
-from ._reports import PassReport
-from ._rules import Deletions
-from ._store_api import whole_store
+from ..api import MARKER_NAME, MAX_CONTENT_BYTES, Confirmation, Outcome, content_sha256
+from ..cache import (
+    READ_ONLY_REASON,
+    Change,
+    Node,
+    SyncFace,
+    SyncState,
+    Upload,
+    file_state,
+    marker_state,
+    overruled_copy,
+)
+from ._deletes import DeletePacer
+from ._shared import Hold, Ledger, Part, PassReport, Shared, log, whole_store
 
+STILL_PENDING = "it is still pending: a later pass pushes it"
 NOT_UTF8 = "its content is not UTF-8 text"
 
 
@@ -44,9 +64,9 @@ def _note_refusal(node: Node, reason: str, edits: int, *, local: bool) -> None:
 class Pusher(Part):
     """Sends what changed here to the store, file by file."""
 
-    def __init__(self, shared: Shared, *, deletions: Deletions) -> None:
+    def __init__(self, shared: Shared, pacer: DeletePacer) -> None:
         super().__init__(shared)
-        self.deletions = deletions
+        self.pacer = pacer
 
     async def push(
         self, change: Change, report: PassReport, *, final: bool, asked: bool = False
@@ -69,16 +89,18 @@ class Pusher(Part):
                 path=change.path,
             )
             return
-        if self._held(node, final=final or asked):
+        hold = self.ledger.holds.get(node.id)
+        if hold is not None and hold.edits != node.live.edits:
+            del self.ledger.holds[node.id]
+        elif hold is not None and self.clock() < hold.retry_at and not (final or asked):
             return
+        path = change.path
         try:
             raw = cache.read_content(node) if node.cached else None
         except (OSError, CacheCorrupt) as e:
             log.error(
-                "cannot read %s from the cache: %s",
-                change.path,
-                e,
-                extra={"event": "cache_unreadable", "path": change.path},
+                f"cannot read {path} from the cache: {e}",
+                extra={"event": "cache_unreadable", "path": path},
             )
             return
         if raw is None:
@@ -99,24 +121,39 @@ class Pusher(Part):
             except UnicodeDecodeError:
                 self._refuse(change, sha, NOT_UTF8, local=True)
                 return
+        memory_id = change.memory_id
+        if memory_id is None:
+            upload = Upload(node.id, None, path, sha)
+            send = partial(self.client.create_memory, self.store_id, path, text or "")
+        else:
+            content = text if change.edited and sha != change.base_sha else None
+            if content is None and path == change.base_path:
+                cache.mark_pushed(change, memory_id=memory_id, sha=sha, path=path)
+                self._cleared(node.id, path)
+                return
+            upload = Upload(
+                node.id, memory_id, path, sha if content is not None else change.base_sha or sha
+            )
+            send = partial(
+                self.client.update_memory,
+                self.store_id,
+                memory_id,
+                content=content,
+                path=path if path != change.base_path else None,
+                precondition_sha256=change.base_sha or None,
+            )
         try:
-            if change.memory_id is None:
-                memory = await self._create(change, text or "", sha)
-            else:
-                content = text if change.edited and sha != change.base_sha else None
-                path = change.path if change.path != change.base_path else None
-                if content is None and path is None:
-                    cache.mark_pushed(change, memory_id=change.memory_id, sha=sha, path=change.path)
-                    self._cleared(node.id, change.path)
-                    return
-                memory = await self._update(change, content, path, sha)
-        except CacheDiskFull as e:
-            # Not sent: its record could not be kept (the cache says so once itself).
+            cache.record_upload(upload)
+            try:
+                memory = await send()
+            except PathConflict as e:
+                # A path taken by a memory deleted here: that delete goes first.
+                if not await self.pacer.send_now(e.conflicting_memory_id):
+                    raise
+                memory = await send()
+        except CacheDiskFull as e:  # not sent: the cache said so once itself
             log.info(
-                "%s is not uploaded now: %s",
-                change.path,
-                e,
-                extra={"event": "push_disk_full", "path": change.path},
+                f"{path} is not uploaded now: {e}", extra={"event": "push_disk_full", "path": path}
             )
             return
         except StoreError as e:
@@ -126,6 +163,7 @@ class Pusher(Part):
                 cache.upload_answered(node.id)
             await self._refused_by_store(change, node, sha, e, report, final=final, asked=asked)
             return
+        report.pushed += 1
         try:
             with cache.transaction():
                 cache.upload_answered(node.id)
@@ -133,21 +171,8 @@ class Pusher(Part):
                     change, memory_id=memory.id, sha=memory.content_sha256, path=memory.path
                 )
         except CacheDiskFull:
-            # The store holds it; the record of the upload says so to the next pass,
-            # which agrees on it as memfs's own write.
-            report.pushed += 1
-            return
-        self._cleared(node.id, change.path)
-        report.pushed += 1
-
-    def _held(self, node: Node, *, final: bool) -> bool:
-        hold = self.ledger.holds.get(node.id)
-        if hold is None:
-            return False
-        if hold.edits != node.live.edits:
-            del self.ledger.holds[node.id]
-            return False
-        return self.clock() < hold.retry_at and not final
+            return  # the store holds it: the upload's record tells the next pass so
+        self._cleared(node.id, path)
 
     def _cleared(self, node_id: int, path: str) -> None:
         node = self.cache.nodes.get(node_id)
@@ -225,54 +250,80 @@ class Pusher(Part):
         if node is not None:
             _note_refusal(node, reason, change.edits, local=local)
 
-    async def _create(self, change: Change, text: str, sha: str) -> Memory:
-        self.cache.record_upload(Upload(change.node_id, None, change.path, sha))
-        return await self._past_pending_delete(
-            lambda: self.client.create_memory(self.store_id, change.path, text)
-        )
 
-    async def _update(
-        self, change: Change, content: str | None, path: str | None, sha: str
-    ) -> Memory:
-        memory_id = change.memory_id
-        assert memory_id is not None
-        sent_sha = sha if content is not None else (change.base_sha or sha)
-        self.cache.record_upload(Upload(change.node_id, memory_id, change.path, sent_sha))
-        return await self._past_pending_delete(
-            lambda: self.client.update_memory(
-                self.store_id,
-                memory_id,
-                content=content,
-                path=path,
-                precondition_sha256=change.base_sha or None,
-            )
-        )
+@dataclass
+class Confirmer:
+    """Pushes named files now and tells what the store made of each."""
 
-    async def _past_pending_delete(self, send: Callable[[], Awaitable[Memory]]) -> Memory:
-        """Send; when the path is taken by a memory deleted here, send that delete
-        first (the local tree corroborates it) and try once more."""
-        try:
-            return await send()
-        except PathConflict as e:
-            if not await self._clear_pending_delete(e):
-                raise
-            return await send()
+    cache: SyncFace
+    ledger: Ledger
+    pusher: Pusher
+    _: KW_ONLY
+    read_only: bool
+    lock: trio.Lock
+    full_pass: Callable[[], Awaitable[object]]
 
-    async def _clear_pending_delete(self, conflict: PathConflict) -> bool:
-        """A path taken by a memory deleted here: the local tree corroborates the
-        delete, so it is sent now rather than after the window."""
-        stone = self.cache.tombstones.get(conflict.conflicting_memory_id or "")
-        if stone is None or self.deletions is not Deletions.ENABLED:
+    async def confirm(self, paths: list[str], timeout: float) -> list[Confirmation]:
+        """Each of `paths` (memory paths, `/a/b.md`) pushed and answered within
+        `timeout` seconds; a read-only store answers at once."""
+        if self.read_only:
+            return [Confirmation(p, Outcome.REFUSED, reason=READ_ONLY_REASON) for p in paths]
+        failure: StoreError | None = None
+        cause = STILL_PENDING
+        with trio.move_on_after(timeout) as scope:
+            try:
+                await self._push_all(paths)
+                if any(self._unsettled(p) for p in paths):
+                    await self.full_pass()
+                    await self._push_all(paths)
+            except StoreError as e:
+                failure = e
+            except SyncError as e:
+                failure = e.__cause__ if isinstance(e.__cause__, StoreError) else None
+                cause = str(e)
+        refused = False
+        if scope.cancelled_caught:
+            cause = f"no answer from the store within {timeout:g} s"
+        elif isinstance(failure, StatusError):
+            cause = f"the store answered {failure.status}: {failure.message}"
+            # A 401 or a 403 of the store refuses the push; a 5xx, 408 or 429 leaves it pending.
+            refused = failure.status < 500 and failure.status not in (408, 429)
+        elif failure is not None:
+            cause = f"the store could not be reached: {failure}"
+        return [self._outcome(p, refused, cause) for p in paths]
+
+    async def _push_all(self, paths: list[str]) -> None:
+        async with self.lock:
+            for path in paths:
+                node = self.cache.find(path)
+                if node is None or node.is_dir or not node.pending:
+                    continue
+                await self.pusher.push(Change.of(node), PassReport(), final=True, asked=True)
+
+    def _unsettled(self, path: str) -> bool:
+        """Whether the file is still pending for a reason a listing of the
+        store may settle (a conflict), not for its content or size."""
+        node = self.cache.find(path)
+        if node is None or node.is_dir or not node.pending or node.too_large:
             return False
-        try:
-            await self.client.delete_memory(
-                self.store_id, stone.memory_id, expected_content_sha256=stone.base_sha
+        return not self.ledger.content_refused(node) and overruled_copy(node) is None
+
+    def _outcome(self, path: str, refused: bool, cause: str) -> Confirmation:
+        if path == "/" + MARKER_NAME:
+            return Confirmation(path, Outcome.REFUSED, reason=marker_state().reason)
+        node = self.cache.find(path)
+        if node is None or node.is_dir:
+            return Confirmation(
+                path, Outcome.NOT_CONFIRMED, reason="the file was moved or removed meanwhile"
             )
-        except NotFound:
-            pass
-        except StoreError as e:
-            if whole_store(e):
-                raise
-            return False
-        self.cache.deleted_in_store(stone.memory_id)
-        return True
+        state = file_state(node)
+        if state.state is SyncState.OVERRULED:
+            return Confirmation(
+                path, Outcome.OVERRULED, state.memory_id, state.sha256, kept_copy=state.kept_copy
+            )
+        if state.state is SyncState.SYNCED:
+            return Confirmation(path, Outcome.SAVED, state.memory_id, state.sha256)
+        if state.state is SyncState.PENDING:
+            outcome = Outcome.REFUSED if refused else Outcome.NOT_CONFIRMED
+            return Confirmation(path, outcome, state.memory_id, state.sha256, cause)
+        return Confirmation(path, Outcome.REFUSED, state.memory_id, state.sha256, state.reason)

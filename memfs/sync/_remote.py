@@ -1,22 +1,18 @@
 """Remote change detection: what changed in the store since the last pass.
 
 Normally the version feed since the last version seen (`created_at[gte]`,
-skipping the ids already seen at that instant): one request when nothing
-happened. A full listing in the basic view heals what a feed can miss: at
-mount, after a conflict, every `full_listing_every` passes, and for good once
-the store refuses the feed (400, 401, 403 or 404 while listings work: the
-feed is an optimisation, never a requirement).
-
-A listing of a large store is read by top-level folder, in parallel
-(`_listing`). A memory a listing does not show is not taken as deleted on that word alone:
-a memory moved while the pages were read can be missing from every page. It
-is deleted only once the store confirms it (`GET` by id answers 404); a
-memory found so is taken at the path and sha the store gives.
+skipping the ids already seen at that instant). A full listing in the basic
+view heals what a feed can miss: at mount, after a conflict, every
+`full_listing_every` passes, and for good once the store refuses the feed.
+A listing of a store of several top-level folders reads them in parallel,
+unless there are more than `MAX_PREFIX_LISTINGS` or the store refuses one.
+A memory a listing does not show (or shows twice with different states) is
+deleted only once the store confirms it by id (404).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from .._exceptions import (
     AuthenticationFailed,
@@ -25,21 +21,46 @@ from .._exceptions import (
     NotFound,
     PermissionDenied,
     StatusError,
+    StoreError,
 )
-from ..api import MemoryVersion
-from ._listing import list_whole_store
-from ._part import Part, Shared, each, log
-from ._reports import FollowMode
-from ._rules import DEFAULT_CONCURRENCY, FINAL_CONCURRENCY
-from ._store_api import RemoteMemory
+from ..api import Memory, MemoryVersion
+from ._shared import (
+    DEFAULT_CONCURRENCY,
+    FINAL_CONCURRENCY,
+    FollowMode,
+    Part,
+    RemoteMemory,
+    Shared,
+    each,
+    log,
+    whole_store,
+)
 
 FEED_START = "1970-01-01T00:00:00Z"
 """The feed position of a store that has no versions yet: every later version is new."""
 FEED_REFUSALS = (InvalidRequest, AuthenticationFailed, BillingError, PermissionDenied, NotFound)
 """Answers to the version feed that mean "not for this token": listings instead."""
+LISTING_PAGE = 100
+MAX_PREFIX_LISTINGS = 64
 
 FeedHead = tuple[str | None, list[str]]
 """The newest version's time and the ids seen at that instant (None: unknown)."""
+
+
+@dataclass
+class Listing:
+    """What a listing found (each page goes as soon as it is read); `doubtful`:
+    ids listed twice with different states."""
+
+    memories: dict[str, RemoteMemory] = field(default_factory=dict)
+    doubtful: set[str] = field(default_factory=set)
+
+    def add(self, item: Memory) -> None:
+        seen = self.memories.get(item.id)
+        if seen is None:
+            self.memories[item.id] = RemoteMemory.of(item)
+        elif (seen.path, seen.sha) != (item.path, item.content_sha256):
+            self.doubtful.add(item.id)
 
 
 class RemoteChanges(Part):
@@ -52,21 +73,20 @@ class RemoteChanges(Part):
         full_listing_every: int = 40,
         listing_concurrency: int = FINAL_CONCURRENCY,
     ) -> None:
-        self.listing_concurrency = listing_concurrency
         super().__init__(shared)
+        self.listing_concurrency = listing_concurrency
         self.full_listing_every = full_listing_every
         self._passes_since_listing = 0
 
     async def read(self, *, full: bool) -> tuple[dict[str, RemoteMemory], FeedHead, bool]:
         """What changed, the new feed head, and whether it was a full listing."""
         self._passes_since_listing += 1
-        listing = (
+        if not (
             full
             or self.ledger.need_listing
             or self.status.mode is FollowMode.LISTING
             or self._passes_since_listing >= self.full_listing_every
-        )
-        if not listing:
+        ):
             try:
                 remote, head = await self._feed()
                 return remote, head, False
@@ -76,23 +96,16 @@ class RemoteChanges(Part):
         remote, head = await self.listing()
         return remote, head, True
 
-    def listed(self) -> None:
-        """A listing was applied: the next ones wait for their turn."""
-        self.ledger.need_listing = False
-        self._passes_since_listing = 0
-
-    def save_head(self, head: FeedHead) -> None:
+    def applied(self, head: FeedHead, listed: bool) -> None:
+        """What `read` returned was applied: keep the feed's head; after a
+        listing, the next ones wait for their turn."""
         ts, ids = head
-        if ts is None:
-            return
-        self.cache.set_meta("feed_ts", ts)
-        self.cache.set_meta("feed_ids", ",".join(ids))
-
-    async def _feed_head(self) -> FeedHead:
-        page = await self.client.list_versions_page(self.store_id, limit=1)
-        if not page.data:
-            return FEED_START, []
-        return page.data[0].created_at, [page.data[0].id]
+        if ts is not None:
+            self.cache.set_meta("feed_ts", ts)
+            self.cache.set_meta("feed_ids", ",".join(ids))
+        if listed:
+            self.ledger.need_listing = False
+            self._passes_since_listing = 0
 
     async def listing(
         self, *, feed_refused: StatusError | None = None
@@ -101,23 +114,35 @@ class RemoteChanges(Part):
         head: FeedHead = (None, [])
         if self.status.mode is FollowMode.FEED and feed_refused is None:
             try:
-                head = await self._feed_head()
+                page = await self.client.list_versions_page(self.store_id, limit=1)
+                head = (
+                    (page.data[0].created_at, [page.data[0].id]) if page.data else (FEED_START, [])
+                )
             except FEED_REFUSALS as e:
                 feed_refused = e
-        listing = await list_whole_store(self.client, self.store_id, self.listing_concurrency)
+        listing = await self._list_whole_store()
         remote = listing.memories
         for memory_id in listing.doubtful:
             del remote[memory_id]
         if feed_refused is not None and self.status.mode is FollowMode.FEED:
-            self._follow_by_listings(feed_refused)
-        known: Iterable[str] = [*self.cache.by_memory_id(), *self.cache.tombstones]
+            self.status.mode = FollowMode.LISTING
+            self.status.mode_reason = (
+                f"the version feed was refused ({feed_refused.status} {feed_refused.error_type})"
+            )
+            log.warning(
+                "the version feed of %s is refused (%s); following the store by listings "
+                "from now on (one request per 100 memories a pass)",
+                self.store_id,
+                feed_refused,
+                extra={"event": "feed_refused"},
+            )
+        known = [*self.cache.by_memory_id(), *self.cache.tombstones]
         missing = sorted({m for m in known if m not in remote} | listing.doubtful)
-        await each(missing, lambda m: self._confirm(m, remote), DEFAULT_CONCURRENCY)
+        await each(missing, lambda m: self._ask(m, remote), DEFAULT_CONCURRENCY)
         return remote, head
 
-    async def _confirm(self, memory_id: str, remote: dict[str, RemoteMemory]) -> None:
-        """A memory known here that the listing did not show: deleted only when
-        the store says so by id; otherwise as the store holds it now."""
+    async def _ask(self, memory_id: str, remote: dict[str, RemoteMemory]) -> None:
+        """The store's state of one memory, by id (deleted: 404)."""
         try:
             m = await self.client.get_memory(self.store_id, memory_id, view="basic")
         except NotFound:
@@ -125,19 +150,53 @@ class RemoteChanges(Part):
             return
         remote[memory_id] = RemoteMemory.of(m)
 
-    def _follow_by_listings(self, refusal: StatusError) -> None:
-        """Listings work and the feed does not: follow the store by listings."""
-        self.status.mode = FollowMode.LISTING
-        self.status.mode_reason = (
-            f"the version feed was refused ({refusal.status} {refusal.error_type})"
-        )
-        log.warning(
-            "the version feed of %s is refused (%s); following the store by listings "
-            "from now on (one request per 100 memories a pass)",
-            self.store_id,
-            refusal,
-            extra={"event": "feed_refused"},
-        )
+    async def _list_whole_store(self) -> Listing:
+        out = Listing()
+        rest = await self._pages(out, just_one=True)
+        if rest is None:
+            return out
+        folders: list[str] = []
+        await self._pages(out, folders=folders, path_prefix="/", depth=1)
+        if len(folders) < 2 or len(folders) > MAX_PREFIX_LISTINGS:
+            await self._pages(out, page=rest)
+            return out
+        try:
+            await each(folders, lambda f: self._pages(out, path_prefix=f), self.listing_concurrency)
+        except StoreError as e:
+            if whole_store(e):
+                raise
+            await self._pages(out, page=rest)
+        return out
+
+    async def _pages(
+        self,
+        out: Listing,
+        *,
+        folders: list[str] | None = None,
+        path_prefix: str | None = None,
+        depth: int | None = None,
+        page: str | None = None,
+        just_one: bool = False,
+    ) -> str | None:
+        """Pages from `page` on (None: the first) into `out`, the subfolders a
+        depth-1 listing names into `folders`; `just_one`: the cursor after one page."""
+        while True:
+            got = await self.client.list_memories_page(
+                self.store_id,
+                path_prefix=path_prefix,
+                depth=depth,
+                view="basic",
+                limit=LISTING_PAGE,
+                page=page,
+            )
+            for item in got.data:
+                if isinstance(item, Memory):
+                    out.add(item)
+                elif folders is not None:
+                    folders.append(item.path)
+            page = got.next_page
+            if not page or just_one:
+                return page
 
     async def _feed(self) -> tuple[dict[str, RemoteMemory], FeedHead]:
         """Memories changed since the last version seen, newest state of each."""
@@ -166,17 +225,12 @@ class RemoteChanges(Part):
             head = (top, sorted(ids | seen if top == since else ids))
         remote: dict[str, RemoteMemory] = {}
         for memory_id, v in newest.items():
-            remote[memory_id] = await self._state_of(memory_id, v)
+            if v.operation == "deleted":
+                remote[memory_id] = RemoteMemory(memory_id, deleted=True)
+            elif v.path is not None and v.content_sha256 is not None:
+                remote[memory_id] = RemoteMemory(
+                    memory_id, v.path, v.content_sha256, v.content_size_bytes or 0
+                )
+            else:  # a redacted version says nothing: ask the memory itself
+                await self._ask(memory_id, remote)
         return remote, head
-
-    async def _state_of(self, memory_id: str, v: MemoryVersion) -> RemoteMemory:
-        if v.operation == "deleted":
-            return RemoteMemory(memory_id, deleted=True)
-        if v.path is not None and v.content_sha256 is not None:
-            return RemoteMemory(memory_id, v.path, v.content_sha256, v.content_size_bytes or 0)
-        # A redacted version says nothing: ask the memory itself.
-        try:
-            m = await self.client.get_memory(self.store_id, memory_id, view="basic")
-        except NotFound:
-            return RemoteMemory(memory_id, deleted=True)
-        return RemoteMemory.of(m)
