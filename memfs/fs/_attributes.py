@@ -1,15 +1,17 @@
-"""What `stat` shows of a mount's files, folders and marker.
-
-What is promised:
+"""What `stat` and `getxattr` show of a mount's files, folders and marker.
 
 - Entries and attributes may be kept by the kernel for `CACHE_TIMEOUT`
   seconds: a pull tells it to forget exactly what changed (`KernelCache`).
-- On a read-only store no mode shows a write bit: every change is refused
-  there (EROFS).
+- On a read-only store no mode shows a write bit.
 - A folder's link count is 2 and one per subfolder, as on ext4; an unlinked
   file still open shows 0.
 - The store's marker is inode `MARKER_INODE`, mode 0444, with the root's
   change time for all its times: it is served from memory, never stored.
+- A regular file shows where it stands with the store as read-only
+  `user.memfs.*` extended attributes (docs/semantics.md): `state` (the word,
+  then `: ` and a reason where it has one), `memory_id` and `sha256` (absent
+  when the store holds none), `kept_copy` (an overruled file's conflict
+  copy). Folders have none.
 """
 
 from __future__ import annotations
@@ -18,13 +20,13 @@ import stat as statmod
 
 import pyfuse3
 
-from ..cache import ROOT_ID, FilesystemFace, Node
+from ..cache import ROOT_ID, FileState, FilesystemFace, Node
 from ._owners import Owners
 
 MARKER_INODE = 2
 CACHE_TIMEOUT = 300.0
-"""Seconds the kernel may keep entries and attributes: pulls invalidate what they change."""
 BLOCK_SIZE = 4096
+XATTR_PREFIX = b"user.memfs."
 
 
 class Attributes:
@@ -75,3 +77,18 @@ class Attributes:
         a.st_blocks = 1
         a.st_atime_ns = a.st_mtime_ns = a.st_ctime_ns = root.ctime_ns
         return a
+
+
+def extended_attributes(state: FileState) -> dict[bytes, bytes]:
+    """The `user.memfs.*` attributes of a file with `state`, name -> value."""
+    values = {
+        "state": state.text,
+        "memory_id": state.memory_id,
+        "sha256": state.sha256,
+        "kept_copy": state.kept_copy,
+    }
+    return {
+        XATTR_PREFIX + name.encode(): value.encode("utf-8", "surrogateescape")
+        for name, value in values.items()
+        if value is not None
+    }

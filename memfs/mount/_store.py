@@ -358,5 +358,5 @@ class MountedStore:
             "memories": sum(1 for f in files if f.memory_id is not None),
             "cache_bytes": sum(f.size for f in files if f.cached),
             "fuse_requests": dict(self.fs.requests),
-            "fuse_seconds": {op: h.to_json() for op, h in self.fs.latency.items()},
+            "fuse_seconds": {op: h.to_json() for op, h in self.fs.times.items()},
         }
