@@ -1,14 +1,14 @@
 """One store's parts, wired: the sync engine over the client and the cache,
 the filesystem over the cache, and what they do while the store is mounted
 (the periodic pass, the write-behind, the background prefetch, the final
-sync, the status).
-
-The parts do not know each other beyond what is passed here; the store
-process (`_process`) decides when each of them starts and stops.
+sync, the status, giving freed memory back). The store process (`_process`)
+decides when each of them starts and stops.
 """
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import logging
 import math
 import os
@@ -20,13 +20,12 @@ import trio
 
 from .._exceptions import MemfsError, MountError, StoreError, SyncError, TransportError
 from .._logging import ProgressReport
-from ..api import Confirmation
+from .._private import libc_function
 from ..cache import StoreCache
 from ..client import StoreClient
 from ..control import MIN_SYNC_INTERVAL, StoreSpec, StoreStatus
 from ..fs import MemoryStoreFS
 from ..sync import FINAL_CONCURRENCY, QUIET_SECONDS, EndOfSession, SyncEngine, backoff_delay
-from ._memory import give_back_freed_memory
 from ._start import start_refusal
 
 log = logging.getLogger("memfs.mount")
@@ -42,8 +41,20 @@ WRITE_BEHIND_LOOK = 0.5
 WRITE_BEHIND_EVERY = MIN_SYNC_INTERVAL
 """The write-behind pushes at most once per this many seconds: the least sync interval."""
 
+QUIET_AFTER = 5.0
+"""Seconds without a FUSE request after which freed memory is given back."""
+
 Changes = frozenset[tuple[int, int]]
 """The local changes of a mount at one moment: (node id, its edits) of each changed file."""
+
+_MALLOC_TRIM = libc_function("malloc_trim", [ctypes.c_size_t])
+
+
+def _give_back_freed_memory() -> None:
+    """Return the C allocator's free pages to the system (glibc only): Python
+    and the allocator keep what a download or a read of every file used."""
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
 
 
 def store_client(spec: StoreSpec, on_wait: Callable[[str], None] | None = None) -> StoreClient:
@@ -232,7 +243,21 @@ class MountedStore:
         finally:
             shown.finish()
         self.prefetched = True
-        give_back_freed_memory()
+        gc.collect()  # httpx's answers refer to themselves
+        _give_back_freed_memory()
+
+    async def give_back_memory_when_quiet(self) -> None:
+        """Give freed memory back whenever the filesystem falls quiet after
+        answering requests (bench/README.md, "A store process's memory")."""
+        seen, given_back = self.fs.request_total(), True
+        while True:
+            await trio.sleep(QUIET_AFTER)
+            now = self.fs.request_total()
+            if now != seen:
+                seen, given_back = now, False
+            elif not given_back:
+                _give_back_freed_memory()
+                given_back = True
 
     async def final_sync(
         self,
@@ -292,11 +317,6 @@ class MountedStore:
         while True:
             progress(max(0, total - len(self.engine.pending())), total)
             await trio.sleep(PROGRESS_EVERY)
-
-    async def confirm(self, paths: list[str], timeout: float) -> list[Confirmation]:
-        """`memfs sync FILE`: the files at these memory paths pushed now, and
-        what the store made of each (`SyncEngine.confirm`)."""
-        return await self.engine.confirm(paths, timeout)
 
     def status(self) -> StoreStatus:
         st = self.engine.status
