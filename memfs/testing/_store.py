@@ -1,9 +1,6 @@
 """`FakeStore`: one store on a `memfs serve`, with what a test does to it
-directly (seed it, change it behind the program's back, read it back).
-
-Every call goes straight to the server, never through a fault proxy, so a
-test's own set-up and checks cannot be hit by the faults it injects; the
-program under test is the one pointed at the proxy.
+directly. Every call goes straight to the server, never through a fault
+proxy, so a test's own set-up and checks cannot be hit by its faults.
 """
 
 from __future__ import annotations
