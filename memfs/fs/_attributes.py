@@ -41,42 +41,34 @@ class Attributes:
         self.marker_size = marker_size
 
     def of(self, node: Node) -> pyfuse3.EntryAttributes:
-        a = pyfuse3.EntryAttributes()
-        a.st_ino = node.id
-        a.generation = 0
-        a.entry_timeout = CACHE_TIMEOUT
-        a.attr_timeout = CACHE_TIMEOUT
-        mode = node.mode & self.mode_mask
         if node.is_dir:
-            a.st_mode = statmod.S_IFDIR | mode
-            a.st_nlink = 2 + self.cache.subdir_count(node.id)
-            a.st_size = BLOCK_SIZE
+            kind, nlink, size = statmod.S_IFDIR, 2 + self.cache.subdir_count(node.id), BLOCK_SIZE
         else:
-            a.st_mode = statmod.S_IFREG | mode
-            a.st_nlink = 0 if node.orphan else 1
-            a.st_size = node.size
-        a.st_uid, a.st_gid = self.owners.of(node)
-        a.st_rdev = 0
-        a.st_blksize = BLOCK_SIZE
-        a.st_blocks = (a.st_size + 511) // 512
-        a.st_mtime_ns = node.mtime_ns
-        a.st_atime_ns = node.mtime_ns if node.atime_ns is None else node.atime_ns
-        a.st_ctime_ns = node.ctime_ns
-        return a
+            kind, nlink, size = statmod.S_IFREG, 0 if node.orphan else 1, node.size
+        mode = kind | node.mode & self.mode_mask
+        atime = node.mtime_ns if node.atime_ns is None else node.atime_ns
+        times = (atime, node.mtime_ns, node.ctime_ns)
+        return _entry(node.id, mode, nlink, size, self.owners.of(node), times)
 
     def of_marker(self) -> pyfuse3.EntryAttributes:
-        root = self.cache.node(ROOT_ID)
-        a = pyfuse3.EntryAttributes()
-        a.st_ino = MARKER_INODE
-        a.entry_timeout = a.attr_timeout = CACHE_TIMEOUT
-        a.st_mode = statmod.S_IFREG | 0o444
-        a.st_nlink = 1
-        a.st_size = self.marker_size
-        a.st_uid, a.st_gid = self.owners.of_marker()
-        a.st_blksize = BLOCK_SIZE
-        a.st_blocks = 1
-        a.st_atime_ns = a.st_mtime_ns = a.st_ctime_ns = root.ctime_ns
-        return a
+        ctime = self.cache.node(ROOT_ID).ctime_ns
+        mode = statmod.S_IFREG | 0o444
+        owner = self.owners.of_marker()
+        return _entry(MARKER_INODE, mode, 1, self.marker_size, owner, (ctime, ctime, ctime))
+
+
+def _entry(
+    inode: int, mode: int, nlink: int, size: int, owner: tuple[int, int], times: tuple[int, ...]
+) -> pyfuse3.EntryAttributes:
+    a = pyfuse3.EntryAttributes()
+    a.st_ino = inode
+    a.entry_timeout = a.attr_timeout = CACHE_TIMEOUT
+    a.st_mode, a.st_nlink, a.st_size = mode, nlink, size
+    a.st_uid, a.st_gid = owner
+    a.st_blksize = BLOCK_SIZE
+    a.st_blocks = (size + 511) // 512
+    a.st_atime_ns, a.st_mtime_ns, a.st_ctime_ns = times
+    return a
 
 
 def extended_attributes(state: FileState) -> dict[bytes, bytes]:

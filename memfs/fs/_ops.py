@@ -44,10 +44,6 @@ MAX_FILES = 2000
 """The file count `statfs` shows as the most the store takes."""
 
 
-def _fail(code: int) -> pyfuse3.FUSEError:
-    return pyfuse3.FUSEError(code)
-
-
 @dataclass
 class OpenFile:
     """What one `open()` or `create()` holds; `node` None is the store's marker."""
@@ -100,7 +96,7 @@ class MemoryStoreFS(pyfuse3.Operations):
         try:
             return self.files[fh]
         except KeyError:
-            raise _fail(errno.EBADF) from None
+            raise pyfuse3.FUSEError(errno.EBADF) from None
 
     def _new_file_handle(self, node: Node | None, writable: bool) -> pyfuse3.FileInfo:
         fh = next(self._handle_numbers)
@@ -109,21 +105,17 @@ class MemoryStoreFS(pyfuse3.Operations):
 
     def _check_writable(self) -> None:
         if self.read_only:
-            raise _fail(errno.EROFS)
+            raise pyfuse3.FUSEError(errno.EROFS)
         if self.cache.disk_full:
-            raise _fail(errno.ENOSPC)
-
-    @staticmethod
-    def _is_marker(parent_inode: int, name: str) -> bool:
-        return parent_inode == ROOT_ID and name == MARKER_NAME
+            raise pyfuse3.FUSEError(errno.ENOSPC)
 
     def _name_to_change(self, parent_inode: int, name: bytes, marker_code: int) -> str:
         """The name in a folder that a change asks for, once the change may be
         made (`_check_writable`); `marker_code` refuses the store's marker."""
         self._check_writable()
         sname = os.fsdecode(name)
-        if self._is_marker(parent_inode, sname):
-            raise _fail(marker_code)
+        if parent_inode == ROOT_ID and sname == MARKER_NAME:
+            raise pyfuse3.FUSEError(marker_code)
         return sname
 
     @handler
@@ -131,9 +123,9 @@ class MemoryStoreFS(pyfuse3.Operations):
         self, parent_inode: int, name: bytes, ctx: Any = None
     ) -> pyfuse3.EntryAttributes:
         if len(name) > MAX_NAME_BYTES:
-            raise _fail(errno.ENAMETOOLONG)
+            raise pyfuse3.FUSEError(errno.ENAMETOOLONG)
         sname = os.fsdecode(name)
-        if self._is_marker(parent_inode, sname):
+        if parent_inode == ROOT_ID and sname == MARKER_NAME:
             return self.attributes.of_marker()
         if sname == ".":
             return self.attributes.of(self.cache.node(parent_inode))
@@ -144,7 +136,7 @@ class MemoryStoreFS(pyfuse3.Operations):
             )
         child = self.cache.child(parent_inode, sname)
         if child is None:
-            raise _fail(errno.ENOENT)
+            raise pyfuse3.FUSEError(errno.ENOENT)
         return self.attributes.of(child)
 
     @handler
@@ -170,7 +162,7 @@ class MemoryStoreFS(pyfuse3.Operations):
             # Its owner may change (so that `chown -R` of a mount works), nothing else.
             self._check_writable()
             if not chown or fields.update_size or fields.update_mode:
-                raise _fail(errno.EPERM)
+                raise pyfuse3.FUSEError(errno.EPERM)
             self.owners.chown(None, uid, gid, ctx)
             return self.attributes.of_marker()
         node = self.cache.node(inode)
@@ -188,7 +180,7 @@ class MemoryStoreFS(pyfuse3.Operations):
             self.owners.chown(node, uid, gid, ctx)
         if fields.update_size:
             if node.is_dir:
-                raise _fail(errno.EISDIR)
+                raise pyfuse3.FUSEError(errno.EISDIR)
             self.cache.check_size(node, attr.st_size)
             if not node.cached and attr.st_size > 0:
                 await self.cache.open(node.id)
@@ -207,7 +199,7 @@ class MemoryStoreFS(pyfuse3.Operations):
     @handler
     async def access(self, inode: int, mode: int, ctx: Any) -> bool:
         if mode & os.W_OK and (self.read_only or inode == MARKER_INODE):
-            raise _fail(errno.EROFS if self.read_only else errno.EACCES)
+            raise pyfuse3.FUSEError(errno.EROFS if self.read_only else errno.EACCES)
         return True
 
     @handler
@@ -273,7 +265,7 @@ class MemoryStoreFS(pyfuse3.Operations):
         old = self._name_to_change(parent_inode_old, name_old, errno.EPERM)
         new = self._name_to_change(parent_inode_new, name_new, errno.EPERM)
         if flags & pyfuse3.RENAME_EXCHANGE:
-            raise _fail(errno.EINVAL)
+            raise pyfuse3.FUSEError(errno.EINVAL)
         self.cache.rename(
             parent_inode_old,
             old,
@@ -285,19 +277,19 @@ class MemoryStoreFS(pyfuse3.Operations):
     # A memory is a regular file: no symlinks, hard links, device nodes, FIFOs or sockets.
     @handler
     async def symlink(self, *args: Any, **kwargs: Any) -> NoReturn:
-        raise _fail(errno.EROFS if self.read_only else errno.EPERM)
+        raise pyfuse3.FUSEError(errno.EROFS if self.read_only else errno.EPERM)
 
     @handler
     async def link(self, *args: Any, **kwargs: Any) -> NoReturn:
-        raise _fail(errno.EROFS if self.read_only else errno.EPERM)
+        raise pyfuse3.FUSEError(errno.EROFS if self.read_only else errno.EPERM)
 
     @handler
     async def mknod(self, *args: Any, **kwargs: Any) -> NoReturn:
-        raise _fail(errno.EROFS if self.read_only else errno.EPERM)
+        raise pyfuse3.FUSEError(errno.EROFS if self.read_only else errno.EPERM)
 
     @handler
     async def readlink(self, *args: Any, **kwargs: Any) -> NoReturn:
-        raise _fail(errno.EINVAL)
+        raise pyfuse3.FUSEError(errno.EINVAL)
 
     def _xattrs(self, inode: int) -> dict[bytes, bytes]:
         if inode == MARKER_INODE:
@@ -311,7 +303,7 @@ class MemoryStoreFS(pyfuse3.Operations):
         # without looking at the file.
         value = self._xattrs(inode).get(name) if name.startswith(XATTR_PREFIX) else None
         if value is None:
-            raise _fail(errno.ENODATA)
+            raise pyfuse3.FUSEError(errno.ENODATA)
         return value
 
     @handler
@@ -321,11 +313,11 @@ class MemoryStoreFS(pyfuse3.Operations):
     @handler
     async def setxattr(self, inode: int, name: bytes, value: bytes, ctx: Any) -> None:
         # Never ENOSYS: the kernel would answer EOPNOTSUPP to `user.memfs.*` too.
-        raise _fail(errno.EPERM if name.startswith(XATTR_PREFIX) else errno.ENOTSUP)
+        raise pyfuse3.FUSEError(errno.EPERM if name.startswith(XATTR_PREFIX) else errno.ENOTSUP)
 
     @handler
     async def removexattr(self, inode: int, name: bytes, ctx: Any) -> None:
-        raise _fail(errno.EPERM if name.startswith(XATTR_PREFIX) else errno.ENOTSUP)
+        raise pyfuse3.FUSEError(errno.EPERM if name.startswith(XATTR_PREFIX) else errno.ENOTSUP)
 
     @handler
     async def open(self, inode: int, flags: int, ctx: Any) -> pyfuse3.FileInfo:
@@ -333,12 +325,12 @@ class MemoryStoreFS(pyfuse3.Operations):
         truncate = bool(flags & os.O_TRUNC)
         if inode == MARKER_INODE:
             if writable or truncate:
-                raise _fail(errno.EROFS if self.read_only else errno.EPERM)
+                raise pyfuse3.FUSEError(errno.EROFS if self.read_only else errno.EPERM)
             return self._new_file_handle(None, False)
         if truncate:
             self._check_writable()
         elif writable and self.read_only:
-            raise _fail(errno.EROFS)
+            raise pyfuse3.FUSEError(errno.EROFS)
         node = await self.cache.open(inode, truncate=truncate and writable, writable=writable)
         return self._new_file_handle(node, writable)
 
@@ -350,7 +342,7 @@ class MemoryStoreFS(pyfuse3.Operations):
             parent_inode, name, errno.EEXIST if flags & os.O_EXCL else errno.EPERM
         )
         if statmod.S_IFMT(mode) not in (0, statmod.S_IFREG):
-            raise _fail(errno.EPERM)
+            raise pyfuse3.FUSEError(errno.EPERM)
         owner, mode = self.owners.for_new(parent_inode, ctx, statmod.S_IMODE(mode), is_dir=False)
         writable = (flags & os.O_ACCMODE) != os.O_RDONLY
         node = self.cache.create_open(parent_inode, sname, mode, owner, writable=writable)
@@ -367,18 +359,18 @@ class MemoryStoreFS(pyfuse3.Operations):
     async def write(self, fh: int, off: int, buf: bytes) -> int:
         h = self._open_file(fh)
         if h.node is None:
-            raise _fail(errno.EPERM)
+            raise pyfuse3.FUSEError(errno.EPERM)
         if self.read_only:
-            raise _fail(errno.EROFS)
+            raise pyfuse3.FUSEError(errno.EROFS)
         if not h.writable:
-            raise _fail(errno.EBADF)
+            raise pyfuse3.FUSEError(errno.EBADF)
         if self.cache.disk_full:
-            raise _fail(errno.ENOSPC)
+            raise pyfuse3.FUSEError(errno.ENOSPC)
         return self.cache.write(h.node, off, buf)
 
     @handler
     async def flush(self, *args: Any, **kwargs: Any) -> NoReturn:
-        raise _fail(errno.ENOSYS)  # once: the kernel stops sending FLUSH at every close
+        raise pyfuse3.FUSEError(errno.ENOSYS)  # once: the kernel stops sending FLUSH at every close
 
     @handler
     async def fsync(self, fh: int, datasync: bool) -> None:

@@ -61,10 +61,8 @@ class StoreProcess:
         self._not_uploaded: dict[str, str] = {}
         self.exit_code = 1
         self._waive_window = False
-        """Set by `stop` (`memfs unmount`, `memfs run` after its command): no writer
-        outlives it, so the final sync waives the delete window. SIGTERM, SIGINT
-        and the lifeline may be outlived by writers: they send only the deletes
-        whose window has passed."""
+        """Set by `stop`, which no writer outlives: the final sync waives the
+        delete window. After SIGTERM, SIGINT or the lifeline it does not."""
         self.state = control.StateFile(spec.runtime_dir, spec.store_id, spec.cache_dir)
         self.socket_path = control.socket_path(spec.runtime_dir, spec.store_id, spec.cache_dir)
 
@@ -314,7 +312,9 @@ def main() -> int:
         return 2
     if launch.log_file is not None:
         try:
-            _log_to(launch.log_file)
+            fd = open_log_file(launch.log_file)  # checked again: the user's alone
+            os.dup2(fd, 2)  # from now on stderr, ours and our children's, goes there
+            os.close(fd)
         except OSError as e:
             sys.stdout.write(f"ERROR cannot open the log file {launch.log_file}: {e.strerror}\n")
             return 1
@@ -323,17 +323,6 @@ def main() -> int:
             return 1
     _setup_logging(launch.spec.store_id)
     return trio.run(_store_main, launch.spec)
-
-
-def _log_to(path: str) -> None:
-    """From now on stderr (ours and our children's) appends to `path`, a file
-    of the user's alone in the store's cache folder (checked here again, and
-    the file opened relative to its descriptor)."""
-    fd = open_log_file(path)
-    try:
-        os.dup2(fd, 2)
-    finally:
-        os.close(fd)
 
 
 def _setup_logging(store_id: str) -> None:
