@@ -212,7 +212,6 @@ class FaultProxy:
         self.before_forward: Callable[[str, str], Awaitable[None]] | None = None
         """Awaited with (method, target) just before a matching request is
         forwarded: a test makes a change land at that instant."""
-        self._cancel: trio.CancelScope | None = None
         self._stack = AsyncExitStack()
 
     def set(self, **changes: Any) -> None:
@@ -236,24 +235,21 @@ class FaultProxy:
     async def __aenter__(self) -> FaultProxy:
         self._stack = AsyncExitStack()
         nursery = await self._stack.enter_async_context(trio.open_nursery())
+        self._stack.callback(nursery.cancel_scope.cancel)
         await nursery.start(self.serve)
         return self
 
     async def __aexit__(self, *exc: Any) -> bool | None:
-        if self._cancel is not None:
-            self._cancel.cancel()
         return await self._stack.__aexit__(*exc)
 
     async def serve(self, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
         """Accept connections until cancelled; reports the URL once listening."""
-        with trio.CancelScope() as scope:
-            self._cancel = scope
-            listeners = await trio.open_tcp_listeners(self.port, host=self.host)
-            self.port = listeners[0].socket.getsockname()[1]
-            self.url = f"http://{self.host}:{self.port}"
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(partial(trio.serve_listeners, self._connection, listeners))
-                task_status.started(self.url)
+        listeners = await trio.open_tcp_listeners(self.port, host=self.host)
+        self.port = listeners[0].socket.getsockname()[1]
+        self.url = f"http://{self.host}:{self.port}"
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(partial(trio.serve_listeners, self._connection, listeners))
+            task_status.started(self.url)
 
     def _applies(self, method: str, path: str) -> bool:
         s = self.settings
