@@ -166,15 +166,8 @@ class MemoryStoreFS(pyfuse3.Operations):
             self.owners.chown(None, uid, gid, ctx)
             return self.attributes.of_marker()
         node = self.cache.node(inode)
-        changes = (
-            fields.update_size
-            or fields.update_mode
-            or fields.update_mtime
-            or fields.update_atime
-            or fields.update_uid
-            or fields.update_gid
-        )
-        if changes:
+        times = fields.update_mtime or fields.update_atime
+        if chown or times or fields.update_size or fields.update_mode:
             self._check_writable()
         if chown:
             self.owners.chown(node, uid, gid, ctx)
