@@ -1,10 +1,5 @@
 """The FUSE filesystem of one store: pyfuse3 Operations over the cache's
-filesystem face (`_ops`), with what `stat` shows (`_attributes`), the handle
-tables (`_handles`), the folder listings (`_listings`), the owners
-(`_owners`) and how every handler is
-wrapped and timed (`_handlers`); the one place exceptions become errno values
-(`_errno`); and what the kernel must forget after a pull (`_kernel`).
-"""
+filesystem face, and what the kernel must forget after a pull."""
 
 from __future__ import annotations
 

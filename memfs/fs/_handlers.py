@@ -1,66 +1,69 @@
-"""How every FUSE handler of a mount is wrapped, and what the mount counts of them.
+"""How every FUSE handler of a mount is wrapped, and the one place memfs's
+exceptions (and stray OSErrors) become errno values.
 
-What is promised:
-
-- Nothing but `pyfuse3.FUSEError` leaves a wrapped handler: any other
-  exception is answered with the errno `errno_for` gives it (EIO, logged with
-  its traceback, for a bug), so one bad request never ends the mount.
-- Every request is counted and timed under its handler's name
-  (`RequestTimes`), refused ones included: `memfs status` shows what the
-  kernel did not cache.
-- A handler that refuses whatever it is asked is declared as `Refused`, with
-  its errno, in the class body: named, counted and timed like any other.
+Nothing but `pyfuse3.FUSEError` leaves a wrapped handler, so one bad request
+never ends the mount: EIO, which says nothing a program can act on, is
+logged with its reason (`io_error`), a local OSError is answered with its own
+errno (`local_io_error`), anything else is a bug, logged with its traceback
+(`handler_bug`) and answered with EIO. Every request is counted and timed
+under its handler's name, refused ones included.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
+import logging
 import time
-import types
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, NoReturn, Protocol, TypeVar, overload
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import pyfuse3
 
-from .._histogram import FUSE_BUCKETS, Histogram
-from ._errno import errno_for
+from .. import _exceptions as exc
+
+log = logging.getLogger("memfs.fs")
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
-HANDLER_NAMES: set[str] = set()
-"""The name of every handler `handler` wrapped: each mount keeps a histogram of each."""
+_CLASSES_BY_ERRNO: dict[int, tuple[type[exc.MemfsError], ...]] = {
+    errno.ENOENT: (exc.NoSuchEntry,),
+    errno.EEXIST: (exc.EntryExists,),
+    errno.ENOTDIR: (exc.NotADirectory,),
+    errno.EISDIR: (exc.IsADirectory,),
+    errno.ENOTEMPTY: (exc.DirectoryNotEmpty,),
+    errno.EINVAL: (exc.InvalidMove, exc.InvalidPath),
+    errno.EFBIG: (exc.FileTooLarge,),
+    errno.ENAMETOOLONG: (exc.NameTooLong,),
+    errno.ENOSPC: (exc.StoreFull, exc.CacheDiskFull),
+    errno.EIO: (exc.ContentUnavailable, exc.CacheCorrupt),
+}
 
 
-class RequestTimes:
-    """The requests one mount answered: when the latest came, and how long
-    each kind took, by handler in the order `operations` defines them."""
-
-    def __init__(self, operations: type) -> None:
-        self.last = 0.0
-        """time.perf_counter() when the latest request came."""
-        self.by_handler = {
-            name: Histogram(FUSE_BUCKETS) for name in vars(operations) if name in HANDLER_NAMES
-        }
-
-
-class Handled(Protocol):
-    """What the wrapping needs of the Operations whose handlers it wraps."""
-
-    times: RequestTimes
-    read_only: bool
+def errno_for(e: BaseException) -> int:
+    """The errno a program gets for `e`, raised in a filesystem handler."""
+    for code, classes in _CLASSES_BY_ERRNO.items():
+        if isinstance(e, classes):
+            if code == errno.EIO:
+                log.error("%s", e, extra={"event": "io_error"})
+            return code
+    if isinstance(e, OSError) and e.errno:
+        log.error("local I/O error: %s", e, extra={"event": "local_io_error"})
+        return e.errno
+    log.error(
+        "unexpected error in a filesystem handler", exc_info=e, extra={"event": "handler_bug"}
+    )
+    return errno.EIO
 
 
 def handler(fn: F) -> F:
-    """Wrap a handler so that nothing but FUSEError leaves it, and time it."""
-
+    """Wrap a handler so that nothing but FUSEError leaves it, and time it in
+    its Operations' `times`."""
     name = fn.__name__
-    HANDLER_NAMES.add(name)
-    clock = time.perf_counter
 
     @functools.wraps(fn)
-    async def wrapper(self: Handled, *args: Any) -> Any:
-        times = self.times
-        times.last = started = clock()
+    async def wrapper(self: Any, *args: Any) -> Any:
+        started = time.perf_counter()
         try:
             return await fn(self, *args)
         except pyfuse3.FUSEError:
@@ -68,36 +71,6 @@ def handler(fn: F) -> F:
         except Exception as e:  # noqa: BLE001 - the mount must survive any bug
             raise pyfuse3.FUSEError(errno_for(e)) from None
         finally:
-            times.by_handler[name].observe(clock() - started)
+            self.times[name].observe(time.perf_counter() - started)
 
     return wrapper  # type: ignore[return-value]
-
-
-RefusingHandler = Callable[..., Coroutine[Any, Any, NoReturn]]
-
-
-class Refused:
-    """A handler that refuses every request: with `code`, or on a read-only
-    store with `read_only_code` when one is given."""
-
-    def __init__(self, code: int, *, read_only_code: int | None = None) -> None:
-        self.code = code
-        self.read_only_code = code if read_only_code is None else read_only_code
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        code, read_only_code = self.code, self.read_only_code
-
-        async def refuse(fs: Handled, *args: Any) -> NoReturn:
-            raise pyfuse3.FUSEError(read_only_code if fs.read_only else code)
-
-        refuse.__name__ = refuse.__qualname__ = name
-        self._handler = handler(refuse)
-
-    @overload
-    def __get__(self, fs: None, owner: type) -> Refused: ...
-    @overload
-    def __get__(self, fs: Handled, owner: type) -> RefusingHandler: ...
-    def __get__(self, fs: Handled | None, owner: type) -> Refused | RefusingHandler:
-        if fs is None:
-            return self
-        return types.MethodType(self._handler, fs)

@@ -1,56 +1,55 @@
 """The FUSE filesystem of one store: pyfuse3 Operations over the cache.
 
-What is promised:
-
-- Every handler raises only `pyfuse3.FUSEError` (see `handler`,
-  memfs/fs/_handlers.py); the one place that turns memfs's exceptions (and
-  stray OSErrors) into errno values is `errno_for` (memfs/fs/_errno.py).
-- Handlers talk only to the cache, through its filesystem face. Two may
-  wait on the network, and only for a file whose content is not cached yet:
+- Handlers talk only to the cache, through its filesystem face. Two may wait
+  on the network, and only for a file whose content is not cached yet:
   `open` (but not one that truncates the file for writing), and a `setattr`
-  that truncates it to a size above 0 (the content it keeps must be here
-  first).
-- A read-only store refuses every change with EROFS, whatever the route.
-- Each regular file shows where it stands with the store as read-only
-  `user.memfs.*` extended attributes (memfs/fs/_xattrs.py).
-- While the cache's disk is full, every change is refused with ENOSPC
-  (reads go on): the room its journal has left goes to the sync, which
-  uploads what the cache holds.
+  that truncates it to a size above 0.
+- A read-only store refuses every change with EROFS, whatever the route;
+  while the cache's disk is full, every change is refused with ENOSPC (reads
+  go on), so that the room left goes to the sync.
 - The store's marker `.anthropic-memory-store` is served from memory, never
   written, renamed, removed or given another mode (EPERM); only its owner
   may change, so that a `chown -R` of the mount works.
+- Handle numbers count up from 1 and are never reused while the mount runs:
+  a request with a released handle gets EBADF, never another file.
+- A folder listing is the folder as it stood at `opendir` (in the root, the
+  marker first); an entry removed since is left out, and no other entry
+  repeats or goes missing.
 - Kernel caching follows `pyfuse3-notes.md`: long entry and attribute
-  timeouts (memfs/fs/_attributes.py), `keep_cache` on open, FLUSH switched
-  off with ENOSYS once, and `KernelCache` to invalidate exactly what a pull
-  changed, from outside the handlers.
-
-The jobs beside the handlers (attributes, handles, listings, owners, the
-wrapping) each have a module of their own in memfs/fs.
+  timeouts, `keep_cache` on open, FLUSH switched off with ENOSYS once, and
+  `KernelCache` to invalidate exactly what a pull changed.
 """
 
 from __future__ import annotations
 
 import collections
 import errno
+import itertools
 import os
 import stat as statmod
-from typing import Any
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, NoReturn
 
 import pyfuse3
 
-from .._histogram import Histogram
+from .._histogram import FUSE_BUCKETS, Histogram
 from ..api import MARKER_NAME, MAX_NAME_BYTES, marker_content
-from ..cache import ROOT_ID, FilesystemFace, file_state, marker_state
-from ._attributes import BLOCK_SIZE, MARKER_INODE, Attributes
-from ._handlers import Refused, RequestTimes, handler
-from ._handles import Handles, OpenFile
-from ._listings import DirListings
+from ..cache import ROOT_ID, FilesystemFace, Node, file_state, marker_state
+from ._attributes import BLOCK_SIZE, MARKER_INODE, XATTR_PREFIX, Attributes, extended_attributes
+from ._handlers import handler
 from ._owners import Owners
-from ._xattrs import extended_attributes, is_memfs_name
+
+MAX_FILES = 2000
+"""The file count `statfs` shows as the most the store takes."""
 
 
-def _fail(code: int) -> pyfuse3.FUSEError:
-    return pyfuse3.FUSEError(code)
+@dataclass
+class OpenFile:
+    """What one `open()` or `create()` holds; `node` None is the store's marker."""
+
+    node: Node | None
+    writable: bool
 
 
 class MemoryStoreFS(pyfuse3.Operations):
@@ -66,67 +65,67 @@ class MemoryStoreFS(pyfuse3.Operations):
         read_only: bool = False,
         uid: int | None = None,
         gid: int | None = None,
-        max_files: int = 2000,
         kernel_checks: bool = False,
     ) -> None:
         super().__init__()
         self.cache = cache
         self.read_only = read_only
         self.owners = Owners(cache, uid, gid, kernel_checks=kernel_checks)
-        self.max_files = max_files
         self.marker = marker_content(cache.store_id)
         self.attributes = Attributes(
             cache, self.owners, read_only=read_only, marker_size=len(self.marker)
         )
-        self.files: Handles[OpenFile] = Handles()
-        self.listings = DirListings(cache, self.attributes)
-        self.times = RequestTimes(type(self))
+        self._handle_numbers = itertools.count(1)
+        self.files: dict[int, OpenFile] = {}
+        self.listings: dict[int, list[tuple[bytes, int]]] = {}
+        self.times: collections.defaultdict[str, Histogram] = collections.defaultdict(
+            partial(Histogram, FUSE_BUCKETS)
+        )
+        """Seconds each kind of request took to answer, by operation answered."""
 
     @property
     def requests(self) -> collections.Counter[str]:
         """FUSE requests answered, by operation: what the kernel did not cache."""
-        return collections.Counter(
-            {n: h.count for n, h in self.times.by_handler.items() if h.count}
-        )
-
-    @property
-    def latency(self) -> dict[str, Histogram]:
-        """Seconds each kind of request took to answer, by operation answered."""
-        return {n: h for n, h in self.times.by_handler.items() if h.count}
+        return collections.Counter({n: h.count for n, h in self.times.items()})
 
     def request_total(self) -> int:
         """FUSE requests answered, all operations."""
-        return sum(h.count for h in self.times.by_handler.values())
+        return sum(h.count for h in self.times.values())
+
+    def _open_file(self, fh: int) -> OpenFile:
+        try:
+            return self.files[fh]
+        except KeyError:
+            raise pyfuse3.FUSEError(errno.EBADF) from None
+
+    def _new_file_handle(self, node: Node | None, writable: bool) -> pyfuse3.FileInfo:
+        fh = next(self._handle_numbers)
+        self.files[fh] = OpenFile(node, writable)
+        return pyfuse3.FileInfo(fh=fh, keep_cache=True)
 
     def _check_writable(self) -> None:
         if self.read_only:
-            raise _fail(errno.EROFS)
+            raise pyfuse3.FUSEError(errno.EROFS)
         if self.cache.disk_full:
-            raise _fail(errno.ENOSPC)
-
-    @staticmethod
-    def _is_marker(parent_inode: int, name: str) -> bool:
-        return parent_inode == ROOT_ID and name == MARKER_NAME
+            raise pyfuse3.FUSEError(errno.ENOSPC)
 
     def _name_to_change(self, parent_inode: int, name: bytes, marker_code: int) -> str:
         """The name in a folder that a change asks for, once the change may be
         made (`_check_writable`); `marker_code` refuses the store's marker."""
         self._check_writable()
         sname = os.fsdecode(name)
-        if self._is_marker(parent_inode, sname):
-            raise _fail(marker_code)
+        if parent_inode == ROOT_ID and sname == MARKER_NAME:
+            raise pyfuse3.FUSEError(marker_code)
         return sname
-
-    # --------------------------------------------------------------- lookups
 
     @handler
     async def lookup(
         self, parent_inode: int, name: bytes, ctx: Any = None
     ) -> pyfuse3.EntryAttributes:
         if len(name) > MAX_NAME_BYTES:
-            raise _fail(errno.ENAMETOOLONG)
+            raise pyfuse3.FUSEError(errno.ENAMETOOLONG)
         sname = os.fsdecode(name)
-        if self._is_marker(parent_inode, sname):
+        if parent_inode == ROOT_ID and sname == MARKER_NAME:
             return self.attributes.of_marker()
         if sname == ".":
             return self.attributes.of(self.cache.node(parent_inode))
@@ -137,7 +136,7 @@ class MemoryStoreFS(pyfuse3.Operations):
             )
         child = self.cache.child(parent_inode, sname)
         if child is None:
-            raise _fail(errno.ENOENT)
+            raise pyfuse3.FUSEError(errno.ENOENT)
         return self.attributes.of(child)
 
     @handler
@@ -163,25 +162,18 @@ class MemoryStoreFS(pyfuse3.Operations):
             # Its owner may change (so that `chown -R` of a mount works), nothing else.
             self._check_writable()
             if not chown or fields.update_size or fields.update_mode:
-                raise _fail(errno.EPERM)
+                raise pyfuse3.FUSEError(errno.EPERM)
             self.owners.chown(None, uid, gid, ctx)
             return self.attributes.of_marker()
         node = self.cache.node(inode)
-        changes = (
-            fields.update_size
-            or fields.update_mode
-            or fields.update_mtime
-            or fields.update_atime
-            or fields.update_uid
-            or fields.update_gid
-        )
-        if changes:
+        times = fields.update_mtime or fields.update_atime
+        if chown or times or fields.update_size or fields.update_mode:
             self._check_writable()
         if chown:
             self.owners.chown(node, uid, gid, ctx)
         if fields.update_size:
             if node.is_dir:
-                raise _fail(errno.EISDIR)
+                raise pyfuse3.FUSEError(errno.EISDIR)
             self.cache.check_size(node, attr.st_size)
             if not node.cached and attr.st_size > 0:
                 await self.cache.open(node.id)
@@ -200,22 +192,36 @@ class MemoryStoreFS(pyfuse3.Operations):
     @handler
     async def access(self, inode: int, mode: int, ctx: Any) -> bool:
         if mode & os.W_OK and (self.read_only or inode == MARKER_INODE):
-            raise _fail(errno.EROFS if self.read_only else errno.EACCES)
+            raise pyfuse3.FUSEError(errno.EROFS if self.read_only else errno.EACCES)
         return True
-
-    # ------------------------------------------------------------ folders
 
     @handler
     async def opendir(self, inode: int, ctx: Any) -> int:
-        return self.listings.open(inode)
+        listing = [(os.fsencode(name), node.id) for name, node in self.cache.list_dir(inode)]
+        if inode == ROOT_ID:
+            listing.insert(0, (MARKER_NAME.encode(), MARKER_INODE))
+        fh = next(self._handle_numbers)
+        self.listings[fh] = listing
+        return fh
 
     @handler
     async def readdir(self, fh: int, start_id: int, token: Any) -> None:
-        self.listings.reply(fh, start_id, token)
+        listing = self.listings.get(fh, [])
+        for i in range(start_id, len(listing)):
+            name, inode = listing[i]
+            if inode == MARKER_INODE:
+                attrs = self.attributes.of_marker()
+            else:
+                node = self.cache.get(inode)
+                if node is None or node.orphan:
+                    continue
+                attrs = self.attributes.of(node)
+            if not pyfuse3.readdir_reply(token, name, attrs, i + 1):
+                return
 
     @handler
     async def releasedir(self, fh: int) -> None:
-        self.listings.close(fh)
+        self.listings.pop(fh, None)
 
     @handler
     async def mkdir(
@@ -233,8 +239,6 @@ class MemoryStoreFS(pyfuse3.Operations):
     @handler
     async def fsyncdir(self, fh: int, datasync: bool) -> None:
         return None
-
-    # ----------------------------------------------------- names and links
 
     @handler
     async def unlink(self, parent_inode: int, name: bytes, ctx: Any) -> None:
@@ -254,7 +258,7 @@ class MemoryStoreFS(pyfuse3.Operations):
         old = self._name_to_change(parent_inode_old, name_old, errno.EPERM)
         new = self._name_to_change(parent_inode_new, name_new, errno.EPERM)
         if flags & pyfuse3.RENAME_EXCHANGE:
-            raise _fail(errno.EINVAL)
+            raise pyfuse3.FUSEError(errno.EINVAL)
         self.cache.rename(
             parent_inode_old,
             old,
@@ -264,14 +268,23 @@ class MemoryStoreFS(pyfuse3.Operations):
         )
 
     # A memory is a regular file: no symlinks, hard links, device nodes, FIFOs or sockets.
-    symlink = Refused(errno.EPERM, read_only_code=errno.EROFS)
-    link = Refused(errno.EPERM, read_only_code=errno.EROFS)
-    mknod = Refused(errno.EPERM, read_only_code=errno.EROFS)
-    readlink = Refused(errno.EINVAL)
-    # ------------------------------------------------- extended attributes
+    @handler
+    async def symlink(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise pyfuse3.FUSEError(errno.EROFS if self.read_only else errno.EPERM)
+
+    @handler
+    async def link(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise pyfuse3.FUSEError(errno.EROFS if self.read_only else errno.EPERM)
+
+    @handler
+    async def mknod(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise pyfuse3.FUSEError(errno.EROFS if self.read_only else errno.EPERM)
+
+    @handler
+    async def readlink(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise pyfuse3.FUSEError(errno.EINVAL)
 
     def _xattrs(self, inode: int) -> dict[bytes, bytes]:
-        """A regular file's `user.memfs.*` attributes (memfs/fs/_xattrs.py); a folder has none."""
         if inode == MARKER_INODE:
             return extended_attributes(marker_state())
         node = self.cache.node(inode)
@@ -281,9 +294,9 @@ class MemoryStoreFS(pyfuse3.Operations):
     async def getxattr(self, inode: int, name: bytes, ctx: Any) -> bytes:
         # The kernel asks for `security.capability` before every write: answered
         # without looking at the file.
-        value = self._xattrs(inode).get(name) if is_memfs_name(name) else None
+        value = self._xattrs(inode).get(name) if name.startswith(XATTR_PREFIX) else None
         if value is None:
-            raise _fail(errno.ENODATA)
+            raise pyfuse3.FUSEError(errno.ENODATA)
         return value
 
     @handler
@@ -293,13 +306,11 @@ class MemoryStoreFS(pyfuse3.Operations):
     @handler
     async def setxattr(self, inode: int, name: bytes, value: bytes, ctx: Any) -> None:
         # Never ENOSYS: the kernel would answer EOPNOTSUPP to `user.memfs.*` too.
-        raise _fail(errno.EPERM if is_memfs_name(name) else errno.ENOTSUP)
+        raise pyfuse3.FUSEError(errno.EPERM if name.startswith(XATTR_PREFIX) else errno.ENOTSUP)
 
     @handler
     async def removexattr(self, inode: int, name: bytes, ctx: Any) -> None:
-        raise _fail(errno.EPERM if is_memfs_name(name) else errno.ENOTSUP)
-
-    # ---------------------------------------------------------------- files
+        raise pyfuse3.FUSEError(errno.EPERM if name.startswith(XATTR_PREFIX) else errno.ENOTSUP)
 
     @handler
     async def open(self, inode: int, flags: int, ctx: Any) -> pyfuse3.FileInfo:
@@ -307,14 +318,14 @@ class MemoryStoreFS(pyfuse3.Operations):
         truncate = bool(flags & os.O_TRUNC)
         if inode == MARKER_INODE:
             if writable or truncate:
-                raise _fail(errno.EROFS if self.read_only else errno.EPERM)
-            return pyfuse3.FileInfo(fh=self.files.add(OpenFile(None, False)), keep_cache=True)
+                raise pyfuse3.FUSEError(errno.EROFS if self.read_only else errno.EPERM)
+            return self._new_file_handle(None, False)
         if truncate:
             self._check_writable()
         elif writable and self.read_only:
-            raise _fail(errno.EROFS)
+            raise pyfuse3.FUSEError(errno.EROFS)
         node = await self.cache.open(inode, truncate=truncate and writable, writable=writable)
-        return pyfuse3.FileInfo(fh=self.files.add(OpenFile(node, writable)), keep_cache=True)
+        return self._new_file_handle(node, writable)
 
     @handler
     async def create(
@@ -324,43 +335,44 @@ class MemoryStoreFS(pyfuse3.Operations):
             parent_inode, name, errno.EEXIST if flags & os.O_EXCL else errno.EPERM
         )
         if statmod.S_IFMT(mode) not in (0, statmod.S_IFREG):
-            raise _fail(errno.EPERM)
+            raise pyfuse3.FUSEError(errno.EPERM)
         owner, mode = self.owners.for_new(parent_inode, ctx, statmod.S_IMODE(mode), is_dir=False)
         writable = (flags & os.O_ACCMODE) != os.O_RDONLY
         node = self.cache.create_open(parent_inode, sname, mode, owner, writable=writable)
-        fh = self.files.add(OpenFile(node, writable))
-        return pyfuse3.FileInfo(fh=fh, keep_cache=True), self.attributes.of(node)
+        return self._new_file_handle(node, writable), self.attributes.of(node)
 
     @handler
     async def read(self, fh: int, off: int, size: int) -> bytes:
-        h = self.files.get(fh)
+        h = self._open_file(fh)
         if h.node is None:
             return self.marker[off : off + size]
         return self.cache.read(h.node, off, size)
 
     @handler
     async def write(self, fh: int, off: int, buf: bytes) -> int:
-        h = self.files.get(fh)
+        h = self._open_file(fh)
         if h.node is None:
-            raise _fail(errno.EPERM)
+            raise pyfuse3.FUSEError(errno.EPERM)
         if self.read_only:
-            raise _fail(errno.EROFS)
+            raise pyfuse3.FUSEError(errno.EROFS)
         if not h.writable:
-            raise _fail(errno.EBADF)
+            raise pyfuse3.FUSEError(errno.EBADF)
         if self.cache.disk_full:
-            raise _fail(errno.ENOSPC)
+            raise pyfuse3.FUSEError(errno.ENOSPC)
         return self.cache.write(h.node, off, buf)
 
-    flush = Refused(errno.ENOSYS)  # once: the kernel stops sending FLUSH at every close
+    @handler
+    async def flush(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise pyfuse3.FUSEError(errno.ENOSYS)  # once: the kernel stops sending FLUSH at every close
 
     @handler
     async def fsync(self, fh: int, datasync: bool) -> None:
-        h = self.files.get(fh)
+        h = self._open_file(fh)
         self.cache.fsync(h.node)
 
     @handler
     async def release(self, fh: int) -> None:
-        h = self.files.pop(fh)
+        h = self.files.pop(fh, None)
         if h is not None and h.node is not None:
             self.cache.release(h.node.id, writable=h.writable)
 
@@ -373,7 +385,7 @@ class MemoryStoreFS(pyfuse3.Operations):
         s.f_blocks = budget // BLOCK_SIZE
         s.f_bfree = s.f_bavail = max(0, budget - used) // BLOCK_SIZE
         files = self.cache.file_count()
-        s.f_files = self.max_files
-        s.f_ffree = s.f_favail = max(0, self.max_files - files)
+        s.f_files = MAX_FILES
+        s.f_ffree = s.f_favail = max(0, MAX_FILES - files)
         s.f_namemax = 255
         return s

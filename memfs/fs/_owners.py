@@ -1,26 +1,21 @@
 """Owners, groups and set-id bits of a mount's files: kept locally, since the
 store has none.
 
-What is promised:
-
 - A node's owner of None is the mount's default (`--uid`/`--gid`, else the
-  mounting user): files that arrive from the store, and everything from
-  before owners were kept. `chown` stores what it is given, in the journal.
+  mounting user): files that arrive from the store, among others.
 - A new file or folder belongs to the caller (its fsuid and fsgid), in the
   folder's group when the folder has the set-gid bit (a new folder inherits
-  the bit), as on ext4. A request without a caller (in-process) makes nodes of
-  the mount's default owner (in the folder's group under a set-gid folder).
+  the bit), as on ext4; a request without a caller (in-process) makes nodes
+  of the mount's default owner.
 - The store's marker can be given an owner too (kept in the journal's meta),
-  so that `chown -R` of a whole mount succeeds; its mode never changes.
+  so that `chown -R` of a whole mount succeeds.
 - When the kernel checks permissions (`default_permissions`, given with
   `--allow-other`) it has refused what it refuses before memfs hears of it.
-  Without it only the mounting user reaches the mount, and memfs refuses what
-  ext4 refuses to a caller who is not root: a change of owner, and a change
-  of group by someone other than the owner or to a group they are not in
-  (EPERM). Root may do anything.
+  Otherwise memfs refuses what ext4 refuses to a caller who is not root: a
+  change of owner, and a change of group by someone other than the owner or
+  to a group they are not in (EPERM).
 - The set-id bits a change of owner takes away are the kernel's business: it
-  sends the cleared mode along with the new owner (checked on these kernels,
-  with and without `default_permissions`).
+  sends the cleared mode along with the new owner.
 """
 
 from __future__ import annotations
@@ -28,7 +23,6 @@ from __future__ import annotations
 import errno
 import os
 import stat as statmod
-from dataclasses import dataclass, field
 from typing import Any
 
 import pyfuse3
@@ -36,31 +30,6 @@ import pyfuse3
 from ..cache import FilesystemFace, Node, Owner
 
 MARKER_OWNER_KEY = "marker_owner"
-
-
-@dataclass
-class Caller:
-    """Who made a request: the kernel's fsuid, fsgid and thread id."""
-
-    uid: int
-    gid: int
-    pid: int
-    _groups: frozenset[int] | None = field(default=None, repr=False)
-
-    @classmethod
-    def of(cls, ctx: Any) -> Caller | None:
-        if ctx is None:
-            return None
-        return cls(ctx.uid, ctx.gid, ctx.pid)
-
-    def in_group(self, gid: int) -> bool:
-        """Whether `gid` is the caller's group or one of its supplementary groups
-        (read from /proc: a request carries only the fsgid)."""
-        if gid == self.gid:
-            return True
-        if self._groups is None:
-            self._groups = _supplementary_groups(self.pid)
-        return gid in self._groups
 
 
 def _supplementary_groups(pid: int) -> frozenset[int]:
@@ -84,7 +53,6 @@ class Owners:
         self.uid = os.getuid() if uid is None else uid
         self.gid = os.getgid() if gid is None else gid
         self.kernel_checks = kernel_checks
-        """The kernel checks permissions (`default_permissions`): memfs does not."""
         self._marker: Owner = _parse(cache.get_meta(MARKER_OWNER_KEY))
 
     def of(self, node: Node) -> tuple[int, int]:
@@ -101,10 +69,9 @@ class Owners:
     def for_new(self, parent_inode: int, ctx: Any, mode: int, *, is_dir: bool) -> tuple[Owner, int]:
         """(owner, mode) of a node the caller makes in a folder: the caller's, in
         the folder's group under a set-gid folder (whose bit a new folder takes)."""
-        caller = Caller.of(ctx)
         parent = self.cache.node(parent_inode)
-        uid = None if caller is None else caller.uid
-        gid = None if caller is None else caller.gid
+        uid = None if ctx is None else ctx.uid
+        gid = None if ctx is None else ctx.gid
         if parent.mode & statmod.S_ISGID:
             gid = self.of(parent)[1]
             if is_dir:
@@ -115,7 +82,7 @@ class Owners:
         """Give a node (None: the marker) an owner and group (None: unchanged)."""
         if not self.kernel_checks:
             current = self.of_marker() if node is None else self.of(node)
-            _check_chown(current, uid, gid, Caller.of(ctx))
+            _check_chown(current, uid, gid, ctx)
         if node is not None:
             self.cache.chown(node.id, uid, gid)
             return
@@ -126,17 +93,18 @@ class Owners:
         self.cache.set_meta(MARKER_OWNER_KEY, _format(self._marker))
 
 
-def _check_chown(
-    current: tuple[int, int], uid: int | None, gid: int | None, caller: Caller | None
-) -> None:
+def _check_chown(current: tuple[int, int], uid: int | None, gid: int | None, ctx: Any) -> None:
     """Refuse with EPERM the changes of owner or group ext4 refuses to a caller
-    who is not root (a request without a caller is the mounting user's own)."""
-    if caller is None or caller.uid == 0:
+    who is not root (a request without a caller is the mounting user's own).
+    A request carries only the fsgid: the other groups are read from /proc."""
+    if ctx is None or ctx.uid == 0:
         return
     owner, group = current
-    if uid is not None and not (caller.uid == owner and uid == owner):
+    if uid is not None and not (ctx.uid == owner and uid == owner):
         raise pyfuse3.FUSEError(errno.EPERM)
-    if gid is not None and not (caller.uid == owner and (gid == group or caller.in_group(gid))):
+    if gid is not None and not (
+        ctx.uid == owner and (gid in (group, ctx.gid) or gid in _supplementary_groups(ctx.pid))
+    ):
         raise pyfuse3.FUSEError(errno.EPERM)
 
 

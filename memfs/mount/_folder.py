@@ -1,16 +1,6 @@
-"""Where a store is mounted: the part of the mount layer that needs neither
-FUSE nor HTTP, so that `memfs unmount`, `memfs sync` and `memfs status`
-start quickly.
-
-- The mount folder's life (`MountFolder`): created like `mkdir -p`, refused
-  when anything stands there (except a stale mount of the same store, or an
-  empty folder an earlier mount of that store left), removed after
-  unmounting with the folders above it that memfs made for it, innermost
-  first, those still empty. A session's mount path is created from a
-  descriptor of the mount root, never through a symlink, so that it stays
-  under the root whatever stands there.
-- The mounts table (`mount_table`), its escapes decoded into the paths they
-  name, whatever letters those hold (`Café Notes`).
+"""Where a store is mounted: the mount folder's life (`MountFolder`) and the
+mounts table, without FUSE or HTTP, so that `memfs unmount`, `memfs sync`
+and `memfs status` start quickly.
 """
 
 from __future__ import annotations
@@ -27,7 +17,6 @@ from .._exceptions import MountError
 
 log = logging.getLogger("memfs.mount")
 
-
 MOUNTS_TABLE = "/proc/self/mounts"
 
 _OCTAL_ESCAPE = re.compile(rb"\\([0-7]{3})")
@@ -42,49 +31,41 @@ class MountEntry(NamedTuple):
     options: str
 
 
-def decode_mounts_field(field: bytes) -> str:
-    """A field of /proc/self/mounts (or mountinfo) as the path it names: the
-    kernel writes a space, tab, newline and backslash as octal escapes
-    (`\\040`) and every other byte as it is, so the escapes are decoded to
-    bytes first and the bytes then as a file name (UTF-8, as `os.fsdecode`),
-    never as Latin-1."""
+def _decode(field: bytes) -> str:
+    """The kernel writes a space, tab, newline and backslash as octal escapes
+    (`\\040`) and every other byte as it is: the escapes are decoded to bytes
+    first, then the bytes as a file name (`Café Notes`), never as Latin-1."""
     return os.fsdecode(_OCTAL_ESCAPE.sub(lambda m: bytes([int(m[1], 8)]), field))
 
 
 def mount_table(table: str = MOUNTS_TABLE) -> list[MountEntry]:
     """Every mount of this process's namespace, in the table's order (the
     latest last); none when the table cannot be read."""
-    out = []
     try:
         with open(table, "rb") as f:
             lines = f.read().splitlines()
     except OSError:
         return []
+    entries = []
     for line in lines:
-        parts = line.split()
-        if len(parts) >= 4:
-            source, point, fstype, options = (decode_mounts_field(p) for p in parts[:4])
-            out.append(MountEntry(source, point, fstype, options))
-    return out
-
-
-def _mounts() -> list[tuple[str, str, str]]:
-    """(source, mount point, fstype) of every mount, escapes decoded."""
-    return [(m.source, m.point, m.fstype) for m in mount_table()]
+        fields = line.split()
+        if len(fields) >= 4:
+            entries.append(MountEntry(*(_decode(f) for f in fields[:4])))
+    return entries
 
 
 def mounted_source(path: str) -> str | None:
     """The source shown in the mounts table for a mount at `path`, if any."""
     path = os.path.abspath(path)
-    for source, point, _ in reversed(_mounts()):
-        if point == path:
-            return source
+    for m in reversed(mount_table()):
+        if m.point == path:
+            return m.source
     return None
 
 
 def memfs_mounts() -> list[tuple[str, str, str]]:
     """(source, mount point, fstype) of every memfs mount of this machine."""
-    return [m for m in _mounts() if m[0].startswith("memfs:")]
+    return [m[:3] for m in mount_table() if m.source.startswith("memfs:")]
 
 
 def is_stale_mount(path: str) -> bool:
@@ -116,19 +97,11 @@ def _open_folder_at(dir_fd: int, name: str) -> int:
     return os.open(name, _DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
 
 
-def _is_at_or_above(path: str, folder: str) -> bool:
-    return path == folder or folder.startswith(path.rstrip("/") + "/")
-
-
 class MountFolder:
-    """The folder one store mounts at, and the folders memfs made for it.
-
-    `made` (outermost first) is what this process created, or took over from
-    an earlier mount of the store; `remove` removes those, innermost first,
-    while they are empty, and never the mount root or a folder above it.
-    `confined`: the path came from a session and must stay strictly under
-    `root`, so each folder is reached and created from the root's descriptor
-    without following a symlink (ELOOP where one stands)."""
+    """The folder one store mounts at, and the folders memfs made for it
+    (`made`, outermost first). `confined`: the path came from a session and
+    must stay strictly under `root`, so each folder is reached and created
+    from the root's descriptor without following a symlink."""
 
     def __init__(self, path: str, store_id: str, *, root: str, confined: bool = False) -> None:
         self.path = path
@@ -139,11 +112,10 @@ class MountFolder:
 
     def prepare(self, *, left_by_us: bool = False) -> None:
         """Create the folder like `mkdir -p`; refuse anything already standing
-        there, except a stale mount of this very store, which is cleaned up and
-        reused, and an empty folder that an earlier, killed mount of this store
-        created (`left_by_us`, from the store's journal). Whichever it was, the
-        folder is then memfs's own, made now or by an earlier run of this
-        store, and is removed at the end."""
+        there, except a stale mount of this very store, which is cleaned up,
+        and an empty folder an earlier, killed mount of this store created
+        (`left_by_us`, from the store's journal). Either is then memfs's own
+        and is removed at the end."""
         path, store_id = self.path, self.store_id
         source = mounted_source(path)
         if source is not None:
@@ -258,7 +230,7 @@ class MountFolder:
         root or a folder above it."""
         while self.made:
             folder = self.made[-1]
-            if _is_at_or_above(folder, self.root):
+            if is_within(self.root, folder):
                 break
             if self.confined and not is_within(os.path.dirname(folder), self.root):
                 break

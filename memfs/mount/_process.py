@@ -1,34 +1,20 @@
-"""The store process: one store's whole life in one process.
+"""The store process (`python -m memfs.mount`): one store's whole life in one
+process, one per store since pyfuse3 holds one session per process.
 
-`python -m memfs.mount` is the store process the supervisor starts (one per
-store: pyfuse3 holds one session per process). It reads its `StoreLaunch`
-(its `StoreSpec` and log file) as one line of JSON on stdin, so the token
-never shows in `ps`, and reports on stdout one line: `READY` once the store
-is mounted, or `ERROR <sentence>`; before it, a `WAITING <sentence>` line
-for each attempt of the start that the API did not answer. One whose stdin
-ends before the line (its supervisor went) exits 0 without a word.
+It reads its `StoreLaunch` as one line of JSON on stdin, so the token never
+shows in `ps`, and reports on stdout one line: `READY` once the store is
+mounted, or `ERROR <sentence>`; before it, a `WAITING <sentence>` line for
+each attempt of the start that the API did not answer. One whose stdin ends
+before the line (its supervisor went) exits 0 without a word.
 
-The life of a mount, each resource's teardown declared where it is made
-(`StoreProcess.run`, on one `AsyncExitStack`):
-
-1. Open the cache; a cache left by an earlier (even killed) run is reused,
-   with its changes still pending. A cache still held by an earlier process
-   of this store that is finishing its final sync is waited for.
-2. One full pass against the store: the whole tree is listed (basic view),
-   recovered local changes are reconciled and pushed.
-3. Prepare the mount path (`mkdir -p`, from a descriptor of the mount root
-   for a session's path; refuse anything standing there, clean a stale mount
-   of this very store), mount, write the state file, answer READY.
-4. Serve: pyfuse3's loop, the periodic sync, the write-behind, the background
-   prefetch and the control socket (`sync`, `status`, `stop`, `push_now`) run
-   side by side.
-5. On SIGTERM, SIGINT or `stop`: a final two-way pass (and more while they
-   make progress) within `final_sync_timeout`, still mounted; `stop` is
-   answered. Then the teardown, in reverse: the control socket, the kernel
-   mount, the folders memfs made (innermost first, while empty), the client,
-   the cache, and last the state file. The exit status is 0 only when the
-   store holds everything; what is left is named in the log and stays in the
-   cache.
+`StoreProcess.run` declares each resource's teardown where it is made, on
+one `AsyncExitStack`: the cache (waiting for an earlier process of the store
+that is finishing its final sync), a first full pass, the mount folder, the
+kernel mount, then serving (pyfuse3's loop, the periodic sync, the
+write-behind, the prefetch, the control socket). On SIGTERM, SIGINT or
+`stop`, a final sync runs while still mounted, then the teardown in reverse,
+the state file last. The exit status is 0 only when the store holds
+everything; what is left is named in the log and stays in the cache.
 """
 
 from __future__ import annotations
@@ -45,35 +31,16 @@ from functools import partial
 import pyfuse3
 import trio
 
+from .. import control
 from .._exceptions import CacheInUse, MemfsError, MountError, SyncError
 from .._logging import ProgressReport, parse_format, parse_level, setup_logging
 from .._private import ensure_private_dir, open_log_file
 from ..api import shown_store_id, store_id_problem
 from ..cache import StoreCache
-from ..control import (
-    Command,
-    ControlServer,
-    ErrorReply,
-    MetricsReply,
-    PushFilesReply,
-    PushReply,
-    Reply,
-    Request,
-    StateFile,
-    StatusReply,
-    StopReply,
-    StoreLaunch,
-    StoreSpec,
-    StoreState,
-    SyncReply,
-    read_state,
-    socket_path,
-    state_path,
-)
+from ..control import Command, StoreSpec
 from ..fs import KernelCache, mount_options
 from ..sync import NoKernel
 from ._folder import MountFolder
-from ._memory import FreedMemory
 from ._store import PROGRESS_AFTER, MountedStore, store_client
 
 log = logging.getLogger("memfs.mount")
@@ -92,17 +59,16 @@ class StoreProcess:
         """Set by SIGTERM, SIGINT, `stop`, the lifeline or the end of pyfuse3's loop."""
         self._final_sync_done = trio.Event()
         self._not_uploaded: dict[str, str] = {}
+        self.exit_code = 1
         self._waive_window = False
-        """Set by `stop` (`memfs unmount`, `memfs run` after its command): no writer
-        outlives it, so the final sync waives the delete window. SIGTERM, SIGINT
-        and the lifeline may be outlived by writers: they send only the deletes
-        whose window has passed."""
-        self.state = StateFile(spec.runtime_dir, spec.store_id, spec.cache_dir)
-        self.socket_path = socket_path(spec.runtime_dir, spec.store_id, spec.cache_dir)
+        """Set by `stop`, which no writer outlives: the final sync waives the
+        delete window. After SIGTERM, SIGINT or the lifeline it does not."""
+        self.state = control.StateFile(spec.runtime_dir, spec.store_id, spec.cache_dir)
+        self.socket_path = control.socket_path(spec.runtime_dir, spec.store_id, spec.cache_dir)
 
-    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> int:
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Mount the store and serve it until asked to stop, then the final
-        sync and the teardown; 0 when the store holds everything."""
+        sync and the teardown; `exit_code` 0 when the store holds everything."""
         spec = self.spec
         async with contextlib.AsyncExitStack() as life:
             cache = await open_cache(spec)
@@ -121,11 +87,11 @@ class StoreProcess:
             signals = life.enter_context(trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT))
             serving = await life.enter_async_context(trio.open_nursery())
             life.callback(serving.cancel_scope.cancel)
-            control = ControlServer(self.socket_path, partial(self._answer, store))
-            await serving.start(control.serve)
+            server = control.ControlServer(self.socket_path, partial(self._answer, store))
+            await serving.start(server.serve)
             serving.start_soon(self._fuse_main)
             serving.start_soon(partial(cache.housekeeping, busy=store.fs_busy))
-            serving.start_soon(FreedMemory(store.fs.request_total).run)
+            serving.start_soon(store.give_back_memory_when_quiet)
             async with trio.open_nursery() as syncing:
                 syncing.start_soon(self._signals, signals)
                 syncing.start_soon(store.periodic)
@@ -153,7 +119,7 @@ class StoreProcess:
         log.info(
             "unmounted %s from %s", spec.store_id, spec.mount_path, extra={"event": "unmounted"}
         )
-        return 0 if not self._not_uploaded else 1
+        self.exit_code = 0 if not self._not_uploaded else 1
 
     def _make_folder(self, life: contextlib.AsyncExitStack, store: MountedStore) -> None:
         """Prepare the mount path. The folder is memfs's from here: it goes at
@@ -193,8 +159,8 @@ class StoreProcess:
         life.callback(unmount)
         store.engine.kernel = KernelCache()
 
-    def _state(self, *, stopping: bool) -> StoreState:
-        return StoreState(
+    def _state(self, *, stopping: bool) -> control.StoreState:
+        return control.StoreState(
             store_id=self.spec.store_id,
             mount_path=self.spec.mount_path,
             pid=os.getpid(),
@@ -202,17 +168,17 @@ class StoreProcess:
             stopping=stopping,
         )
 
-    async def _answer(self, store: MountedStore, request: Request) -> Reply:
+    async def _answer(self, store: MountedStore, request: control.Request) -> control.Reply:
         """The control socket's handler."""
         match request.command:
             case Command.STATUS:
-                return StatusReply(store.status())
+                return control.StatusReply(store.status())
             case Command.SYNC:
                 try:
                     report = await store.engine.run_pass(asked=True)
                 except SyncError as e:
-                    return ErrorReply(str(e))
-                return SyncReply(report.as_dict())
+                    return control.ErrorReply(str(e))
+                return control.SyncReply(report.as_dict())
             case Command.STOP:
                 if not self.stopping.is_set():
                     self._waive_window = True
@@ -227,15 +193,16 @@ class StoreProcess:
                         )
                 self.stopping.set()
                 await self._final_sync_done.wait()
-                return StopReply(list(self._not_uploaded), store.final_sync_error)
+                return control.StopReply(list(self._not_uploaded), store.final_sync_error)
             case Command.METRICS:
-                return MetricsReply(store.metrics())
+                return control.MetricsReply(store.metrics())
             case Command.PUSH_FILES:
                 timeout = request.timeout or self.spec.final_sync_timeout
-                return PushFilesReply(await store.confirm(list(request.paths), timeout))
+                confirmed = await store.engine.confirm(list(request.paths), timeout)
+                return control.PushFilesReply(confirmed)
             case Command.PUSH_NOW:
                 store.ask_push()
-                return PushReply()
+                return control.PushReply()
 
     async def _fuse_main(self) -> None:
         try:
@@ -275,7 +242,8 @@ async def open_cache(spec: StoreSpec) -> StoreCache:
         try:
             return StoreCache(spec.cache_dir, spec.store_id, budget_bytes=spec.cache_size)
         except CacheInUse:
-            previous = read_state(state_path(spec.runtime_dir, spec.store_id, spec.cache_dir))
+            state_file = control.state_path(spec.runtime_dir, spec.store_id, spec.cache_dir)
+            previous = control.read_state(state_file)
             if previous is None or not previous.stopping or time.monotonic() > deadline:
                 raise
             if not waited:
@@ -297,15 +265,10 @@ def _say_waiting(sentence: str) -> None:
 
 async def _store_main(spec: StoreSpec) -> int:
     ready_sent = False
-    code = 1
-
-    async def runner(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        nonlocal code
-        code = await StoreProcess(spec).run(task_status=task_status)
-
+    process = StoreProcess(spec)
     try:
         async with trio.open_nursery() as nursery:
-            await nursery.start(runner)
+            await nursery.start(process.run)
             sys.stdout.write("READY\n")
             sys.stdout.flush()
             ready_sent = True
@@ -318,7 +281,7 @@ async def _store_main(spec: StoreSpec) -> int:
             sys.stdout.flush()
         log.error("%s", error, extra={"event": "store_failed"})
         return 1
-    return code
+    return process.exit_code
 
 
 def _memfs_error(e: BaseException) -> MemfsError | None:
@@ -337,7 +300,7 @@ def main() -> int:
     if not line:
         return 0  # the supervisor went before it sent the launch: nothing to mount
     try:
-        launch = StoreLaunch.from_json(line)
+        launch = control.StoreLaunch.from_json(line)
     except (ValueError, TypeError) as e:
         sys.stdout.write(f"ERROR the store process got no usable spec: {e}\n")
         return 2
@@ -349,7 +312,9 @@ def main() -> int:
         return 2
     if launch.log_file is not None:
         try:
-            _log_to(launch.log_file)
+            fd = open_log_file(launch.log_file)  # checked again: the user's alone
+            os.dup2(fd, 2)  # from now on stderr, ours and our children's, goes there
+            os.close(fd)
         except OSError as e:
             sys.stdout.write(f"ERROR cannot open the log file {launch.log_file}: {e.strerror}\n")
             return 1
@@ -358,17 +323,6 @@ def main() -> int:
             return 1
     _setup_logging(launch.spec.store_id)
     return trio.run(_store_main, launch.spec)
-
-
-def _log_to(path: str) -> None:
-    """From now on stderr (ours and our children's) appends to `path`, a file
-    of the user's alone in the store's cache folder (checked here again, and
-    the file opened relative to its descriptor)."""
-    fd = open_log_file(path)
-    try:
-        os.dup2(fd, 2)
-    finally:
-        os.close(fd)
 
 
 def _setup_logging(store_id: str) -> None:

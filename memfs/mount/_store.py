@@ -1,14 +1,14 @@
 """One store's parts, wired: the sync engine over the client and the cache,
 the filesystem over the cache, and what they do while the store is mounted
 (the periodic pass, the write-behind, the background prefetch, the final
-sync, the status).
-
-The parts do not know each other beyond what is passed here; the store
-process (`_process`) decides when each of them starts and stops.
+sync, the status, giving freed memory back). The store process (`_process`)
+decides when each of them starts and stops.
 """
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import logging
 import math
 import os
@@ -20,13 +20,12 @@ import trio
 
 from .._exceptions import MemfsError, MountError, StoreError, SyncError, TransportError
 from .._logging import ProgressReport
-from ..api import Confirmation
+from .._private import libc_function
 from ..cache import StoreCache
 from ..client import StoreClient
 from ..control import MIN_SYNC_INTERVAL, StoreSpec, StoreStatus
 from ..fs import MemoryStoreFS
 from ..sync import FINAL_CONCURRENCY, QUIET_SECONDS, EndOfSession, SyncEngine, backoff_delay
-from ._memory import give_back_freed_memory
 from ._start import start_refusal
 
 log = logging.getLogger("memfs.mount")
@@ -42,15 +41,26 @@ WRITE_BEHIND_LOOK = 0.5
 WRITE_BEHIND_EVERY = MIN_SYNC_INTERVAL
 """The write-behind pushes at most once per this many seconds: the least sync interval."""
 
+QUIET_AFTER = 5.0
+"""Seconds without a FUSE request after which freed memory is given back."""
+
 Changes = frozenset[tuple[int, int]]
 """The local changes of a mount at one moment: (node id, its edits) of each changed file."""
 
+_MALLOC_TRIM = libc_function("malloc_trim", [ctypes.c_size_t])
+
+
+def _give_back_freed_memory() -> None:
+    """Return the C allocator's free pages to the system (glibc only): Python
+    and the allocator keep what a download or a read of every file used."""
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
+
 
 def store_client(spec: StoreSpec, on_wait: Callable[[str], None] | None = None) -> StoreClient:
-    """The client of one store process. Few retries inside a pass: the sync
-    loop has its own backoff between passes. The pool holds what the final
-    sync sends at once. Until the API first answers, the start's bound
-    holds, and each attempt without an answer goes to `on_wait`."""
+    """The client of one store process: few retries, since the sync loop has
+    its own backoff; a pool that holds what the final sync sends at once;
+    each attempt of the start without an answer goes to `on_wait`."""
     return StoreClient(
         spec.api_url,
         spec.token,
@@ -69,9 +79,8 @@ LISTING_AT_LEAST = 4
 
 def listing_concurrency(spec: StoreSpec) -> int:
     """Requests at once while a pass lists the whole store by folder: the final
-    sync's number for a store mounted alone, shared out among the stores
-    mounted together (which share the machine's cores), at least
-    `LISTING_AT_LEAST`; bench/README.md has what each number measured."""
+    sync's number shared out among the stores mounted together, at least
+    `LISTING_AT_LEAST` (bench/README.md)."""
     return max(LISTING_AT_LEAST, FINAL_CONCURRENCY // max(1, spec.stores_mounted))
 
 
@@ -112,10 +121,8 @@ class MountedStore:
         self._push_asked = trio.Event()
 
     async def first_pass(self) -> None:
-        """One full pass before mounting: the whole tree listed, recovered
-        local changes reconciled and pushed. A store that cannot be reached
-        mounts from its cache, if there is one. A refused token, or a URL
-        that names `/v1`, is said as `start_refusal` says it."""
+        """One full pass before mounting. A store that cannot be reached mounts
+        from its cache, if there is one."""
         if self.spec.read_only:
             self.engine.set_aside_local_changes()
         try:
@@ -159,23 +166,19 @@ class MountedStore:
                 delay = backoff_delay(self.spec.sync_interval, self.engine.status.failures_in_a_row)
 
     def ask_push(self) -> None:
-        """Push the local changes now (the followed session went idle): the
-        write-behind does it at once, whatever the quiet time, the interval and
-        `--write-behind`."""
+        """Push the local changes now (the followed session went idle), whatever
+        the quiet time, the interval and `--write-behind`."""
         self._push_asked.set()
 
     def _local_changes(self) -> Changes:
         return frozenset((c.node_id, c.edits) for c in self.cache.changes())
 
     async def write_behind(self) -> None:
-        """Push-only passes between the periodic ones, so that an edit is in the
-        store within seconds: once the mount has been quiet for `QUIET_SECONDS`
-        after a local change it has not tried yet, at most once per
-        `WRITE_BEHIND_EVERY`, and at once when asked (`ask_push`). Looking for
-        changes is local work: a mount where nothing changes sends no request.
-        While passes fail, the periodic pass's backoff alone tries again; a
-        change a push left pending (refused, held, its upload unanswered) waits
-        for the next pass or for another change."""
+        """Push-only passes between the periodic ones: once the mount has been
+        quiet for `QUIET_SECONDS` after a local change it has not tried yet, at
+        most once per `WRITE_BEHIND_EVERY`, and at once when asked. A mount
+        where nothing changes sends no request; while passes fail, only the
+        periodic pass's backoff tries again."""
         seen = tried = self._local_changes()
         changed_at = time.monotonic()
         pushed_at = -math.inf
@@ -209,8 +212,8 @@ class MountedStore:
                 changed_at = time.monotonic()
 
     async def prefetch(self) -> None:
-        """Every content not cached yet, in the background. On a terminal, the
-        first download of a large store shows its progress."""
+        """Every content not cached yet, in the background, with its progress
+        on a terminal."""
         shown = ProgressReport(
             f"memfs: downloading {self.spec.store_id}", minimum_total=PROGRESS_MIN_FILES
         )
@@ -232,7 +235,21 @@ class MountedStore:
         finally:
             shown.finish()
         self.prefetched = True
-        give_back_freed_memory()
+        gc.collect()  # httpx's answers refer to themselves
+        _give_back_freed_memory()
+
+    async def give_back_memory_when_quiet(self) -> None:
+        """Give freed memory back whenever the filesystem falls quiet after
+        answering requests (bench/README.md, "A store process's memory")."""
+        seen, given_back = self.fs.request_total(), True
+        while True:
+            await trio.sleep(QUIET_AFTER)
+            now = self.fs.request_total()
+            if now != seen:
+                seen, given_back = now, False
+            elif not given_back:
+                _give_back_freed_memory()
+                given_back = True
 
     async def final_sync(
         self,
@@ -241,12 +258,10 @@ class MountedStore:
         waive_window: bool = True,
     ) -> dict[str, str]:
         """A full two-way pass within the timeout, then more while they make
-        progress and something is still pending. Deletes: at most one pass's
-        cap in all; `waive_window` sends those deleted less than the window ago
-        too (no writer may outlive this stop), else only those whose window has
-        passed. Returns what is left, path -> what becomes of it, each logged.
-        `progress(done, total)` hears, a few times a second, how many of the
-        files pending at the start the store holds now."""
+        progress and something is still pending; `waive_window` sends deletes
+        younger than the window too. Returns what is left, path -> what
+        becomes of it, each logged. `progress(done, total)` hears how many of
+        the files pending at the start the store holds now."""
         spec = self.spec
         end = EndOfSession(waive_window=waive_window)
         with trio.move_on_after(spec.final_sync_timeout) as scope:
@@ -292,11 +307,6 @@ class MountedStore:
         while True:
             progress(max(0, total - len(self.engine.pending())), total)
             await trio.sleep(PROGRESS_EVERY)
-
-    async def confirm(self, paths: list[str], timeout: float) -> list[Confirmation]:
-        """`memfs sync FILE`: the files at these memory paths pushed now, and
-        what the store made of each (`SyncEngine.confirm`)."""
-        return await self.engine.confirm(paths, timeout)
 
     def status(self) -> StoreStatus:
         st = self.engine.status
@@ -358,5 +368,5 @@ class MountedStore:
             "memories": sum(1 for f in files if f.memory_id is not None),
             "cache_bytes": sum(f.size for f in files if f.cached),
             "fuse_requests": dict(self.fs.requests),
-            "fuse_seconds": {op: h.to_json() for op, h in self.fs.latency.items()},
+            "fuse_seconds": {op: h.to_json() for op, h in self.fs.times.items()},
         }

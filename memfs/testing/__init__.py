@@ -1,27 +1,10 @@
-"""memfs.testing: a fake Memory Store server for other projects' tests.
-
-A pytest plugin, off unless a project asks for it (docs/testing.md): with
-`pytest_plugins = ["memfs.testing"]` in its top conftest.py, `-p
-memfs.testing` on the command line, `--memfs`, or `memfs = true` in its
-pytest configuration. Then these fixtures exist, all for one test at a time:
-
-- `memfs_server`: a `memfs serve` (`ServerProcess`) on a free port, with a
-  fresh database and a random token;
-- `memory_store`: a fresh store on it (`FakeStore`: `.url`, `.token`,
-  `.store_id`, `.seed({...})`, `.memories()`, `.versions()`);
-- `make_memory_store`: more stores, `make_memory_store(name, memories)`;
-- `fault_proxy`: a fault proxy (`FaultProxyProcess`) in front of the server:
-  latency, 429/5xx/529 answers, dropped connections, answers lost after the
-  store applied them (`FaultSettings`), and what it saw (`FaultCounters`).
-
-Installed without being asked for, the plugin adds only the `--memfs` flag
-and the `memfs` setting: no fixture, no other hook. The classes are usable
-without pytest as well (`FaultProxy` in a trio program of one's own); they
-are imported on first use, so the switch pytest loads in every project that
-installs memfs costs nothing.
-
-Nothing in memfs imports this package (an import-linter contract says so):
-it is tooling on top of memfs, made of the parts memfs's own tests use.
+"""memfs.testing: a fake Memory Store server and a fault proxy for other
+projects' tests (docs/testing.md): a pytest plugin whose fixtures appear
+only when a project asks for them (`pytest_plugins = ["memfs.testing"]`,
+`-p memfs.testing`, `--memfs` or `memfs = true`), and its classes, usable
+without pytest too. They are imported on first use, so that pytest's switch
+(`_switch`), loaded in every project that installs memfs, costs nothing.
+Nothing in memfs imports this package.
 
 PYTEST_DONT_REWRITE: this module holds no assertion, and pytest's switch has
 imported it before the plugin is registered, which pytest would warn about.

@@ -1,12 +1,8 @@
 """The fixtures of the `memfs.testing` pytest plugin (docs/testing.md).
 
-Every fixture is synchronous and lasts one test: a plain pytest test uses
-them as they are, and a trio (or other async) test can too, since they are
-set up before its event loop starts and torn down after it ends; their
-helpers block, which is fine for a test's own set-up and checks. Each test
-gets its own server process and database, so tests cannot see each
-other's stores, and `pytest -n` workers cannot meet. Teardown stops every
-process a fixture started, whatever the test did.
+Every fixture is synchronous and lasts one test, so that trio and other
+async tests can use them too, and each test gets its own server process and
+database. Teardown stops every process a fixture started.
 """
 
 from __future__ import annotations
@@ -29,9 +25,7 @@ MakeMemoryStore = Callable[..., FakeStore]
 @pytest.fixture
 def memfs_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """A `memfs serve` on 127.0.0.1 and a free port, with a fresh SQLite
-    database and a random token: a `ServerProcess` (`.url`, `.token`,
-    `.headers()`, `.http()`, `.create_store(name)`, `.restart()`, `.stop()`,
-    `.kill()`, `.stderr`). Stopped at teardown."""
+    database and a random token: a `ServerProcess`."""
     folder: Path = tmp_path_factory.mktemp("memfs-serve")
     server = ServerProcess(folder / "store.sqlite3").start()
     try:
@@ -56,18 +50,14 @@ def make_memory_store(memfs_server: ServerProcess) -> MakeMemoryStore:
 
 @pytest.fixture
 def memory_store(make_memory_store: MakeMemoryStore) -> FakeStore:
-    """A fresh, empty store on `memfs_server`: a `FakeStore` (`.url`,
-    `.token`, `.store_id`, `.seed({path: content})`, `.put`, `.delete`,
-    `.memories()`, `.versions()`), whose helpers bypass any fault proxy."""
+    """A fresh, empty store on `memfs_server`: a `FakeStore`."""
     return make_memory_store()
 
 
 @pytest.fixture
 def fault_proxy(memfs_server: ServerProcess) -> Iterator[FaultProxyProcess]:
     """A fault proxy in front of `memfs_server`, passing everything on until
-    told otherwise: a `FaultProxyProcess` (`.url` for the program under test,
-    `.set(**settings)`, `.reset()`, `.counters()`, `.state()`). Stopped at
-    teardown."""
+    told otherwise: a `FaultProxyProcess`."""
     proxy = FaultProxyProcess(memfs_server.url, seed=FAULT_SEED).start()
     try:
         yield proxy

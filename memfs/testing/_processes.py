@@ -1,15 +1,9 @@
 """The child processes of a fake store: `memfs serve` (`ServerProcess`) and
-the fault proxy in front of it (`FaultProxyProcess`), for tests of any kind.
-
-Both are plain blocking objects (no event loop), so they work in a sync
-pytest test, in a trio test's fixtures, and for programs under test that
-run in processes of their own. Each prints its URL as the first line of its
-stdout; `start()` waits for that line (the server is listening then) and
-fails with the process's stderr when it does not come. `stop()` sends
-SIGTERM and, after a timeout, SIGKILL; neither leaves a process behind.
-
-The server's token reaches it in its environment (`MEMFS_SERVE_TOKEN`), not
-on its command line, where `ps` would show it to every user.
+the fault proxy in front of it (`FaultProxyProcess`). Both are plain
+blocking objects (no event loop), so they work in any test. Each child
+prints its URL as the first line of its stdout; `start()` waits for it, and
+`stop()` leaves no process behind. The server's token reaches it in its
+environment, never on its command line, where `ps` would show it.
 """
 
 from __future__ import annotations
@@ -69,9 +63,18 @@ def _first_line(stream: IO[bytes], timeout: float) -> str:
     return data.decode(errors="replace").split("\n", 1)[0].strip()
 
 
-def _end(proc: subprocess.Popen[bytes], timeout: float, *, kill: bool = False) -> int:
+def _start(cmd: list[str], timeout: float, **popen: Any) -> tuple[subprocess.Popen[bytes], str]:
+    """Start `cmd` and read the first line it prints within `timeout` seconds."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, **popen)
+    assert proc.stdout is not None
+    return proc, _first_line(proc.stdout, timeout)
+
+
+def _end(proc: subprocess.Popen[bytes] | None, timeout: float, *, kill: bool = False) -> int | None:
     """Stop `proc` (SIGTERM, or SIGKILL when `kill`), wait, SIGKILL after
-    `timeout`; its exit status."""
+    `timeout`; its exit status (None when there was no process)."""
+    if proc is None:
+        return None
     if proc.poll() is None:
         if kill:
             proc.kill()
@@ -88,16 +91,10 @@ def _end(proc: subprocess.Popen[bytes], timeout: float, *, kill: bool = False) -
 
 
 class ServerProcess:
-    """`python -m memfs serve` on 127.0.0.1 (a free port) with its own SQLite file.
-
-    `token` is the one token it accepts (a random one when None; "" for none
-    given, so that the server generates one and prints it on stderr);
-    `extra_args` are more `memfs serve` flags, `env` more variables. `.url`
-    is read from the first stdout line. `restart()` keeps the database and
-    the port, so clients holding the URL keep working; `stop()` sends SIGTERM
-    (then SIGKILL after a timeout) and returns the exit status; `kill()` is a
-    crash. The server's stderr goes to `stderr_path` (beside the database),
-    readable as `.stderr`."""
+    """`python -m memfs serve` on 127.0.0.1 (a free port) with its own SQLite
+    file (docs/testing.md, "`ServerProcess`"). `token` is the one token it
+    accepts (random when None; "" lets the server make one); `extra_args`
+    are more `memfs serve` flags, `env` more variables."""
 
     def __init__(
         self,
@@ -144,15 +141,8 @@ class ServerProcess:
     def start(self, timeout: float = START_TIMEOUT) -> ServerProcess:
         """Start the server and wait until it listens; RuntimeError with its
         stderr when it does not within `timeout` seconds."""
-        stderr = open(self.stderr_path, "ab")  # noqa: SIM115 (the child owns it)
-        try:
-            self.proc = subprocess.Popen(
-                self.command(), stdout=subprocess.PIPE, stderr=stderr, env=self.environment()
-            )
-        finally:
-            stderr.close()
-        assert self.proc.stdout is not None
-        line = _first_line(self.proc.stdout, timeout)
+        with open(self.stderr_path, "ab") as stderr:
+            self.proc, line = _start(self.command(), timeout, stderr=stderr, env=self.environment())
         if not line.startswith("http://"):
             self.kill()
             raise RuntimeError(
@@ -164,16 +154,13 @@ class ServerProcess:
 
     def stop(self, timeout: float = 10.0) -> int | None:
         """SIGTERM, wait, SIGKILL if needed; the exit status (None if not running)."""
-        if self.proc is None:
-            return None
         proc, self.proc = self.proc, None
         return _end(proc, timeout)
 
     def kill(self) -> None:
         """SIGKILL: a crash, with no chance to clean up."""
-        if self.proc is not None:
-            proc, self.proc = self.proc, None
-            _end(proc, 10.0, kill=True)
+        proc, self.proc = self.proc, None
+        _end(proc, 10.0, kill=True)
 
     def restart(self) -> ServerProcess:
         """Stop and start again on the same database and port."""
@@ -188,13 +175,16 @@ class ServerProcess:
         """A synchronous httpx client with this server's URL and headers."""
         return httpx.Client(base_url=self.url, headers=self.headers(), timeout=10.0)
 
+    def _post(self, path: str, body: dict[str, Any], beta: str = BETA) -> dict[str, Any]:
+        with self.http() as client:
+            r = client.post(path, json=body, headers={"anthropic-beta": beta})
+        r.raise_for_status()
+        answer: dict[str, Any] = r.json()
+        return answer
+
     def create_store(self, name: str = "test store", **fields: Any) -> dict[str, Any]:
         """Create a store over HTTP and return its JSON (`["id"]` is its id)."""
-        with self.http() as client:
-            r = client.post("/v1/memory_stores", json={"name": name, **fields})
-        r.raise_for_status()
-        store: dict[str, Any] = r.json()
-        return store
+        return self._post("/v1/memory_stores", {"name": name, **fields})
 
     def create_session(
         self, *store_ids: str, read_only: tuple[str, ...] = (), **fields: Any
@@ -207,28 +197,12 @@ class ServerProcess:
             for sids, access in ((store_ids, ACCESS_READ_WRITE), (read_only, ACCESS_READ_ONLY))
             for sid in sids
         ]
-        with self.http() as client:
-            r = client.post(
-                "/v1/sessions",
-                json={"resources": resources, **fields},
-                headers={"anthropic-beta": SESSIONS_BETA},
-            )
-        r.raise_for_status()
-        session: dict[str, Any] = r.json()
-        return session
+        return self._post("/v1/sessions", {"resources": resources, **fields}, SESSIONS_BETA)
 
     def set_session_status(self, session_id: str, status: str) -> dict[str, Any]:
         """Set the session's `status` (`running`, `idle`...) with memfs serve's
         own extension, as the hosted API moves it while its agent works; the session."""
-        with self.http() as client:
-            r = client.post(
-                f"/v1/sessions/{session_id}/status",
-                json={"status": status},
-                headers={"anthropic-beta": SESSIONS_BETA},
-            )
-        r.raise_for_status()
-        session: dict[str, Any] = r.json()
-        return session
+        return self._post(f"/v1/sessions/{session_id}/status", {"status": status}, SESSIONS_BETA)
 
     def work_item(self, session: dict[str, Any]) -> dict[str, Any]:
         """The work item a worker's poll would hand out for `session` (as
@@ -249,9 +223,7 @@ class ServerProcess:
 
 class FaultProxyProcess:
     """The fault proxy (`python -m memfs.testing.faults`) in a child process,
-    in front of `target`, driven over HTTP: for sync tests and for programs
-    under test that run in processes of their own. `set(**settings)` takes
-    the names of `FaultSettings`; `counters()` reads `FaultCounters`."""
+    in front of `target`, driven over HTTP (docs/testing.md, "`FaultProxyProcess`")."""
 
     def __init__(self, target: str, *, seed: int | None = None) -> None:
         self.target = target
@@ -264,9 +236,7 @@ class FaultProxyProcess:
         cmd = [sys.executable, "-m", "memfs.testing.faults", "--target", self.target]
         if self.seed is not None:
             cmd += ["--seed", str(self.seed)]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE)
-        assert self.proc.stdout is not None
-        self.url = _first_line(self.proc.stdout, timeout)
+        self.proc, self.url = _start(cmd, timeout)
         if not self.url.startswith("http://"):
             self.stop()
             raise RuntimeError(f"the fault proxy did not print its URL (got {self.url!r})")
@@ -301,9 +271,8 @@ class FaultProxyProcess:
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL after 5 seconds."""
-        if self.proc is not None:
-            proc, self.proc = self.proc, None
-            _end(proc, 5.0)
+        proc, self.proc = self.proc, None
+        _end(proc, 5.0)
 
     def __enter__(self) -> FaultProxyProcess:
         return self.start()

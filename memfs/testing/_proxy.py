@@ -1,33 +1,9 @@
-"""`FaultProxy`: a small HTTP/1.1 proxy that makes a store misbehave on purpose.
-
-It listens on 127.0.0.1 and forwards each request to the target server
-unless its settings (`FaultSettings`) say otherwise: wait `delay` seconds
-first; answer a share (`status_rate`) or the next `status_next` requests
-with `status` (429, 500, 529...: the API's error envelope, `retry-after` for
-429, and any extra `headers`, such as `retry-after-ms` or `x-should-retry`);
-close the connection without an answer for a share (`drop_rate`) or the
-next `drop_next` requests; forward a request but close the connection
-instead of relaying the answer, so the change happens and the client never
-hears of it, for a share (`lose_answer_rate`) or the next
-`lose_answer_next` requests; or refuse everything (`down`: an outage).
-Faults apply only to requests whose method is `match_method` (when set) and
-whose target matches the regex `match_path` (when set). What it saw is in
-`FaultCounters`. HTTP/1.1 on both sides, keep-alive included, is h11's:
-each request and answer is read whole, then relayed.
-
-This module is the proxy itself, for trio code in the same process::
-
-    async with FaultProxy(server.url) as proxy:
-        proxy.set(status=529, status_next=2)
-        ... talk to proxy.url ...
-
-`before_forward` (an async function of method and target) is awaited for
-each matching request just before it is forwarded: a test makes a change
-land at that instant, between what its client read and what it sends.
-`GET /__faults__` answers the settings and counters as JSON and
-`POST /__faults__` with a JSON object changes the settings (`"reset": true`
-first clears them): that is how `FaultProxyProcess` drives the proxy in a
-child process (`python -m memfs.testing.faults`).
+"""`FaultProxy`: a small HTTP/1.1 proxy (h11 on both sides, keep-alive
+included) that makes a store misbehave on purpose, for trio code in the same
+process; `python -m memfs.testing.faults` runs it as a process, driven over
+`/__faults__`. What each `FaultSettings` name does and what `FaultCounters`
+count is in docs/testing.md. Each request and answer is read whole, then
+relayed.
 """
 
 from __future__ import annotations
@@ -66,37 +42,23 @@ def error_type_of(status: int) -> str:
 
 @dataclass
 class FaultSettings:
-    """What the proxy does to matching requests; change it any time with
-    `FaultProxy.set` (or `FaultProxyProcess.set`)."""
+    """What the proxy does to matching requests (docs/testing.md, "Fault
+    settings"); change it any time with `FaultProxy.set`."""
 
     delay: float = 0.0
-    """Seconds to wait before doing anything else with a matching request."""
     status: int = 500
-    """The status injected by `status_rate` and `status_next`."""
     error_type: str | None = None
-    """The envelope's `error.type` for injected statuses (default: the status's usual one)."""
     status_rate: float = 0.0
-    """The share (0 to 1) of matching requests answered `status` without being forwarded."""
     status_next: int = 0
-    """Answer the next N matching requests `status` (counts down)."""
     retry_after: float = 0.0
-    """The `retry-after` header of an injected 429, in seconds."""
     headers: dict[str, str] = field(default_factory=dict)
-    """Extra headers of injected statuses (`retry-after-ms`, `x-should-retry`...)."""
     drop_rate: float = 0.0
-    """The share of matching requests whose connection is closed before forwarding."""
     drop_next: int = 0
-    """Close the connection of the next N matching requests before forwarding them."""
     lose_answer_rate: float = 0.0
-    """The share of matching requests forwarded, applied, and their answer not relayed."""
     lose_answer_next: int = 0
-    """Forward the next N matching requests and close the connection instead of answering."""
     down: bool = False
-    """Close every connection without an answer (an outage), matching or not."""
     match_method: str | None = None
-    """Only requests with this method are matching (any when None)."""
     match_path: str | None = None
-    """Only requests whose target (path and query) matches this regex (any when None)."""
 
     def change(self, **changes: Any) -> None:
         """Apply `changes` after checking every one: an unknown name is a
@@ -143,26 +105,20 @@ def _check_setting(name: str, value: Any, default: Any) -> None:
 
 @dataclass
 class FaultCounters:
-    """What the proxy saw and did since it started or was last reset."""
+    """What the proxy saw and did since it started or was last reset
+    (docs/testing.md, "Counters"); the control path is not counted."""
 
     requests_seen: int = 0
-    """Requests received (the control path's aside)."""
     forwarded: int = 0
-    """Requests passed on to the target and answered by it (lost answers included)."""
     statuses_injected: int = 0
     drops_injected: int = 0
     answers_lost: int = 0
-    """Requests the target applied and answered whose answer the client never got."""
     refused_connections: int = 0
-    """Requests closed without an answer because the proxy was `down`."""
     requests_by_path: dict[str, int] = field(default_factory=dict)
-    """Requests received by path (the query left out)."""
     requests_by_method_path: dict[str, int] = field(default_factory=dict)
-    """As requests_by_path, keyed "METHOD /path", counted when the request arrives."""
     targets: list[str] = field(default_factory=list)
-    """The request targets (path and query) seen, oldest first, the last MAX_TARGETS."""
     exchanges: list[tuple[str, str, int]] = field(default_factory=list)
-    """(method, target, status the client got: 0 for none), oldest first, the last MAX_TARGETS."""
+    """(method, target, status the client got: 0 for none), the last MAX_TARGETS."""
 
     def statuses(self, method: str, pattern: str) -> list[int]:
         """The statuses answered to `method` requests whose target matches the regex `pattern`."""
@@ -205,16 +161,12 @@ async def _body(connection: h11.Connection, stream: trio.abc.Stream) -> bytes:
             raise ValueError("connection closed inside a body")
 
 
-async def _send(connection: h11.Connection, stream: trio.abc.Stream, *events: Any) -> None:
-    await stream.send_all(b"".join(connection.send(event) or b"" for event in events))
-
-
 async def _send_message(
     connection: h11.Connection, stream: trio.abc.Stream, head: Any, body: bytes
 ) -> None:
     """`head` (an h11 Request or Response), then `body` and the message's end."""
-    data = [h11.Data(data=body)] if body else []
-    await _send(connection, stream, head, *data, h11.EndOfMessage())
+    events = [head, *([h11.Data(data=body)] if body else []), h11.EndOfMessage()]
+    await stream.send_all(b"".join(connection.send(event) or b"" for event in events))
 
 
 def _next_cycle(connection: h11.Connection) -> bool:
@@ -225,25 +177,19 @@ def _next_cycle(connection: h11.Connection) -> bool:
     return False
 
 
-def _reason(status: int) -> str:
-    """The standard library's reason phrase; `Error` for a status it does
-    not name (529, or any other the proxy is set to inject)."""
-    try:
-        return HTTPStatus(status).phrase
-    except ValueError:
-        return "Error"
-
-
 def _response(status: int, body: bytes, extra: dict[str, str] | None = None) -> Any:
-    """An h11 Response of the proxy's own, with a JSON `body`."""
+    """An h11 Response of the proxy's own, with a JSON `body`; the reason is
+    `Error` for a status the standard library does not name (529)."""
     headers = {
         "content-type": "application/json",
         "content-length": str(len(body)),
         **(extra or {}),
     }
-    return h11.Response(
-        status_code=status, headers=list(headers.items()), reason=_reason(status).encode()
-    )
+    try:
+        reason = HTTPStatus(status).phrase
+    except ValueError:
+        reason = "Error"
+    return h11.Response(status_code=status, headers=list(headers.items()), reason=reason.encode())
 
 
 class FaultProxy:
@@ -264,11 +210,9 @@ class FaultProxy:
         self.counters = FaultCounters()
         self.random = random.Random(seed)
         self.before_forward: Callable[[str, str], Awaitable[None]] | None = None
-        """In-process only: awaited with (method, target) before a matching request is forwarded."""
-        self._cancel: trio.CancelScope | None = None
+        """Awaited with (method, target) just before a matching request is
+        forwarded: a test makes a change land at that instant."""
         self._stack = AsyncExitStack()
-
-    # -- settings and counters ------------------------------------------------
 
     def set(self, **changes: Any) -> None:
         """Change settings (see `FaultSettings`); an unknown name raises
@@ -288,31 +232,24 @@ class FaultProxy:
         """The settings and counters as JSON values: what `GET /__faults__` answers."""
         return {"settings": asdict(self.settings), "counters": asdict(self.counters)}
 
-    # -- lifecycle ------------------------------------------------------------
-
     async def __aenter__(self) -> FaultProxy:
         self._stack = AsyncExitStack()
         nursery = await self._stack.enter_async_context(trio.open_nursery())
+        self._stack.callback(nursery.cancel_scope.cancel)
         await nursery.start(self.serve)
         return self
 
     async def __aexit__(self, *exc: Any) -> bool | None:
-        if self._cancel is not None:
-            self._cancel.cancel()
         return await self._stack.__aexit__(*exc)
 
     async def serve(self, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
         """Accept connections until cancelled; reports the URL once listening."""
-        with trio.CancelScope() as scope:
-            self._cancel = scope
-            listeners = await trio.open_tcp_listeners(self.port, host=self.host)
-            self.port = listeners[0].socket.getsockname()[1]
-            self.url = f"http://{self.host}:{self.port}"
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(partial(trio.serve_listeners, self._connection, listeners))
-                task_status.started(self.url)
-
-    # -- one client connection ------------------------------------------------
+        listeners = await trio.open_tcp_listeners(self.port, host=self.host)
+        self.port = listeners[0].socket.getsockname()[1]
+        self.url = f"http://{self.host}:{self.port}"
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(partial(trio.serve_listeners, self._connection, listeners))
+            task_status.started(self.url)
 
     def _applies(self, method: str, path: str) -> bool:
         s = self.settings
@@ -337,16 +274,7 @@ class FaultProxy:
                     if not _next_cycle(inbound):
                         return
                     continue
-                self.counters.requests_seen += 1
-                self.counters.targets = [*self.counters.targets[-MAX_TARGETS + 1 :], path]
-                route = path.split("?")[0]
-                self.counters.requests_by_path[route] = (
-                    self.counters.requests_by_path.get(route, 0) + 1
-                )
-                key = f"{method.upper()} {route}"
-                self.counters.requests_by_method_path[key] = (
-                    self.counters.requests_by_method_path.get(key, 0) + 1
-                )
+                self._count(method, path)
                 s = self.settings
                 if s.down:
                     self.counters.refused_connections += 1
@@ -407,6 +335,15 @@ class FaultProxy:
             if upstream is not None:
                 await upstream.aclose()
             await client.aclose()
+
+    def _count(self, method: str, path: str) -> None:
+        c = self.counters
+        c.requests_seen += 1
+        c.targets = [*c.targets[-MAX_TARGETS + 1 :], path]
+        route = path.split("?")[0]
+        c.requests_by_path[route] = c.requests_by_path.get(route, 0) + 1
+        key = f"{method.upper()} {route}"
+        c.requests_by_method_path[key] = c.requests_by_method_path.get(key, 0) + 1
 
     def _exchanged(self, method: str, target: str, status: int) -> None:
         exchanges = self.counters.exchanges[-MAX_TARGETS + 1 :]

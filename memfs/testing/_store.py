@@ -1,9 +1,6 @@
 """`FakeStore`: one store on a `memfs serve`, with what a test does to it
-directly (seed it, change it behind the program's back, read it back).
-
-Every call goes straight to the server, never through a fault proxy, so a
-test's own set-up and checks cannot be hit by the faults it injects; the
-program under test is the one pointed at the proxy.
+directly. Every call goes straight to the server, never through a fault
+proxy, so a test's own set-up and checks cannot be hit by its faults.
 """
 
 from __future__ import annotations
@@ -25,6 +22,7 @@ class FakeStore:
     def __init__(self, server: ServerProcess, store_id: str) -> None:
         self.server = server
         self.store_id = store_id
+        self._memories = f"/v1/memory_stores/{store_id}/memories"
 
     @property
     def url(self) -> str:
@@ -58,7 +56,7 @@ class FakeStore:
             memory = self._find(http, path)
             if memory is None:
                 return False
-            r = http.delete(self._memories_path(memory["id"]))
+            r = http.delete(f"{self._memories}/{memory['id']}")
             r.raise_for_status()
             return True
 
@@ -81,19 +79,13 @@ class FakeStore:
     def __repr__(self) -> str:
         return f"FakeStore({self.store_id!r} on {self.url})"
 
-    # -- HTTP -------------------------------------------------------------
-
-    def _memories_path(self, memory_id: str = "") -> str:
-        base = f"/v1/memory_stores/{self.store_id}/memories"
-        return f"{base}/{memory_id}" if memory_id else base
-
     def _put(self, http: httpx.Client, path: str, content: str) -> str:
-        r = http.post(self._memories_path(), json={"path": path, "content": content})
+        r = http.post(self._memories, json={"path": path, "content": content})
         if r.status_code == 409:
             error = r.json().get("error", {})
             if error.get("conflicting_path") == path:
                 memory_id: str = error["conflicting_memory_id"]
-                r = http.post(self._memories_path(memory_id), json={"content": content})
+                r = http.post(f"{self._memories}/{memory_id}", json={"content": content})
         if r.is_client_error:
             message = r.json().get("error", {}).get("message", r.text)
             raise ValueError(f"the store refused {path!r}: {message}")

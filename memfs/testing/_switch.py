@@ -1,14 +1,8 @@
 """The `memfs` entry point of the `pytest11` group: the switch, off by default.
 
-pytest loads this module in every project that installs memfs. It adds the
-`--memfs` flag and the `memfs` ini setting and does nothing else unless one
-of them is given; then it registers the `memfs.testing` plugin, whose
-fixtures appear. `-p memfs.testing` and `pytest_plugins = ["memfs.testing"]`
-register the same plugin without the switch (they work with
-PYTEST_DISABLE_PLUGIN_AUTOLOAD too). Registering twice is harmless.
-
-It imports nothing of memfs.testing's machinery, so that a project that
-does not opt in pays no import and sees no fixture or hook of it.
+pytest loads it in every project that installs memfs. It adds the `--memfs`
+flag and the `memfs` setting and nothing else; either registers the
+`memfs.testing` plugin. It imports none of memfs.testing's machinery.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""`python -m memfs.testing.faults --target URL`: the fault proxy as a process.
-
-It prints its URL as the first line on stdout, then serves until SIGTERM or
-SIGINT. `GET /__faults__` on that URL answers the settings and counters as
-JSON; `POST /__faults__` with a JSON object of `FaultSettings` names changes
-them (`{"reset": true}` clears them first). `FaultProxyProcess` runs and
-drives it from Python; anything that speaks HTTP can drive it from elsewhere.
+"""`python -m memfs.testing.faults --target URL`: the fault proxy as a
+process. It prints its URL as the first line on stdout, then serves until
+SIGTERM or SIGINT; `/__faults__` on that URL reads (GET) and changes (POST)
+its settings (docs/testing.md, "Other languages").
 """
 
 from __future__ import annotations

@@ -211,12 +211,20 @@ async def test_read_only_store_refuses_every_change_with_erofs(ro_fs, cache):
     assert cache.read_content(cache.find("/dir/stored.md")) == b"stored text"
 
 
-async def test_the_marker_is_listed_readable_and_untouchable(fs, cache):
+async def test_the_marker_is_listed_readable_and_untouchable(fs, cache, monkeypatch):
     a = await fs.lookup(ROOT_ID, MARKER)
     assert a.st_ino == MARKER_INODE and stat.S_IMODE(a.st_mode) == 0o444
     assert a.st_size == len(f"version 1\n{STORE}")
+    listed: list[tuple[bytes, int]] = []
+
+    def reply(token, name, attrs, offset):
+        listed.append((name, attrs.st_ino))
+        return True
+
+    monkeypatch.setattr(pyfuse3, "readdir_reply", reply)
     fh = await fs.opendir(ROOT_ID, None)
-    assert fs.listings.entries(fh)[0] == (MARKER, MARKER_INODE)
+    await fs.readdir(fh, 0, None)
+    assert listed[0] == (MARKER, MARKER_INODE)
     await fs.releasedir(fh)
     info = await fs.open(MARKER_INODE, os.O_RDONLY, None)
     assert await fs.read(info.fh, 0, 4096) == f"version 1\n{STORE}".encode()
