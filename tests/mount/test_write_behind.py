@@ -102,7 +102,10 @@ def test_a_mount_where_nothing_changes_sends_only_its_passes(mounter, memfs_serv
     assert 2 <= passes <= 3, (before, after)
     assert after["last_pass"]["push_only"] is False
     assert all(method == "GET" for method, _, _ in seen.exchanges), seen.exchanges
-    assert seen.requests_seen == after["requests"] - before["requests"] <= passes, seen.exchanges
+    # A pass may fall between a status and the proxy's reset or counters, so
+    # each count is bounded by the passes rather than set equal to the other.
+    assert seen.requests_seen <= passes, seen.exchanges
+    assert after["requests"] - before["requests"] <= passes, (before, after)
 
 
 def test_write_behind_no_leaves_changes_to_the_passes(mounter, memfs_server):
