@@ -1,24 +1,17 @@
-"""The Memory Store API over httpx: auth, retries, pages, one exception tree.
+"""`StoreClient`: the only way memfs talks to a store, the real service or
+`memfs serve`, under trio. What it promises:
 
-`StoreClient` is the only way memfs talks to a store, whether the real
-service or `memfs serve`. It runs under trio (httpx reaches trio through
-anyio). What it promises:
-
-- Every request carries `anthropic-version`, `anthropic-beta`, the auth header
-  and `user-agent: memfs/<version>`, and `?beta=true` on its URL, as the SDKs
-  send it; session requests carry the Managed Agents beta (`_sessions`). The token is never logged and never shown by `repr()`.
-- One bounded connection pool per client; or any httpx transport given as
-  `transport` (`httpx.ASGITransport` drives `memfs serve`'s app in-process).
-- Retries of what may be retried, with backoff and jitter, every attempt
-  counted in `stats` (`_sending`). With `start_timeout` (a mount's start),
-  the API's first answer is awaited at most that long in all, in short
-  attempts, each one without an answer handed to `on_wait`.
-- Every failure is a `memfs._exceptions.StoreError`: a `StatusError` subclass
-  for an error answer, `TransportError` when no answer came after every retry
-  (`_errors`). No httpx exception escapes.
-- Retrying a request that is not idempotent can meet the effect of its own
-  earlier attempt; `create_memory`, `update_memory` and `delete_memory`
-  recognise that case and report success (see each, in `_endpoints`).
+- Every request carries `anthropic-version`, `anthropic-beta` (the Managed
+  Agents beta on session requests), the auth header, `user-agent:
+  memfs/<version>` and `?beta=true`. The token is never logged nor shown by
+  `repr()`.
+- One bounded connection pool per client, or the httpx `transport` given.
+- Retries with backoff and jitter, every attempt counted in `stats`; with
+  `start_timeout`, the API's first answer is awaited at most that long in
+  all, each attempt without an answer handed to `on_wait` (`_sending`).
+- Every failure is a `StoreError`: no httpx exception escapes.
+- A retried create, update or delete that meets its own earlier attempt
+  reports success (`_endpoints`).
 """
 
 from __future__ import annotations
@@ -31,29 +24,21 @@ import httpx
 from .._exceptions import ConfigError
 from .._version import __version__
 from ..api import ANTHROPIC_VERSION, BETA, AuthHeader
-from ._endpoints import MemoryEndpoints, StoreEndpoints, VersionEndpoints
+from ._endpoints import MemoryEndpoints, SessionEndpoints, StoreEndpoints, VersionEndpoints
 from ._sending import ClientStats, RetryPolicy, Sender, StartWait
-from ._sessions import SessionEndpoints
 
 
 def _tls_for(base_url: str) -> ssl.SSLContext | bool:
-    """An http:// API (`memfs serve` on loopback) sets up no TLS, so a mount's
-    start does not load the CA bundle. Its context trusts no CA at all, so it
-    could never accept a certificate; https:// gets httpx's default."""
+    """An http:// API sets up no TLS (a mount's start does not load the CA
+    bundle): its context trusts no CA at all; https:// gets httpx's default."""
     if base_url.lower().startswith("http://"):
         return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     return True
 
 
 class StoreClient(StoreEndpoints, MemoryEndpoints, VersionEndpoints, SessionEndpoints):
-    """Async client of the Memory Store API; use under trio.
-
-    `async with StoreClient(url, token) as c:` or call `aclose()` when done.
-    `auth` picks the header the token travels in: `Authorization: Bearer`
-    (a session's token) or `x-api-key`. `transport`, when given, carries
-    every request instead of httpx's own connection pool (`max_connections`
-    then does not apply). `start_timeout` and `on_wait`: see `StartWait`.
-    """
+    """`async with StoreClient(url, token) as c:`, or `aclose()` when done.
+    `auth`: the token travels as `Authorization: Bearer` or `x-api-key`."""
 
     def __init__(
         self,
@@ -101,7 +86,6 @@ class StoreClient(StoreEndpoints, MemoryEndpoints, VersionEndpoints, SessionEndp
                 max_keepalive_connections=max_connections,
             ),
             follow_redirects=False,
-            # Merged into every request's own parameters.
             params={"beta": "true"},
             transport=transport,
             verify=_tls_for(base_url),
@@ -117,18 +101,6 @@ class StoreClient(StoreEndpoints, MemoryEndpoints, VersionEndpoints, SessionEndp
             else StartWait(start_timeout, on_wait or (lambda sentence: None)),
         )
 
-    @property
-    def max_retries(self) -> int:
-        return self._send.policy.max_retries
-
-    @property
-    def backoff_base(self) -> float:
-        return self._send.policy.backoff_base
-
-    @property
-    def backoff_max(self) -> float:
-        return self._send.policy.backoff_max
-
     def __repr__(self) -> str:
         return f"StoreClient(base_url={self.base_url!r}, auth={self.auth!r})"
 
@@ -139,7 +111,7 @@ class StoreClient(StoreEndpoints, MemoryEndpoints, VersionEndpoints, SessionEndp
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the connection pool. Safe to call twice."""
+        """Safe to call twice."""
         try:
             await self._http.aclose()
         except httpx.HTTPError:
