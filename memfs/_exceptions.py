@@ -1,9 +1,7 @@
 """Every exception memfs raises, in one tree.
 
-Each layer raises its own branch; only the filesystem layer turns them into
-errno values (`errno_for`, memfs/fs/_errno.py), and only the CLI turns them
-into the exit statuses and sentences a person sees (memfs's own child
-processes hand theirs up to it). The tree::
+Each layer raises its own branch; only `fs` maps them to errno values, and
+only the CLI to exit statuses and sentences. The tree::
 
     MemfsError                       anything memfs itself raises
     ├── UsageError                   bad input from the person or the host
@@ -63,36 +61,35 @@ class UsageError(MemfsError):
 
 
 class InvalidPath(UsageError):
-    """A memory path that breaks one of the contract's path rules."""
+    pass
 
 
 class InvalidSecret(UsageError):
-    """A work item secret that is not URL-safe base64 of the expected JSON."""
+    pass
 
 
 class InvalidResources(UsageError):
-    """A `resources` array that does not follow the contract."""
+    pass
 
 
 class InvalidStoreId(UsageError):
-    """A store id that is not the API's form (`memstore_` and letters and
-    digits): it would name files and mount options, so it names nothing."""
+    pass
 
 
 class InvalidWorkItem(UsageError):
-    """A claimed work item that is not the poll's JSON, or not a session's."""
+    pass
 
 
 class ConfigError(UsageError):
-    """A flag, file or environment value that memfs cannot use."""
+    pass
 
 
 class StoreError(MemfsError):
-    """The Memory Store API refused a request, or could not be reached."""
+    pass
 
 
 class TransportError(StoreError):
-    """No HTTP answer after every retry (refused, reset, timed out, DNS)."""
+    pass
 
 
 class StatusError(StoreError):
@@ -113,10 +110,8 @@ class StatusError(StoreError):
     ) -> None:
         super().__init__(message)
         self.message = message
-        if status is not None:
-            self.status = status
-        if error_type is not None:
-            self.error_type = error_type
+        self.status = status or self.status
+        self.error_type = error_type or self.error_type
         self.request_id = request_id
         self.extra = dict(extra or {})
         self.retry_after = retry_after
@@ -166,8 +161,6 @@ class PathConflict(StatusError):
 
 
 class Conflict(StatusError):
-    """Any other conflicting change; it concerns the one memory it names."""
-
     status, error_type = 409, "conflict_error"
 
 
@@ -206,12 +199,11 @@ STATUS_ERRORS: tuple[type[StatusError], ...] = (
     GatewayTimeout,
     Overloaded,
 )
-"""Every error answer the contract lists, one class a type: what the error
-envelope (memfs/api/_envelope.py) maps each `error.type` and status to."""
+"""Every error answer the contract lists, one class a type (see memfs.api's envelope)."""
 
 
 class CacheError(MemfsError):
-    """The local cache refused an operation."""
+    pass
 
 
 class NoSuchEntry(CacheError):
@@ -263,9 +255,7 @@ class CacheDiskFull(CacheError):
 
 
 class ConflictCopyFailed(CacheError):
-    """A conflict copy could not be written whole and made durable (a full
-    disk, a quota, an I/O error): the local version it was to keep stays as
-    it is, and whatever was to replace it waits."""
+    """The local version it was to keep stays as it is; its replacement waits."""
 
 
 class CacheInUse(CacheError):
@@ -273,13 +263,12 @@ class CacheInUse(CacheError):
 
 
 class CacheLayoutRefused(CacheError):
-    """A cache folder made by a development version of memfs, which no release
-    wrote: refused with a sentence telling the user to move it aside."""
+    pass
 
 
 class MountError(MemfsError):
-    """A store could not be mounted, unmounted cleanly, or reached."""
+    pass
 
 
 class SyncError(MountError):
-    """A sync pass, or a request for one, failed."""
+    pass

@@ -1,18 +1,6 @@
-"""The Memory Store API's rules as pure code, shared by the client and the server,
-so the two cannot drift apart. Nothing here does I/O.
-
-- `_paths`: path rules, slugs, the marker;
-- `_wire`: headers and limits, the wire's words (views, operations, actor
-  types) and the objects answers hold (stores, memories, versions,
-  sessions and their resources);
-- `_envelope`: the error envelope, and which exception each refusal is;
-- `_session`: what a session hands `memfs mount` (resources, the secret,
-  and the secret's encoding for `memfs store session create`);
-- `_ids`: the form of a store id, checked before it names anything on disk;
-- `_modes`: memfs's own modes that layers from the command line to the sync
-  name between them (`Deletions`, `Outcome`) and what `memfs sync FILE`
-  learns of a file (`Confirmation`).
-"""
+"""The Memory Store API's rules as pure code, shared by the client and the
+server so the two cannot drift apart; nothing here does I/O (see
+docs/design.md for its modules)."""
 
 from __future__ import annotations
 
@@ -24,9 +12,7 @@ from ._envelope import (
     parse_error_envelope,
 )
 from ._ids import (
-    MAX_STORE_ID_LENGTH,
     STORE_ID_FORM,
-    STORE_ID_PREFIX,
     check_store_id,
     shown_store_id,
     store_id_problem,
@@ -55,7 +41,6 @@ from ._session import (
     MAX_STORES_PER_SESSION,
     Resource,
     WorkItem,
-    WorkItemSecret,
     encode_work_item_secret,
     parse_resources,
     parse_work_item,
@@ -70,7 +55,6 @@ from ._wire import (
     MAX_CONTENT_BYTES,
     MAX_MEMORIES,
     OLD_BETA,
-    SDK_ANTHROPIC_VERSION,
     SERVE_DEFAULT_HOST,
     SERVE_DEFAULT_PORT,
     SERVE_TOKEN_ENV,
@@ -106,17 +90,14 @@ __all__ = [
     "MAX_PATH_BYTES",
     "MAX_PATH_SEGMENTS",
     "MAX_STORES_PER_SESSION",
-    "MAX_STORE_ID_LENGTH",
     "OLD_BETA",
     "SERVE_DEFAULT_HOST",
     "SERVE_DEFAULT_PORT",
-    "SDK_ANTHROPIC_VERSION",
     "SERVE_TOKEN_ENV",
     "SESSIONS_BETA",
     "STATUS_ERRORS_BY_STATUS",
     "STATUS_ERRORS_BY_TYPE",
     "STORE_ID_FORM",
-    "STORE_ID_PREFIX",
     "ActorType",
     "Confirmation",
     "CreatedSession",
@@ -133,7 +114,6 @@ __all__ = [
     "VersionOperation",
     "View",
     "WorkItem",
-    "WorkItemSecret",
     "check_name",
     "check_store_id",
     "content_sha256",
