@@ -1,18 +1,16 @@
 """What travels on the wire: the protocol's headers and limits, the words it
 uses (views, version operations, actor types) and the objects it answers with.
 
-Wire types are frozen dataclasses built from the JSON the API answers with;
-`from_json` tolerates the fields a newer API adds and the ones an older one
-leaves out, so the hosted API and `memfs serve` read the same.
+Wire types are frozen dataclasses whose `from_json` tolerates the fields a
+newer API adds and the ones an older one leaves out.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
-from typing import Any, ClassVar, Generic, Literal, Protocol, Self, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from ._session import ACCESS_READ_ONLY
 
@@ -70,101 +68,60 @@ def content_sha256(content: bytes) -> str:
     return hashlib.sha256(content).hexdigest()
 
 
-class _Dataclass(Protocol):
-    __dataclass_fields__: ClassVar[dict[str, Any]]
-
-
-W = TypeVar("W", bound=_Dataclass)
-
-Reader = Callable[[dict[str, Any], str], Any]
-"""How one field is read from the JSON object: `reader(d, key)`."""
-
-
-def _read(reader: Reader) -> dict[str, Reader]:
-    """The metadata of a field `from_json` reads its own way, not as the key of
-    its name stands (`field(metadata=_read(...))`)."""
-    return {"read": reader}
-
-
-def _from_fields(cls: type[W], d: dict[str, Any], **read: Any) -> W:
-    """The wire object `cls` of the JSON object `d`: each field from the key of
-    its name, its default when `d` has no such key (KeyError for a field with
-    no default), but the fields `read` holds, the fields whose metadata names
-    a reader (see `_read`: read first, in the order of the fields), and `type`,
-    which names the class and is its own."""
-    own = [f for f in fields(cls) if f.name not in read and f.name != "type"]
-    values = {f.name: f.metadata["read"](d, f.name) for f in own if "read" in f.metadata}
-    for f in own:
-        if f.name in values:
-            continue
-        if f.name in d or (f.default is MISSING and f.default_factory is MISSING):
-            values[f.name] = d[f.name]
-    return cls(**values, **read)
-
-
-class _FromJSON:
-    """A wire type read field by field from the API's JSON (see `_from_fields`)."""
-
-    __slots__ = ()
-
-    __dataclass_fields__: ClassVar[dict[str, Any]]
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Self:
-        return _from_fields(cls, d)
-
-
-def _blank_if_absent(d: dict[str, Any], key: str) -> Any:
-    return d.get(key, "")
-
-
-def _blank_if_null(d: dict[str, Any], key: str) -> Any:
-    return d.get(key) or ""
-
-
-def _text(d: dict[str, Any], key: str) -> str:
-    return str(d.get(key) or "")
-
-
-def _text_or_none(d: dict[str, Any], key: str) -> str | None:
-    value = d.get(key)
-    return value if isinstance(value, str) else None
-
-
-def _mapping(d: dict[str, Any], key: str) -> dict[str, Any]:
-    return dict(d.get(key) or {})
-
-
-def _count(d: dict[str, Any], key: str) -> int:
-    return int(d.get(key) or 0)
+def _known(cls: type[Any], d: dict[str, Any]) -> dict[str, Any]:
+    """The values `d` holds for the fields of `cls`, but `type`: the class's own."""
+    return {f.name: d[f.name] for f in fields(cls) if f.name in d and f.name != "type"}
 
 
 @dataclass(frozen=True)
-class MemoryStore(_FromJSON):
+class MemoryStore:
     id: str
-    name: str = field(metadata=_read(_blank_if_absent))
-    description: str = field(default="", metadata=_read(_blank_if_null))
-    metadata: dict[str, str] = field(default_factory=dict, metadata=_read(_mapping))
+    name: str
+    description: str = ""
+    metadata: dict[str, str] = field(default_factory=dict)
     created_at: str = ""
     updated_at: str = ""
     archived_at: str | None = None
     type: str = "memory_store"
 
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> MemoryStore:
+        return cls(
+            **{
+                **_known(cls, d),
+                "name": d.get("name", ""),
+                "description": d.get("description") or "",
+                "metadata": dict(d.get("metadata") or {}),
+            }
+        )
+
 
 @dataclass(frozen=True, slots=True)
-class Memory(_FromJSON):
+class Memory:
     """A memory; `content` is None in the basic view."""
 
     id: str
-    memory_store_id: str = field(metadata=_read(_blank_if_absent))
+    memory_store_id: str
     path: str
-    content_sha256: str = field(metadata=_read(_blank_if_absent))
-    content_size_bytes: int = field(metadata=_read(_count))
-    memory_version_id: str = field(metadata=_read(_blank_if_absent))
+    content_sha256: str
+    content_size_bytes: int
+    memory_version_id: str
     created_at: str = ""
     updated_at: str = ""
     content: str | None = None
     type: str = "memory"
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Memory:
+        return cls(
+            **{
+                "memory_store_id": "",
+                "content_sha256": "",
+                "memory_version_id": "",
+                **_known(cls, d),
+                "content_size_bytes": int(d.get("content_size_bytes") or 0),
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -176,12 +133,12 @@ class MemoryPrefix:
 
 
 @dataclass(frozen=True)
-class MemoryVersion(_FromJSON):
+class MemoryVersion:
     id: str
     memory_id: str
-    memory_store_id: str = field(metadata=_read(_blank_if_absent))
+    memory_store_id: str
     operation: str
-    created_at: str = field(metadata=_read(_blank_if_absent))
+    created_at: str
     content: str | None = None
     content_sha256: str | None = None
     content_size_bytes: int | None = None
@@ -190,6 +147,10 @@ class MemoryVersion(_FromJSON):
     redacted_at: str | None = None
     redacted_by: dict[str, Any] | None = None
     type: str = "memory_version"
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> MemoryVersion:
+        return cls(**{"memory_store_id": "", "created_at": "", **_known(cls, d)})
 
 
 T = TypeVar("T")
@@ -233,33 +194,21 @@ class SessionResource:
     def from_json(cls, d: dict[str, Any]) -> SessionResource:
         """Only text counts: a field whose value is not a string has its default."""
         texts = {key: value for key, value in d.items() if isinstance(value, str)}
-        return _from_fields(cls, texts, type=str(d.get("type") or ""))
-
-
-def _session_resources(d: dict[str, Any], key: str) -> list[SessionResource]:
-    """A session's `resources`: the entries that are objects, of a list."""
-    listed = d.get(key)
-    return [
-        SessionResource.from_json(r)
-        for r in (listed if isinstance(listed, list) else [])
-        if isinstance(r, dict)
-    ]
+        return cls(**{**_known(cls, texts), "type": str(d.get("type") or "")})
 
 
 @dataclass(frozen=True)
-class Session(_FromJSON):
+class Session:
     """A session as `GET /v1/sessions/{id}` answers it: the fields memfs
     reads (the SDK's `BetaManagedAgentsSession` has more: the agent, usage,
     stats, which memfs has no use for)."""
 
     id: str
-    status: str = field(default="", metadata=_read(_text))
-    resources: list[SessionResource] = field(
-        default_factory=list, metadata=_read(_session_resources)
-    )
-    environment_id: str = field(default="", metadata=_read(_text))
-    title: str | None = field(default=None, metadata=_read(_text_or_none))
-    metadata: dict[str, str] = field(default_factory=dict, metadata=_read(_mapping))
+    status: str = ""
+    resources: list[SessionResource] = field(default_factory=list)
+    environment_id: str = ""
+    title: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
     created_at: str = ""
     updated_at: str = ""
     archived_at: str | None = None
@@ -269,6 +218,25 @@ class Session(_FromJSON):
     def memory_stores(self) -> list[SessionResource]:
         """The resources that are memory stores, in the session's order."""
         return [r for r in self.resources if r.is_memory_store]
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Session:
+        listed = d.get("resources")
+        title = d.get("title")
+        return cls(
+            **{
+                **_known(cls, d),
+                "status": str(d.get("status") or ""),
+                "resources": [
+                    SessionResource.from_json(r)
+                    for r in (listed if isinstance(listed, list) else [])
+                    if isinstance(r, dict)
+                ],
+                "environment_id": str(d.get("environment_id") or ""),
+                "title": title if isinstance(title, str) else None,
+                "metadata": dict(d.get("metadata") or {}),
+            }
+        )
 
 
 @dataclass(frozen=True)
