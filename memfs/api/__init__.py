@@ -7,19 +7,6 @@ docs/design.md for its modules). It re-exports what it imports."""
 
 from __future__ import annotations
 
-from ._envelope import (
-    STATUS_ERRORS_BY_STATUS,
-    STATUS_ERRORS_BY_TYPE,
-    error_class,
-    error_envelope,
-    parse_error_envelope,
-)
-from ._ids import (
-    STORE_ID_FORM,
-    check_store_id,
-    shown_store_id,
-    store_id_problem,
-)
 from ._modes import Confirmation, Deletions, Outcome
 from ._paths import (
     MARKER_NAME,
@@ -42,13 +29,17 @@ from ._session import (
     ACCESS_READ_ONLY,
     ACCESS_READ_WRITE,
     MAX_STORES_PER_SESSION,
+    STORE_ID_FORM,
     Resource,
     WorkItem,
+    check_store_id,
     encode_work_item_secret,
     parse_resources,
     parse_work_item,
     parse_work_item_secret,
     session_id_problem,
+    shown_store_id,
+    store_id_problem,
 )
 from ._wire import (
     ANTHROPIC_VERSION,
@@ -62,6 +53,8 @@ from ._wire import (
     SERVE_DEFAULT_PORT,
     SERVE_TOKEN_ENV,
     SESSIONS_BETA,
+    STATUS_ERRORS_BY_STATUS,
+    STATUS_ERRORS_BY_TYPE,
     ActorType,
     AuthHeader,
     CreatedSession,
@@ -75,4 +68,7 @@ from ._wire import (
     VersionOperation,
     View,
     content_sha256,
+    error_class,
+    error_envelope,
+    parse_error_envelope,
 )

@@ -1,8 +1,12 @@
 """What a session hands `memfs mount`: the claimed work item, its secret and
-the `resources` array, decoded and checked as `store-api.md` says.
+the `resources` array, decoded and checked as `store-api.md` says (the
+secret's token is never shown, not even in a refusal); and the one form a
+store id must have before it names anything.
 
-The secret's token is never shown: its repr hides it, and every refusal
-names what is wrong without quoting what was given.
+A store id names a cache folder, runtime files, a log and the `fsname=`
+option of a mount, and comes from outside memfs: `../escaped-store` would put
+the journal outside the cache, a comma would add mount options. So every one
+is checked first: `memstore_` and letters and digits (as the API makes them).
 """
 
 from __future__ import annotations
@@ -14,8 +18,46 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .._exceptions import InvalidResources, InvalidSecret, InvalidWorkItem
-from ._ids import shown_store_id, store_id_problem
+from .._exceptions import InvalidResources, InvalidSecret, InvalidStoreId, InvalidWorkItem
+
+STORE_ID_PREFIX = "memstore_"
+MAX_STORE_ID_LENGTH = 128
+
+STORE_ID_FORM = f"{STORE_ID_PREFIX} followed by letters and digits"
+
+_STORE_ID = re.compile(
+    f"{STORE_ID_PREFIX}[A-Za-z0-9]{{1,{MAX_STORE_ID_LENGTH - len(STORE_ID_PREFIX)}}}"
+)
+_SHOWN = 60
+
+
+def store_id_problem(value: object) -> str | None:
+    """Why `value` is not a store id, as the end of a sentence ("... is not a
+    store id: ..."); None when it is one."""
+    if not isinstance(value, str):
+        return "a store id is a string"
+    if _STORE_ID.fullmatch(value) is not None:
+        return None
+    if len(value) > MAX_STORE_ID_LENGTH:
+        return f"a store id has at most {MAX_STORE_ID_LENGTH} characters"
+    return f"a store id is {STORE_ID_FORM}"
+
+
+def shown_store_id(value: object) -> str:
+    """A refused value as a sentence quotes it: its repr, cut when long."""
+    text = repr(value)
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…"
+
+
+def check_store_id(value: object) -> str:
+    """`value` itself when it is a store id of the API's form; else
+    InvalidStoreId, whose one sentence quotes it and says the form."""
+    problem = store_id_problem(value)
+    if problem is not None:
+        raise InvalidStoreId(f"{shown_store_id(value)} is not a store id: {problem}")
+    assert isinstance(value, str)
+    return value
+
 
 MAX_STORES_PER_SESSION = 8
 MAX_SESSION_ID_LENGTH = 128

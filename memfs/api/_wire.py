@@ -1,5 +1,8 @@
 """What travels on the wire: the protocol's headers and limits, the words it
-uses (views, version operations, actor types) and the objects it answers with.
+uses (views, version operations, actor types), the objects it answers with,
+and the error envelope, `{"type": "error", "error": {"type", "message",
+...}, "request_id": ...}`, which both ends read and write here, so that every
+refusal means the same on both sides.
 
 Wire types are frozen dataclasses whose `from_json` tolerates the fields a
 newer API adds and the ones an older one leaves out.
@@ -8,10 +11,12 @@ newer API adds and the ones an older one leaves out.
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any, Generic, Literal, TypeVar
 
+from .._exceptions import STATUS_ERRORS, ServerError, StatusError
 from ._session import ACCESS_READ_ONLY
 
 AuthHeader = Literal["bearer", "x-api-key"]
@@ -251,3 +256,63 @@ class CreatedSession:
 
     def __repr__(self) -> str:
         return f"CreatedSession(session={self.session!r}, sessions_token=<hidden>)"
+
+
+STATUS_ERRORS_BY_TYPE: dict[str, type[StatusError]] = {cls.error_type: cls for cls in STATUS_ERRORS}
+
+# A status alone names a class when exactly one class has it (409 has three).
+_STATUS_COUNTS = Counter(cls.status for cls in STATUS_ERRORS)
+STATUS_ERRORS_BY_STATUS: dict[int, type[StatusError]] = {
+    cls.status: cls for cls in STATUS_ERRORS if _STATUS_COUNTS[cls.status] == 1
+}
+
+
+def error_class(status: int, error_type: str | None) -> type[StatusError]:
+    """The exception class of an error answer: by its `error.type`, else by its
+    status, else `ServerError` for any other 5xx and `StatusError` itself."""
+    cls = STATUS_ERRORS_BY_TYPE.get(error_type or "") or STATUS_ERRORS_BY_STATUS.get(status)
+    if cls is None:
+        cls = ServerError if status >= 500 else StatusError
+    return cls
+
+
+def error_envelope(error: StatusError, request_id: str) -> dict[str, Any]:
+    """The body of the answer refusing a request with `error`."""
+    error_fields = {"type": error.error_type, "message": error.message, **error.extra}
+    return {"type": "error", "error": error_fields, "request_id": request_id}
+
+
+def parse_error_envelope(
+    status: int,
+    body: Any,
+    *,
+    request_id: str | None = None,
+    reason_phrase: str = "",
+    retry_after: float | None = None,
+) -> StatusError:
+    """The exception an error answer stands for, whatever its body (its
+    decoded JSON, or None) holds. The body's `request_id` overrides the
+    header's; the message is the server's, or names the status, and ends with
+    the request id, so that a logged refusal can be traced on the server. An
+    unknown error type is kept as it came (`unknown_error` when none came)."""
+    error: dict[str, Any] = {}
+    if isinstance(body, dict):
+        if isinstance(body.get("error"), dict):
+            error = body["error"]
+        if isinstance(body.get("request_id"), str):
+            request_id = body["request_id"]
+    error_type = error.get("type") if isinstance(error.get("type"), str) else None
+    cls = error_class(status, error_type)
+    message = error.get("message") if isinstance(error.get("message"), str) else None
+    if not message:
+        message = f"the store answered HTTP {status} {reason_phrase}".rstrip()
+    if request_id:
+        message = f"{message} [request {request_id}]"
+    return cls(
+        message,
+        status=status,
+        error_type=error_type or cls.error_type or "unknown_error",
+        request_id=request_id,
+        extra={k: v for k, v in error.items() if k not in ("type", "message")},
+        retry_after=retry_after,
+    )
