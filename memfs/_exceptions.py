@@ -60,36 +60,28 @@ class UsageError(MemfsError):
     """Bad input from a person or the host: the CLI exits 2 with the sentence."""
 
 
-class InvalidPath(UsageError):
-    pass
+class InvalidPath(UsageError): ...
 
 
-class InvalidSecret(UsageError):
-    pass
+class InvalidSecret(UsageError): ...
 
 
-class InvalidResources(UsageError):
-    pass
+class InvalidResources(UsageError): ...
 
 
-class InvalidStoreId(UsageError):
-    pass
+class InvalidStoreId(UsageError): ...
 
 
-class InvalidWorkItem(UsageError):
-    pass
+class InvalidWorkItem(UsageError): ...
 
 
-class ConfigError(UsageError):
-    pass
+class ConfigError(UsageError): ...
 
 
-class StoreError(MemfsError):
-    pass
+class StoreError(MemfsError): ...
 
 
-class TransportError(StoreError):
-    pass
+class TransportError(StoreError): ...
 
 
 class StatusError(StoreError):
@@ -202,73 +194,56 @@ STATUS_ERRORS: tuple[type[StatusError], ...] = (
 """Every error answer the contract lists, one class a type (see memfs.api's envelope)."""
 
 
-class CacheError(MemfsError):
-    pass
+class CacheError(MemfsError): ...
 
 
-class NoSuchEntry(CacheError):
-    pass
+class NoSuchEntry(CacheError): ...
 
 
-class EntryExists(CacheError):
-    pass
+class EntryExists(CacheError): ...
 
 
-class NotADirectory(CacheError):
-    pass
+class NotADirectory(CacheError): ...
 
 
-class IsADirectory(CacheError):
-    pass
+class IsADirectory(CacheError): ...
 
 
-class DirectoryNotEmpty(CacheError):
-    pass
+class DirectoryNotEmpty(CacheError): ...
 
 
-class InvalidMove(CacheError):
-    pass
+class InvalidMove(CacheError): ...
 
 
-class FileTooLarge(CacheError):
-    pass
+class FileTooLarge(CacheError): ...
 
 
-class NameTooLong(CacheError):
-    pass
+class NameTooLong(CacheError): ...
 
 
-class StoreFull(CacheError):
-    pass
+class StoreFull(CacheError): ...
 
 
-class ContentUnavailable(CacheError):
-    pass
+class ContentUnavailable(CacheError): ...
 
 
-class CacheCorrupt(CacheError):
-    pass
+class CacheCorrupt(CacheError): ...
 
 
-class CacheDiskFull(CacheError):
-    pass
+class CacheDiskFull(CacheError): ...
 
 
 class ConflictCopyFailed(CacheError):
     """The local version it was to keep stays as it is; its replacement waits."""
 
 
-class CacheInUse(CacheError):
-    pass
+class CacheInUse(CacheError): ...
 
 
-class CacheLayoutRefused(CacheError):
-    pass
+class CacheLayoutRefused(CacheError): ...
 
 
-class MountError(MemfsError):
-    pass
+class MountError(MemfsError): ...
 
 
-class SyncError(MountError):
-    pass
+class SyncError(MountError): ...

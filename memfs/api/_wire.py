@@ -1,11 +1,7 @@
-"""What travels on the wire: the protocol's headers and limits, the words it
-uses (views, version operations, actor types), the objects it answers with,
-and the error envelope, `{"type": "error", "error": {"type", "message",
-...}, "request_id": ...}`, which both ends read and write here, so that every
-refusal means the same on both sides.
-
-Wire types are frozen dataclasses whose `from_json` tolerates the fields a
-newer API adds and the ones an older one leaves out.
+"""What travels on the wire: headers, limits, words, the objects answers hold
+(their `from_json` tolerates fields a newer API adds or an older one leaves
+out), and the error envelope, read and written by both ends here so that
+every refusal means the same on both sides.
 """
 
 from __future__ import annotations
@@ -20,18 +16,15 @@ from .._exceptions import STATUS_ERRORS, ServerError, StatusError
 from ._session import ACCESS_READ_ONLY
 
 AuthHeader = Literal["bearer", "x-api-key"]
-"""The header a token travels in: `Authorization: Bearer` or `x-api-key`."""
 
 ANTHROPIC_VERSION = "2023-06-01"
 """What memfs's own client sends."""
 SDK_ANTHROPIC_VERSION = "2026-10-21"
-"""What the Python SDK (`anthropic` 2.10 and later) sends on every request."""
+"""What the Python SDK (`anthropic` 2.10 and later) sends."""
 ANTHROPIC_VERSIONS = (ANTHROPIC_VERSION, SDK_ANTHROPIC_VERSION)
-"""The `anthropic-version` values `memfs serve` accepts."""
 BETA = "agent-memory-2026-07-22"
 OLD_BETA = "managed-agents-2026-04-01"
 SESSIONS_BETA = OLD_BETA
-"""The beta the session endpoints (`/v1/sessions...`) carry: the Managed Agents one."""
 DEFAULT_API_URL = "https://api.anthropic.com"
 SERVE_DEFAULT_HOST = "127.0.0.1"
 SERVE_DEFAULT_PORT = 8377
@@ -42,25 +35,21 @@ MAX_MEMORIES = 2_000
 
 
 class View(StrEnum):
-    """How much of a memory or a version an answer carries: the basic view
-    leaves `content` null, the full view holds it."""
+    """The basic view leaves `content` null, the full view holds it."""
 
     BASIC = "basic"
     FULL = "full"
 
 
 class VersionOperation(StrEnum):
-    """What a memory version records: the change that made it."""
-
     CREATED = "created"
     MODIFIED = "modified"
     DELETED = "deleted"
 
 
 class ActorType(StrEnum):
-    """Who made a change, as a version's `created_by.type` says: a person
-    (`user_id`), an agent session (`session_id`), an API key (`api_key_id`)
-    or a service account (`service_account_id`)."""
+    """A version's `created_by.type`, with `user_id`, `session_id`,
+    `api_key_id` or `service_account_id`."""
 
     USER = "user_actor"
     SESSION = "session_actor"
@@ -69,7 +58,7 @@ class ActorType(StrEnum):
 
 
 def content_sha256(content: bytes) -> str:
-    """Lowercase hex SHA-256 of the content's bytes, as the API reports it."""
+    """Lowercase hex, as the API reports it."""
     return hashlib.sha256(content).hexdigest()
 
 
@@ -169,12 +158,8 @@ class Page(Generic[T]):
 
 @dataclass(frozen=True)
 class SessionResource:
-    """One entry of a session's `resources`, as `GET /v1/sessions/{id}/resources`
-    answers it. Only `type` is always there: a `memory_store` resource has
-    `memory_store_id` and `access` (None: read-write); other types (files,
-    repositories) keep their `id` and `type` and nothing else memfs reads.
-    `id` is what `DELETE /v1/sessions/{id}/resources/{resource_id}` takes
-    (`memfs serve` takes the store's id there too)."""
+    """One entry of a session's `resources`: only `type` is always there; a
+    `memory_store` one has `memory_store_id` and `access` (None: read-write)."""
 
     type: str
     id: str | None = None
@@ -204,9 +189,7 @@ class SessionResource:
 
 @dataclass(frozen=True)
 class Session:
-    """A session as `GET /v1/sessions/{id}` answers it: the fields memfs
-    reads (the SDK's `BetaManagedAgentsSession` has more: the agent, usage,
-    stats, which memfs has no use for)."""
+    """The fields of a session memfs reads."""
 
     id: str
     status: str = ""
@@ -221,7 +204,6 @@ class Session:
 
     @property
     def memory_stores(self) -> list[SessionResource]:
-        """The resources that are memory stores, in the session's order."""
         return [r for r in self.resources if r.is_memory_store]
 
     @classmethod
@@ -247,12 +229,10 @@ class Session:
 @dataclass(frozen=True)
 class CreatedSession:
     """What `POST /v1/sessions` on `memfs serve` answers: the session and the
-    sessions token it minted for it, which only this answer carries (the
-    hosted API hands it to a worker in the work item's secret instead).
-    The token is never shown by `repr()`."""
+    sessions token it minted (never shown by `repr()`)."""
 
     session: Session
-    sessions_token: str = field(repr=False)
+    sessions_token: str
 
     def __repr__(self) -> str:
         return f"CreatedSession(session={self.session!r}, sessions_token=<hidden>)"

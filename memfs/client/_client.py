@@ -1,17 +1,6 @@
-"""`StoreClient`: the only way memfs talks to a store, the real service or
-`memfs serve`, under trio. What it promises:
-
-- Every request carries `anthropic-version`, `anthropic-beta` (the Managed
-  Agents beta on session requests), the auth header, `user-agent:
-  memfs/<version>` and `?beta=true`. The token is never logged nor shown by
-  `repr()`.
-- One bounded connection pool per client, or the httpx `transport` given.
-- Retries with backoff and jitter, every attempt counted in `stats`; with
-  `start_timeout`, the API's first answer is awaited at most that long in
-  all, each attempt without an answer handed to `on_wait` (`_sending`).
-- Every failure is a `StoreError`: no httpx exception escapes.
-- A retried create, update or delete that meets its own earlier attempt
-  reports success (`_endpoints`).
+"""`StoreClient`: the only way memfs talks to a store, under trio. Its
+promises (headers, one bounded pool, retries, `stats`, a `StoreError` for
+every failure, a token never logged nor shown) are docs/client.md's.
 """
 
 from __future__ import annotations

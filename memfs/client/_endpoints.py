@@ -192,13 +192,10 @@ class StoreEndpoints(_Endpoints):
         data = await self._send.call("list_stores_page", "GET", "/v1/memory_stores", params=params)
         return _page(data, MemoryStore.from_json)
 
-    async def iter_stores(
+    def iter_stores(
         self, *, limit: int = 100, **filters: Unpack[StoreFilters]
     ) -> AsyncGenerator[MemoryStore, None]:
-        async for store in _every_item(
-            lambda page: self.list_stores_page(limit=limit, page=page, **filters)
-        ):
-            yield store
+        return _every_item(lambda page: self.list_stores_page(limit=limit, page=page, **filters))
 
 
 class MemoryEndpoints(_Endpoints):
@@ -309,17 +306,16 @@ class MemoryEndpoints(_Endpoints):
         )
         return _page(data, _memory_item)
 
-    async def iter_memories(
+    def iter_memories(
         self, store_id: str, *, limit: int = 100, **filters: Unpack[MemoryFilters]
     ) -> AsyncGenerator[Memory | MemoryPrefix, None]:
         """Every item of a listing, in the basic view unless `view` says
         otherwise (the full view caps pages at 20)."""
         if filters.setdefault("view", "basic") == "full":
             limit = min(limit, 20)
-        async for item in _every_item(
+        return _every_item(
             lambda page: self.list_memories_page(store_id, limit=limit, page=page, **filters)
-        ):
-            yield item
+        )
 
     async def find_memory_by_path(self, store_id: str, path: str) -> Memory | None:
         """The memory at `path` (basic view), or None: one depth-1 listing of its folder."""
@@ -351,13 +347,12 @@ class VersionEndpoints(_Endpoints):
         )
         return _page(data, MemoryVersion.from_json)
 
-    async def iter_versions(
+    def iter_versions(
         self, store_id: str, *, limit: int = 100, **filters: Unpack[VersionFilters]
     ) -> AsyncGenerator[MemoryVersion, None]:
-        async for version in _every_item(
+        return _every_item(
             lambda page: self.list_versions_page(store_id, limit=limit, page=page, **filters)
-        ):
-            yield version
+        )
 
     async def get_version(
         self, store_id: str, version_id: str, *, view: str | None = None
@@ -426,14 +421,13 @@ class SessionEndpoints(_Endpoints):
         items = [SessionResource.from_json(d) for d in data.get("data", []) if isinstance(d, dict)]
         return Page(items, data.get("next_page"))
 
-    async def iter_session_resources(
+    def iter_session_resources(
         self, session_id: str, *, limit: int | None = None
     ) -> AsyncGenerator[SessionResource, None]:
         """Every resource of the session, files and repositories included."""
-        async for resource in _every_item(
+        return _every_item(
             lambda page: self.list_session_resources_page(session_id, limit=limit, page=page)
-        ):
-            yield resource
+        )
 
     async def list_session_resources(
         self, session_id: str, *, limit: int | None = None

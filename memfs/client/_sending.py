@@ -1,14 +1,6 @@
-"""Sending one call of the client: its attempts, the waits between them, what
-they cost (`ClientStats`), and the one place where httpx's exceptions and the
-store's error answers become memfs's exception tree.
-
-- 408, 429, 500, 502, 503, 504, 529 and transport errors are retried with
-  exponential backoff and full jitter, honouring `retry-after-ms` (preferred)
-  or `retry-after`, up to `max_retries` times; an answer's `x-should-retry:
-  true|false` overrides that rule. A URL httpx cannot send to is never retried.
-- With a `StartWait` (a mount's start), until the API first answers, each
-  attempt waits at most `START_ATTEMPT_TIMEOUT`, each one without an answer is
-  announced, and together they take at most the start's bound.
+"""Sending one call of the client: its attempts and the waits between them
+(as docs/client.md says), what they cost (`ClientStats`), and the one place
+where httpx's exceptions and error answers become memfs's exception tree.
 """
 
 from __future__ import annotations
@@ -35,8 +27,7 @@ HttpMethod = Literal["GET", "POST", "DELETE"]
 
 
 class Request(TypedDict, total=False):
-    """What a call carries besides its method and URL; `headers` are added to
-    (or replace) the client's own."""
+    """`headers` are added to (or replace) the client's own."""
 
     params: dict[str, str] | None
     json: Any
@@ -51,10 +42,8 @@ START_ATTEMPT_TIMEOUT = 5.0
 
 @dataclass
 class ClientStats:
-    """`requests` counts HTTP attempts, `retries` those after the first,
-    `by_operation` calls per client method, `by_status` answers per status (0:
-    none), `by_outcome` attempts per (client method, status or
-    "transport_error"); `bytes_up` / `bytes_down` the bodies."""
+    """Attempts, by method and by (client method, status or "transport_error");
+    calls by client method; answers by status (0: none); bodies' bytes."""
 
     requests: int = 0
     retries: int = 0
@@ -161,9 +150,8 @@ def error_from(
     timeout: float = 0.0,
     attempts: int = 1,
 ) -> StoreError:
-    """An error answer as the StatusError its envelope stands for (request id
-    of the body, else of the `request-id` header; the wait it asks for), or
-    an httpx exception as a TransportError naming the URL and the reason."""
+    """An error answer as the StatusError its envelope stands for, or an httpx
+    exception as a TransportError naming the URL and the reason."""
     if response is None:
         reason = transport_reason(exc, timeout) if exc is not None else "no answer"
         tries = f" (after {attempts} attempts)" if attempts > 1 else ""
@@ -183,8 +171,7 @@ def error_from(
 
 @dataclass
 class StartWait:
-    """A mount's start: the API's first answer is awaited at most `within`
-    seconds in all, each attempt without an answer handed to `announce`."""
+    """A mount's start: the first answer is awaited at most `within` seconds."""
 
     within: float
     announce: Callable[[str], None]
@@ -211,8 +198,6 @@ class Answer:
 
 @dataclass(eq=False)
 class Sender:
-    """Sends the client's calls through one httpx client (one connection pool)."""
-
     http: httpx.AsyncClient
     _: KW_ONLY
     base_url: str
