@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from dataclasses import dataclass, field, fields
+from collections.abc import Callable
+from dataclasses import MISSING, dataclass, field, fields
 from enum import StrEnum
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Generic, Literal, Protocol, Self, TypeVar
 
 from .._exceptions import STATUS_ERRORS, ServerError, StatusError
 from ._session import ACCESS_READ_ONLY
@@ -62,60 +63,95 @@ def content_sha256(content: bytes) -> str:
     return hashlib.sha256(content).hexdigest()
 
 
-def _known(cls: type[Any], d: dict[str, Any]) -> dict[str, Any]:
-    """The values `d` holds for the fields of `cls`, but `type`: the class's own."""
-    return {f.name: d[f.name] for f in fields(cls) if f.name in d and f.name != "type"}
+class _Dataclass(Protocol):
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+
+W = TypeVar("W", bound=_Dataclass)
+
+Reader = Callable[[dict[str, Any], str], Any]
+
+
+def _read(reader: Reader) -> dict[str, Reader]:
+    """The metadata of a field `from_json` reads its own way."""
+    return {"read": reader}
+
+
+def _from_fields(cls: type[W], d: dict[str, Any], **read: Any) -> W:
+    """The wire object `cls` of the JSON object `d`: each field from the key of
+    its name (its default when missing), but those `read` holds, those whose
+    metadata names a reader (`_read`), and `type`, the class's own."""
+    own = [f for f in fields(cls) if f.name not in read and f.name != "type"]
+    values = {f.name: f.metadata["read"](d, f.name) for f in own if "read" in f.metadata}
+    for f in own:
+        if f.name in values:
+            continue
+        if f.name in d or (f.default is MISSING and f.default_factory is MISSING):
+            values[f.name] = d[f.name]
+    return cls(**values, **read)
+
+
+class _FromJSON:
+    __slots__ = ()
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Self:
+        return _from_fields(cls, d)
+
+
+def _blank_if_absent(d: dict[str, Any], key: str) -> Any:
+    return d.get(key, "")
+
+
+def _blank_if_null(d: dict[str, Any], key: str) -> Any:
+    return d.get(key) or ""
+
+
+def _text(d: dict[str, Any], key: str) -> str:
+    return str(d.get(key) or "")
+
+
+def _text_or_none(d: dict[str, Any], key: str) -> str | None:
+    value = d.get(key)
+    return value if isinstance(value, str) else None
+
+
+def _mapping(d: dict[str, Any], key: str) -> dict[str, Any]:
+    return dict(d.get(key) or {})
+
+
+def _count(d: dict[str, Any], key: str) -> int:
+    return int(d.get(key) or 0)
 
 
 @dataclass(frozen=True)
-class MemoryStore:
+class MemoryStore(_FromJSON):
     id: str
-    name: str
-    description: str = ""
-    metadata: dict[str, str] = field(default_factory=dict)
+    name: str = field(metadata=_read(_blank_if_absent))
+    description: str = field(default="", metadata=_read(_blank_if_null))
+    metadata: dict[str, str] = field(default_factory=dict, metadata=_read(_mapping))
     created_at: str = ""
     updated_at: str = ""
     archived_at: str | None = None
     type: str = "memory_store"
 
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> MemoryStore:
-        return cls(
-            **{
-                **_known(cls, d),
-                "name": d.get("name", ""),
-                "description": d.get("description") or "",
-                "metadata": dict(d.get("metadata") or {}),
-            }
-        )
-
 
 @dataclass(frozen=True, slots=True)
-class Memory:
+class Memory(_FromJSON):
     """A memory; `content` is None in the basic view."""
 
     id: str
-    memory_store_id: str
+    memory_store_id: str = field(metadata=_read(_blank_if_absent))
     path: str
-    content_sha256: str
-    content_size_bytes: int
-    memory_version_id: str
+    content_sha256: str = field(metadata=_read(_blank_if_absent))
+    content_size_bytes: int = field(metadata=_read(_count))
+    memory_version_id: str = field(metadata=_read(_blank_if_absent))
     created_at: str = ""
     updated_at: str = ""
     content: str | None = None
     type: str = "memory"
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Memory:
-        return cls(
-            **{
-                "memory_store_id": "",
-                "content_sha256": "",
-                "memory_version_id": "",
-                **_known(cls, d),
-                "content_size_bytes": int(d.get("content_size_bytes") or 0),
-            }
-        )
 
 
 @dataclass(frozen=True)
@@ -127,12 +163,12 @@ class MemoryPrefix:
 
 
 @dataclass(frozen=True)
-class MemoryVersion:
+class MemoryVersion(_FromJSON):
     id: str
     memory_id: str
-    memory_store_id: str
+    memory_store_id: str = field(metadata=_read(_blank_if_absent))
     operation: str
-    created_at: str
+    created_at: str = field(metadata=_read(_blank_if_absent))
     content: str | None = None
     content_sha256: str | None = None
     content_size_bytes: int | None = None
@@ -141,10 +177,6 @@ class MemoryVersion:
     redacted_at: str | None = None
     redacted_by: dict[str, Any] | None = None
     type: str = "memory_version"
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> MemoryVersion:
-        return cls(**{"memory_store_id": "", "created_at": "", **_known(cls, d)})
 
 
 T = TypeVar("T")
@@ -184,19 +216,30 @@ class SessionResource:
     def from_json(cls, d: dict[str, Any]) -> SessionResource:
         """Only text counts: a field whose value is not a string has its default."""
         texts = {key: value for key, value in d.items() if isinstance(value, str)}
-        return cls(**{**_known(cls, texts), "type": str(d.get("type") or "")})
+        return _from_fields(cls, texts, type=str(d.get("type") or ""))
+
+
+def _session_resources(d: dict[str, Any], key: str) -> list[SessionResource]:
+    listed = d.get(key)
+    return [
+        SessionResource.from_json(r)
+        for r in (listed if isinstance(listed, list) else [])
+        if isinstance(r, dict)
+    ]
 
 
 @dataclass(frozen=True)
-class Session:
+class Session(_FromJSON):
     """The fields of a session memfs reads."""
 
     id: str
-    status: str = ""
-    resources: list[SessionResource] = field(default_factory=list)
-    environment_id: str = ""
-    title: str | None = None
-    metadata: dict[str, str] = field(default_factory=dict)
+    status: str = field(default="", metadata=_read(_text))
+    resources: list[SessionResource] = field(
+        default_factory=list, metadata=_read(_session_resources)
+    )
+    environment_id: str = field(default="", metadata=_read(_text))
+    title: str | None = field(default=None, metadata=_read(_text_or_none))
+    metadata: dict[str, str] = field(default_factory=dict, metadata=_read(_mapping))
     created_at: str = ""
     updated_at: str = ""
     archived_at: str | None = None
@@ -205,25 +248,6 @@ class Session:
     @property
     def memory_stores(self) -> list[SessionResource]:
         return [r for r in self.resources if r.is_memory_store]
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Session:
-        listed = d.get("resources")
-        title = d.get("title")
-        return cls(
-            **{
-                **_known(cls, d),
-                "status": str(d.get("status") or ""),
-                "resources": [
-                    SessionResource.from_json(r)
-                    for r in (listed if isinstance(listed, list) else [])
-                    if isinstance(r, dict)
-                ],
-                "environment_id": str(d.get("environment_id") or ""),
-                "title": title if isinstance(title, str) else None,
-                "metadata": dict(d.get("metadata") or {}),
-            }
-        )
 
 
 @dataclass(frozen=True)

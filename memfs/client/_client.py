@@ -13,8 +13,9 @@ import httpx
 from .._exceptions import ConfigError
 from .._version import __version__
 from ..api import ANTHROPIC_VERSION, BETA, AuthHeader
-from ._endpoints import MemoryEndpoints, SessionEndpoints, StoreEndpoints, VersionEndpoints
+from ._endpoints import MemoryEndpoints, StoreEndpoints, VersionEndpoints
 from ._sending import ClientStats, RetryPolicy, Sender, StartWait
+from ._sessions import SessionEndpoints
 
 
 def _tls_for(base_url: str) -> ssl.SSLContext | bool:
