@@ -132,7 +132,11 @@ class ProgressReport:
             if self._refused or total <= self.minimum_total or time.monotonic() < self.not_before:
                 return
             self.stream = sys.stderr
-            if _state["format"] != "text" or not _isatty(self.stream):
+            try:
+                terminal = self.stream.isatty()
+            except (OSError, ValueError):
+                terminal = False
+            if _state["format"] != "text" or not terminal:
                 self._refused = True
                 return
             self.showing = True
@@ -171,10 +175,3 @@ class ProgressReport:
         with contextlib.suppress(OSError, ValueError):
             self.stream.write(text)
             self.stream.flush()
-
-
-def _isatty(stream: IO[str]) -> bool:
-    try:
-        return stream.isatty()
-    except (OSError, ValueError):
-        return False

@@ -28,10 +28,6 @@ def ensure_private_dir(path: str, what: str, *, follow: bool = False) -> None:
         pass
     except OSError as e:
         raise ConfigError(f"cannot create the {what} {path}: {e.strerror or e}")
-    check_private_dir(path, what, follow=follow)
-
-
-def check_private_dir(path: str, what: str, *, follow: bool = False) -> None:
     try:
         st = os.stat(path) if follow else os.lstat(path)
     except OSError as e:

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
 from .._exceptions import MemfsError, MountError
-from .._private import check_private_dir, open_file_at, open_private_dir
+from .._private import open_file_at, open_private_dir
 from ..api import check_store_id
 
 STATE_SUFFIX = ".json"
@@ -163,9 +163,8 @@ class StateFile:
 
     def remove(self) -> None:
         """Remove the file (or one a killed process of this store left), if it can be."""
-        if self._folder_fd is None:
+        if self._folder_fd is None and os.path.lexists(self.folder):
             with contextlib.suppress(MemfsError, OSError):
-                check_private_dir(self.folder, "runtime folder")
                 self._folder_fd = open_private_dir(self.folder, "runtime folder")
         if self._folder_fd is None:
             return
