@@ -55,7 +55,6 @@ class StoreClient(StoreEndpoints, MemoryEndpoints, VersionEndpoints, SessionEndp
             raise ConfigError("the token is empty")
         self.base_url = base_url
         self.auth = auth
-        self.timeout = timeout
         self.stats = ClientStats()
         headers = {
             "anthropic-version": ANTHROPIC_VERSION,
