@@ -1,13 +1,8 @@
 """memfs: Memory Stores of Claude Managed Agents as ordinary folders, over FUSE.
 
-The public face: `StoreClient` for the Memory Store API, the wire types it
-answers with, and the exception tree every layer raises from (drawn in
-`memfs._exceptions`). Everything else is the machinery of `memfs mount` and
-`memfs serve`, in one subpackage per layer (see docs/design.md).
-
-`StoreClient` and the wire types are imported on first use: `import memfs`
-loads the exceptions alone, so that the commands that need no HTTP do not
-load httpx.
+The public face: `StoreClient`, the wire types it answers with and the
+exception tree (`memfs._exceptions`). `StoreClient` and the wire types are
+imported on first use, so that commands that need no HTTP do not load httpx.
 """
 
 from __future__ import annotations
@@ -44,9 +39,6 @@ from ._version import __version__
 if TYPE_CHECKING:
     from .api import Memory, MemoryPrefix, MemoryStore, MemoryVersion, Page
     from .client import StoreClient
-
-_WIRE_TYPES = ("Memory", "MemoryPrefix", "MemoryStore", "MemoryVersion", "Page")
-
 
 __all__ = [
     "AuthenticationFailed",
@@ -87,7 +79,7 @@ def __getattr__(name: str) -> Any:
         from .client import StoreClient
 
         return StoreClient
-    if name in _WIRE_TYPES:
+    if name in ("Memory", "MemoryPrefix", "MemoryStore", "MemoryVersion", "Page"):
         from . import api
 
         return getattr(api, name)

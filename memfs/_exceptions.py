@@ -1,9 +1,7 @@
 """Every exception memfs raises, in one tree.
 
-Each layer raises its own branch; only the filesystem layer turns them into
-errno values (`errno_for`, memfs/fs/_errno.py), and only the CLI turns them
-into the exit statuses and sentences a person sees (memfs's own child
-processes hand theirs up to it). The tree::
+Each layer raises its own branch; only `fs` maps them to errno values, and
+only the CLI to exit statuses and sentences. The tree::
 
     MemfsError                       anything memfs itself raises
     ├── UsageError                   bad input from the person or the host
@@ -62,37 +60,28 @@ class UsageError(MemfsError):
     """Bad input from a person or the host: the CLI exits 2 with the sentence."""
 
 
-class InvalidPath(UsageError):
-    """A memory path that breaks one of the contract's path rules."""
+class InvalidPath(UsageError): ...
 
 
-class InvalidSecret(UsageError):
-    """A work item secret that is not URL-safe base64 of the expected JSON."""
+class InvalidSecret(UsageError): ...
 
 
-class InvalidResources(UsageError):
-    """A `resources` array that does not follow the contract."""
+class InvalidResources(UsageError): ...
 
 
-class InvalidStoreId(UsageError):
-    """A store id that is not the API's form (`memstore_` and letters and
-    digits): it would name files and mount options, so it names nothing."""
+class InvalidStoreId(UsageError): ...
 
 
-class InvalidWorkItem(UsageError):
-    """A claimed work item that is not the poll's JSON, or not a session's."""
+class InvalidWorkItem(UsageError): ...
 
 
-class ConfigError(UsageError):
-    """A flag, file or environment value that memfs cannot use."""
+class ConfigError(UsageError): ...
 
 
-class StoreError(MemfsError):
-    """The Memory Store API refused a request, or could not be reached."""
+class StoreError(MemfsError): ...
 
 
-class TransportError(StoreError):
-    """No HTTP answer after every retry (refused, reset, timed out, DNS)."""
+class TransportError(StoreError): ...
 
 
 class StatusError(StoreError):
@@ -113,10 +102,8 @@ class StatusError(StoreError):
     ) -> None:
         super().__init__(message)
         self.message = message
-        if status is not None:
-            self.status = status
-        if error_type is not None:
-            self.error_type = error_type
+        self.status = status or self.status
+        self.error_type = error_type or self.error_type
         self.request_id = request_id
         self.extra = dict(extra or {})
         self.retry_after = retry_after
@@ -166,8 +153,6 @@ class PathConflict(StatusError):
 
 
 class Conflict(StatusError):
-    """Any other conflicting change; it concerns the one memory it names."""
-
     status, error_type = 409, "conflict_error"
 
 
@@ -206,80 +191,59 @@ STATUS_ERRORS: tuple[type[StatusError], ...] = (
     GatewayTimeout,
     Overloaded,
 )
-"""Every error answer the contract lists, one class a type: what the error
-envelope (memfs/api/_envelope.py) maps each `error.type` and status to."""
+"""Every error answer the contract lists, one class a type (see memfs.api's envelope)."""
 
 
-class CacheError(MemfsError):
-    """The local cache refused an operation."""
+class CacheError(MemfsError): ...
 
 
-class NoSuchEntry(CacheError):
-    pass
+class NoSuchEntry(CacheError): ...
 
 
-class EntryExists(CacheError):
-    pass
+class EntryExists(CacheError): ...
 
 
-class NotADirectory(CacheError):
-    pass
+class NotADirectory(CacheError): ...
 
 
-class IsADirectory(CacheError):
-    pass
+class IsADirectory(CacheError): ...
 
 
-class DirectoryNotEmpty(CacheError):
-    pass
+class DirectoryNotEmpty(CacheError): ...
 
 
-class InvalidMove(CacheError):
-    pass
+class InvalidMove(CacheError): ...
 
 
-class FileTooLarge(CacheError):
-    pass
+class FileTooLarge(CacheError): ...
 
 
-class NameTooLong(CacheError):
-    pass
+class NameTooLong(CacheError): ...
 
 
-class StoreFull(CacheError):
-    pass
+class StoreFull(CacheError): ...
 
 
-class ContentUnavailable(CacheError):
-    pass
+class ContentUnavailable(CacheError): ...
 
 
-class CacheCorrupt(CacheError):
-    pass
+class CacheCorrupt(CacheError): ...
 
 
-class CacheDiskFull(CacheError):
-    pass
+class CacheDiskFull(CacheError): ...
 
 
 class ConflictCopyFailed(CacheError):
-    """A conflict copy could not be written whole and made durable (a full
-    disk, a quota, an I/O error): the local version it was to keep stays as
-    it is, and whatever was to replace it waits."""
+    """The local version it was to keep stays as it is; its replacement waits."""
 
 
-class CacheInUse(CacheError):
-    pass
+class CacheInUse(CacheError): ...
 
 
-class CacheLayoutRefused(CacheError):
-    """A cache folder made by a development version of memfs, which no release
-    wrote: refused with a sentence telling the user to move it aside."""
+class CacheLayoutRefused(CacheError): ...
 
 
-class MountError(MemfsError):
-    """A store could not be mounted, unmounted cleanly, or reached."""
+class MountError(MemfsError): ...
 
 
-class SyncError(MountError):
-    """A sync pass, or a request for one, failed."""
+class SyncError(MountError): ...

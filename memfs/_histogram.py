@@ -1,8 +1,6 @@
-"""A histogram cheap enough for every FUSE request: counts by upper bound,
-a sum and a count, with Prometheus's meaning (`le`, cumulative when read).
-
-Store processes keep these and hand their raw numbers to the supervisor's
-metrics endpoint; only that endpoint imports prometheus-client.
+"""A histogram cheap enough for every FUSE request, with Prometheus's meaning
+(`le`, cumulative when read), so that only the supervisor's metrics endpoint
+imports prometheus-client.
 """
 
 from __future__ import annotations
@@ -12,9 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 FUSE_BUCKETS = (5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 5e-2, 0.25, 1.0, 5.0)
-"""Seconds: a FUSE request is answered in tens of microseconds to seconds (a first read)."""
 PASS_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
-"""Seconds: a sync pass costs one request when idle, minutes for a big first sync."""
 
 
 @dataclass

@@ -1,12 +1,10 @@
 """Folders only memfs may write: the cache, the runtime folder.
 
-memfs often runs as root while an agent runs as another user on the same
-host. A folder another user can write into could have its entries replaced
-(the journal by a symlink to /etc/shadow, say) and turn memfs's own
-writes against the host. So every folder memfs keeps state in is checked
-before use: it must be a folder (not a symlink), belong to the user memfs
-runs as, and be writable by nobody else. Folders memfs creates are 0700
-whatever the umask.
+memfs often runs as root beside an agent running as another user: a folder
+that user could write into could have its entries replaced (the journal by
+a symlink to /etc/shadow) and turn memfs's writes against the host. So
+every folder memfs keeps state in must be a folder (not a symlink) of the
+user memfs runs as, writable by nobody else; those memfs creates are 0700.
 """
 
 from __future__ import annotations
@@ -20,12 +18,9 @@ from ._exceptions import ConfigError
 
 
 def ensure_private_dir(path: str, what: str, *, follow: bool = False) -> None:
-    """Create `path` (and missing parents) 0700, or check the folder standing there.
-
-    `follow`: a symlink to a checked folder is accepted (for a folder the
-    operator named, such as `--cache-dir`); memfs's own subfolders never are.
-    Raises ConfigError with one sentence naming the folder and what is wrong.
-    """
+    """Create `path` (and missing parents) 0700, or check the folder there;
+    ConfigError naming the folder and what is wrong. `follow`: a symlink to a
+    checked folder is accepted (a folder the operator named)."""
     try:
         os.makedirs(path, mode=0o700)
         os.chmod(path, 0o700)
@@ -33,10 +28,6 @@ def ensure_private_dir(path: str, what: str, *, follow: bool = False) -> None:
         pass
     except OSError as e:
         raise ConfigError(f"cannot create the {what} {path}: {e.strerror or e}")
-    check_private_dir(path, what, follow=follow)
-
-
-def check_private_dir(path: str, what: str, *, follow: bool = False) -> None:
     try:
         st = os.stat(path) if follow else os.lstat(path)
     except OSError as e:
@@ -64,14 +55,12 @@ def _check(st: os.stat_result, path: str, what: str) -> None:
 
 
 def open_private_dir(path: str, what: str, *, follow: bool = False) -> int:
-    """A descriptor of memfs's own folder (created 0700 when missing), opened
-    without following a symlink (`follow`: as `ensure_private_dir`) and
-    checked through the descriptor itself: entries are then reached relative
-    to it, so a folder swapped afterwards cannot redirect them."""
+    """A descriptor of memfs's own folder (as `ensure_private_dir`), checked
+    through the descriptor itself: a folder swapped afterwards cannot
+    redirect the entries reached relative to it."""
     ensure_private_dir(path, what, follow=follow)
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
-        fd = os.open(path, flags)
+        fd = _open_dir(path, follow)
     except OSError as e:
         raise ConfigError(f"cannot open the {what} {path}: {e.strerror or e}")
     try:
@@ -83,32 +72,29 @@ def open_private_dir(path: str, what: str, *, follow: bool = False) -> int:
 
 
 def check_entry_name(name: str) -> str:
-    """`name` itself when it names an entry of a folder (no `/`, not `.` or
-    `..`, no NUL): what memfs opens relative to a folder's descriptor can
-    then only be in that folder."""
+    """`name` itself when it can only name an entry of a folder."""
     if name in ("", ".", "..") or "/" in name or "\0" in name:
         raise ValueError(f"{name!r} is not the name of an entry of a folder")
     return name
 
 
 def open_file_at(dir_fd: int, name: str, flags: int, mode: int = 0o600) -> int:
-    """Open the entry `name` of the folder `dir_fd` (never through a symlink:
-    ELOOP when one stands there), for files memfs keeps in its own folders."""
+    """Open the entry `name` of the folder `dir_fd`, never through a symlink (ELOOP)."""
     return os.open(
         check_entry_name(name), flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd
     )
 
 
 LOG_ROOM = 256 * 1024
-"""Bytes past its end a log file keeps allocated: what memfs says about a full
-disk (the cache's, which the daemon's log shares) still reaches the log."""
+"""Bytes a log file keeps allocated past its end: what memfs says about a
+full disk still reaches the log."""
 
 _FALLOC_FL_KEEP_SIZE = 1
 
 
 def libc_function(name: str, argtypes: list[Any]) -> Any:
-    """libc's function `name`, taking `argtypes` and answering an int (-1 and
-    errno on failure), or None where libc has no such function."""
+    """libc's function `name` answering an int (-1 and errno on failure), or
+    None where libc has none."""
     try:
         fn = getattr(ctypes.CDLL(None, use_errno=True), name)
     except (OSError, AttributeError):
@@ -118,30 +104,27 @@ def libc_function(name: str, argtypes: list[Any]) -> Any:
     return fn
 
 
-def keep_room(fd: int, size: int = LOG_ROOM) -> None:
-    """Allocate `size` bytes past the end of the file `fd` without growing it, so
-    that appends up to there need no more room on the disk (best effort)."""
-    fallocate = libc_function(
-        "fallocate", [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
-    )
-    if fallocate is not None:
-        fallocate(fd, _FALLOC_FL_KEEP_SIZE, os.fstat(fd).st_size, size)
-
-
 def open_log_file(path: str, *, follow: bool = False) -> int:
-    """A descriptor appending to the log file `path`: its folder is checked as
-    memfs's own (`follow`: a folder the operator named, which may be a symlink
-    to one) and the file is created 0600 relative to the folder's descriptor,
-    never opened through a symlink; it keeps `LOG_ROOM` allocated past its end.
-    ConfigError when the folder is not memfs's own; OSError when the file
-    cannot be opened."""
+    """A descriptor appending to the log file `path`, created 0600 relative to
+    its folder's checked descriptor (`follow`: as `ensure_private_dir`),
+    never through a symlink, with `LOG_ROOM` allocated past its end (best
+    effort). ConfigError when the folder is not memfs's own; OSError when
+    the file cannot be opened."""
     folder, name = os.path.split(path)
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
-    dir_fd = os.open(folder, flags)
+    dir_fd = _open_dir(folder, follow)
     try:
         _check(os.fstat(dir_fd), folder, "cache folder")
         fd = open_file_at(dir_fd, name, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     finally:
         os.close(dir_fd)
-    keep_room(fd)
+    fallocate = libc_function(
+        "fallocate", [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    )
+    if fallocate is not None:
+        fallocate(fd, _FALLOC_FL_KEEP_SIZE, os.fstat(fd).st_size, LOG_ROOM)
     return fd
+
+
+def _open_dir(path: str, follow: bool) -> int:
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    return os.open(path, flags)

@@ -1,36 +1,12 @@
-"""The Memory Store API's rules as pure code, shared by the client and the server,
-so the two cannot drift apart. Nothing here does I/O.
+"""The Memory Store API's rules as pure code, shared by the client and the
+server so the two cannot drift apart; nothing here does I/O (see
+docs/design.md for its modules). It re-exports what it imports."""
 
-- `_paths`: path rules, slugs, the marker;
-- `_wire`: headers and limits, the wire's words (views, operations, actor
-  types) and the objects answers hold (stores, memories, versions,
-  sessions and their resources);
-- `_envelope`: the error envelope, and which exception each refusal is;
-- `_session`: what a session hands `memfs mount` (resources, the secret,
-  and the secret's encoding for `memfs store session create`);
-- `_ids`: the form of a store id, checked before it names anything on disk;
-- `_modes`: memfs's own modes that layers from the command line to the sync
-  name between them (`Deletions`, `Outcome`) and what `memfs sync FILE`
-  learns of a file (`Confirmation`).
-"""
+# mypy: implicit-reexport
+# ruff: noqa: F401
 
 from __future__ import annotations
 
-from ._envelope import (
-    STATUS_ERRORS_BY_STATUS,
-    STATUS_ERRORS_BY_TYPE,
-    error_class,
-    error_envelope,
-    parse_error_envelope,
-)
-from ._ids import (
-    MAX_STORE_ID_LENGTH,
-    STORE_ID_FORM,
-    STORE_ID_PREFIX,
-    check_store_id,
-    shown_store_id,
-    store_id_problem,
-)
 from ._modes import Confirmation, Deletions, Outcome
 from ._paths import (
     MARKER_NAME,
@@ -53,14 +29,17 @@ from ._session import (
     ACCESS_READ_ONLY,
     ACCESS_READ_WRITE,
     MAX_STORES_PER_SESSION,
+    STORE_ID_FORM,
     Resource,
     WorkItem,
-    WorkItemSecret,
+    check_store_id,
     encode_work_item_secret,
     parse_resources,
     parse_work_item,
     parse_work_item_secret,
     session_id_problem,
+    shown_store_id,
+    store_id_problem,
 )
 from ._wire import (
     ANTHROPIC_VERSION,
@@ -70,11 +49,12 @@ from ._wire import (
     MAX_CONTENT_BYTES,
     MAX_MEMORIES,
     OLD_BETA,
-    SDK_ANTHROPIC_VERSION,
     SERVE_DEFAULT_HOST,
     SERVE_DEFAULT_PORT,
     SERVE_TOKEN_ENV,
     SESSIONS_BETA,
+    STATUS_ERRORS_BY_STATUS,
+    STATUS_ERRORS_BY_TYPE,
     ActorType,
     AuthHeader,
     CreatedSession,
@@ -88,72 +68,7 @@ from ._wire import (
     VersionOperation,
     View,
     content_sha256,
+    error_class,
+    error_envelope,
+    parse_error_envelope,
 )
-
-__all__ = [
-    "AuthHeader",
-    "ACCESS_READ_ONLY",
-    "ACCESS_READ_WRITE",
-    "ANTHROPIC_VERSION",
-    "ANTHROPIC_VERSIONS",
-    "BETA",
-    "DEFAULT_API_URL",
-    "MARKER_NAME",
-    "MARKER_PATH",
-    "MAX_CONTENT_BYTES",
-    "MAX_MEMORIES",
-    "MAX_NAME_BYTES",
-    "MAX_PATH_BYTES",
-    "MAX_PATH_SEGMENTS",
-    "MAX_STORES_PER_SESSION",
-    "MAX_STORE_ID_LENGTH",
-    "OLD_BETA",
-    "SERVE_DEFAULT_HOST",
-    "SERVE_DEFAULT_PORT",
-    "SDK_ANTHROPIC_VERSION",
-    "SERVE_TOKEN_ENV",
-    "SESSIONS_BETA",
-    "STATUS_ERRORS_BY_STATUS",
-    "STATUS_ERRORS_BY_TYPE",
-    "STORE_ID_FORM",
-    "STORE_ID_PREFIX",
-    "ActorType",
-    "Confirmation",
-    "CreatedSession",
-    "Deletions",
-    "Memory",
-    "MemoryPrefix",
-    "MemoryStore",
-    "MemoryVersion",
-    "Outcome",
-    "Page",
-    "Resource",
-    "Session",
-    "SessionResource",
-    "VersionOperation",
-    "View",
-    "WorkItem",
-    "WorkItemSecret",
-    "check_name",
-    "check_store_id",
-    "content_sha256",
-    "encode_work_item_secret",
-    "error_class",
-    "error_envelope",
-    "is_ancestor",
-    "join_path",
-    "listed_path_problem",
-    "marker_content",
-    "normalize_path",
-    "normalize_prefix",
-    "parent_path",
-    "parse_error_envelope",
-    "parse_resources",
-    "parse_work_item",
-    "parse_work_item_secret",
-    "path_segments",
-    "shown_store_id",
-    "session_id_problem",
-    "slugify",
-    "store_id_problem",
-]

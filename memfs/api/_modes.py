@@ -1,9 +1,6 @@
-"""The modes of memfs's own that layers from the command line down to the
-sync name between them, here in the lowest layer: `Deletions` is read by
-the command line, carried to a store process in its spec (memfs.control,
-which must not load the sync and trio with it) and acted on by the sync;
-likewise a `Confirmation` is made by the sync and carried by memfs.control
-to `memfs sync FILE`.
+"""memfs's own modes that layers from the command line down to the sync name
+between them, here in the lowest layer so that memfs.control, which carries
+them, need not load the sync.
 """
 
 from __future__ import annotations

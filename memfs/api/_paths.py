@@ -1,8 +1,6 @@
-"""Memory paths, store slugs and the marker file, exactly as `store-api.md` says.
-
-A path is the one name a memory has: both ends check it with these
-functions, so a path the client sends is one the server accepts, and the
-folders a mount shows are the prefixes the server lists.
+"""Memory paths, store slugs and the marker file, exactly as `store-api.md`
+says: both ends check paths here, so a path the client sends is one the
+server accepts.
 """
 
 from __future__ import annotations
@@ -26,11 +24,15 @@ def marker_content(store_id: str) -> bytes:
     return f"version 1\n{store_id}".encode()
 
 
-def _forbidden_char(ch: str) -> bool:
-    # Cc: control characters; Cf: format characters (zero-width, bidi marks...);
-    # Cs: lone surrogates, which cannot be UTF-8 at all; Zl and Zp: the line
-    # and paragraph separators U+2028 and U+2029, which the SDK names apart.
-    return unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp")
+def _nfc(text: str, what: str) -> str:
+    """`text` in NFC, once no character is a control or format one, a lone
+    surrogate, or the separator U+2028 or U+2029 (which the SDK names apart)."""
+    if text.isascii() and text.isprintable():
+        return text
+    for ch in text:
+        if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp"):
+            raise InvalidPath(f"{what} may not contain the character U+{ord(ch):04X}")
+    return unicodedata.normalize("NFC", text)
 
 
 def check_name(name: str) -> None:
@@ -39,36 +41,19 @@ def check_name(name: str) -> None:
         raise InvalidPath(f"a path segment may not be {name!r}")
     if "/" in name:
         raise InvalidPath("a path segment may not contain '/'")
-    if name.isascii() and name.isprintable():
-        return  # no control or format character, and NFC already
-    for ch in name:
-        if _forbidden_char(ch):
-            raise InvalidPath(f"a path may not contain the character U+{ord(ch):04X}")
-    if unicodedata.normalize("NFC", name) != name:
+    if _nfc(name, "a path") != name:
         raise InvalidPath("a path must be NFC-normalised")
 
 
 def normalize_path(path: Any) -> str:
-    """Return the NFC form of a memory path, or raise InvalidPath with the rule it breaks.
-
-    Rules, in the order they are checked: a string; starts with `/`; at least
-    one segment; no control or format characters, nor U+2028 or U+2029; at
-    most 1,024 bytes of UTF-8 (after NFC); no empty, `.` or `..` segment; at
-    most 20 segments.
-    """
+    """The NFC form of a memory path, or InvalidPath with the first rule it breaks."""
     if not isinstance(path, str):
         raise InvalidPath("path must be a string")
     if not path.startswith("/"):
         raise InvalidPath("path must start with '/'")
     if path == "/":
         raise InvalidPath("path must have at least one segment")
-    if path.isascii() and path.isprintable():
-        nfc = path  # no control or format character, and NFC already
-    else:
-        for ch in path:
-            if _forbidden_char(ch):
-                raise InvalidPath(f"path may not contain the character U+{ord(ch):04X}")
-        nfc = unicodedata.normalize("NFC", path)
+    nfc = _nfc(path, "path")
     if len(nfc.encode("utf-8")) > MAX_PATH_BYTES:
         raise InvalidPath(f"path is longer than {MAX_PATH_BYTES} bytes")
     segments = nfc[1:].split("/")
@@ -117,21 +102,14 @@ _SLUG_RUN = re.compile(r"[^a-z0-9]+")
 
 
 def slugify(name: str) -> str:
-    """The store's name lowercased, every run of other characters than a-z0-9
-    made one `-`, leading and trailing `-` dropped: "User Preferences" →
-    "user-preferences". An empty result becomes "store"."""
+    """ "User Preferences" → "user-preferences"; an empty result becomes "store"."""
     slug = _SLUG_RUN.sub("-", name.lower()).strip("-")
     return slug or "store"
 
 
 def listed_path_problem(path: Any) -> str | None:
-    """Why a path the store lists cannot stand for a file here, or None.
-
-    The store is trusted for nothing it names: a path that is not a clean
-    absolute path (a `.` or `..` segment, an empty segment, a trailing `/`,
-    NUL, over 1,024 bytes, no segment at all) or that is the marker's path or
-    below it is never shown, written or deleted. The answer ends a sentence
-    that names the path first ("... is not shown: <problem>")."""
+    """Why a path the store lists cannot stand for a file here (the end of a
+    sentence naming it), or None: the store is trusted for nothing it names."""
     if not isinstance(path, str):
         return "it is not a string"
     if "\x00" in path:

@@ -1,8 +1,7 @@
-"""What a session hands `memfs mount`: the claimed work item, its secret and
-the `resources` array, decoded and checked as `store-api.md` says.
-
-The secret's token is never shown: its repr hides it, and every refusal
-names what is wrong without quoting what was given.
+"""What a session hands `memfs mount`: the claimed work item, its secret
+(never shown, not even in a refusal) and the `resources` array, checked as
+`store-api.md` says; and the form a store id must have before it names a
+folder, a file or a mount option (`../x` or a comma would escape them).
 """
 
 from __future__ import annotations
@@ -14,8 +13,44 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .._exceptions import InvalidResources, InvalidSecret, InvalidWorkItem
-from ._ids import shown_store_id, store_id_problem
+from .._exceptions import InvalidResources, InvalidSecret, InvalidStoreId, InvalidWorkItem
+
+STORE_ID_PREFIX = "memstore_"
+MAX_STORE_ID_LENGTH = 128
+
+STORE_ID_FORM = f"{STORE_ID_PREFIX} followed by letters and digits"
+
+_STORE_ID = re.compile(
+    f"{STORE_ID_PREFIX}[A-Za-z0-9]{{1,{MAX_STORE_ID_LENGTH - len(STORE_ID_PREFIX)}}}"
+)
+_SHOWN = 60
+
+
+def store_id_problem(value: object) -> str | None:
+    """Why `value` is not a store id, as the end of a sentence; None when it is."""
+    if not isinstance(value, str):
+        return "a store id is a string"
+    if _STORE_ID.fullmatch(value) is not None:
+        return None
+    if len(value) > MAX_STORE_ID_LENGTH:
+        return f"a store id has at most {MAX_STORE_ID_LENGTH} characters"
+    return f"a store id is {STORE_ID_FORM}"
+
+
+def shown_store_id(value: object) -> str:
+    """A refused value as a sentence quotes it: its repr, cut when long."""
+    text = repr(value)
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…"
+
+
+def check_store_id(value: object) -> str:
+    """`value` itself when it is a store id; else InvalidStoreId."""
+    problem = store_id_problem(value)
+    if problem is not None:
+        raise InvalidStoreId(f"{shown_store_id(value)} is not a store id: {problem}")
+    assert isinstance(value, str)
+    return value
+
 
 MAX_STORES_PER_SESSION = 8
 MAX_SESSION_ID_LENGTH = 128
@@ -38,10 +73,8 @@ _URLSAFE_TO_STANDARD = str.maketrans("-_", "+/")
 
 
 def parse_work_item_secret(text: str) -> WorkItemSecret:
-    """Decode a work item secret: base64 of `{"sessions_token": "...",
-    "api_base_url"?: "...", ...}`, other fields ignored. Either alphabet
-    (URL-safe or standard), padding optional; whitespace anywhere, such as
-    the line breaks `base64` puts in, is ignored."""
+    """Base64 of `{"sessions_token": ..., "api_base_url"?: ...}`, in either
+    alphabet, padding optional, whitespace anywhere ignored."""
     raw = "".join(text.split()).rstrip("=")
     try:
         if not raw or not _BASE64_TEXT.fullmatch(raw):
@@ -63,8 +96,6 @@ def parse_work_item_secret(text: str) -> WorkItemSecret:
 
 @dataclass(frozen=True)
 class Resource:
-    """One entry of a session's `resources` array, as `memfs mount` takes it."""
-
     memory_store_id: str
     access: str = ACCESS_READ_WRITE
     name: str | None = None
@@ -77,15 +108,12 @@ class Resource:
 
 
 def _text(value: Any) -> str | None:
-    """A string field as given, None when absent, empty or not a string."""
     return value if isinstance(value, str) and value.strip() else None
 
 
 def parse_resources(obj: Any) -> list[Resource]:
-    """Validate a `resources` array exactly as the API returns it: entries of
-    other types than memory_store are skipped; `access` null or absent is
-    read-write; `mount_path` and `name` are optional; unknown fields
-    (`instructions`, ...) are ignored."""
+    """A `resources` array as the API returns it: entries of other types are
+    skipped, `access` null or absent is read-write, unknown fields ignored."""
     if isinstance(obj, dict) and isinstance(obj.get("resources"), list):
         obj = obj["resources"]
     if not isinstance(obj, list):
@@ -128,9 +156,7 @@ def parse_resources(obj: Any) -> list[Resource]:
 
 
 def encode_work_item_secret(sessions_token: str, api_base_url: str | None = None) -> str:
-    """A work item secret `parse_work_item_secret` reads back: URL-safe base64
-    (unpadded) of `{"sessions_token": ..., "api_base_url": ...}`, as
-    `memfs store session create` hands one to a worker."""
+    """A work item secret `parse_work_item_secret` reads back (unpadded URL-safe base64)."""
     if not sessions_token.strip():
         raise ValueError("a work item secret needs a sessions token")
     payload: dict[str, str] = {"sessions_token": sessions_token}
@@ -144,10 +170,8 @@ _SESSION_ID = re.compile(f"[A-Za-z0-9_-]{{1,{MAX_SESSION_ID_LENGTH}}}")
 
 
 def session_id_problem(value: object) -> str | None:
-    """Why `value` is not a session id (letters, digits, `_` and `-`, at most
-    128 characters, as `sesn_...`), as the end of a sentence; None when it is
-    one. A session id names the file where memfs keeps what it saw of the
-    session, so it may hold nothing else."""
+    """Why `value` is not a session id, as the end of a sentence; None when it
+    is. It names a file of memfs's, so it may hold nothing else."""
     if not isinstance(value, str) or not value:
         return "is not a session id"
     if not _SESSION_ID.fullmatch(value):
@@ -157,11 +181,8 @@ def session_id_problem(value: object) -> str | None:
 
 @dataclass(frozen=True)
 class WorkItem:
-    """A claimed work item, as the worker's poll returns it (and as
-    `ant beta:worker poll --on-work` hands it to its script on stdin):
-    `{"id", "environment_id", "data": {"type": "session", "id"}, "secret", ...}`.
-    Only a session's work item gets here; `secret` is its text as given
-    (None when the poll gave none), decoded by whoever uses it."""
+    """A session's claimed work item, as the worker's poll returns it; `secret`
+    is its text as given, decoded by whoever uses it."""
 
     id: str
     environment_id: str
@@ -177,10 +198,8 @@ class WorkItem:
 
 
 def parse_work_item(obj: Any, where: str = "the work item") -> WorkItem:
-    """Check a decoded work item: an object whose `data` is a session's
-    (`{"type": "session", "id": "sesn_..."}`); `secret` a string or null;
-    unknown fields ignored. `where` names it in the refusals, which never
-    quote the secret."""
+    """A decoded work item whose `data` is a session's; `where` names it in
+    the refusals, which never quote the secret."""
     if not isinstance(obj, dict):
         raise InvalidWorkItem(f"{where} is not a JSON object")
     data = obj.get("data")

@@ -1,34 +1,31 @@
-"""What travels on the wire: the protocol's headers and limits, the words it
-uses (views, version operations, actor types) and the objects it answers with.
-
-Wire types are frozen dataclasses built from the JSON the API answers with;
-`from_json` tolerates the fields a newer API adds and the ones an older one
-leaves out, so the hosted API and `memfs serve` read the same.
+"""What travels on the wire: headers, limits, words, the objects answers hold
+(their `from_json` tolerates fields a newer API adds or an older one leaves
+out), and the error envelope, read and written by both ends here so that
+every refusal means the same on both sides.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields
 from enum import StrEnum
 from typing import Any, ClassVar, Generic, Literal, Protocol, Self, TypeVar
 
+from .._exceptions import STATUS_ERRORS, ServerError, StatusError
 from ._session import ACCESS_READ_ONLY
 
 AuthHeader = Literal["bearer", "x-api-key"]
-"""The header a token travels in: `Authorization: Bearer` or `x-api-key`."""
 
 ANTHROPIC_VERSION = "2023-06-01"
 """What memfs's own client sends."""
 SDK_ANTHROPIC_VERSION = "2026-10-21"
-"""What the Python SDK (`anthropic` 2.10 and later) sends on every request."""
+"""What the Python SDK (`anthropic` 2.10 and later) sends."""
 ANTHROPIC_VERSIONS = (ANTHROPIC_VERSION, SDK_ANTHROPIC_VERSION)
-"""The `anthropic-version` values `memfs serve` accepts."""
 BETA = "agent-memory-2026-07-22"
 OLD_BETA = "managed-agents-2026-04-01"
 SESSIONS_BETA = OLD_BETA
-"""The beta the session endpoints (`/v1/sessions...`) carry: the Managed Agents one."""
 DEFAULT_API_URL = "https://api.anthropic.com"
 SERVE_DEFAULT_HOST = "127.0.0.1"
 SERVE_DEFAULT_PORT = 8377
@@ -39,25 +36,21 @@ MAX_MEMORIES = 2_000
 
 
 class View(StrEnum):
-    """How much of a memory or a version an answer carries: the basic view
-    leaves `content` null, the full view holds it."""
+    """The basic view leaves `content` null, the full view holds it."""
 
     BASIC = "basic"
     FULL = "full"
 
 
 class VersionOperation(StrEnum):
-    """What a memory version records: the change that made it."""
-
     CREATED = "created"
     MODIFIED = "modified"
     DELETED = "deleted"
 
 
 class ActorType(StrEnum):
-    """Who made a change, as a version's `created_by.type` says: a person
-    (`user_id`), an agent session (`session_id`), an API key (`api_key_id`)
-    or a service account (`service_account_id`)."""
+    """A version's `created_by.type`, with `user_id`, `session_id`,
+    `api_key_id` or `service_account_id`."""
 
     USER = "user_actor"
     SESSION = "session_actor"
@@ -66,7 +59,7 @@ class ActorType(StrEnum):
 
 
 def content_sha256(content: bytes) -> str:
-    """Lowercase hex SHA-256 of the content's bytes, as the API reports it."""
+    """Lowercase hex, as the API reports it."""
     return hashlib.sha256(content).hexdigest()
 
 
@@ -77,21 +70,17 @@ class _Dataclass(Protocol):
 W = TypeVar("W", bound=_Dataclass)
 
 Reader = Callable[[dict[str, Any], str], Any]
-"""How one field is read from the JSON object: `reader(d, key)`."""
 
 
 def _read(reader: Reader) -> dict[str, Reader]:
-    """The metadata of a field `from_json` reads its own way, not as the key of
-    its name stands (`field(metadata=_read(...))`)."""
+    """The metadata of a field `from_json` reads its own way."""
     return {"read": reader}
 
 
 def _from_fields(cls: type[W], d: dict[str, Any], **read: Any) -> W:
     """The wire object `cls` of the JSON object `d`: each field from the key of
-    its name, its default when `d` has no such key (KeyError for a field with
-    no default), but the fields `read` holds, the fields whose metadata names
-    a reader (see `_read`: read first, in the order of the fields), and `type`,
-    which names the class and is its own."""
+    its name (its default when missing), but those `read` holds, those whose
+    metadata names a reader (`_read`), and `type`, the class's own."""
     own = [f for f in fields(cls) if f.name not in read and f.name != "type"]
     values = {f.name: f.metadata["read"](d, f.name) for f in own if "read" in f.metadata}
     for f in own:
@@ -103,8 +92,6 @@ def _from_fields(cls: type[W], d: dict[str, Any], **read: Any) -> W:
 
 
 class _FromJSON:
-    """A wire type read field by field from the API's JSON (see `_from_fields`)."""
-
     __slots__ = ()
 
     __dataclass_fields__: ClassVar[dict[str, Any]]
@@ -203,12 +190,8 @@ class Page(Generic[T]):
 
 @dataclass(frozen=True)
 class SessionResource:
-    """One entry of a session's `resources`, as `GET /v1/sessions/{id}/resources`
-    answers it. Only `type` is always there: a `memory_store` resource has
-    `memory_store_id` and `access` (None: read-write); other types (files,
-    repositories) keep their `id` and `type` and nothing else memfs reads.
-    `id` is what `DELETE /v1/sessions/{id}/resources/{resource_id}` takes
-    (`memfs serve` takes the store's id there too)."""
+    """One entry of a session's `resources`: only `type` is always there; a
+    `memory_store` one has `memory_store_id` and `access` (None: read-write)."""
 
     type: str
     id: str | None = None
@@ -237,7 +220,6 @@ class SessionResource:
 
 
 def _session_resources(d: dict[str, Any], key: str) -> list[SessionResource]:
-    """A session's `resources`: the entries that are objects, of a list."""
     listed = d.get(key)
     return [
         SessionResource.from_json(r)
@@ -248,9 +230,7 @@ def _session_resources(d: dict[str, Any], key: str) -> list[SessionResource]:
 
 @dataclass(frozen=True)
 class Session(_FromJSON):
-    """A session as `GET /v1/sessions/{id}` answers it: the fields memfs
-    reads (the SDK's `BetaManagedAgentsSession` has more: the agent, usage,
-    stats, which memfs has no use for)."""
+    """The fields of a session memfs reads."""
 
     id: str
     status: str = field(default="", metadata=_read(_text))
@@ -267,19 +247,76 @@ class Session(_FromJSON):
 
     @property
     def memory_stores(self) -> list[SessionResource]:
-        """The resources that are memory stores, in the session's order."""
         return [r for r in self.resources if r.is_memory_store]
 
 
 @dataclass(frozen=True)
 class CreatedSession:
     """What `POST /v1/sessions` on `memfs serve` answers: the session and the
-    sessions token it minted for it, which only this answer carries (the
-    hosted API hands it to a worker in the work item's secret instead).
-    The token is never shown by `repr()`."""
+    sessions token it minted (never shown by `repr()`)."""
 
     session: Session
-    sessions_token: str = field(repr=False)
+    sessions_token: str
 
     def __repr__(self) -> str:
         return f"CreatedSession(session={self.session!r}, sessions_token=<hidden>)"
+
+
+STATUS_ERRORS_BY_TYPE: dict[str, type[StatusError]] = {cls.error_type: cls for cls in STATUS_ERRORS}
+
+# A status alone names a class when exactly one class has it (409 has three).
+_STATUS_COUNTS = Counter(cls.status for cls in STATUS_ERRORS)
+STATUS_ERRORS_BY_STATUS: dict[int, type[StatusError]] = {
+    cls.status: cls for cls in STATUS_ERRORS if _STATUS_COUNTS[cls.status] == 1
+}
+
+
+def error_class(status: int, error_type: str | None) -> type[StatusError]:
+    """The exception class of an error answer: by its `error.type`, else by its
+    status, else `ServerError` for any other 5xx and `StatusError` itself."""
+    cls = STATUS_ERRORS_BY_TYPE.get(error_type or "") or STATUS_ERRORS_BY_STATUS.get(status)
+    if cls is None:
+        cls = ServerError if status >= 500 else StatusError
+    return cls
+
+
+def error_envelope(error: StatusError, request_id: str) -> dict[str, Any]:
+    """The body of the answer refusing a request with `error`."""
+    error_fields = {"type": error.error_type, "message": error.message, **error.extra}
+    return {"type": "error", "error": error_fields, "request_id": request_id}
+
+
+def parse_error_envelope(
+    status: int,
+    body: Any,
+    *,
+    request_id: str | None = None,
+    reason_phrase: str = "",
+    retry_after: float | None = None,
+) -> StatusError:
+    """The exception an error answer stands for, whatever its body (its
+    decoded JSON, or None) holds. The body's `request_id` overrides the
+    header's; the message is the server's, or names the status, and ends with
+    the request id, so that a logged refusal can be traced on the server. An
+    unknown error type is kept as it came (`unknown_error` when none came)."""
+    error: dict[str, Any] = {}
+    if isinstance(body, dict):
+        if isinstance(body.get("error"), dict):
+            error = body["error"]
+        if isinstance(body.get("request_id"), str):
+            request_id = body["request_id"]
+    error_type = error.get("type") if isinstance(error.get("type"), str) else None
+    cls = error_class(status, error_type)
+    message = error.get("message") if isinstance(error.get("message"), str) else None
+    if not message:
+        message = f"the store answered HTTP {status} {reason_phrase}".rstrip()
+    if request_id:
+        message = f"{message} [request {request_id}]"
+    return cls(
+        message,
+        status=status,
+        error_type=error_type or cls.error_type or "unknown_error",
+        request_id=request_id,
+        extra={k: v for k, v in error.items() if k not in ("type", "message")},
+        retry_after=retry_after,
+    )

@@ -1,24 +1,6 @@
-"""The Memory Store API over httpx: auth, retries, pages, one exception tree.
-
-`StoreClient` is the only way memfs talks to a store, whether the real
-service or `memfs serve`. It runs under trio (httpx reaches trio through
-anyio). What it promises:
-
-- Every request carries `anthropic-version`, `anthropic-beta`, the auth header
-  and `user-agent: memfs/<version>`, and `?beta=true` on its URL, as the SDKs
-  send it; session requests carry the Managed Agents beta (`_sessions`). The token is never logged and never shown by `repr()`.
-- One bounded connection pool per client; or any httpx transport given as
-  `transport` (`httpx.ASGITransport` drives `memfs serve`'s app in-process).
-- Retries of what may be retried, with backoff and jitter, every attempt
-  counted in `stats` (`_sending`). With `start_timeout` (a mount's start),
-  the API's first answer is awaited at most that long in all, in short
-  attempts, each one without an answer handed to `on_wait`.
-- Every failure is a `memfs._exceptions.StoreError`: a `StatusError` subclass
-  for an error answer, `TransportError` when no answer came after every retry
-  (`_errors`). No httpx exception escapes.
-- Retrying a request that is not idempotent can meet the effect of its own
-  earlier attempt; `create_memory`, `update_memory` and `delete_memory`
-  recognise that case and report success (see each, in `_endpoints`).
+"""`StoreClient`: the only way memfs talks to a store, under trio. Its
+promises (headers, one bounded pool, retries, `stats`, a `StoreError` for
+every failure, a token never logged nor shown) are docs/client.md's.
 """
 
 from __future__ import annotations
@@ -37,23 +19,16 @@ from ._sessions import SessionEndpoints
 
 
 def _tls_for(base_url: str) -> ssl.SSLContext | bool:
-    """An http:// API (`memfs serve` on loopback) sets up no TLS, so a mount's
-    start does not load the CA bundle. Its context trusts no CA at all, so it
-    could never accept a certificate; https:// gets httpx's default."""
+    """An http:// API sets up no TLS (a mount's start does not load the CA
+    bundle): its context trusts no CA at all; https:// gets httpx's default."""
     if base_url.lower().startswith("http://"):
         return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     return True
 
 
 class StoreClient(StoreEndpoints, MemoryEndpoints, VersionEndpoints, SessionEndpoints):
-    """Async client of the Memory Store API; use under trio.
-
-    `async with StoreClient(url, token) as c:` or call `aclose()` when done.
-    `auth` picks the header the token travels in: `Authorization: Bearer`
-    (a session's token) or `x-api-key`. `transport`, when given, carries
-    every request instead of httpx's own connection pool (`max_connections`
-    then does not apply). `start_timeout` and `on_wait`: see `StartWait`.
-    """
+    """`async with StoreClient(url, token) as c:`, or `aclose()` when done.
+    `auth`: the token travels as `Authorization: Bearer` or `x-api-key`."""
 
     def __init__(
         self,
@@ -80,7 +55,6 @@ class StoreClient(StoreEndpoints, MemoryEndpoints, VersionEndpoints, SessionEndp
             raise ConfigError("the token is empty")
         self.base_url = base_url
         self.auth = auth
-        self.timeout = timeout
         self.stats = ClientStats()
         headers = {
             "anthropic-version": ANTHROPIC_VERSION,
@@ -101,7 +75,6 @@ class StoreClient(StoreEndpoints, MemoryEndpoints, VersionEndpoints, SessionEndp
                 max_keepalive_connections=max_connections,
             ),
             follow_redirects=False,
-            # Merged into every request's own parameters.
             params={"beta": "true"},
             transport=transport,
             verify=_tls_for(base_url),
@@ -117,18 +90,6 @@ class StoreClient(StoreEndpoints, MemoryEndpoints, VersionEndpoints, SessionEndp
             else StartWait(start_timeout, on_wait or (lambda sentence: None)),
         )
 
-    @property
-    def max_retries(self) -> int:
-        return self._send.policy.max_retries
-
-    @property
-    def backoff_base(self) -> float:
-        return self._send.policy.backoff_base
-
-    @property
-    def backoff_max(self) -> float:
-        return self._send.policy.backoff_max
-
     def __repr__(self) -> str:
         return f"StoreClient(base_url={self.base_url!r}, auth={self.auth!r})"
 
@@ -139,7 +100,7 @@ class StoreClient(StoreEndpoints, MemoryEndpoints, VersionEndpoints, SessionEndp
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the connection pool. Safe to call twice."""
+        """Safe to call twice."""
         try:
             await self._http.aclose()
         except httpx.HTTPError:

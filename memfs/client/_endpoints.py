@@ -1,7 +1,6 @@
-"""The Memory Store API's endpoints, one class per resource: stores,
-memories, versions. Each method builds one call (its URL, parameters and
-body), sends it through the client's `Sender` and reads the answer into the
-wire types of `memfs.api`. `StoreClient` is the three over one `Sender`.
+"""The API's endpoints, one class per resource (stores, memories, versions;
+sessions in `_sessions`): each method builds one call, sends it through the
+client's `Sender` and reads the answer into the wire types of `memfs.api`.
 """
 
 from __future__ import annotations
@@ -23,10 +22,13 @@ from ..api import (
     normalize_path,
     parent_path,
 )
-from ._errors import error_from
-from ._sending import Request, Sender
+from ._sending import Request, Sender, error_from
 
 log = logging.getLogger("memfs.client")
+
+T = TypeVar("T")
+
+_PARAMETER_NAMES = {"created_at_gte": "created_at[gte]", "created_at_lte": "created_at[lte]"}
 
 
 def _q(segment: str) -> str:
@@ -34,14 +36,8 @@ def _q(segment: str) -> str:
 
 
 def _in_store(store_id: str, collection: str, item_id: str | None = None) -> str:
-    """The URL of a store's `collection` (its memories, its versions), or of
-    the item `item_id` in it."""
     url = f"/v1/memory_stores/{_q(store_id)}/{collection}"
     return url if item_id is None else f"{url}/{_q(item_id)}"
-
-
-_PARAMETER_NAMES = {"created_at_gte": "created_at[gte]", "created_at_lte": "created_at[lte]"}
-"""The query parameters whose names are no Python names, by the keyword that gives them."""
 
 
 def _params(**values: Any) -> dict[str, str]:
@@ -62,28 +58,20 @@ def _given(**values: Any) -> dict[str, Any]:
 
 
 class StoreFilters(TypedDict, total=False):
-    """Which stores a listing holds: archived ones too, and `created_at`
-    bounds (RFC 3339, ends included)."""
-
     include_archived: bool
     created_at_gte: str | None
     created_at_lte: str | None
 
 
 class MemoryFilters(TypedDict, total=False):
-    """Which memories a listing holds (`path_prefix`, `depth`) and how much of
-    each (`view`)."""
-
     path_prefix: str | None
     depth: int | None
     view: str | None
 
 
 class VersionFilters(TypedDict, total=False):
-    """Which versions a listing holds: every filter given must hold;
-    `session_id`, `api_key_id` and `service_account_id` keep the versions
-    whose `created_by` carries that id, `created_at_gte` / `created_at_lte`
-    (RFC 3339) bound their `created_at`, ends included."""
+    """Every filter given must hold; the ids keep the versions whose
+    `created_by` carries them, the dates bound `created_at`, ends included."""
 
     memory_id: str | None
     operation: str | None
@@ -101,11 +89,7 @@ def _memory_item(d: dict[str, Any]) -> Memory | MemoryPrefix:
     return Memory.from_json(d)
 
 
-T = TypeVar("T")
-
-
 def _page(data: Any, item: Callable[[dict[str, Any]], T]) -> Page[T]:
-    """A listing's answer as a `Page` of its items."""
     return Page([item(d) for d in data.get("data", [])], data.get("next_page"))
 
 
@@ -125,29 +109,18 @@ async def _every_item(
 
 class _Endpoints:
     _send: Sender
-    """Where every call goes: the client's one pipeline and connection pool."""
 
     async def _delete(self, operation: str, url: str, **request: Unpack[Request]) -> bool:
-        """Send a delete; True when an earlier attempt did it: a 404 after a
-        retried attempt means the one whose answer was lost deleted it, and
-        counts as done."""
+        """Send a delete; True when a 404 after a retried attempt says the
+        attempt whose answer was lost did it (which counts as done)."""
         answer = await self._send.exchange(operation, "DELETE", url, **request)
         if answer.response.status_code == 404 and answer.attempts > 1:
             return True
         self._send.decode(answer)
         return False
 
-    async def _get_in_store(
-        self, operation: str, store_id: str, collection: str, item_id: str, view: str | None
-    ) -> Any:
-        """The body of one item of a store's `collection`, in `view`."""
-        url = _in_store(store_id, collection, item_id)
-        return await self._send.call(operation, "GET", url, params=_params(view=view))
-
 
 class StoreEndpoints(_Endpoints):
-    """`/v1/memory_stores`: create, read, patch, archive, delete and list stores."""
-
     async def create_store(
         self, name: str, *, description: str | None = None, metadata: dict[str, str] | None = None
     ) -> MemoryStore:
@@ -181,42 +154,34 @@ class StoreEndpoints(_Endpoints):
         return MemoryStore.from_json(data)
 
     async def delete_store(self, store_id: str) -> None:
-        """Delete a store with its memories and versions. A 404 after a retried
-        attempt means an earlier attempt did it, and counts as done."""
+        """Delete a store with its memories and versions (a 404 after a retry is done)."""
         await self._delete("delete_store", f"/v1/memory_stores/{_q(store_id)}")
 
     async def list_stores_page(
         self, *, limit: int | None = None, page: str | None = None, **filters: Unpack[StoreFilters]
     ) -> Page[MemoryStore]:
-        """One page of stores in creation order (`StoreFilters`: which)."""
+        """One page of stores in creation order."""
         filters.setdefault("include_archived", False)
         params = _params(**filters, limit=limit, page=page)
         data = await self._send.call("list_stores_page", "GET", "/v1/memory_stores", params=params)
         return _page(data, MemoryStore.from_json)
 
-    async def iter_stores(
+    def iter_stores(
         self, *, limit: int = 100, **filters: Unpack[StoreFilters]
     ) -> AsyncGenerator[MemoryStore, None]:
-        async for store in _every_item(
-            lambda page: self.list_stores_page(limit=limit, page=page, **filters)
-        ):
-            yield store
+        return _every_item(lambda page: self.list_stores_page(limit=limit, page=page, **filters))
 
 
 class MemoryEndpoints(_Endpoints):
-    """`/v1/memory_stores/{id}/memories`: the memories of a store, by id or by path."""
-
     async def create_memory(
         self, store_id: str, path: str, content: str, *, view: str | None = None
     ) -> Memory:
-        """Create a memory; the store never overwrites (PathConflict).
+        """Create a memory; the store never overwrites (PathConflict). The
+        answer is the basic view unless `view="full"`.
 
-        The answer is the basic view (`content` None) unless `view="full"`.
-        A create is not idempotent: when an attempt was retried, the earlier
-        attempt may have been applied before its answer was lost, and the retry
-        then meets a 409 path conflict with our own memory. If the conflicting
-        memory has exactly the path and content sent, it is ours and is
-        returned; any other conflict is raised.
+        A retried create may meet a 409 path conflict with the memory its own
+        earlier attempt made before its answer was lost: when the conflicting
+        memory has exactly the path and content sent, it is returned.
         """
         answer = await self._send.exchange(
             "create_memory",
@@ -243,7 +208,8 @@ class MemoryEndpoints(_Endpoints):
         return Memory.from_json(self._send.decode(answer))
 
     async def get_memory(self, store_id: str, memory_id: str, *, view: str = "full") -> Memory:
-        data = await self._get_in_store("get_memory", store_id, "memories", memory_id, view)
+        url = _in_store(store_id, "memories", memory_id)
+        data = await self._send.call("get_memory", "GET", url, params=_params(view=view))
         return Memory.from_json(data)
 
     async def update_memory(
@@ -256,14 +222,12 @@ class MemoryEndpoints(_Endpoints):
         precondition_sha256: str | None = None,
         view: str | None = None,
     ) -> Memory:
-        """Change a memory's content and/or path (a move keeps the id).
+        """Change a memory's content and/or path (a move keeps the id); the
+        answer is the basic view unless `view="full"`. With
+        `precondition_sha256`, PreconditionFailed unless the stored sha is that.
 
-        The answer is the basic view (`content` None) unless `view="full"`.
-        With `precondition_sha256`, the store refuses (PreconditionFailed)
-        unless the stored sha is that one. When an attempt was retried, the
-        earlier attempt may have been applied already; if the store then
-        answers 409 precondition failed but already holds exactly what was
-        sent, the current memory is returned.
+        A retried update answered 409 precondition failed returns the current
+        memory when the store already holds exactly what was sent.
         """
         body = _given(content=content, path=path)
         if precondition_sha256 is not None:
@@ -292,8 +256,7 @@ class MemoryEndpoints(_Endpoints):
     async def delete_memory(
         self, store_id: str, memory_id: str, *, expected_content_sha256: str | None = None
     ) -> None:
-        """Delete a memory. A 404 after a retried attempt means an earlier
-        attempt deleted it, and counts as done."""
+        """Delete a memory (a 404 after a retry is done)."""
         if await self._delete(
             "delete_memory",
             _in_store(store_id, "memories", memory_id),
@@ -317,24 +280,19 @@ class MemoryEndpoints(_Endpoints):
         )
         return _page(data, _memory_item)
 
-    async def iter_memories(
+    def iter_memories(
         self, store_id: str, *, limit: int = 100, **filters: Unpack[MemoryFilters]
     ) -> AsyncGenerator[Memory | MemoryPrefix, None]:
-        """Every item of a listing, page after page, in the basic view unless
-        `view` says otherwise (`full` view caps pages at 20)."""
+        """Every item of a listing, in the basic view unless `view` says
+        otherwise (the full view caps pages at 20)."""
         if filters.setdefault("view", "basic") == "full":
             limit = min(limit, 20)
-        async for item in _every_item(
+        return _every_item(
             lambda page: self.list_memories_page(store_id, limit=limit, page=page, **filters)
-        ):
-            yield item
+        )
 
     async def find_memory_by_path(self, store_id: str, path: str) -> Memory | None:
-        """The memory at `path` (basic view: no content), or None.
-
-        Lists the parent folder at depth 1, so it costs one request per 100
-        entries of that folder.
-        """
+        """The memory at `path` (basic view), or None: one depth-1 listing of its folder."""
         path = normalize_path(path)
         parent = parent_path(path)
         prefix = "/" if parent == "/" else parent + "/"
@@ -346,8 +304,6 @@ class MemoryEndpoints(_Endpoints):
 
 
 class VersionEndpoints(_Endpoints):
-    """`/v1/memory_stores/{id}/memory_versions`: the version feed of a store."""
-
     async def list_versions_page(
         self,
         store_id: str,
@@ -356,7 +312,7 @@ class VersionEndpoints(_Endpoints):
         page: str | None = None,
         **filters: Unpack[VersionFilters],
     ) -> Page[MemoryVersion]:
-        """One page of versions, newest first (`VersionFilters`: which)."""
+        """One page of versions, newest first."""
         data = await self._send.call(
             "list_versions_page",
             "GET",
@@ -365,28 +321,21 @@ class VersionEndpoints(_Endpoints):
         )
         return _page(data, MemoryVersion.from_json)
 
-    async def iter_versions(
+    def iter_versions(
         self, store_id: str, *, limit: int = 100, **filters: Unpack[VersionFilters]
     ) -> AsyncGenerator[MemoryVersion, None]:
-        """Every version matching the filters, newest first, page after page."""
-        async for version in _every_item(
+        return _every_item(
             lambda page: self.list_versions_page(store_id, limit=limit, page=page, **filters)
-        ):
-            yield version
+        )
 
     async def get_version(
         self, store_id: str, version_id: str, *, view: str | None = None
     ) -> MemoryVersion:
-        data = await self._get_in_store(
-            "get_version", store_id, "memory_versions", version_id, view
-        )
+        url = _in_store(store_id, "memory_versions", version_id)
+        data = await self._send.call("get_version", "GET", url, params=_params(view=view))
         return MemoryVersion.from_json(data)
 
     async def redact_version(self, store_id: str, version_id: str) -> MemoryVersion:
-        data = await self._send.call(
-            "redact_version",
-            "POST",
-            _in_store(store_id, "memory_versions", version_id) + "/redact",
-            json={},
-        )
+        url = _in_store(store_id, "memory_versions", version_id) + "/redact"
+        data = await self._send.call("redact_version", "POST", url, json={})
         return MemoryVersion.from_json(data)

@@ -1,26 +1,11 @@
-"""Sending one call of the client: the attempts, the waits between them and
-what they cost.
-
-A call is a pipeline of small steps: `call` → `exchange` (the attempts and
-the waits) → one `httpx` request → `decode` (an error answer or a body that
-is no JSON becomes an exception, `_errors`). What it promises:
-
-- 408, 429, 500, 502, 503, 504, 529 and transport errors are retried with
-  exponential backoff and full jitter, honouring `retry-after-ms` (preferred)
-  or `retry-after`, up to `max_retries` times; 400, 401, 403, 404, 409 and
-  413 never are. An answer's `x-should-retry: true|false` overrides that
-  rule, as the SDKs let it. A URL httpx cannot send to is never retried.
-- Every attempt is counted in `ClientStats`.
-- With a `StartWait` (a mount's start), until the API first answers: each
-  attempt waits at most `START_ATTEMPT_TIMEOUT`, every one that gets no
-  answer is announced (the URL, why, attempt n of m), and all of them
-  together take at most the start's bound; then a TransportError says so.
-  After the first answer, or once the bound is reached, calls are sent as
-  above.
+"""Sending one call of the client: its attempts and the waits between them
+(as docs/client.md says), what they cost (`ClientStats`), and the one place
+where httpx's exceptions and error answers become memfs's exception tree.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import math
 import random
@@ -34,17 +19,15 @@ import httpx
 import trio
 
 from .._exceptions import StoreError, TransportError
-from ._errors import error_from, retry_after_seconds, transport_reason
+from ..api import parse_error_envelope
 
 log = logging.getLogger("memfs.client")
 
 HttpMethod = Literal["GET", "POST", "DELETE"]
-"""The methods the Memory Store API uses."""
 
 
 class Request(TypedDict, total=False):
-    """What a call carries besides its method and URL: query parameters, a
-    JSON body, and headers added to (or replacing) the client's own."""
+    """`headers` are added to (or replace) the client's own."""
 
     params: dict[str, str] | None
     json: Any
@@ -52,19 +35,15 @@ class Request(TypedDict, total=False):
 
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504, 529})
-
 _NEVER_RETRIED = (httpx.UnsupportedProtocol, httpx.InvalidURL)
-"""Errors no later attempt can mend: the URL itself is unusable."""
+START_ATTEMPT_TIMEOUT = 5.0
+"""Seconds one attempt waits while a mount's start waits for the API."""
 
 
 @dataclass
 class ClientStats:
-    """What the client sent: `requests` counts HTTP attempts (retries
-    included), `retries` the attempts after the first, `by_method` attempts per
-    HTTP method, `by_operation` calls per client method, `by_status` answers
-    per status code (0 for no answer), `by_outcome` attempts per (client
-    method, status code or "transport_error"), and `bytes_up` / `bytes_down`
-    the request and answer bodies."""
+    """Attempts, by method and by (client method, status or "transport_error");
+    calls by client method; answers by status (0: none); bodies' bytes."""
 
     requests: int = 0
     retries: int = 0
@@ -83,24 +62,19 @@ class ClientStats:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How often a call is retried and how long the waits between attempts are."""
-
     max_retries: int = 6
     backoff_base: float = 0.2
     backoff_max: float = 10.0
 
     def delay(self, attempt: int, retry_after: float | None) -> float:
-        """The wait before attempt `attempt + 1`: what the answer asked for
-        (at most three times `backoff_max`), else full jitter up to
-        `backoff_base * 2**attempt`, capped at `backoff_max`."""
+        """What the answer asked for (at most three times `backoff_max`), else
+        full jitter up to `backoff_base * 2**attempt`, capped at `backoff_max`."""
         if retry_after is not None:
             return min(retry_after, self.backoff_max * 3)
         return random.uniform(0, min(self.backoff_max, self.backoff_base * 2**attempt))
 
 
 def should_retry(response: httpx.Response) -> bool:
-    """Whether an answer is worth another attempt: an error answer's
-    `x-should-retry: true|false` decides, else its status is in RETRY_STATUSES."""
     if response.status_code < 400:
         return False
     header: str = response.headers.get("x-should-retry", "").strip().lower()
@@ -109,28 +83,105 @@ def should_retry(response: httpx.Response) -> bool:
     return response.status_code in RETRY_STATUSES
 
 
-START_ATTEMPT_TIMEOUT = 5.0
-"""Seconds one attempt waits for an answer while a mount's start waits for
-the API: short, so that a silent API is reported within a few seconds."""
+def _causes(exc: BaseException) -> list[BaseException]:
+    """The exception, its causes and contexts, and the members of any group
+    among them (trio reports failed connection attempts as a group)."""
+    seen: list[BaseException] = []
+    stack: list[BaseException | None] = [exc]
+    while stack:
+        current = stack.pop()
+        if current is None or any(current is s for s in seen):
+            continue
+        seen.append(current)
+        if isinstance(current, BaseExceptionGroup):
+            stack.extend(current.exceptions)
+        stack.extend([current.__cause__, current.__context__])
+    return seen
+
+
+def transport_reason(exc: BaseException, timeout: float) -> str:
+    """A few words saying why no answer came, for a person to read."""
+    if isinstance(exc, httpx.ConnectTimeout):
+        return "the connection timed out"
+    if isinstance(exc, httpx.TimeoutException):
+        return f"no answer within {timeout:g} s"
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return "the connection closed before a whole answer came"
+    if isinstance(exc, httpx.UnsupportedProtocol):
+        return "the URL's scheme is not http or https"
+    for cause in _causes(exc):
+        if isinstance(cause, OSError) and cause.errno is not None:
+            if cause.errno == errno.ECONNREFUSED:
+                return "connection refused"
+            if cause.errno == errno.ECONNRESET:
+                return "connection reset"
+            return (cause.strerror or str(cause)).lower()
+    text = str(exc).lower()
+    if "refused" in text or "all connection attempts failed" in text:
+        return "connection refused"
+    if "name or service not known" in text or "nodename nor servname" in text:
+        return "the host name does not resolve"
+    if isinstance(exc, httpx.ConnectError):
+        return "cannot connect"
+    if isinstance(exc, (httpx.ReadError, httpx.WriteError)):
+        return "the connection was reset"
+    return str(exc) or type(exc).__name__
+
+
+def _header_number(response: httpx.Response, name: str) -> float | None:
+    try:
+        number = float(response.headers.get(name, "nan"))
+    except ValueError:
+        return None
+    return None if number != number else max(0.0, number)  # NaN is no number
+
+
+def retry_after_seconds(response: httpx.Response) -> float | None:
+    """`retry-after-ms` when it is a number, else `retry-after` (seconds)."""
+    ms = _header_number(response, "retry-after-ms")
+    return ms / 1000 if ms is not None else _header_number(response, "retry-after")
+
+
+def error_from(
+    *,
+    response: httpx.Response | None = None,
+    exc: BaseException | None = None,
+    base_url: str = "",
+    timeout: float = 0.0,
+    attempts: int = 1,
+) -> StoreError:
+    """An error answer as the StatusError its envelope stands for, or an httpx
+    exception as a TransportError naming the URL and the reason."""
+    if response is None:
+        reason = transport_reason(exc, timeout) if exc is not None else "no answer"
+        tries = f" (after {attempts} attempts)" if attempts > 1 else ""
+        return TransportError(f"cannot reach {base_url}: {reason}{tries}")
+    try:
+        body: Any = response.json()
+    except (ValueError, UnicodeDecodeError):
+        body = None
+    return parse_error_envelope(
+        response.status_code,
+        body,
+        request_id=response.headers.get("request-id"),
+        reason_phrase=response.reason_phrase,
+        retry_after=retry_after_seconds(response),
+    )
 
 
 @dataclass
 class StartWait:
-    """A mount's start: the API's first answer is awaited at most `within`
-    seconds in all, in attempts of at most `START_ATTEMPT_TIMEOUT` each, each
-    attempt without an answer handed to `announce` as one sentence."""
+    """A mount's start: the first answer is awaited at most `within` seconds."""
 
     within: float
     announce: Callable[[str], None]
     made: int = 0
-    """Attempts made so far, by every call sent meanwhile."""
     deadline: float | None = None
     over: bool = False
     """The API answered, or the bound was reached."""
 
     @property
     def attempts(self) -> int:
-        """How many attempts fit in the bound."""
         return max(1, math.ceil(self.within / START_ATTEMPT_TIMEOUT))
 
     def attempt_timeout(self) -> float:
@@ -141,16 +192,12 @@ class StartWait:
 
 @dataclass
 class Answer:
-    """The last HTTP answer of one call, and how many attempts it took."""
-
     response: httpx.Response
     attempts: int
 
 
 @dataclass(eq=False)
 class Sender:
-    """Sends the client's calls through one httpx client (one connection pool)."""
-
     http: httpx.AsyncClient
     _: KW_ONLY
     base_url: str
@@ -166,22 +213,10 @@ class Sender:
         return self.decode(await self.exchange(operation, method, url, **request))
 
     async def exchange(
-        self,
-        operation: str,
-        method: HttpMethod,
-        url: str,
-        *,
-        params: dict[str, str] | None = None,
-        json: Any = None,
-        headers: dict[str, str] | None = None,
+        self, operation: str, method: HttpMethod, url: str, **request: Unpack[Request]
     ) -> Answer:
-        """Send one call, retrying what may be retried. `headers` are added to
-        (or replace) the client's own for this call.
-
-        Returns the final answer (a success, an answer that is not retried, or
-        the last retryable one once retries ran out); raises TransportError
-        when the last attempt got no answer at all.
-        """
+        """Send one call, retrying what may be retried: the final answer, or
+        TransportError when the last attempt got none."""
         self.stats.by_operation[operation] += 1
         attempt = 0
         sent = False
@@ -189,9 +224,7 @@ class Sender:
             start = self.start if self.start is not None and not self.start.over else None
             timeout = start.attempt_timeout() if start is not None else None
             try:
-                response = await self._attempt(
-                    operation, method, url, params, json, headers, retry=sent, timeout=timeout
-                )
+                response = await self._attempt(operation, method, url, request, sent, timeout)
             except (httpx.HTTPError, httpx.InvalidURL) as e:
                 sent = True
                 if start is not None and timeout is not None:
@@ -209,9 +242,10 @@ class Sender:
                     start.over = True
                 if attempt >= self.policy.max_retries or not should_retry(response):
                     return Answer(response, attempt + 1)
-                status = response.status_code
                 retry_after = retry_after_seconds(response)
-                await self._wait(attempt, retry_after, f"{method} {url} answered {status}")
+                await self._wait(
+                    attempt, retry_after, f"{method} {url} answered {response.status_code}"
+                )
             attempt += 1
 
     async def _attempt(
@@ -219,12 +253,9 @@ class Sender:
         operation: str,
         method: HttpMethod,
         url: str,
-        params: dict[str, str] | None,
-        json: Any,
-        headers: dict[str, str] | None,
-        *,
+        request: Request,
         retry: bool,
-        timeout: float | None = None,
+        timeout: float | None,
     ) -> httpx.Response:
         """One HTTP request, counted; `timeout` replaces the client's own."""
         if retry:
@@ -236,9 +267,7 @@ class Sender:
             response = await self.http.request(
                 method,
                 url,
-                params=params,
-                json=json,
-                headers=headers,
+                **request,
                 timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout,
             )
         except (httpx.HTTPError, httpx.InvalidURL):
@@ -249,13 +278,8 @@ class Sender:
         self.stats.by_outcome[(operation, str(response.status_code))] += 1
         self.stats.bytes_up += len(response.request.content)
         self.stats.bytes_down += len(response.content)
-        log.debug(
-            "%s %s -> %d in %.1f ms",
-            method,
-            url,
-            response.status_code,
-            (time.monotonic() - started) * 1000,
-        )
+        elapsed = (time.monotonic() - started) * 1000
+        log.debug("%s %s -> %d in %.1f ms", method, url, response.status_code, elapsed)
         return response
 
     async def _wait(self, attempt: int, retry_after: float | None, what: str) -> None:
@@ -264,19 +288,18 @@ class Sender:
         await trio.sleep(delay)
 
     async def _wait_at_start(self, start: StartWait, exc: BaseException, timeout: float) -> None:
-        """After an attempt of a mount's start that got no answer: announce it
-        and wait before the next one; TransportError once the attempts or the
-        bound are used up (or the URL is unusable)."""
+        """Announce an attempt of a mount's start that got no answer and wait;
+        TransportError once the attempts or the bound are used up."""
         start.made += 1
         reason = transport_reason(exc, round(timeout, 1))
         assert start.deadline is not None
         left = start.deadline - time.monotonic()
         if start.made >= start.attempts or left <= 0.05 or isinstance(exc, _NEVER_RETRIED):
             start.over = True
-            waited = start.within - left
             raise TransportError(
                 f"cannot reach the API at {self.base_url}: {reason}; gave up after "
-                f"{start.made} attempts in {waited:.0f} s (start-timeout {start.within:g} s)"
+                f"{start.made} attempts in {start.within - left:.0f} s "
+                f"(start-timeout {start.within:g} s)"
             )
         start.announce(
             f"waiting for the API at {self.base_url}: {reason} "
@@ -293,5 +316,6 @@ class Sender:
             return response.json()
         except (ValueError, UnicodeDecodeError):
             raise StoreError(
-                f"the store at {self.base_url} answered {response.status_code} with a body that is not JSON"
+                f"the store at {self.base_url} answered {response.status_code}"
+                " with a body that is not JSON"
             )

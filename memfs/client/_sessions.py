@@ -1,11 +1,6 @@
-"""The session endpoints (`/v1/sessions...`): a session and the resources
-attached to it, which is where a worker finds the memory stores of the work
-item it claimed. Every call carries `anthropic-beta: managed-agents-2026-04-01`
-in place of the client's Memory Store beta, as the session endpoints ask.
-
-A worker holding a sessions token reads its session (`get_session`,
-`iter_session_resources`, `list_session_resources`); creating, attaching,
-detaching and deleting take an API key (on `memfs serve`: one of its tokens).
+"""The session endpoints (`/v1/sessions...`), where a worker finds the memory
+stores of the work item it claimed. Every call carries the Managed Agents
+beta in place of the client's Memory Store one.
 """
 
 from __future__ import annotations
@@ -28,10 +23,13 @@ from ._endpoints import _Endpoints, _every_item, _given, _params, _q
 _SESSION_HEADERS = {"anthropic-beta": SESSIONS_BETA}
 
 
+def _session_url(session_id: str, *rest: str) -> str:
+    return "/".join(["/v1/sessions", _q(session_id), *(_q(part) for part in rest)])
+
+
 def _resource_body(resource: Resource) -> dict[str, Any]:
-    """What attaching `resource` sends: the store, its access and, when the
-    resource names one, its mount path (the server snapshots the name and
-    the description itself)."""
+    """What attaching `resource` sends (the server snapshots its name and
+    description itself)."""
     body: dict[str, Any] = {
         "type": "memory_store",
         "memory_store_id": resource.memory_store_id,
@@ -43,10 +41,8 @@ def _resource_body(resource: Resource) -> dict[str, Any]:
 
 
 class SessionEndpoints(_Endpoints):
-    """`/v1/sessions`: sessions and their resources."""
-
-    def _session_url(self, session_id: str, *rest: str) -> str:
-        return "/".join(["/v1/sessions", _q(session_id), *(_q(part) for part in rest)])
+    """A worker holding a sessions token reads its session and resources;
+    creating, attaching, detaching and deleting take an API key."""
 
     async def create_session(
         self,
@@ -56,9 +52,9 @@ class SessionEndpoints(_Endpoints):
         title: str | None = None,
         metadata: dict[str, str] | None = None,
     ) -> CreatedSession:
-        """A new session holding these memory stores, with the sessions token
-        `memfs serve` minted for it. Not retried into a duplicate silently:
-        an attempt whose answer was lost may leave a session nobody holds."""
+        """A new session holding these stores, with the sessions token `memfs
+        serve` minted for it. An attempt whose answer was lost may leave a
+        session nobody holds."""
         body = {
             "resources": [_resource_body(r) for r in resources],
             **_given(environment_id=environment_id, title=title, metadata=metadata),
@@ -75,18 +71,14 @@ class SessionEndpoints(_Endpoints):
         return CreatedSession(Session.from_json(data), token)
 
     async def get_session(self, session_id: str) -> Session:
-        """The session, its resources included."""
         data = await self._send.call(
-            "get_session", "GET", self._session_url(session_id), headers=_SESSION_HEADERS
+            "get_session", "GET", _session_url(session_id), headers=_SESSION_HEADERS
         )
         return Session.from_json(data)
 
     async def delete_session(self, session_id: str) -> None:
-        """Delete the session; its sessions token stops working. A 404 after a
-        retried attempt means an earlier attempt did it, and counts as done."""
-        await self._delete(
-            "delete_session", self._session_url(session_id), headers=_SESSION_HEADERS
-        )
+        """Its sessions token stops working (a 404 after a retry is done)."""
+        await self._delete("delete_session", _session_url(session_id), headers=_SESSION_HEADERS)
 
     async def list_session_resources_page(
         self, session_id: str, *, limit: int | None = None, page: str | None = None
@@ -95,27 +87,24 @@ class SessionEndpoints(_Endpoints):
         data = await self._send.call(
             "list_session_resources_page",
             "GET",
-            self._session_url(session_id, "resources"),
+            _session_url(session_id, "resources"),
             params=_params(limit=limit, page=page),
             headers=_SESSION_HEADERS,
         )
         items = [SessionResource.from_json(d) for d in data.get("data", []) if isinstance(d, dict)]
         return Page(items, data.get("next_page"))
 
-    async def iter_session_resources(
+    def iter_session_resources(
         self, session_id: str, *, limit: int | None = None
     ) -> AsyncGenerator[SessionResource, None]:
-        """Every resource of the session, page after page (files and
-        repositories included: `SessionResource.is_memory_store` tells)."""
-        async for resource in _every_item(
+        """Every resource of the session, files and repositories included."""
+        return _every_item(
             lambda page: self.list_session_resources_page(session_id, limit=limit, page=page)
-        ):
-            yield resource
+        )
 
     async def list_session_resources(
         self, session_id: str, *, limit: int | None = None
     ) -> list[SessionResource]:
-        """`iter_session_resources`, gathered: every page."""
         return [r async for r in self.iter_session_resources(session_id, limit=limit)]
 
     async def get_session_resource(self, session_id: str, resource_id: str) -> SessionResource:
@@ -123,19 +112,18 @@ class SessionEndpoints(_Endpoints):
         data = await self._send.call(
             "get_session_resource",
             "GET",
-            self._session_url(session_id, "resources", resource_id),
+            _session_url(session_id, "resources", resource_id),
             headers=_SESSION_HEADERS,
         )
         return SessionResource.from_json(data)
 
     async def add_session_resource(self, session_id: str, resource: Resource) -> SessionResource:
-        """Attach a memory store to a live session. When a retried attempt
-        finds the store attached already, by an earlier attempt whose answer
-        was lost, with the access asked for, that resource is the answer."""
+        """Attach a store to a live session. A retried attempt that finds the
+        store attached already, with the access asked for, answers that."""
         answer = await self._send.exchange(
             "add_session_resource",
             "POST",
-            self._session_url(session_id, "resources"),
+            _session_url(session_id, "resources"),
             json=_resource_body(resource),
             headers=_SESSION_HEADERS,
         )
@@ -149,10 +137,9 @@ class SessionEndpoints(_Endpoints):
         return SessionResource.from_json(self._send.decode(answer))
 
     async def delete_session_resource(self, session_id: str, resource_id: str) -> None:
-        """Detach a resource (by its id; `memfs serve` also takes its store's
-        id). A 404 after a retried attempt counts as done."""
+        """Detach a resource by its id (or its store's, on `memfs serve`)."""
         await self._delete(
             "delete_session_resource",
-            self._session_url(session_id, "resources", resource_id),
+            _session_url(session_id, "resources", resource_id),
             headers=_SESSION_HEADERS,
         )

@@ -1,12 +1,13 @@
-"""Between the CLI and the store processes: the control protocol (typed
-requests and replies, both ends), the store spec and the settings every store
-of a mount shares (their defaults and bounds), the runtime folder and the
-state files in it.
+"""Between the CLI and the store processes: the control protocol, the store
+spec and shared settings, the runtime folder and its state files.
 
-Importing this package loads neither trio nor httpx, so that `memfs
-unmount`, `memfs sync` and `memfs status` start fast; `ControlServer` (the
-store process's end, on trio) is loaded when first named.
+Importing this package loads neither trio nor httpx (`ControlServer`, on
+trio, is loaded when first named), so that `memfs unmount`, `memfs sync`
+and `memfs status` start fast. It re-exports what it imports.
 """
+
+# mypy: implicit-reexport
+# ruff: noqa: F401
 
 from __future__ import annotations
 
@@ -56,46 +57,6 @@ from ._spec import (
 
 if TYPE_CHECKING:
     from ._server import ControlServer, Handler
-
-__all__ = [
-    "DEFAULT_FINAL_SYNC_TIMEOUT",
-    "DEFAULT_START_TIMEOUT",
-    "DEFAULT_ROOT",
-    "DEFAULT_CACHE_SIZE",
-    "DEFAULT_SYNC_CONCURRENCY",
-    "DEFAULT_SYNC_INTERVAL",
-    "MAX_SYNC_CONCURRENCY",
-    "MIN_SYNC_INTERVAL",
-    "AuthHeader",
-    "Command",
-    "ControlClient",
-    "ControlServer",
-    "ErrorReply",
-    "Handler",
-    "Reply",
-    "Request",
-    "StateFile",
-    "StatusReply",
-    "MetricsReply",
-    "PushFilesReply",
-    "PushReply",
-    "StopReply",
-    "StoreLaunch",
-    "StoreSettings",
-    "StoreSpec",
-    "StoreState",
-    "StoreStatus",
-    "SyncReply",
-    "UnknownCommand",
-    "process_alive",
-    "known_fields",
-    "read_state",
-    "running_stores",
-    "runtime_dir",
-    "runtime_name",
-    "socket_path",
-    "state_path",
-]
 
 
 def __getattr__(name: str) -> Any:

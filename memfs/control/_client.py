@@ -1,11 +1,7 @@
-"""The CLI's end of a store process's control socket.
-
-Blocking, on purpose: `memfs unmount`, `memfs sync` and `memfs status` run no
-event loop and should start fast. The supervisor's trio program asks with
-`stop_async` (every store's final sync at once) and `push_now_async` (a
-followed session went idle). A process that cannot be reached, or that
-closes the connection without a whole reply (it failed, or it was killed),
-is a `SyncError` naming its mount path.
+"""The CLI's end of a store process's control socket: blocking, as the
+commands that use it run no event loop (the supervisor's trio program uses
+the `_async` methods). A process that cannot be reached, or that gives no
+whole reply, is a `SyncError` naming its mount path.
 """
 
 from __future__ import annotations
@@ -33,8 +29,7 @@ STATUS_TIMEOUT = 10.0
 SYNC_TIMEOUT = 600.0
 STOP_TIMEOUT = 600.0
 PUSH_FILES_MARGIN = 15.0
-"""How much longer than its own timeout `push_files` waits for the store
-process's answer (which may wait for a pass in progress to let go)."""
+"""How much longer than its own timeout `push_files` waits for the answer."""
 
 
 class ControlClient:
@@ -44,32 +39,53 @@ class ControlClient:
         self.store = store
 
     def status(self, *, timeout: float = STATUS_TIMEOUT) -> StatusReply | ErrorReply:
-        return self._exchange(Command.STATUS, StatusReply, timeout)
+        return self._send(Request(Command.STATUS), StatusReply, timeout)
 
     def sync(self, *, timeout: float = SYNC_TIMEOUT) -> SyncReply | ErrorReply:
         """Run a pass now; answered when it is done."""
-        return self._exchange(Command.SYNC, SyncReply, timeout)
+        return self._send(Request(Command.SYNC), SyncReply, timeout)
 
     def stop(
         self, *, timeout: float = STOP_TIMEOUT, by: str | None = None
     ) -> StopReply | ErrorReply:
         """The final sync; answered when it is done, before the process
-        unmounts and exits (wait for its pid to see it gone). `by`, the
-        command that asks, goes into the store process's log."""
-        return self._exchange(Command.STOP, StopReply, timeout, by=by)
+        unmounts and exits. `by`, the asking command, goes into its log."""
+        return self._send(Request(Command.STOP, by), StopReply, timeout)
+
+    def metrics(self, *, timeout: float = STATUS_TIMEOUT) -> MetricsReply | ErrorReply:
+        return self._send(Request(Command.METRICS), MetricsReply, timeout)
+
+    def push_files(self, paths: list[str], *, timeout: float) -> PushFilesReply | ErrorReply:
+        """Push the files at these memory paths now; the store process answers
+        within `timeout` seconds, this end waits a little longer for it."""
+        request = Request(Command.PUSH_FILES, paths=tuple(paths), timeout=timeout)
+        return self._send(request, PushFilesReply, timeout + PUSH_FILES_MARGIN)
 
     async def stop_async(self, *, timeout: float = STOP_TIMEOUT) -> StopReply | ErrorReply:
-        """`stop` in a trio program."""
-        return await self._exchange_async(Command.STOP, StopReply, timeout)
+        return await self._send_async(Command.STOP, StopReply, timeout)
 
     async def push_now_async(self, *, timeout: float = STATUS_TIMEOUT) -> PushReply | ErrorReply:
-        """`push_now` in a trio program."""
-        return await self._exchange_async(Command.PUSH_NOW, PushReply, timeout)
+        return await self._send_async(Command.PUSH_NOW, PushReply, timeout)
 
-    async def _exchange_async(
+    def _send(
+        self, request: Request, kind: type[ReplyKind], timeout: float
+    ) -> ReplyKind | ErrorReply:
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.settimeout(timeout)
+                with socket_address(self.store.socket) as address:
+                    s.connect(address)
+                s.sendall(request.encode())
+                with s.makefile("rb") as replies:
+                    data = replies.readline()
+        except OSError as e:
+            raise self._unreachable(e)
+        return self._decode(data, kind)
+
+    async def _send_async(
         self, command: Command, kind: type[ReplyKind], timeout: float
     ) -> ReplyKind | ErrorReply:
-        """`_exchange` on trio's sockets; trio is loaded only here."""
+        """`_send` on trio's sockets; trio is loaded only here."""
         import trio
 
         try:
@@ -85,34 +101,6 @@ class ControlClient:
             raise self._unreachable(e)
         return self._decode(data, kind)
 
-    def metrics(self, *, timeout: float = STATUS_TIMEOUT) -> MetricsReply | ErrorReply:
-        return self._exchange(Command.METRICS, MetricsReply, timeout)
-
-    def push_files(self, paths: list[str], *, timeout: float) -> PushFilesReply | ErrorReply:
-        """Push the files at these memory paths now; the store process answers
-        within `timeout` seconds, this end waits a little longer for it."""
-        request = Request(Command.PUSH_FILES, paths=tuple(paths), timeout=timeout)
-        return self._send(request, PushFilesReply, timeout + PUSH_FILES_MARGIN)
-
-    def _exchange(
-        self, command: Command, kind: type[ReplyKind], timeout: float, *, by: str | None = None
-    ) -> ReplyKind | ErrorReply:
-        return self._send(Request(command, by), kind, timeout)
-
-    def _send(
-        self, request: Request, kind: type[ReplyKind], timeout: float
-    ) -> ReplyKind | ErrorReply:
-        try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-                s.settimeout(timeout)
-                with socket_address(self.store.socket) as address:
-                    s.connect(address)
-                s.sendall(request.encode())
-                data = _receive_line(s)
-        except OSError as e:
-            raise self._unreachable(e)
-        return self._decode(data, kind)
-
     def _unreachable(self, e: OSError) -> SyncError:
         where = self.store.mount_path
         return SyncError(f"cannot reach the memfs process of {where}: {e.strerror or e}")
@@ -122,13 +110,3 @@ class ControlClient:
             return decode_reply(data, kind)
         except ValueError:
             raise SyncError(f"the memfs process of {self.store.mount_path} gave no answer")
-
-
-def _receive_line(s: socket.socket) -> bytes:
-    data = b""
-    while not data.endswith(b"\n"):
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    return data

@@ -13,21 +13,13 @@ One request and one reply per connection, each one line of JSON::
     -> {"cmd": "push_files", "paths": ["/a/b.md", ...], "timeout": 30}
     <- {"ok": true, "files": [{...memfs.api.Confirmation...}, ...]}
 
-`push_files` pushes the files at those memory paths now and answers, within
-`timeout` seconds, one confirmation per path in the order asked (`memfs sync
-FILE`). `push_now` (a followed session went idle) is answered at once:
-
     -> {"cmd": "push_now"}
     <- {"ok": true}
 
 and `{"ok": false, "error": "<sentence>"}` when a command could not be
-carried out (a sync pass that failed, a command this process does not know).
-A request may name the command that asks (`by`, optional): the store process
-logs a `stop` from `memfs unmount` with it and the asker's pid, so that a
-mount ended from another shell says why.
-`memfs status --json` prints `StoreStatus` as it came; `memfs sync --json`
-prints each reply with the store's mount path and id before it. Those JSON
-shapes are promised: fields are only ever added.
+carried out. `by`, optional, names the asking command for the store
+process's log. `memfs status --json` and `memfs sync --json` print these
+shapes: fields are only ever added.
 """
 
 from __future__ import annotations
@@ -35,7 +27,7 @@ from __future__ import annotations
 import enum
 import json
 from dataclasses import asdict, dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from ..api import Confirmation
 
@@ -44,18 +36,16 @@ if TYPE_CHECKING:
 
 
 def known_fields(cls: type[Any], data: object, refusal: str) -> dict[str, Any]:
-    """The values `data`, a JSON object one memfs wrote, holds for the fields
-    of `cls` (a dataclass): a field it lacks gets its default, and one `cls` lacks (of a newer
-    memfs: fields are only ever added) is left out. ValueError(`refusal`) when
-    `data` is no object."""
+    """The values the JSON object `data` holds for the fields of the dataclass
+    `cls` (missing ones get their default, a newer memfs's extra ones are
+    left out); ValueError(`refusal`) when `data` is no object."""
     if not isinstance(data, dict):
         raise ValueError(refusal)
     return {f.name: data[f.name] for f in fields(cls) if f.name in data}
 
 
 async def receive_line(stream: trio.abc.ReceiveStream) -> bytes:
-    """One request or reply: the bytes up to its newline, or what came before
-    the other end closed."""
+    """The bytes up to a newline, or what came before the other end closed."""
     data = b""
     while not data.endswith(b"\n"):
         chunk = await stream.receive_some(65536)
@@ -69,18 +59,15 @@ class Command(enum.StrEnum):
     """What the CLI may ask a store process."""
 
     STATUS = "status"
-    """What the store holds, what is pending, how its passes went."""
     SYNC = "sync"
     """Run a sync pass now; answered when it is done."""
     STOP = "stop"
     """The final sync, then unmount; answered once the final sync is done."""
     METRICS = "metrics"
-    """Raw counters and histograms, for the metrics endpoint (see `supervisor._metrics`)."""
     PUSH_FILES = "push_files"
     """Push the named files now; answered with what the store made of each."""
     PUSH_NOW = "push_now"
-    """Push the local changes now, without listing or pulling (a followed session
-    went idle); answered at once, the push runs in the store process."""
+    """Push the local changes now, without listing or pulling; answered at once."""
 
 
 _COMMANDS = frozenset(c.value for c in Command)
@@ -101,10 +88,8 @@ MAX_PATHS = 10_000
 class Request:
     command: Command
     by: str | None = None
-    """The command that asks (`memfs unmount`), when it says."""
     peer_pid: int | None = None
-    """The asking process, as the store process's end of the socket sees it
-    (SO_PEERCRED); never sent."""
+    """The asking process, as the store process's end sees it; never sent."""
     paths: tuple[str, ...] = ()
     """`push_files`: the memory paths of the files to push."""
     timeout: float | None = None
@@ -121,8 +106,7 @@ class Request:
 
     @classmethod
     def decode(cls, data: bytes) -> Request:
-        """The request in `data` (empty data asks for nothing). Raises
-        UnknownCommand for a command this memfs does not know, and ValueError
+        """UnknownCommand for a command this memfs does not know, ValueError
         for bytes that are no request at all."""
         message = json.loads(data or b"{}")
         if not isinstance(message, dict):
@@ -150,8 +134,7 @@ class Request:
 
 @dataclass(frozen=True)
 class StoreStatus:
-    """One store process's answer to `status`, field for field what
-    `memfs status --json` prints."""
+    """A store process's answer to `status`, as `memfs status --json` prints it."""
 
     store_id: str
     name: str
@@ -159,17 +142,15 @@ class StoreStatus:
     read_only: bool
     pid: int
     files: int
-    """Files in the tree."""
     cached: int
     """Files whose content is on local disk."""
     prefetched: bool
-    """The background prefetch has finished."""
     pending: list[str]
     """Paths whose local state the store does not hold yet."""
     refused: dict[str, str]
     """Files the store refused or memfs holds back: path -> reason."""
     sync_mode: str
-    """How remote changes are followed: `feed` or `listing`."""
+    """`feed` or `listing`."""
     store_full: bool
     sync_mode_reason: str | None
     passes: int
@@ -177,36 +158,27 @@ class StoreStatus:
     """The last pass's report, as `sync` answers it."""
     last_error: str | None
     requests: int
-    """HTTP requests sent to the store since the mount."""
     fuse_requests: dict[str, int]
-    """Kernel requests answered, by operation."""
     access: str = "read_write"
-    """`read_write` or `read_only`, as the session attached the store."""
     memories: int = 0
-    """Files that hold a memory of the store (new local files not yet uploaded aside)."""
+    """Files that hold a memory of the store (new local files aside)."""
     cached_bytes: int = 0
     dirty: int = 0
     """Files with changes not yet in the store, but for those whose content the
     store refused (they are counted under `refused`)."""
     pending_deletes: int = 0
     conflict_copies: list[str] = field(default_factory=list)
-    """Every conflict copy kept in this store's cache folder."""
     next_pass_at: float | None = None
-    """When the next periodic pass runs (Unix time)."""
+    """Unix time."""
     bytes_up: int = 0
     bytes_down: int = 0
-    """Request and answer bodies exchanged with the store since the mount."""
     not_shown: dict[str, str] = field(default_factory=dict)
-    """Memories of the store this folder cannot show (a name over 255 bytes, the
-    marker's path), left as they are in the store: path -> reason."""
+    """Memories this folder cannot show, left as they are: path -> reason."""
     cache_damage: str | None = None
-    """Why changes the cache held were lost when this mount opened it (its redo
-    log was damaged), as the log said it; None when nothing was lost."""
+    """Why changes the cache held were lost when this mount opened it."""
     lost_changes: list[str] = field(default_factory=list)
-    """The files whose changes were lost with it (those its remaining records name)."""
     cache_disk_full: str | None = None
-    """Why changes to the files are refused (ENOSPC): the cache's disk is full;
-    None when it has room. Reads and uploads go on meanwhile."""
+    """Why changes are refused (ENOSPC); None when the cache's disk has room."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -217,12 +189,22 @@ class StoreStatus:
 
 
 @dataclass(frozen=True)
-class StatusReply:
-    status: StoreStatus
-    ok = True
+class _Reply:
+    """A command carried out: `{"ok": true, <its fields>}`."""
+
+    ok: ClassVar[bool] = True
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": True, "status": self.status.to_json()}
+        return {"ok": self.ok, **asdict(self)}
+
+    @classmethod
+    def from_json(cls, message: dict[str, Any]) -> Self:
+        return cls(**{f.name: message[f.name] for f in fields(cls)})
+
+
+@dataclass(frozen=True)
+class StatusReply(_Reply):
+    status: StoreStatus
 
     @classmethod
     def from_json(cls, message: dict[str, Any]) -> StatusReply:
@@ -230,24 +212,7 @@ class StatusReply:
 
 
 @dataclass(frozen=True)
-class _ObjectReply:
-    """A command carried out, its answer one JSON object under the name of
-    the reply's one field (`report`, `metrics`)."""
-
-    ok = True
-
-    def to_json(self) -> dict[str, Any]:
-        (name,) = (f.name for f in fields(self))
-        return {"ok": True, name: getattr(self, name)}
-
-    @classmethod
-    def from_json(cls, message: dict[str, Any]) -> Self:
-        (name,) = (f.name for f in fields(cls))
-        return cls(**{name: dict(message[name])})
-
-
-@dataclass(frozen=True)
-class SyncReply(_ObjectReply):
+class SyncReply(_Reply):
     report: dict[str, Any]
     """The pass's report (the sync layer's `PassReport.as_dict()`)."""
 
@@ -257,8 +222,7 @@ class StopReply:
     not_uploaded: list[str]
     """What the final sync could not upload: kept in the cache for the next mount."""
     sync_error: str | None = None
-    """Why the final sync's pass failed or did not finish (what the store
-    process logged), None when it ran; with nothing left, nothing was lost."""
+    """Why the final sync's pass failed or did not finish, None when it ran."""
 
     @property
     def ok(self) -> bool:
@@ -273,25 +237,18 @@ class StopReply:
     @classmethod
     def from_json(cls, message: dict[str, Any]) -> StopReply:
         error = message.get("sync_error")
-        return cls(
-            [str(path) for path in message["not_uploaded"]],
-            None if error is None else str(error),
-        )
+        return cls([str(p) for p in message["not_uploaded"]], None if error is None else str(error))
 
 
 @dataclass(frozen=True)
-class MetricsReply(_ObjectReply):
+class MetricsReply(_Reply):
     metrics: dict[str, Any]
     """What `MountedStore.metrics` gathers: counters, gauges and raw histograms."""
 
 
 @dataclass(frozen=True)
-class PushFilesReply:
+class PushFilesReply(_Reply):
     files: list[Confirmation]
-    ok = True
-
-    def to_json(self) -> dict[str, Any]:
-        return {"ok": True, "files": [asdict(f) for f in self.files]}
 
     @classmethod
     def from_json(cls, message: dict[str, Any]) -> PushFilesReply:
@@ -302,29 +259,17 @@ class PushFilesReply:
 
 
 @dataclass(frozen=True)
-class PushReply:
+class PushReply(_Reply):
     """`push_now` taken: the push has started, or waits for the pass that runs."""
-
-    ok = True
-
-    def to_json(self) -> dict[str, Any]:
-        return {"ok": True}
-
-    @classmethod
-    def from_json(cls, message: dict[str, Any]) -> PushReply:
-        return cls()
 
 
 @dataclass(frozen=True)
-class ErrorReply:
+class ErrorReply(_Reply):
     """A command that could not be carried out; also what the CLI reports for
-    a process it could not reach (`memfs status`, `memfs sync`)."""
+    a process it could not reach."""
 
     error: str
-    ok = False
-
-    def to_json(self) -> dict[str, Any]:
-        return {"ok": False, "error": self.error}
+    ok: ClassVar[bool] = False
 
 
 Reply = StatusReply | SyncReply | StopReply | MetricsReply | PushFilesReply | PushReply | ErrorReply
@@ -332,7 +277,6 @@ Reply = StatusReply | SyncReply | StopReply | MetricsReply | PushFilesReply | Pu
 ReplyKind = TypeVar(
     "ReplyKind", StatusReply, SyncReply, StopReply, MetricsReply, PushFilesReply, PushReply
 )
-"""The reply a command gets when it is carried out."""
 
 
 def encode_reply(reply: Reply) -> bytes:

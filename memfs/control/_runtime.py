@@ -1,20 +1,11 @@
 """The runtime folder, where store processes and the CLI meet.
 
-Each running store process leaves two things there, named after its store
-and its cache folder (`<store_id>-<key>`, the key a hash of the cache
-folder's real path: two mounts of one store, each with its own cache folder,
-are two processes and must not share a name; one cache folder holds a store
-for one process at a time, and a process of the store that finds its cache
-held finds the holder's state file under the same name):
-
-- `<name>.json`, its state file: `{"store_id", "mount_path", "pid",
-  "socket", "stopping"}`. It is written once the store is mounted, rewritten
-  with `"stopping": true` when the final sync begins, and removed last, after
-  the cache is closed: a new process of the same store that finds the cache
-  held waits while this file says `stopping` (`read_state`).
-- `<name>.sock`, its control socket (mode 0600; see `_server`).
-
-A state file whose process is gone (a killed memfs) counts for nothing.
+Each store process leaves there, named `<store_id>-<hash of the cache
+folder's real path>` (one name per store and cache folder), its state file
+`<name>.json`, written once mounted, rewritten with `"stopping": true` when
+the final sync begins and removed last, after the cache is closed; and its
+control socket `<name>.sock`. A state file whose process is gone counts for
+nothing.
 """
 
 from __future__ import annotations
@@ -27,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
 from .._exceptions import MemfsError, MountError
-from .._private import check_private_dir, open_file_at, open_private_dir
+from .._private import open_file_at, open_private_dir
 from ..api import check_store_id
 
 STATE_SUFFIX = ".json"
@@ -48,9 +39,8 @@ def runtime_dir() -> str:
 
 
 def runtime_name(store_id: str, cache_dir: str) -> str:
-    """The name a store process's files in the runtime folder share: one per
-    store and cache folder, the same whichever way the folder is spelled (a
-    store id not of the API's form names nothing: InvalidStoreId)."""
+    """The same whichever way the folder is spelled; InvalidStoreId for a
+    store id not of the API's form."""
     check_store_id(store_id)
     key = hashlib.sha256(os.fsencode(os.path.realpath(cache_dir))).hexdigest()[:12]
     return f"{store_id}-{key}"
@@ -65,14 +55,12 @@ def socket_path(folder: str, store_id: str, cache_dir: str) -> str:
 
 
 SUN_PATH_MAX = 107
-"""The longest path an AF_UNIX address holds (108 bytes with its NUL)."""
 
 
 @contextlib.contextmanager
 def socket_address(path: str) -> Iterator[str]:
-    """An address for the socket at `path` that fits AF_UNIX's 108 bytes: the
-    path itself, or, for a deep runtime folder, the socket's name reached
-    through a descriptor of its folder (`/proc/self/fd/N/<name>`)."""
+    """The path itself, or, when too long for AF_UNIX, the socket's name
+    reached through a descriptor of its folder (`/proc/self/fd/N/<name>`)."""
     if len(os.fsencode(path)) <= SUN_PATH_MAX:
         yield path
         return
@@ -86,9 +74,7 @@ def socket_address(path: str) -> Iterator[str]:
 
 @dataclass(frozen=True)
 class StoreState:
-    """What a store process's state file says: which store, where it is
-    mounted, which process serves it, its control socket, and whether its
-    final sync has begun."""
+    """What a store process's state file says."""
 
     store_id: str
     mount_path: str
@@ -127,8 +113,7 @@ def process_alive(pid: int) -> bool:
 
 
 def read_state(path: str) -> StoreState | None:
-    """The state in `path` when its process is alive; None when the file is
-    missing, unreadable, not a state file, or left by a process that is gone."""
+    """The state in `path` when its process is alive, else None."""
     try:
         with open(path, "rb") as f:
             state = StoreState.from_json(f.read())
@@ -138,10 +123,9 @@ def read_state(path: str) -> StoreState | None:
 
 
 def running_stores(folder: str | None = None) -> list[StoreState]:
-    """The live store processes of this machine, by their state files in
-    `folder` (default `runtime_dir()`), in the order of their store ids; none
-    when the folder does not exist. MountError when it exists but cannot be
-    read, as another user's: saying that none runs would be untrue."""
+    """The live store processes, by their state files in `folder`, in the
+    order of their store ids. MountError when the folder exists but cannot be
+    read: saying that none runs would be untrue."""
     folder = runtime_dir() if folder is None else folder
     try:
         names = sorted(os.listdir(folder))
@@ -159,9 +143,7 @@ def running_stores(folder: str | None = None) -> list[StoreState]:
 
 class StateFile:
     """The store process's own state file: written whole (a temporary file
-    renamed over it), so a reader never sees half of one. Both are made
-    relative to a descriptor of the runtime folder, checked as memfs's own
-    when first written, never through a symlink."""
+    renamed over it), relative to a checked descriptor of the runtime folder."""
 
     def __init__(self, folder: str, store_id: str, cache_dir: str) -> None:
         self.folder = folder
@@ -181,9 +163,8 @@ class StateFile:
 
     def remove(self) -> None:
         """Remove the file (or one a killed process of this store left), if it can be."""
-        if self._folder_fd is None:
+        if self._folder_fd is None and os.path.lexists(self.folder):
             with contextlib.suppress(MemfsError, OSError):
-                check_private_dir(self.folder, "runtime folder")
                 self._folder_fd = open_private_dir(self.folder, "runtime folder")
         if self._folder_fd is None:
             return

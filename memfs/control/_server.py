@@ -1,16 +1,8 @@
-"""The store process's end of its control socket (trio).
-
-`ControlServer` owns the socket file: it binds it (mode 0600: only the user
-who mounted may ask), answers each connection with the handler the store
-process gives it, and removes the file when it stops serving. The protocol
-is `_protocol`'s; the server answers a command it does not know itself, and
-drops a connection that sends no request at all. Each request reaches the
-handler with the asking process's pid (`Request.peer_pid`).
+"""The store process's end of its control socket (trio), mode 0600.
 
 A reply, once made, is sent even while the server is being cancelled (for
 at most `SEND_TIMEOUT`): a `stop` is answered when the final sync is done,
-which is the moment the store process begins to tear down, this server
-included.
+the moment the store process begins to tear down, this server included.
 """
 
 from __future__ import annotations
@@ -44,9 +36,7 @@ class ControlServer:
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Bind the socket, report started, and answer until cancelled; the
         socket file goes with it. MountError when the socket cannot be made.
-        The socket is made, and removed, relative to a descriptor of its
-        folder, checked as memfs's own: a folder swapped meanwhile cannot
-        redirect either."""
+        Both go through a checked descriptor of the folder."""
         folder, name = os.path.split(self.path)
         folder_fd = open_private_dir(folder, "runtime folder")
         sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
@@ -54,7 +44,6 @@ class ControlServer:
             with contextlib.suppress(OSError):
                 os.unlink(name, dir_fd=folder_fd)  # left by a killed process of this store
             try:
-                # The name through the folder's descriptor, whatever the path's length.
                 await sock.bind(f"/proc/self/fd/{folder_fd}/{check_entry_name(name)}")
                 os.chmod(name, 0o600, dir_fd=folder_fd)
                 sock.listen(BACKLOG)
@@ -85,8 +74,7 @@ class ControlServer:
 
 
 def _peer_pid(sock: trio.socket.SocketType) -> int | None:
-    """The pid of the process at the other end (Linux's SO_PEERCRED); None
-    when the kernel cannot say (0: a process of another pid namespace)."""
+    """The pid at the other end (SO_PEERCRED); None when the kernel cannot say."""
     try:
         data = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     except OSError:

@@ -1,21 +1,9 @@
 """What the supervisor tells a store process, and the settings every store of
-one mount shares.
+one mount shares, with their defaults and bounds (the command line checks
+each value against them as it reads it, so that a refusal names its source).
 
-`StoreSettings` are those settings, typed and frozen, with their defaults and
-bounds defined here once. The command line makes them, once, from its flags,
-variables and config file (memfs.cli), and its readers check each value
-against the bounds below as they read it, so that a refusal names the
-value's source; nothing checks them again. Each store's `StoreSpec` holds
-them and the store's own fields: the supervisor builds the specs from them
-(and the root folder of stores without a mount path, the mount's alone),
-and so does a session's follower for the stores attached later (the daemon
-follower gets them as JSON on its stdin).
-
-`StoreSpec` is everything one store process needs. It travels inside a
-`StoreLaunch`, one line of JSON on the process's stdin, so the token never
-shows in argv or the environment (`ps`, `/proc/<pid>/environ`); the spec is
-a flat object of its fields, the deletions mode as its word (`enabled`).
-The launch line also names the file a daemon's store process logs to.
+A `StoreSpec` travels inside a `StoreLaunch`, one line of JSON on the store
+process's stdin, so the token never shows in argv or the environment.
 """
 
 from __future__ import annotations
@@ -44,11 +32,9 @@ DEFAULT_CACHE_SIZE = 256 * 1024 * 1024
 
 @dataclass(frozen=True, kw_only=True)
 class StoreSettings:
-    """How every store of one mount is mounted and synced; a `StoreSpec` is
-    these and the store's own."""
+    """How every store of one mount is mounted and synced."""
 
     cache_dir: str
-    """The cache folder, absolute; each store's cache is a folder of it."""
     uid: int | None = None
     gid: int | None = None
     """The owner and group files show; None: the caller's."""
@@ -59,13 +45,10 @@ class StoreSettings:
     sync_concurrency: int = DEFAULT_SYNC_CONCURRENCY
     start_timeout: float = DEFAULT_START_TIMEOUT
     write_behind: bool = True
-    """Push local changes once the mount is quiet, between the passes."""
     cache_size: int = DEFAULT_CACHE_SIZE
-    """Bytes of clean contents the store's cache keeps (`--cache-size`)."""
 
     def settings(self) -> dict[str, Any]:
-        """These settings alone, by field (a spec's too), to make another
-        object that has them."""
+        """These settings alone, by field (a spec's too)."""
         return {f.name: getattr(self, f.name) for f in fields(StoreSettings)}
 
     def to_json(self) -> dict[str, Any]:
@@ -82,9 +65,7 @@ class StoreSettings:
 
 @dataclass(frozen=True)
 class StoreSpec(StoreSettings):
-    """Everything one store process needs: the mount's settings, and the
-    store's own. `token` travels only on stdin; `auth` is the header it
-    travels in to the API."""
+    """Everything one store process needs: the mount's settings and the store's own."""
 
     store_id: str
     mount_path: str
@@ -92,32 +73,26 @@ class StoreSpec(StoreSettings):
     token: str = field(repr=False)
     runtime_dir: str
     credential_source: str = ""
-    """Where the token came from (a flag's or a variable's name, never the
-    token): a refusal of the token names it."""
+    """Where the token came from (a flag's or a variable's name), for refusals."""
     read_only: bool = False
     prefetch_concurrency: int = 4
     stores_mounted: int = 1
-    """How many stores this one is mounted with (by one `memfs mount`, itself
-    included): they share the machine, so each lists its store with fewer
-    requests at once (`listing_concurrency`)."""
+    """How many stores one `memfs mount` mounts: each lists with fewer requests at once."""
     follow_parent: bool = False
-    """Stop (final sync, unmount) when stdin reaches its end: the foreground
-    `memfs mount` holds the other end, so its death by any signal is seen at once."""
+    """Stop when stdin reaches its end: the foreground `memfs mount` died."""
     name: str = ""
     auth: AuthHeader = "bearer"
     mount_root: str = DEFAULT_ROOT
-    """The mount's root folder (`--root`): no folder memfs made for the mount
-    path is removed at the end if it is this folder or one above it."""
+    """`--root`: no folder at or above it is removed at the end."""
     confined_to_root: bool = False
-    """The mount path came from a session: its folders are created, and
-    removed, from a descriptor of `mount_root` without following a symlink,
-    so that they stay strictly under it."""
+    """The mount path came from a session: its folders are made and removed
+    from a descriptor of `mount_root`, never through a symlink."""
 
 
 @dataclass
 class StoreLaunch:
-    """The first line a store process reads: its spec and the file its stderr
-    goes to (a daemon's log; None: the supervisor's stderr)."""
+    """The first line a store process reads: its spec and its log file (None:
+    the supervisor's stderr)."""
 
     spec: StoreSpec
     log_file: str | None = None

@@ -25,8 +25,8 @@ from memfs._exceptions import (
     TransportError,
 )
 from memfs.client import StoreClient
-from memfs.client._errors import error_from as _error_from
 from memfs.client._sending import RetryPolicy
+from memfs.client._sending import error_from as _error_from
 from memfs.client._sending import should_retry as _should_retry
 
 TOKEN = "sk-unit-secret-0123456789"
