@@ -1,9 +1,9 @@
-"""`memfs serve`'s HTTP app: the routes of `store-api.md` on a Starlette app.
+"""`memfs serve`'s HTTP app: the routes of `store-api.md` and the session
+endpoints on a Starlette app.
 
 Each endpoint checks the credentials and the beta headers, parses the
 request, calls one method of the `Database`'s tables (one SQLite transaction)
-and answers JSON. The store, memory and version endpoints are here; the
-session endpoints are `_session_routes`. Every answer, success or error, carries a `request-id`
+and answers JSON. Every answer, success or error, carries a `request-id`
 header; errors use the contract's envelope and never show a traceback.
 """
 
@@ -42,7 +42,6 @@ from ._http import (
     query_bool,
     query_choice,
 )
-from ._session_routes import SessionRoutes
 
 log = logging.getLogger("memfs.serve")
 
@@ -53,14 +52,16 @@ class MemoryStoreApp:
     """The HTTP side: routes, headers, credentials and the error envelope."""
 
     def __init__(self, db: Database, tokens: Mapping[str, Grant | frozenset[str] | None]) -> None:
-        """`tokens` maps each accepted token to its `Grant`; a bare store set
-        or None stands for `Grant(stores)`, as before grants had users."""
+        """`tokens` maps each accepted token to its `Grant` (a bare store set
+        or None stands for `Grant(stores)`)."""
         self.db = db
         self.tokens = grants(tokens)
         s = "/v1/memory_stores"
         m = s + "/{sid}/memories"
         v = s + "/{sid}/memory_versions"
-        table = [
+        n = "/v1/sessions"
+        r = n + "/{session_id}/resources"
+        table: list[tuple[str, str, Handler]] = [
             ("POST", s, self.create_store),
             ("GET", s, self.list_stores),
             ("GET", s + "/{sid}", self.get_store),
@@ -75,24 +76,30 @@ class MemoryStoreApp:
             ("GET", v, self.list_versions),
             ("GET", v + "/{vid}", self.get_version),
             ("POST", v + "/{vid}/redact", self.redact_version),
+            ("POST", n, self.create_session),
+            ("GET", n + "/{session_id}", self.get_session),
+            ("DELETE", n + "/{session_id}", self.delete_session),
+            ("POST", n + "/{session_id}/status", self.set_session_status),
+            ("GET", r, self.list_resources),
+            ("POST", r, self.add_resource),
+            ("GET", r + "/{resource_id}", self.get_resource),
+            ("DELETE", r + "/{resource_id}", self.delete_resource),
         ]
-        routes = []
-        sessions = SessionRoutes(db)
-        for method, template, handler, of_sessions in [
-            *((*route, False) for route in table),
-            *((*route, True) for route in sessions.routes()),
-        ]:
-            endpoint = self._endpoint(handler, sessions=of_sessions)
-            routes.append(Route(template, endpoint, methods=[method]))
+        routes = [
+            Route(path, self._endpoint(handler, path.startswith(n)), methods=[method])
+            for method, path, handler in table
+        ]
         self.app = Starlette(
             routes=routes,
-            exception_handlers={HTTPException: self._http_exception, Exception: self._crash},
+            exception_handlers={
+                StatusError: self._refused,
+                ClientDisconnect: self._refused,
+                HTTPException: self._refused,
+                Exception: self._crash,
+            },
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Every request goes through Starlette's router; its refusals (no
-        such route, a method the route does not take) are answered in the
-        envelope by `_http_exception`."""
         # ASGI hands routing a decoded path, where `memstore_x%2Fmemories` would be
         # `memstore_x/memories`: an id holding an encoded separator names nothing.
         if b"%2f" in scope.get("raw_path", b"").lower():
@@ -101,21 +108,37 @@ class MemoryStoreApp:
             return
         await self.app(scope, receive, send)
 
-    # -- the envelope ----------------------------------------------------
+    def _endpoint(
+        self, handler: Handler, sessions: bool
+    ) -> Callable[[Request], Awaitable[Response]]:
+        """The endpoint running `handler`; `sessions`: a session endpoint,
+        which carries the Managed Agents beta."""
 
-    async def _http_exception(self, request: Request, exc: Exception) -> Response:
-        """Starlette's own refusals (no such route, method not allowed) in the envelope."""
-        if not isinstance(exc, HTTPException):
-            return await self._crash(request, exc)
+        async def endpoint(request: Request) -> Response:
+            caller = authenticate(request.headers, self.tokens, self.db.sessions.grant_for)
+            check_headers(request, sessions)
+            return json_response(200, await handler(request, caller), new_request_id())
+
+        return endpoint
+
+    async def _refused(self, request: Request, exc: Exception) -> Response:
+        """A refusal in the envelope: the contract's, Starlette's own (no such
+        route, method not allowed), or a body that did not come whole."""
         rid = new_request_id()
+        if isinstance(exc, RequestTooLarge):
+            # The rest of the body is never read: the connection ends with this answer.
+            return error_response(exc, rid, {"connection": "close"})
+        if isinstance(exc, StatusError):
+            return error_response(exc, rid)
+        if isinstance(exc, ClientDisconnect):
+            # The client left, or was dropped, mid-body: this answer goes nowhere.
+            return error_response(InvalidRequest("the request body did not come whole"), rid)
+        assert isinstance(exc, HTTPException)
+        where = request.url.path
         if exc.status_code == 404:
-            return error_response(
-                NotFound(f"no route for {request.method} {request.url.path}"), rid
-            )
+            return error_response(NotFound(f"no route for {request.method} {where}"), rid)
         if exc.status_code == 405:
-            refusal = InvalidRequest(
-                f"{request.method} is not allowed on {request.url.path}", status=405
-            )
+            refusal = InvalidRequest(f"{request.method} is not allowed on {where}", status=405)
             return error_response(refusal, rid, dict(exc.headers or {}))
         return error_response(InvalidRequest(str(exc.detail), status=exc.status_code), rid)
 
@@ -129,39 +152,6 @@ class MemoryStoreApp:
         )
         return error_response(ServerError("internal server error"), new_request_id())
 
-    def _endpoint(
-        self, handler: Handler, *, sessions: bool = False
-    ) -> Callable[[Request], Awaitable[Response]]:
-        """The endpoint running `handler`; `sessions`: a session endpoint,
-        which carries the Managed Agents beta."""
-        lookup = self.db.sessions.grant_for
-
-        async def endpoint(request: Request) -> Response:
-            rid = new_request_id()
-            try:
-                caller = authenticate(request.headers, self.tokens, lookup)
-                check_headers(request, sessions=sessions)
-                body = await handler(request, caller)
-            except RequestTooLarge as e:
-                # The rest of the body is never read: the connection ends with this answer.
-                return error_response(e, rid, {"connection": "close"})
-            except StatusError as e:
-                return error_response(e, rid)
-            except ClientDisconnect:
-                # The client left, or was dropped, mid-body: this answer goes nowhere.
-                return error_response(InvalidRequest("the request body did not come whole"), rid)
-            except Exception:
-                log.exception(
-                    "internal error on %s %s",
-                    request.method,
-                    request.url.path,
-                    extra={"event": "server_error"},
-                )
-                return error_response(ServerError("internal server error"), rid)
-            return json_response(200, body, rid)
-
-        return endpoint
-
     # -- stores --------------------------------------------------------------
 
     async def create_store(self, request: Request, caller: Caller) -> dict[str, Any]:
@@ -174,19 +164,11 @@ class MemoryStoreApp:
 
     async def list_stores(self, request: Request, caller: Caller) -> dict[str, Any]:
         caller.check_not_session("list memory stores")
-        q = request.query_params
-        return self.db.stores.list(
-            limit=q.get("limit"),
-            page=q.get("page") or None,
-            include_archived=query_bool(request, "include_archived"),
-            created_gte=q.get("created_at[gte]") or None,
-            created_lte=q.get("created_at[lte]") or None,
-            only=caller.allowed,
-        )
+        archived = query_bool(request, "include_archived")
+        return self.db.stores.list(request.query_params, archived, caller.allowed)
 
     async def get_store(self, request: Request, caller: Caller) -> dict[str, Any]:
-        sid = _store_of(request, caller)
-        return self.db.stores.get(sid)
+        return self.db.stores.get(_store_of(request, caller))
 
     async def update_store(self, request: Request, caller: Caller) -> dict[str, Any]:
         caller.check_not_session("change memory stores")
@@ -201,10 +183,9 @@ class MemoryStoreApp:
 
     async def delete_store(self, request: Request, caller: Caller) -> dict[str, Any]:
         caller.check_not_session("delete memory stores")
-        sid = _store_of(request, caller)
-        return self.db.stores.delete(sid)
+        return self.db.stores.delete(_store_of(request, caller))
 
-    # -- memories -----------------------------------------------------------
+    # -- memories and versions ---------------------------------------------
 
     async def create_memory(self, request: Request, caller: Caller) -> dict[str, Any]:
         sid = _store_of(request, caller, write=True)
@@ -213,73 +194,91 @@ class MemoryStoreApp:
 
     async def list_memories(self, request: Request, caller: Caller) -> dict[str, Any]:
         sid = _store_of(request, caller)
-        q = request.query_params
-        prefix = q.get("path_prefix") or "/"
         try:
-            prefix = normalize_prefix(prefix)
+            prefix = normalize_prefix(request.query_params.get("path_prefix") or "/")
         except InvalidPath as e:
             raise InvalidRequest(str(e))
         depth = int(query_choice(request, "depth", ("0", "1"), "0"))
-        return self.db.memories.list(sid, prefix=prefix, depth=depth, **_paging(request))
+        full = full_view(request, View.BASIC)
+        return self.db.memories.list(sid, prefix, depth, full, request.query_params)
 
     async def get_memory(self, request: Request, caller: Caller) -> dict[str, Any]:
-        return self.db.memories.get(
-            _store_of(request, caller), request.path_params["mid"], full_view(request, View.FULL)
-        )
+        sid, mid = _store_of(request, caller), request.path_params["mid"]
+        return self.db.memories.get(sid, mid, full_view(request, View.FULL))
 
     async def update_memory(self, request: Request, caller: Caller) -> dict[str, Any]:
-        sid = _store_of(request, caller, write=True)
+        sid, mid = _store_of(request, caller, write=True), request.path_params["mid"]
         full = full_view(request, View.BASIC)
-        body = await json_body(request)
-        return self.db.memories.update(sid, request.path_params["mid"], body, caller.actor, full)
+        return self.db.memories.update(sid, mid, await json_body(request), caller.actor, full)
 
     async def delete_memory(self, request: Request, caller: Caller) -> dict[str, Any]:
-        sid = _store_of(request, caller, write=True)
+        sid, mid = _store_of(request, caller, write=True), request.path_params["mid"]
         expected = request.query_params.get("expected_content_sha256") or None
-        return self.db.memories.delete(sid, request.path_params["mid"], expected, caller.actor)
-
-    # -- versions -----------------------------------------------------------
+        return self.db.memories.delete(sid, mid, expected, caller.actor)
 
     async def list_versions(self, request: Request, caller: Caller) -> dict[str, Any]:
         sid = _store_of(request, caller)
-        q = request.query_params
-        return self.db.versions.list(
-            sid,
-            memory_id=q.get("memory_id") or None,
-            operation=q.get("operation") or None,
-            created_gte=q.get("created_at[gte]") or None,
-            created_lte=q.get("created_at[lte]") or None,
-            session_id=q.get("session_id") or None,
-            api_key_id=q.get("api_key_id") or None,
-            service_account_id=q.get("service_account_id") or None,
-            **_paging(request),
-        )
+        return self.db.versions.list(sid, full_view(request, View.BASIC), request.query_params)
 
     async def get_version(self, request: Request, caller: Caller) -> dict[str, Any]:
-        return self.db.versions.get(
-            _store_of(request, caller), request.path_params["vid"], full_view(request, View.FULL)
-        )
+        sid, vid = _store_of(request, caller), request.path_params["vid"]
+        return self.db.versions.get(sid, vid, full_view(request, View.FULL))
 
     async def redact_version(self, request: Request, caller: Caller) -> dict[str, Any]:
         sid = _store_of(request, caller, write=True)
         await json_body(request)
         return self.db.versions.redact(sid, request.path_params["vid"], caller.actor)
 
+    # -- sessions: an API key manages them, a sessions token reads its own -----
 
-def _paging(request: Request) -> dict[str, Any]:
-    """A list's view and page, as the query asks for them."""
-    q = request.query_params
-    return {
-        "full": full_view(request, View.BASIC),
-        "limit": q.get("limit"),
-        "page": q.get("page") or None,
-    }
+    def _session_of(self, request: Request, caller: Caller) -> str:
+        """The session a request names, once the caller may see it (else 403)."""
+        session_id: str = request.path_params["session_id"]
+        caller.check_session(session_id, lambda: self.db.sessions.creator_and_stores(session_id))
+        return session_id
+
+    async def create_session(self, request: Request, caller: Caller) -> dict[str, Any]:
+        """The new session, and (in this answer only) its `sessions_token`."""
+        caller.check_not_session("create sessions")
+        body = await json_body(request)
+        session, token = self.db.sessions.create(body, caller.check_store, caller.token_id)
+        return {**session, "sessions_token": token}
+
+    async def get_session(self, request: Request, caller: Caller) -> dict[str, Any]:
+        return self.db.sessions.get(self._session_of(request, caller))
+
+    async def delete_session(self, request: Request, caller: Caller) -> dict[str, Any]:
+        caller.check_not_session("delete sessions")
+        return self.db.sessions.delete(self._session_of(request, caller))
+
+    async def set_session_status(self, request: Request, caller: Caller) -> dict[str, Any]:
+        caller.check_not_session("set a session's status")
+        session_id = self._session_of(request, caller)
+        return self.db.sessions.set_status(session_id, await json_body(request))
+
+    async def list_resources(self, request: Request, caller: Caller) -> dict[str, Any]:
+        session_id = self._session_of(request, caller)
+        return self.db.sessions.list_resources(session_id, request.query_params)
+
+    async def get_resource(self, request: Request, caller: Caller) -> dict[str, Any]:
+        session_id = self._session_of(request, caller)
+        return self.db.sessions.get_resource(session_id, request.path_params["resource_id"])
+
+    async def add_resource(self, request: Request, caller: Caller) -> dict[str, Any]:
+        caller.check_not_session("attach memory stores to sessions")
+        session_id = self._session_of(request, caller)
+        body = await json_body(request)
+        return self.db.sessions.add_resource(session_id, body, caller.check_store)
+
+    async def delete_resource(self, request: Request, caller: Caller) -> dict[str, Any]:
+        caller.check_not_session("detach memory stores from sessions")
+        session_id = self._session_of(request, caller)
+        return self.db.sessions.delete_resource(session_id, request.path_params["resource_id"])
 
 
 def _store_of(request: Request, caller: Caller, *, write: bool = False) -> str:
     """The store a request names, once the caller may touch it (else 403);
-    `write`: change its memories, which a session that attached it
-    read-only may not."""
+    `write`: change its memories, which a read-only session may not."""
     sid: str = request.path_params["sid"]
     if write:
         caller.check_write(sid)

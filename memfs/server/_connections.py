@@ -1,28 +1,15 @@
-"""HTTP/1.1 for `memfs serve`: uvicorn, through its public API only
-(`uvicorn.Config`, `uvicorn.Server`), and memfs's own bounds on what a
-client may hold: `ClientLimits` around the ASGI app, `ConnectionWatch` over
-the connections.
-
-uvicorn gives, as a client sees it: keep-alive, pipelining,
-`Connection: close` and HTTP/1.0; an idle connection closed 5 s after its
-last answer; `Expect: 100-continue`; HEAD answers without a body; a 400 with
-`connection: close` for a request it cannot parse, which never reaches the
-app; the `date` header; and, past its connection count (`limit_concurrency`),
-a 503 with `connection: close` for each request.
-
-What memfs adds:
+"""What uvicorn's public API leaves to memfs in bounding what a client may
+hold (docs/serve.md, "Limits on what a client may hold"):
 
 - a connection with no request in flight for `head_timeout` seconds (one
   that sends nothing, or a request head that never ends) is closed;
 - a client that stops sending a request body it began, or stops reading its
   answer, for `client_timeout` seconds is dropped (its connection reset);
-- a request whose body the app did not read (refused at its size, or for its
-  credentials): its answer says `connection: close`, and once the answer is
-  written what the client still sends of the body is read and dropped for up
-  to `linger_timeout` seconds, so that it reads the answer rather than a
-  reset;
-- `--access-log`'s line, in the format it always had;
-- an app that fails is logged as `memfs serve` logs its own errors.
+- an answer given before its request's body was read says `connection:
+  close`, and what the client still sends of the body is read and dropped
+  for up to `linger_timeout` seconds, so that it reads the answer rather
+  than a reset;
+- `--access-log`'s line, in the format it always had.
 """
 
 from __future__ import annotations
@@ -48,14 +35,9 @@ Peer = tuple[str, int]
 class ConnectionWatch:
     """The server's connections, each known by its client's address, seen
     through the process's own descriptors (uvicorn's public API does not
-    show them). Every `SWEEP_INTERVAL` seconds, `swept()` closes a connection
-    with no request in flight for `head_timeout` seconds, and drops (resets)
-    one whose request has waited on its client, to send its body or to read
-    its answer, for `client_timeout` seconds.
-
-    The sweep runs on the event loop, the only thread that opens or closes
-    the connections' descriptors, so a descriptor it sees is the connection
-    it names until it returns."""
+    show them), swept every `SWEEP_INTERVAL` seconds. The sweep runs on the
+    event loop, the only thread that opens or closes those descriptors, so a
+    descriptor it sees is the connection it names until it returns."""
 
     SWEEP_INTERVAL = 0.5
 
@@ -92,7 +74,7 @@ class ConnectionWatch:
                 since = seen[peer] = self.quiet_since.get(peer, now)
                 waiting = self.waiting_since.get(peer)
                 if waiting is not None and now - waiting > self.client_timeout:
-                    # What it was sent and did not read is discarded.
+                    # A reset: what it was sent and did not read is discarded.
                     linger = struct.pack("ii", 1, 0)
                     connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
                     _shut(connection)
@@ -103,8 +85,8 @@ class ConnectionWatch:
         self.dropped &= seen.keys()
 
     def _connections(self) -> list[tuple[socket.socket, Peer]]:
-        """Each connection accepted on the listener, as a duplicate of its
-        descriptor (closing it leaves the connection open), with its peer."""
+        """Each connection accepted on the listener's port (the server
+        connects nowhere), as a duplicate of its descriptor, with its peer."""
         found = []
         for name in os.listdir("/proc/self/fd"):
             try:
@@ -114,8 +96,6 @@ class ConnectionWatch:
             except OSError:
                 continue
             try:
-                # The listener's port, whatever address it was bound to
-                # (0.0.0.0 accepts on every one); the server connects nowhere.
                 inet = connection.family in (socket.AF_INET, socket.AF_INET6)
                 ours = inet and connection.getsockname()[1] == self.port
                 peer = connection.getpeername()[:2] if ours else None
@@ -135,7 +115,7 @@ def _shut(connection: socket.socket) -> None:
 
 class ClientLimits:
     """The ASGI app, each request's waits on its client reported to the
-    `ConnectionWatch` (see the module's docstring)."""
+    `ConnectionWatch`."""
 
     def __init__(
         self,
@@ -159,13 +139,14 @@ class ClientLimits:
         try:
             await self.app(scope, request.receive, request.send)
         except Exception:
-            log.exception(
-                "internal error on %s %s",
-                scope["method"],
-                scope["path"],
-                extra={"event": "server_error"},
-            )
+            # The app answers and logs its own faults before it raises them again.
             if not request.started:
+                log.exception(
+                    "internal error on %s %s",
+                    scope["method"],
+                    scope["path"],
+                    extra={"event": "server_error"},
+                )
                 response = error_response(ServerError("internal server error"), new_request_id())
                 await response(scope, request.receive, request.send)
         finally:
@@ -183,7 +164,10 @@ class _Request:
         self.peer: Peer = (str(client[0]), int(client[1]))
         self._receive = receive
         self._send = send
-        self.body_pending = _has_body(scope)
+        self.body_pending = any(
+            name == b"transfer-encoding" or (name == b"content-length" and value.strip() != b"0")
+            for name, value in scope["headers"]
+        )
         self.started = False
         self.closing = False
         self.status = 0
@@ -207,8 +191,7 @@ class _Request:
             self.status = message["status"]
             headers = list(message.get("headers", []))
             if self.body_pending:
-                # The rest of the body is never read: the connection ends with
-                # this answer, and a client must not send its next request on it.
+                # A client must not send its next request on this connection.
                 self.closing = True
                 if all(name.lower() != b"connection" for name, _ in headers):
                     headers.append((b"connection", b"close"))
@@ -241,8 +224,6 @@ class _Request:
             self.waiting.pop(self.peer, None)
 
     async def _drain_body(self) -> None:
-        """Read and drop what the client still sends of its body, for at most
-        `linger_timeout`, so that it reads the answer rather than a reset."""
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self.limits.linger_timeout):
                 while self.body_pending:
@@ -253,24 +234,16 @@ class _Request:
     def _log_access(self) -> None:
         if self.limits.access_log is None:
             return
-        scope = self.scope
-        headers = {name.lower(): value for name, value in scope["headers"]}
+        headers = {name.lower(): value for name, value in self.scope["headers"]}
         self.limits.access_log.info(
             '%s:%s - - %s "%s %s %s" %s %s "%s" "%s"',
             *self.peer,
             time.strftime("[%d/%b/%Y:%H:%M:%S %z]"),
-            scope["method"],
-            scope["path"],
-            scope["http_version"],
+            self.scope["method"],
+            self.scope["path"],
+            self.scope["http_version"],
             self.status,
             self.length,
             headers.get(b"referer", b"-").decode("latin-1"),
             headers.get(b"user-agent", b"-").decode("latin-1"),
         )
-
-
-def _has_body(scope: Scope) -> bool:
-    for name, value in scope["headers"]:
-        if name == b"transfer-encoding" or (name == b"content-length" and value.strip() != b"0"):
-            return True
-    return False
