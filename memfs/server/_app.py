@@ -1,10 +1,7 @@
-"""`memfs serve`'s HTTP app: the routes of `store-api.md` and the session
-endpoints on a Starlette app.
-
-Each endpoint checks the credentials and the beta headers, parses the
-request, calls one method of the `Database`'s tables (one SQLite transaction)
-and answers JSON. Every answer, success or error, carries a `request-id`
-header; errors use the contract's envelope and never show a traceback.
+"""`memfs serve`'s routes on a Starlette app: each checks the credentials and
+the beta headers, calls one method of the `Database`'s tables and answers
+JSON. Every answer carries a `request-id` header; errors use the contract's
+envelope and never show a traceback.
 """
 
 from __future__ import annotations
@@ -124,23 +121,24 @@ class MemoryStoreApp:
     async def _refused(self, request: Request, exc: Exception) -> Response:
         """A refusal in the envelope: the contract's, Starlette's own (no such
         route, method not allowed), or a body that did not come whole."""
-        rid = new_request_id()
+        error: Exception = exc
+        headers: dict[str, str] | None = None
+        where = request.url.path
         if isinstance(exc, RequestTooLarge):
             # The rest of the body is never read: the connection ends with this answer.
-            return error_response(exc, rid, {"connection": "close"})
-        if isinstance(exc, StatusError):
-            return error_response(exc, rid)
-        if isinstance(exc, ClientDisconnect):
+            headers = {"connection": "close"}
+        elif isinstance(exc, ClientDisconnect):
             # The client left, or was dropped, mid-body: this answer goes nowhere.
-            return error_response(InvalidRequest("the request body did not come whole"), rid)
-        assert isinstance(exc, HTTPException)
-        where = request.url.path
-        if exc.status_code == 404:
-            return error_response(NotFound(f"no route for {request.method} {where}"), rid)
-        if exc.status_code == 405:
-            refusal = InvalidRequest(f"{request.method} is not allowed on {where}", status=405)
-            return error_response(refusal, rid, dict(exc.headers or {}))
-        return error_response(InvalidRequest(str(exc.detail), status=exc.status_code), rid)
+            error = InvalidRequest("the request body did not come whole")
+        elif isinstance(exc, HTTPException) and exc.status_code == 404:
+            error = NotFound(f"no route for {request.method} {where}")
+        elif isinstance(exc, HTTPException) and exc.status_code == 405:
+            error = InvalidRequest(f"{request.method} is not allowed on {where}", status=405)
+            headers = dict(exc.headers or {})
+        elif isinstance(exc, HTTPException):
+            error = InvalidRequest(str(exc.detail), status=exc.status_code)
+        assert isinstance(error, StatusError)
+        return error_response(error, new_request_id(), headers)
 
     async def _crash(self, request: Request, exc: Exception) -> Response:
         log.error(
@@ -218,16 +216,18 @@ class MemoryStoreApp:
 
     async def list_versions(self, request: Request, caller: Caller) -> dict[str, Any]:
         sid = _store_of(request, caller)
-        return self.db.versions.list(sid, full_view(request, View.BASIC), request.query_params)
+        return self.db.memories.list_versions(
+            sid, full_view(request, View.BASIC), request.query_params
+        )
 
     async def get_version(self, request: Request, caller: Caller) -> dict[str, Any]:
         sid, vid = _store_of(request, caller), request.path_params["vid"]
-        return self.db.versions.get(sid, vid, full_view(request, View.FULL))
+        return self.db.memories.get_version(sid, vid, full_view(request, View.FULL))
 
     async def redact_version(self, request: Request, caller: Caller) -> dict[str, Any]:
         sid = _store_of(request, caller, write=True)
         await json_body(request)
-        return self.db.versions.redact(sid, request.path_params["vid"], caller.actor)
+        return self.db.memories.redact_version(sid, request.path_params["vid"], caller.actor)
 
     # -- sessions: an API key manages them, a sessions token reads its own -----
 

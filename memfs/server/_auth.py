@@ -1,10 +1,6 @@
 """Who may call `memfs serve`, on which stores, and who their changes are
-recorded as (docs/serve.md, "Authentication" and "Sessions").
-
-A token of the server's table is an API key, or acts as the user or service
-account its entry names; it may be limited to some stores. A sessions token
-is minted by the server for one session and reaches the stores attached to
-it now. No id recorded anywhere holds a token.
+recorded as (docs/serve.md, "Authentication" and "Sessions"). No id recorded
+anywhere holds a token.
 """
 
 from __future__ import annotations
@@ -19,8 +15,6 @@ from dataclasses import dataclass
 from .._exceptions import AuthenticationFailed, ConfigError, PermissionDenied
 from ..api import ActorType
 
-USER_PREFIX = "user:"
-SERVICE_ACCOUNT_PREFIX = "service_account:"
 _USER_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 
@@ -38,7 +32,7 @@ class Grant:
 def _split_actor(token: str) -> tuple[str, Grant]:
     """`user:NAME:TOKEN` and `service_account:NAME:TOKEN` → (TOKEN, a grant
     acting as NAME); any other token → (token, an API key's grant)."""
-    for prefix, what in ((USER_PREFIX, "user"), (SERVICE_ACCOUNT_PREFIX, "service account")):
+    for prefix, what in (("user:", "user"), ("service_account:", "service account")):
         if not token.startswith(prefix):
             continue
         name, colon, secret = token[len(prefix) :].partition(":")
@@ -47,7 +41,7 @@ def _split_actor(token: str) -> tuple[str, Grant]:
                 f"a {what} token is written {prefix}NAME:TOKEN, NAME being 1 to 64 of"
                 " A-Z a-z 0-9 . _ -"
             )
-        if prefix == USER_PREFIX:
+        if prefix == "user:":
             return secret, Grant(user=name)
         return secret, Grant(service_account=name)
     return token, Grant()
@@ -77,8 +71,7 @@ def parse_tokens(entries: Iterable[str]) -> dict[str, Grant]:
             token, grant = _split_actor(token)
             last_limited = token if at else None
             if at:
-                stores = frozenset(s for s in (x.strip() for x in listed.split(",")) if s)
-                grant = dataclasses.replace(grant, stores=stores)
+                grant = dataclasses.replace(grant, stores=frozenset({listed.strip()} - {""}))
             table[token] = grant
     return table
 

@@ -1,15 +1,7 @@
 """What uvicorn's public API leaves to memfs in bounding what a client may
-hold (docs/serve.md, "Limits on what a client may hold"):
-
-- a connection with no request in flight for `head_timeout` seconds (one
-  that sends nothing, or a request head that never ends) is closed;
-- a client that stops sending a request body it began, or stops reading its
-  answer, for `client_timeout` seconds is dropped (its connection reset);
-- an answer given before its request's body was read says `connection:
-  close`, and what the client still sends of the body is read and dropped
-  for up to `linger_timeout` seconds, so that it reads the answer rather
-  than a reset;
-- `--access-log`'s line, in the format it always had.
+hold (docs/serve.md, "Limits on what a client may hold": the head, body and
+send timeouts, `connection: close` and lingering after an unread body), and
+`--access-log`'s line in the format it always had.
 """
 
 from __future__ import annotations
@@ -32,34 +24,64 @@ log = logging.getLogger("memfs.serve")
 Peer = tuple[str, int]
 
 
-class ConnectionWatch:
-    """The server's connections, each known by its client's address, seen
-    through the process's own descriptors (uvicorn's public API does not
-    show them), swept every `SWEEP_INTERVAL` seconds. The sweep runs on the
-    event loop, the only thread that opens or closes those descriptors, so a
-    descriptor it sees is the connection it names until it returns."""
+class ClientLimits:
+    """The ASGI app, with each request's waits on its client recorded, and
+    the connections swept every `SWEEP_INTERVAL` seconds: one with no
+    request in flight for `head_timeout` seconds is closed, one whose
+    request has waited on its client for `client_timeout` seconds is reset.
+
+    A connection is known by its client's address, seen through the
+    process's own descriptors (uvicorn's public API does not show them). The
+    sweep runs on the event loop, the only thread that opens or closes them,
+    so a descriptor it sees is the connection it names until it returns."""
 
     SWEEP_INTERVAL = 0.5
+    LINGER_TIMEOUT = 1.0
 
     def __init__(
-        self, listener: socket.socket, *, head_timeout: float, client_timeout: float
+        self,
+        app: ASGIApp,
+        listener: socket.socket,
+        *,
+        head_timeout: float,
+        client_timeout: float,
+        access_log: logging.Logger | None,
     ) -> None:
+        self.app = app
         self.port = listener.getsockname()[1]
         self.head_timeout = head_timeout
         self.client_timeout = client_timeout
+        self.access_log = access_log
         self.in_flight: dict[Peer, int] = {}
         self.quiet_since: dict[Peer, float] = {}
         self.waiting_since: dict[Peer, float] = {}
         self.dropped: set[Peer] = set()
 
-    def started(self, peer: Peer) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = _Request(self, scope, receive, send)
+        peer = request.peer
         self.in_flight[peer] = self.in_flight.get(peer, 0) + 1
-
-    def ended(self, peer: Peer) -> None:
-        left = self.in_flight.pop(peer, 1) - 1
-        if left:
-            self.in_flight[peer] = left
-        self.quiet_since[peer] = time.monotonic()
+        try:
+            await self.app(scope, request.receive, request.send)
+        except Exception:
+            # The app answers and logs its own faults before it raises them again.
+            if not request.started:
+                log.exception(
+                    "internal error on %s %s",
+                    scope["method"],
+                    scope["path"],
+                    extra={"event": "server_error"},
+                )
+                response = error_response(ServerError("internal server error"), new_request_id())
+                await response(scope, request.receive, request.send)
+        finally:
+            left = self.in_flight.pop(peer, 1) - 1
+            if left:
+                self.in_flight[peer] = left
+            self.quiet_since[peer] = time.monotonic()
 
     async def run(self) -> None:
         while True:
@@ -113,52 +135,12 @@ def _shut(connection: socket.socket) -> None:
         connection.shutdown(socket.SHUT_RDWR)
 
 
-class ClientLimits:
-    """The ASGI app, each request's waits on its client reported to the
-    `ConnectionWatch`."""
-
-    def __init__(
-        self,
-        app: ASGIApp,
-        watch: ConnectionWatch,
-        *,
-        linger_timeout: float = 1.0,
-        access_log: logging.Logger | None = None,
-    ) -> None:
-        self.app = app
-        self.watch = watch
-        self.linger_timeout = linger_timeout
-        self.access_log = access_log
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        request = _Request(self, scope, receive, send)
-        self.watch.started(request.peer)
-        try:
-            await self.app(scope, request.receive, request.send)
-        except Exception:
-            # The app answers and logs its own faults before it raises them again.
-            if not request.started:
-                log.exception(
-                    "internal error on %s %s",
-                    scope["method"],
-                    scope["path"],
-                    extra={"event": "server_error"},
-                )
-                response = error_response(ServerError("internal server error"), new_request_id())
-                await response(scope, request.receive, request.send)
-        finally:
-            self.watch.ended(request.peer)
-
-
 class _Request:
     """One request's receive and send, as `ClientLimits` bounds them."""
 
     def __init__(self, limits: ClientLimits, scope: Scope, receive: Receive, send: Send) -> None:
         self.limits = limits
-        self.waiting = limits.watch.waiting_since
+        self.waiting = limits.waiting_since
         self.scope = scope
         client = scope.get("client") or ("", 0)
         self.peer: Peer = (str(client[0]), int(client[1]))
@@ -210,22 +192,22 @@ class _Request:
         await self._timed_send(message)
 
     async def _timed_send(self, message: Message) -> None:
-        if self.peer in self.limits.watch.dropped:
+        if self.peer in self.limits.dropped:
             return
         self.waiting[self.peer] = time.monotonic()
         try:
             await self._send(message)
         except Exception:
-            # uvicorn may still write to a connection the watch dropped under it
+            # uvicorn may still write to a connection the sweep dropped under it
             # (a request queued behind a pipelined one): the answer goes nowhere.
-            if self.peer not in self.limits.watch.dropped:
+            if self.peer not in self.limits.dropped:
                 raise
         finally:
             self.waiting.pop(self.peer, None)
 
     async def _drain_body(self) -> None:
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(self.limits.linger_timeout):
+            async with asyncio.timeout(self.limits.LINGER_TIMEOUT):
                 while self.body_pending:
                     message = await self._receive()
                     if message["type"] != "http.request" or not message.get("more_body", False):

@@ -1,14 +1,12 @@
-"""The state behind `memfs serve`: one SQLite file holding every store.
-
-Every rule of the contract that depends on stored state is enforced by the
-tables' classes inside the transaction of the change it guards, and refused
-with the `StatusError` the HTTP layer answers in the error envelope.
+"""The state behind `memfs serve`: one SQLite file holding every store. Every
+rule that depends on stored state is checked inside the transaction of the
+change it guards.
 """
 
 from __future__ import annotations
 
 from ..api import MAX_MEMORIES
-from ._memories import Memories, Versions
+from ._memories import Memories
 from ._sessions import Sessions
 from ._sqlite import SQLiteFile
 from ._stores import Stores
@@ -20,7 +18,6 @@ class Database:
     def __init__(self, path: str, *, max_memories: int = MAX_MEMORIES) -> None:
         self.file = SQLiteFile(path)
         self.stores = Stores(self.file)
-        self.versions = Versions(self.file, self.stores)
         self.memories = Memories(self.file, self.stores, max_memories=max_memories)
         self.sessions = Sessions(self.file, self.stores)
 

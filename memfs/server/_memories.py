@@ -1,14 +1,7 @@
-"""Memories and their versions: the path rules that depend on what else is
-stored, the store's cap, preconditions, listings by prefix and depth, and
-the record of every change, newest first.
-
-A real change writes exactly one version in its own transaction; a change
-that changes nothing (same path, same content) writes none and answers the
-memory as it is, whatever its precondition. A `deleted` version keeps the
-memory's last path and no content. Redaction empties a version's content
-and path but keeps its row, so the feed never loses its place; a memory's
-current version cannot be redacted; an archived store's memories may still
-be deleted and its versions redacted.
+"""Memories and their versions: path conflicts, the store's cap,
+preconditions, listings by prefix and depth, and the feed of versions. A
+real change writes exactly one version in its own transaction; a change
+that changes nothing writes none, whatever its precondition.
 """
 
 from __future__ import annotations
@@ -18,7 +11,7 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
-from .._exceptions import InvalidRequest, NotFound, PathConflict, PreconditionFailed
+from .._exceptions import InvalidRequest, PathConflict, PreconditionFailed
 from ..api import VersionOperation, content_sha256, is_ancestor
 from ._sqlite import SQLiteFile, new_id
 from ._stores import Stores
@@ -35,7 +28,6 @@ _BASIC_COLUMNS = (
     "id, store_id, path, NULL AS content, content_sha256, content_size_bytes,"
     " version_id, created_at, updated_at"
 )
-_ACTOR_ID_FIELDS = ("session_id", "api_key_id", "service_account_id")
 
 
 def memory_json(row: sqlite3.Row, full: bool) -> dict[str, Any]:
@@ -87,18 +79,20 @@ def _expected_sha(precondition: Any) -> str | None:
 
 
 class Memories:
-    """The `memories` table; each change records its version."""
+    """The `memories` and `versions` tables."""
 
     def __init__(self, db: SQLiteFile, stores: Stores, *, max_memories: int) -> None:
         self.db = db
         self.stores = stores
         self.max_memories = max_memories
 
-    def _row(self, store_id: str, memory_id: str) -> sqlite3.Row:
+    def _row(self, table: str, store_id: str, row_id: str) -> sqlite3.Row:
+        """A row of `memories` or `versions` in the store; 404 when there is none."""
+        what = "memory" if table == "memories" else "memory version"
         return self.db.row(
-            "SELECT * FROM memories WHERE id = ? AND store_id = ?",
-            (memory_id, store_id),
-            f"no memory with id {memory_id!r} in memory store {store_id}",
+            f"SELECT * FROM {table} WHERE id = ? AND store_id = ?",
+            (row_id, store_id),
+            f"no {what} with id {row_id!r} in memory store {store_id}",
         )
 
     def _check_conflict(self, store_id: str, path: str, moving_id: str | None = None) -> None:
@@ -138,12 +132,11 @@ class Memories:
         actor: dict[str, str],
         now: str,
         path: str,
-        content: tuple[str, str, int] | None = None,
+        state: tuple[str, str, int] | tuple[None, None, None] = (None, None, None),
     ) -> str:
         """Record `operation`, which leaves the memory at `path` holding
-        `content` (text, sha, size; None for a delete); its version's id."""
+        `state` (content, sha, size; none for a delete); the version's id."""
         version_id = new_id("memver")
-        text, sha, size = content or (None, None, None)
         self.db.run(
             "INSERT INTO versions (id, store_id, memory_id, operation, created_at, path, content,"
             " content_sha256, content_size_bytes, created_by) VALUES (?,?,?,?,?,?,?,?,?,?)",
@@ -154,9 +147,7 @@ class Memories:
                 operation.value,
                 now,
                 path,
-                text,
-                sha,
-                size,
+                *state,
                 json.dumps(actor),
             ),
         )
@@ -190,20 +181,11 @@ class Memories:
                 " VALUES (?,?,?,?,?,?,?,?,?)",
                 (memory_id, store_id, path, *state, version_id, now, now),
             )
-            return memory_json(self._row(store_id, memory_id), full)
+            return memory_json(self._row("memories", store_id, memory_id), full)
 
     def get(self, store_id: str, memory_id: str, full: bool) -> dict[str, Any]:
-        """The memory, in one statement: the most frequent request of all."""
-        row = self.db.one(
-            "SELECT m.* FROM stores AS s LEFT JOIN memories AS m"
-            " ON m.id = ? AND m.store_id = s.id WHERE s.id = ?",
-            (memory_id, store_id),
-        )
-        if row is None:
-            raise NotFound(f"no memory store with id {store_id!r}")
-        if row["id"] is None:
-            raise NotFound(f"no memory with id {memory_id!r} in memory store {store_id}")
-        return memory_json(row, full)
+        self.stores.row(store_id)
+        return memory_json(self._row("memories", store_id, memory_id), full)
 
     def update(
         self, store_id: str, memory_id: str, body: dict[str, Any], actor: dict[str, str], full: bool
@@ -211,7 +193,7 @@ class Memories:
         """Move the memory to `path`, replace its `content`, or both; with a
         precondition, only while the stored content has that sha."""
         self.stores.row(store_id)
-        self._row(store_id, memory_id)
+        self._row("memories", store_id, memory_id)
         if body.get("path") is None and body.get("content") is None:
             raise InvalidRequest("an update needs content or path (or both)")
         new_path = check_path(body["path"]) if body.get("path") is not None else None
@@ -219,7 +201,7 @@ class Memories:
         expected = _expected_sha(body.get("precondition"))
         with self.db.transaction(f"the change to memory {memory_id}"):
             self.stores.writable(store_id)
-            row = self._row(store_id, memory_id)
+            row = self._row("memories", store_id, memory_id)
             path = new_path or row["path"]
             state = (row["content"], row["content_sha256"], row["content_size_bytes"])
             if new_content is not None:
@@ -241,7 +223,7 @@ class Memories:
                 " content_size_bytes = ?, version_id = ?, updated_at = ? WHERE id = ?",
                 (path, *state, version_id, now, memory_id),
             )
-            return memory_json(self._row(store_id, memory_id), full)
+            return memory_json(self._row("memories", store_id, memory_id), full)
 
     def delete(
         self, store_id: str, memory_id: str, expected_sha: str | None, actor: dict[str, str]
@@ -249,7 +231,7 @@ class Memories:
         """Delete the memory; an archived store's memories may be deleted too."""
         with self.db.transaction(f"deleting memory {memory_id}"):
             self.stores.row(store_id)
-            row = self._row(store_id, memory_id)
+            row = self._row("memories", store_id, memory_id)
             if expected_sha is not None and expected_sha.lower() != row["content_sha256"]:
                 raise PreconditionFailed(
                     f"memory {memory_id} has content_sha256 {row['content_sha256']},"
@@ -299,22 +281,7 @@ class Memories:
             else:
                 return {"data": items, "next_page": None}
 
-
-class Versions:
-    """The `versions` table."""
-
-    def __init__(self, db: SQLiteFile, stores: Stores) -> None:
-        self.db = db
-        self.stores = stores
-
-    def _row(self, store_id: str, version_id: str) -> sqlite3.Row:
-        return self.db.row(
-            "SELECT * FROM versions WHERE id = ? AND store_id = ?",
-            (version_id, store_id),
-            f"no memory version with id {version_id!r} in memory store {store_id}",
-        )
-
-    def list(self, store_id: str, full: bool, query: Mapping[str, str]) -> dict[str, Any]:
+    def list_versions(self, store_id: str, full: bool, query: Mapping[str, str]) -> dict[str, Any]:
         """Versions newest first, filtered as the query asks: `memory_id`,
         `operation`, and `session_id`, `api_key_id` or `service_account_id`
         (the id in `created_by`); every filter given must hold."""
@@ -322,31 +289,33 @@ class Versions:
         limit = check_limit(query.get("limit"), full)
         sql = "SELECT * FROM versions WHERE store_id = ?"
         params: list[Any] = [store_id]
-        if query.get("memory_id"):
-            sql += " AND memory_id = ?"
-            params.append(query["memory_id"])
-        if query.get("operation"):
-            if query["operation"] not in tuple(VersionOperation):
-                raise InvalidRequest(f"operation must be one of {', '.join(VersionOperation)}")
-            sql += " AND operation = ?"
-            params.append(query["operation"])
-        for field in _ACTOR_ID_FIELDS:
-            if query.get(field):
-                sql += f" AND json_extract(created_by, '$.{field}') = ?"
-                params.append(query[field])
+        if query.get("operation") and query["operation"] not in tuple(VersionOperation):
+            raise InvalidRequest(f"operation must be one of {', '.join(VersionOperation)}")
+        for name, column in (
+            ("memory_id", "memory_id"),
+            ("operation", "operation"),
+            ("session_id", "json_extract(created_by, '$.session_id')"),
+            ("api_key_id", "json_extract(created_by, '$.api_key_id')"),
+            ("service_account_id", "json_extract(created_by, '$.service_account_id')"),
+        ):
+            if query.get(name):
+                sql += f" AND {column} = ?"
+                params.append(query[name])
         return time_ordered_page(
             self.db, sql, params, query, limit, lambda r: version_json(r, full), newest_first=True
         )
 
-    def get(self, store_id: str, version_id: str, full: bool) -> dict[str, Any]:
+    def get_version(self, store_id: str, version_id: str, full: bool) -> dict[str, Any]:
         self.stores.row(store_id)
-        return version_json(self._row(store_id, version_id), full)
+        return version_json(self._row("versions", store_id, version_id), full)
 
-    def redact(self, store_id: str, version_id: str, actor: dict[str, str]) -> dict[str, Any]:
+    def redact_version(
+        self, store_id: str, version_id: str, actor: dict[str, str]
+    ) -> dict[str, Any]:
         """Empty the version's content and path once; redacting it again changes nothing."""
         with self.db.transaction(f"redacting version {version_id}"):
             self.stores.row(store_id)
-            row = self._row(store_id, version_id)
+            row = self._row("versions", store_id, version_id)
             head = self.db.one(
                 "SELECT 1 FROM memories WHERE id = ? AND version_id = ?",
                 (row["memory_id"], version_id),
@@ -362,4 +331,4 @@ class Versions:
                     " content_size_bytes = NULL, redacted_at = ?, redacted_by = ? WHERE id = ?",
                     (self.db.now(), json.dumps(actor), version_id),
                 )
-            return version_json(self._row(store_id, version_id), True)
+            return version_json(self._row("versions", store_id, version_id), True)

@@ -1,9 +1,6 @@
-"""Running `memfs serve`: the database opened, the socket bound, the app
-served over HTTP/1.1 by uvicorn's public API (`uvicorn.Config`,
-`uvicorn.Server`) with `_connections`' limits, until SIGTERM or SIGINT.
-
-The first line on stdout is the URL the server listens on, printed once it
-accepts connections, so a caller that reads one line knows it may connect.
+"""Running `memfs serve` on uvicorn's public API (`uvicorn.Config`,
+`uvicorn.Server`) until SIGTERM or SIGINT. The first line on stdout is the
+URL, printed once the server accepts connections.
 """
 
 from __future__ import annotations
@@ -30,7 +27,7 @@ from ..api import (
 )
 from ._app import MemoryStoreApp
 from ._auth import Grant
-from ._connections import ClientLimits, ConnectionWatch
+from ._connections import ClientLimits
 from ._db import Database
 
 TOKEN_ENV = SERVE_TOKEN_ENV
@@ -108,10 +105,11 @@ def serve(
         if demo_store:
             _say(f"demo store {demo_store}: {ensure_demo_store(db, demo_store)}")
         sock = _bind(host, port)
-        watch = ConnectionWatch(sock, head_timeout=5.0, client_timeout=client_timeout)
         app = ClientLimits(
             MemoryStoreApp(db, tokens),
-            watch,
+            sock,
+            head_timeout=5.0,
+            client_timeout=client_timeout,
             access_log=logging.getLogger("memfs.serve.access") if access_log else None,
         )
         config = uvicorn.Config(
@@ -132,7 +130,7 @@ def serve(
         # uvicorn's own log lines (start, stop, refusals) are not memfs's:
         # what a user needs of them is in its answers.
         logging.getLogger("uvicorn.error").setLevel(logging.CRITICAL)
-        _run(_Server(config), sock, watch, db_path)
+        _run(_Server(config), sock, app, db_path)
     finally:
         db.close()
 
@@ -146,14 +144,14 @@ class _Server(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
-def _run(server: _Server, sock: socket.socket, watch: ConnectionWatch, db_path: str) -> None:
+def _run(server: _Server, sock: socket.socket, limits: ClientLimits, db_path: str) -> None:
     """Serve on `sock` until a signal; the URL is printed once uvicorn accepts."""
     host, port = sock.getsockname()[:2]
     url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
     async def main() -> None:
         serving = asyncio.create_task(server.serve(sockets=[sock]))
-        sweeping = asyncio.create_task(watch.run())
+        sweeping = asyncio.create_task(limits.run())
         while not server.started and not serving.done():
             await asyncio.sleep(0.01)
         if server.started:

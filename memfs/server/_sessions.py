@@ -1,12 +1,7 @@
-"""Sessions, the memory stores attached to each, and the sessions token
-minted for each, so that a worker's whole flow runs against one `memfs serve`.
-
-A session's token is answered once, when it is created; the file keeps only
-its SHA-256, so no later answer carries it, and it stops working as soon as
-the session is deleted. A resource snapshots its store's name and
-description when it is attached, as the hosted API does. A session's
-`status` is `idle` until an API key sets it (`set_status`, memfs serve's
-own), so that a worker's flow around it can be played.
+"""Sessions, their resources (memory stores) and their tokens, so that a
+worker's whole flow runs against one `memfs serve`. A token is answered once,
+when its session is created; the file keeps only its SHA-256, and it stops
+working when the session is deleted.
 """
 
 from __future__ import annotations
@@ -219,8 +214,7 @@ class Sessions:
             raise InvalidRequest(f"a session holds at most {MAX_STORES_PER_SESSION} memory stores")
         wanted = [_parse_attach(item, f"resources[{i}].") for i, item in enumerate(raw)]
         environment_id = body.get("environment_id")
-        if environment_id is None:
-            environment_id = DEFAULT_ENVIRONMENT_ID
+        environment_id = DEFAULT_ENVIRONMENT_ID if environment_id is None else environment_id
         if not isinstance(environment_id, str) or not environment_id:
             raise InvalidRequest("environment_id must be a non-empty string")
         title = _optional_text(body, "title", MAX_TITLE_CHARS, "")

@@ -1,12 +1,8 @@
-"""The SQLite file behind `memfs serve`: its one schema, how it is opened,
-its clock and its write transactions.
-
-One connection, used from the one event-loop thread, so writes are
-serialised without locks; `BEGIN IMMEDIATE` keeps a second process on the
-same file from interleaving. WAL with `synchronous=NORMAL`: a committed
-change survives the server process dying (SIGKILL, the OOM killer, a bug);
-only a power loss or a kernel crash may take the last ones back, which is
-left to the host's own durability rather than an fsync on every commit.
+"""The SQLite file behind `memfs serve`: its one schema, its clock and its
+write transactions. One connection, on the one event-loop thread; `BEGIN
+IMMEDIATE` keeps a second process from interleaving. WAL with
+`synchronous=NORMAL`: a commit survives the process dying, and only a power
+loss or a kernel crash may take the last ones back.
 """
 
 from __future__ import annotations
@@ -101,13 +97,8 @@ _STORED_TIMESTAMP = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 
 def new_id(prefix: str) -> str:
-    """`prefix_` plus 24 random base62 characters."""
-    number = int.from_bytes(secrets.token_bytes(18), "big")
-    digits = []
-    for _ in range(24):
-        number, digit = divmod(number, 62)
-        digits.append(_ID_ALPHABET[digit])
-    return prefix + "_" + "".join(digits)
+    """`prefix_` plus 24 random letters and digits."""
+    return prefix + "_" + "".join(secrets.choice(_ID_ALPHABET) for _ in range(24))
 
 
 def format_timestamp(moment: datetime) -> str:

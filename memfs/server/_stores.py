@@ -1,6 +1,5 @@
 """Memory stores: their rows and their life (created, changed, archived,
-deleted), and the rule a change to a store's memories checks first: the
-store exists and is not archived.
+deleted).
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
-"""The contract's rules for the values a request carries, checked before any
-write (content, paths, names, descriptions, metadata, timestamps), and the
-pages of a listing (`limit` and the `page` cursors). Each refusal is a 400
-`InvalidRequest` (413 `RequestTooLarge` for content past the limit) whose
-sentence names the field and the rule.
-
-A cursor is the sort key of a page's last item, as URL-safe base64 of a JSON
-list; the next page is a keyset query after it, so pages stay stable while
-writes happen. A cursor the server did not make is a 400, never a query with
-odd values.
+"""The rules for the values a request carries, and the pages of a listing:
+`limit`, and `page` cursors (the last item's sort key, as base64 of JSON, so
+that pages stay stable while writes happen). Each refusal is a 400
+`InvalidRequest` naming the field and the rule (413 for content too large).
 """
 
 from __future__ import annotations
