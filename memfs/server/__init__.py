@@ -9,11 +9,4 @@ from ._app import MemoryStoreApp
 from ._auth import Grant, parse_tokens
 from ._serve import TOKEN_ENV, default_db_path, serve
 
-__all__ = [
-    "Grant",
-    "MemoryStoreApp",
-    "TOKEN_ENV",
-    "default_db_path",
-    "parse_tokens",
-    "serve",
-]
+__all__ = ["Grant", "MemoryStoreApp", "TOKEN_ENV", "default_db_path", "parse_tokens", "serve"]

@@ -27,7 +27,7 @@ from .._exceptions import (
     StatusError,
 )
 from ..api import View, normalize_prefix
-from ._auth import Caller, Grant, authenticate, grants
+from ._auth import Caller, Grant, authenticate
 from ._db import Database
 from ._http import (
     check_headers,
@@ -52,39 +52,44 @@ class MemoryStoreApp:
         """`tokens` maps each accepted token to its `Grant` (a bare store set
         or None stands for `Grant(stores)`)."""
         self.db = db
-        self.tokens = grants(tokens)
+        self.tokens = {t: g if isinstance(g, Grant) else Grant(g) for t, g in tokens.items()}
         s = "/v1/memory_stores"
         m = s + "/{sid}/memories"
         v = s + "/{sid}/memory_versions"
         n = "/v1/sessions"
         r = n + "/{session_id}/resources"
-        table: list[tuple[str, str, Handler]] = [
-            ("POST", s, self.create_store),
-            ("GET", s, self.list_stores),
-            ("GET", s + "/{sid}", self.get_store),
-            ("POST", s + "/{sid}", self.update_store),
-            ("DELETE", s + "/{sid}", self.delete_store),
-            ("POST", s + "/{sid}/archive", self.archive_store),
-            ("POST", m, self.create_memory),
-            ("GET", m, self.list_memories),
-            ("GET", m + "/{mid}", self.get_memory),
-            ("POST", m + "/{mid}", self.update_memory),
-            ("DELETE", m + "/{mid}", self.delete_memory),
-            ("GET", v, self.list_versions),
-            ("GET", v + "/{vid}", self.get_version),
-            ("POST", v + "/{vid}/redact", self.redact_version),
-            ("POST", n, self.create_session),
-            ("GET", n + "/{session_id}", self.get_session),
-            ("DELETE", n + "/{session_id}", self.delete_session),
-            ("POST", n + "/{session_id}/status", self.set_session_status),
-            ("GET", r, self.list_resources),
-            ("POST", r, self.add_resource),
-            ("GET", r + "/{resource_id}", self.get_resource),
-            ("DELETE", r + "/{resource_id}", self.delete_resource),
+        table: list[tuple[str, str, Handler, str | None]] = [
+            ("POST", s, self.create_store, "create memory stores"),
+            ("GET", s, self.list_stores, "list memory stores"),
+            ("GET", s + "/{sid}", self.get_store, None),
+            ("POST", s + "/{sid}", self.update_store, "change memory stores"),
+            ("DELETE", s + "/{sid}", self.delete_store, "delete memory stores"),
+            ("POST", s + "/{sid}/archive", self.archive_store, "archive memory stores"),
+            ("POST", m, self.create_memory, None),
+            ("GET", m, self.list_memories, None),
+            ("GET", m + "/{mid}", self.get_memory, None),
+            ("POST", m + "/{mid}", self.update_memory, None),
+            ("DELETE", m + "/{mid}", self.delete_memory, None),
+            ("GET", v, self.list_versions, None),
+            ("GET", v + "/{vid}", self.get_version, None),
+            ("POST", v + "/{vid}/redact", self.redact_version, None),
+            ("POST", n, self.create_session, "create sessions"),
+            ("GET", n + "/{session_id}", self.get_session, None),
+            ("DELETE", n + "/{session_id}", self.delete_session, "delete sessions"),
+            ("POST", n + "/{session_id}/status", self.set_session_status, "set a session's status"),
+            ("GET", r, self.list_resources, None),
+            ("POST", r, self.add_resource, "attach memory stores to sessions"),
+            ("GET", r + "/{resource_id}", self.get_resource, None),
+            (
+                "DELETE",
+                r + "/{resource_id}",
+                self.delete_resource,
+                "detach memory stores from sessions",
+            ),
         ]
         routes = [
-            Route(path, self._endpoint(handler, path.startswith(n)), methods=[method])
-            for method, path, handler in table
+            Route(path, self._endpoint(handler, not_for_sessions), methods=[method])
+            for method, path, handler, not_for_sessions in table
         ]
         self.app = Starlette(
             routes=routes,
@@ -106,14 +111,16 @@ class MemoryStoreApp:
         await self.app(scope, receive, send)
 
     def _endpoint(
-        self, handler: Handler, sessions: bool
+        self, handler: Handler, not_for_sessions: str | None
     ) -> Callable[[Request], Awaitable[Response]]:
-        """The endpoint running `handler`; `sessions`: a session endpoint,
-        which carries the Managed Agents beta."""
+        """The endpoint running `handler`, which a sessions token may not call
+        when `not_for_sessions` says what it cannot do."""
 
         async def endpoint(request: Request) -> Response:
-            caller = authenticate(request.headers, self.tokens, self.db.sessions.grant_for)
-            check_headers(request, sessions)
+            caller = authenticate(request.headers, self.tokens, self.db.sessions.caller_for)
+            check_headers(request, sessions=request.url.path.startswith("/v1/sessions"))
+            if not_for_sessions:
+                caller.check_not_session(not_for_sessions)
             return json_response(200, await handler(request, caller), new_request_id())
 
         return endpoint
@@ -153,7 +160,6 @@ class MemoryStoreApp:
     # -- stores --------------------------------------------------------------
 
     async def create_store(self, request: Request, caller: Caller) -> dict[str, Any]:
-        caller.check_not_session("create memory stores")
         if caller.allowed is not None:
             raise PermissionDenied(
                 "these credentials are limited to some stores and cannot create one"
@@ -161,7 +167,6 @@ class MemoryStoreApp:
         return self.db.stores.create(await json_body(request))
 
     async def list_stores(self, request: Request, caller: Caller) -> dict[str, Any]:
-        caller.check_not_session("list memory stores")
         archived = query_bool(request, "include_archived")
         return self.db.stores.list(request.query_params, archived, caller.allowed)
 
@@ -169,18 +174,15 @@ class MemoryStoreApp:
         return self.db.stores.get(_store_of(request, caller))
 
     async def update_store(self, request: Request, caller: Caller) -> dict[str, Any]:
-        caller.check_not_session("change memory stores")
         sid = _store_of(request, caller)
         return self.db.stores.update(sid, await json_body(request))
 
     async def archive_store(self, request: Request, caller: Caller) -> dict[str, Any]:
-        caller.check_not_session("archive memory stores")
         sid = _store_of(request, caller)
         await json_body(request)
         return self.db.stores.archive(sid)
 
     async def delete_store(self, request: Request, caller: Caller) -> dict[str, Any]:
-        caller.check_not_session("delete memory stores")
         return self.db.stores.delete(_store_of(request, caller))
 
     # -- memories and versions ---------------------------------------------
@@ -239,7 +241,6 @@ class MemoryStoreApp:
 
     async def create_session(self, request: Request, caller: Caller) -> dict[str, Any]:
         """The new session, and (in this answer only) its `sessions_token`."""
-        caller.check_not_session("create sessions")
         body = await json_body(request)
         session, token = self.db.sessions.create(body, caller.check_store, caller.token_id)
         return {**session, "sessions_token": token}
@@ -248,11 +249,9 @@ class MemoryStoreApp:
         return self.db.sessions.get(self._session_of(request, caller))
 
     async def delete_session(self, request: Request, caller: Caller) -> dict[str, Any]:
-        caller.check_not_session("delete sessions")
         return self.db.sessions.delete(self._session_of(request, caller))
 
     async def set_session_status(self, request: Request, caller: Caller) -> dict[str, Any]:
-        caller.check_not_session("set a session's status")
         session_id = self._session_of(request, caller)
         return self.db.sessions.set_status(session_id, await json_body(request))
 
@@ -265,13 +264,11 @@ class MemoryStoreApp:
         return self.db.sessions.get_resource(session_id, request.path_params["resource_id"])
 
     async def add_resource(self, request: Request, caller: Caller) -> dict[str, Any]:
-        caller.check_not_session("attach memory stores to sessions")
         session_id = self._session_of(request, caller)
         body = await json_body(request)
         return self.db.sessions.add_resource(session_id, body, caller.check_store)
 
     async def delete_resource(self, request: Request, caller: Caller) -> dict[str, Any]:
-        caller.check_not_session("detach memory stores from sessions")
         session_id = self._session_of(request, caller)
         return self.db.sessions.delete_resource(session_id, request.path_params["resource_id"])
 

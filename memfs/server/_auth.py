@@ -96,16 +96,6 @@ def actor_for(token: str, grant: Grant) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
-class SessionGrant:
-    """What a sessions token reaches: its session, the stores attached to it
-    now, and which of them are attached read-only."""
-
-    session_id: str
-    stores: frozenset[str]
-    read_only: frozenset[str]
-
-
-@dataclass(frozen=True)
 class Caller:
     """Who is asking: the actor recorded on versions and the stores they may
     touch; for a sessions token, its session and the stores it may only read;
@@ -166,22 +156,14 @@ class Caller:
             self.check_store(store_id)
 
 
-def grants(tokens: Mapping[str, Grant | frozenset[str] | None]) -> dict[str, Grant]:
-    """Each accepted token's `Grant`; a bare store set or None stands for `Grant(stores)`."""
-    return {
-        token: grant if isinstance(grant, Grant) else Grant(grant)
-        for token, grant in tokens.items()
-    }
-
-
 def authenticate(
     headers: Mapping[str, str],
     table: Mapping[str, Grant],
-    sessions: Callable[[str], SessionGrant | None],
+    sessions: Callable[[str], Caller | None],
 ) -> Caller:
     """The caller a request's `Authorization: Bearer` or `x-api-key` header
-    names: a token of the table, else (as a bearer token only) a session's
-    token that `sessions` finds; 401 otherwise."""
+    names: a token of the table, else (as a bearer token only) the session
+    whose token it is; 401 otherwise."""
     token, bearer = headers.get("x-api-key"), False
     kind, _, value = (headers.get("authorization") or "").partition(" ")
     if kind.lower() == "bearer" and value.strip():
@@ -193,8 +175,7 @@ def authenticate(
     grant = table.get(token)
     if grant is not None:
         return Caller(actor_for(token, grant), grant.stores, token_id=_token_digest(token))
-    found = sessions(token) if bearer else None
-    if found is None:
+    caller = sessions(token) if bearer else None
+    if caller is None:
         raise AuthenticationFailed("invalid credentials: this token is not accepted")
-    actor = {"type": ActorType.SESSION.value, "session_id": found.session_id}
-    return Caller(actor, found.stores, found.session_id, found.read_only)
+    return caller

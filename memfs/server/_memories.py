@@ -14,7 +14,6 @@ from typing import Any
 from .._exceptions import InvalidRequest, PathConflict, PreconditionFailed
 from ..api import VersionOperation, content_sha256, is_ancestor
 from ._sqlite import SQLiteFile, new_id
-from ._stores import Stores
 from ._values import (
     check_content,
     check_limit,
@@ -81,9 +80,8 @@ def _expected_sha(precondition: Any) -> str | None:
 class Memories:
     """The `memories` and `versions` tables."""
 
-    def __init__(self, db: SQLiteFile, stores: Stores, *, max_memories: int) -> None:
+    def __init__(self, db: SQLiteFile, *, max_memories: int) -> None:
         self.db = db
-        self.stores = stores
         self.max_memories = max_memories
 
     def _row(self, table: str, store_id: str, row_id: str) -> sqlite3.Row:
@@ -156,13 +154,13 @@ class Memories:
     def create(
         self, store_id: str, body: dict[str, Any], actor: dict[str, str], full: bool
     ) -> dict[str, Any]:
-        self.stores.row(store_id)
+        self.db.store(store_id)
         path = check_path(body.get("path"))
         if "content" not in body:
             raise InvalidRequest("content is required (it may be the empty string)")
         content, data = check_content(body["content"])
         with self.db.transaction(f"the new memory at {path}"):
-            self.stores.writable(store_id)
+            self.db.store(store_id, writable=True)
             count = self.db.one("SELECT count(*) FROM memories WHERE store_id = ?", (store_id,))
             if count is not None and count[0] >= self.max_memories:
                 raise InvalidRequest(
@@ -184,7 +182,7 @@ class Memories:
             return memory_json(self._row("memories", store_id, memory_id), full)
 
     def get(self, store_id: str, memory_id: str, full: bool) -> dict[str, Any]:
-        self.stores.row(store_id)
+        self.db.store(store_id)
         return memory_json(self._row("memories", store_id, memory_id), full)
 
     def update(
@@ -192,7 +190,7 @@ class Memories:
     ) -> dict[str, Any]:
         """Move the memory to `path`, replace its `content`, or both; with a
         precondition, only while the stored content has that sha."""
-        self.stores.row(store_id)
+        self.db.store(store_id)
         self._row("memories", store_id, memory_id)
         if body.get("path") is None and body.get("content") is None:
             raise InvalidRequest("an update needs content or path (or both)")
@@ -200,7 +198,7 @@ class Memories:
         new_content = check_content(body["content"]) if body.get("content") is not None else None
         expected = _expected_sha(body.get("precondition"))
         with self.db.transaction(f"the change to memory {memory_id}"):
-            self.stores.writable(store_id)
+            self.db.store(store_id, writable=True)
             row = self._row("memories", store_id, memory_id)
             path = new_path or row["path"]
             state = (row["content"], row["content_sha256"], row["content_size_bytes"])
@@ -230,7 +228,7 @@ class Memories:
     ) -> dict[str, Any]:
         """Delete the memory; an archived store's memories may be deleted too."""
         with self.db.transaction(f"deleting memory {memory_id}"):
-            self.stores.row(store_id)
+            self.db.store(store_id)
             row = self._row("memories", store_id, memory_id)
             if expected_sha is not None and expected_sha.lower() != row["content_sha256"]:
                 raise PreconditionFailed(
@@ -250,7 +248,7 @@ class Memories:
         """Memories under `prefix` in path order. At depth 1 each subfolder is
         one `memory_prefix` item, in the place its path sorts to; the cursor is
         the last item's path and whether it was a folder."""
-        self.stores.row(store_id)
+        self.db.store(store_id)
         limit = check_limit(query.get("limit"), full)
         start, op = prefix, ">="
         if query.get("page"):
@@ -285,7 +283,7 @@ class Memories:
         """Versions newest first, filtered as the query asks: `memory_id`,
         `operation`, and `session_id`, `api_key_id` or `service_account_id`
         (the id in `created_by`); every filter given must hold."""
-        self.stores.row(store_id)
+        self.db.store(store_id)
         limit = check_limit(query.get("limit"), full)
         sql = "SELECT * FROM versions WHERE store_id = ?"
         params: list[Any] = [store_id]
@@ -306,7 +304,7 @@ class Memories:
         )
 
     def get_version(self, store_id: str, version_id: str, full: bool) -> dict[str, Any]:
-        self.stores.row(store_id)
+        self.db.store(store_id)
         return version_json(self._row("versions", store_id, version_id), full)
 
     def redact_version(
@@ -314,7 +312,7 @@ class Memories:
     ) -> dict[str, Any]:
         """Empty the version's content and path once; redacting it again changes nothing."""
         with self.db.transaction(f"redacting version {version_id}"):
-            self.stores.row(store_id)
+            self.db.store(store_id)
             row = self._row("versions", store_id, version_id)
             head = self.db.one(
                 "SELECT 1 FROM memories WHERE id = ? AND version_id = ?",

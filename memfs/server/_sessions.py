@@ -16,10 +16,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .._exceptions import InvalidRequest
-from ..api import ACCESS_READ_ONLY, ACCESS_READ_WRITE, MAX_STORES_PER_SESSION, slugify
-from ._auth import SessionGrant
+from ..api import ACCESS_READ_ONLY, ACCESS_READ_WRITE, MAX_STORES_PER_SESSION, ActorType, slugify
+from ._auth import Caller
 from ._sqlite import SQLiteFile, new_id
-from ._stores import Stores
 from ._values import apply_metadata, check_limit, decode_cursor, encode_cursor
 
 SESSIONS_TOKEN_PREFIX = "memfs_sesstok_"
@@ -142,12 +141,12 @@ def _parse_attach(item: Any, where: str) -> _Attach:
 class Sessions:
     """The `sessions` and `session_resources` tables."""
 
-    def __init__(self, db: SQLiteFile, stores: Stores) -> None:
+    def __init__(self, db: SQLiteFile) -> None:
         self.db = db
-        self.stores = stores
 
-    def grant_for(self, token: str) -> SessionGrant | None:
-        """What a sessions token reaches now; None when no live session has it."""
+    def caller_for(self, token: str) -> Caller | None:
+        """The caller a sessions token is, reaching its session's stores as
+        they are attached now; None when no live session has it."""
         rows = self.db.all(
             "SELECT s.id AS session_id, r.store_id, r.access FROM sessions AS s"
             " LEFT JOIN session_resources AS r ON r.session_id = s.id"
@@ -158,7 +157,8 @@ class Sessions:
             return None
         stores = frozenset(r["store_id"] for r in rows if r["store_id"] is not None)
         read_only = frozenset(r["store_id"] for r in rows if r["access"] == ACCESS_READ_ONLY)
-        return SessionGrant(rows[0]["session_id"], stores, read_only)
+        actor = {"type": ActorType.SESSION.value, "session_id": rows[0]["session_id"]}
+        return Caller(actor, stores, rows[0]["session_id"], read_only)
 
     def _row(self, session_id: str) -> sqlite3.Row:
         return self.db.row(
@@ -268,7 +268,7 @@ class Sessions:
         """Insert one resource, inside the caller's transaction; its id. Its
         `mount_path` is the one asked for, else `/mnt/memory/<slug of the
         store's name>`, with `-2`, `-3`... when the session has that one."""
-        store = self.stores.row(attach.store_id)
+        store = self.db.store(attach.store_id)
         rows = self._resource_rows(session_id)
         if any(r["store_id"] == attach.store_id for r in rows):
             raise InvalidRequest(

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from .._exceptions import Conflict, NotFound
+from .._exceptions import Conflict, InvalidRequest, NotFound
 
 SCHEMA: tuple[str, ...] = (
     """CREATE TABLE stores (
@@ -135,7 +135,23 @@ class SQLiteFile:
         self.conn.execute("PRAGMA busy_timeout=10000")
         self.conn.execute("PRAGMA foreign_keys=OFF")
         with self.transaction("the schema"):
-            self._create_or_check()
+            # A new, empty file gets the tables; one of another version is refused.
+            version = int(self.conn.execute("PRAGMA user_version").fetchone()[0])
+            if version > SCHEMA_VERSION:
+                raise sqlite3.DatabaseError(
+                    f"its schema is version {version}; this memfs serve knows up to"
+                    f" {SCHEMA_VERSION}: run a newer memfs"
+                )
+            if version < SCHEMA_VERSION:
+                if self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                    raise sqlite3.DatabaseError(
+                        f"its schema is version {version}, an older layout this memfs serve"
+                        " does not read (it holds no released memfs's data): move the file"
+                        " aside and start again"
+                    )
+                for statement in SCHEMA:
+                    self.conn.execute(statement)
+                self.conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         row = self.conn.execute(
             "SELECT max(t) FROM (SELECT max(created_at) AS t FROM versions"
             " UNION ALL SELECT max(updated_at) FROM stores"
@@ -143,26 +159,6 @@ class SQLiteFile:
             " UNION ALL SELECT max(updated_at) FROM session_resources)"
         ).fetchone()
         self._last_time: str = row[0] or ""
-
-    def _create_or_check(self) -> None:
-        """Create the tables in a new, empty file; refuse a file of another
-        schema version in one sentence."""
-        version = int(self.conn.execute("PRAGMA user_version").fetchone()[0])
-        if version > SCHEMA_VERSION:
-            raise sqlite3.DatabaseError(
-                f"its schema is version {version}; this memfs serve knows up to"
-                f" {SCHEMA_VERSION}: run a newer memfs"
-            )
-        if version < SCHEMA_VERSION:
-            if self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
-                raise sqlite3.DatabaseError(
-                    f"its schema is version {version}, an older layout this memfs serve"
-                    " does not read (it holds no released memfs's data): move the file"
-                    " aside and start again"
-                )
-            for statement in SCHEMA:
-                self.conn.execute(statement)
-            self.conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def close(self) -> None:
         self.conn.close()
@@ -176,6 +172,19 @@ class SQLiteFile:
         row = self.one(sql, params)
         if row is None:
             raise NotFound(missing)
+        return row
+
+    def store(self, store_id: str, *, writable: bool = False) -> sqlite3.Row:
+        """A store's row; 404 when there is none. `writable`: 400 when it is
+        archived, the rule of creating and updating memories (deleting them
+        and redacting versions stay allowed)."""
+        row = self.row(
+            "SELECT * FROM stores WHERE id = ?",
+            (store_id,),
+            f"no memory store with id {store_id!r}",
+        )
+        if writable and row["archived_at"] is not None:
+            raise InvalidRequest(f"memory store {store_id} is archived and cannot be changed")
         return row
 
     def all(self, sql: str, params: Any = ()) -> list[sqlite3.Row]:
