@@ -49,8 +49,7 @@ class MemoryStoreApp:
     """The HTTP side: routes, headers, credentials and the error envelope."""
 
     def __init__(self, db: Database, tokens: Mapping[str, Grant | frozenset[str] | None]) -> None:
-        """`tokens` maps each accepted token to its `Grant` (a bare store set
-        or None stands for `Grant(stores)`)."""
+        """`tokens`: each accepted token's `Grant` (or the stores it is limited to)."""
         self.db = db
         self.tokens = {t: g if isinstance(g, Grant) else Grant(g) for t, g in tokens.items()}
         s = "/v1/memory_stores"
@@ -95,6 +94,7 @@ class MemoryStoreApp:
             routes=routes,
             exception_handlers={
                 StatusError: self._refused,
+                InvalidPath: self._refused,
                 ClientDisconnect: self._refused,
                 HTTPException: self._refused,
                 Exception: self._crash,
@@ -126,14 +126,16 @@ class MemoryStoreApp:
         return endpoint
 
     async def _refused(self, request: Request, exc: Exception) -> Response:
-        """A refusal in the envelope: the contract's, Starlette's own (no such
-        route, method not allowed), or a body that did not come whole."""
+        """A refusal in the envelope: the contract's, a path's, Starlette's own
+        (no such route, method not allowed), or a body that did not come whole."""
         error: Exception = exc
         headers: dict[str, str] | None = None
         where = request.url.path
         if isinstance(exc, RequestTooLarge):
             # The rest of the body is never read: the connection ends with this answer.
             headers = {"connection": "close"}
+        elif isinstance(exc, InvalidPath):
+            error = InvalidRequest(str(exc))
         elif isinstance(exc, ClientDisconnect):
             # The client left, or was dropped, mid-body: this answer goes nowhere.
             error = InvalidRequest("the request body did not come whole")
@@ -156,8 +158,6 @@ class MemoryStoreApp:
             extra={"event": "server_error"},
         )
         return error_response(ServerError("internal server error"), new_request_id())
-
-    # -- stores --------------------------------------------------------------
 
     async def create_store(self, request: Request, caller: Caller) -> dict[str, Any]:
         if caller.allowed is not None:
@@ -185,8 +185,6 @@ class MemoryStoreApp:
     async def delete_store(self, request: Request, caller: Caller) -> dict[str, Any]:
         return self.db.stores.delete(_store_of(request, caller))
 
-    # -- memories and versions ---------------------------------------------
-
     async def create_memory(self, request: Request, caller: Caller) -> dict[str, Any]:
         sid = _store_of(request, caller, write=True)
         full = full_view(request, View.BASIC)
@@ -194,10 +192,7 @@ class MemoryStoreApp:
 
     async def list_memories(self, request: Request, caller: Caller) -> dict[str, Any]:
         sid = _store_of(request, caller)
-        try:
-            prefix = normalize_prefix(request.query_params.get("path_prefix") or "/")
-        except InvalidPath as e:
-            raise InvalidRequest(str(e))
+        prefix = normalize_prefix(request.query_params.get("path_prefix") or "/")
         depth = int(query_choice(request, "depth", ("0", "1"), "0"))
         full = full_view(request, View.BASIC)
         return self.db.memories.list(sid, prefix, depth, full, request.query_params)
@@ -230,8 +225,6 @@ class MemoryStoreApp:
         sid = _store_of(request, caller, write=True)
         await json_body(request)
         return self.db.memories.redact_version(sid, request.path_params["vid"], caller.actor)
-
-    # -- sessions: an API key manages them, a sessions token reads its own -----
 
     def _session_of(self, request: Request, caller: Caller) -> str:
         """The session a request names, once the caller may see it (else 403)."""

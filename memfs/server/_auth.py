@@ -20,9 +20,8 @@ _USER_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 @dataclass(frozen=True)
 class Grant:
-    """What one accepted token may do: `stores` it is limited to (None: every
-    store), and the `user` or `service_account` it acts as (neither: an API
-    key)."""
+    """One accepted token: the `stores` it is limited to (None: every store),
+    the `user` or `service_account` it acts as (neither: an API key)."""
 
     stores: frozenset[str] | None = None
     user: str | None = None
@@ -32,26 +31,21 @@ class Grant:
 def _split_actor(token: str) -> tuple[str, Grant]:
     """`user:NAME:TOKEN` and `service_account:NAME:TOKEN` → (TOKEN, a grant
     acting as NAME); any other token → (token, an API key's grant)."""
-    for prefix, what in (("user:", "user"), ("service_account:", "service account")):
-        if not token.startswith(prefix):
-            continue
-        name, colon, secret = token[len(prefix) :].partition(":")
-        if not colon or not secret or not _USER_NAME.fullmatch(name):
-            raise ConfigError(
-                f"a {what} token is written {prefix}NAME:TOKEN, NAME being 1 to 64 of"
-                " A-Z a-z 0-9 . _ -"
-            )
-        if prefix == "user:":
-            return secret, Grant(user=name)
-        return secret, Grant(service_account=name)
-    return token, Grant()
+    kind, colon, rest = token.partition(":")
+    if not colon or kind not in ("user", "service_account"):
+        return token, Grant()
+    name, colon, secret = rest.partition(":")
+    if not colon or not secret or not _USER_NAME.fullmatch(name):
+        raise ConfigError(
+            f"a {kind.replace('_', ' ')} token is written {kind}:NAME:TOKEN, NAME being 1 to 64"
+            " of A-Z a-z 0-9 . _ -"
+        )
+    return secret, Grant(user=name) if kind == "user" else Grant(service_account=name)
 
 
 def parse_tokens(entries: Iterable[str]) -> dict[str, Grant]:
-    """Token table from `--token` values and `MEMFS_SERVE_TOKEN` pieces: each
-    entry `TOKEN` or `TOKEN@STORE_ID[,STORE_ID...]`, TOKEN perhaps
-    `user:NAME:TOKEN` or `service_account:NAME:TOKEN`. Entries may be
-    comma-separated; a `memstore_` piece after a limited token adds to its
+    """Token table from `--token` values and `MEMFS_SERVE_TOKEN` pieces
+    (docs/serve.md): a `memstore_` piece after a limited token adds to its
     stores."""
     table: dict[str, Grant] = {}
     last_limited: str | None = None
@@ -97,10 +91,9 @@ def actor_for(token: str, grant: Grant) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Caller:
-    """Who is asking: the actor recorded on versions and the stores they may
-    touch; for a sessions token, its session and the stores it may only read;
-    for a token of the table, `token_id` (`_token_digest`), recorded on the
-    sessions it creates."""
+    """Who is asking: the actor recorded on versions, the stores they may
+    touch; a sessions token's session and the stores it may only read; a
+    table token's `token_id`, recorded on the sessions it creates."""
 
     actor: dict[str, str]
     allowed: frozenset[str] | None

@@ -25,15 +25,12 @@ Peer = tuple[str, int]
 
 
 class ClientLimits:
-    """The ASGI app, with each request's waits on its client recorded, and
-    the connections swept every `SWEEP_INTERVAL` seconds: one with no
-    request in flight for `head_timeout` seconds is closed, one whose
-    request has waited on its client for `client_timeout` seconds is reset.
-
-    A connection is known by its client's address, seen through the
-    process's own descriptors (uvicorn's public API does not show them). The
-    sweep runs on the event loop, the only thread that opens or closes them,
-    so a descriptor it sees is the connection it names until it returns."""
+    """The ASGI app, each request's waits on its client recorded, and the
+    connections, seen through the process's own descriptors (uvicorn's
+    public API does not show them), swept on the event loop, the only thread
+    that opens or closes them: one with no request in flight for
+    `head_timeout` seconds is closed, one whose request has waited on its
+    client for `client_timeout` seconds is reset."""
 
     SWEEP_INTERVAL = 0.5
     LINGER_TIMEOUT = 1.0

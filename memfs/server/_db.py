@@ -124,4 +124,4 @@ class Database:
         self.sessions = Sessions(self.file)
 
     def close(self) -> None:
-        self.file.close()
+        self.file.conn.close()

@@ -5,8 +5,8 @@ says, and the JSON answers, each with its `request-id` header.
 from __future__ import annotations
 
 import json
-import random
 import re
+import secrets
 from typing import Any
 
 from starlette.requests import Request
@@ -29,12 +29,9 @@ MAX_BODY_BYTES = 6 * MAX_CONTENT_BYTES + 64 * 1024
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
-# Request ids need to be unique, not secret.
-_request_ids = random.Random()
-
 
 def new_request_id() -> str:
-    return f"req_{_request_ids.getrandbits(96):024x}"
+    return f"req_{secrets.token_hex(12)}"
 
 
 def json_response(
@@ -76,10 +73,8 @@ def full_view(request: Request, default: View) -> bool:
 
 
 def check_headers(request: Request, sessions: bool) -> None:
-    """`anthropic-version`, when sent, must be one memfs's client or the
-    Python SDK sends. `anthropic-beta` must name exactly one of the two betas
-    of the Memory Store API, or, on the session endpoints, the Managed Agents
-    beta; other betas beside it are ignored."""
+    """The `anthropic-version` and `anthropic-beta` headers docs/serve.md
+    asks for; the session endpoints take the Managed Agents beta."""
     version = request.headers.get("anthropic-version")
     if version is not None and version.strip() not in ANTHROPIC_VERSIONS:
         raise InvalidRequest(
@@ -102,10 +97,8 @@ def check_headers(request: Request, sessions: bool) -> None:
 
 
 async def json_body(request: Request) -> dict[str, Any]:
-    """The request's JSON object; `{}` for an empty body; 400 or 413 otherwise.
-
-    The body is read as it comes and refused (413) as soon as it passes
-    `MAX_BODY_BYTES`, declared or chunked: no more than that is ever held."""
+    """The request's JSON object (`{}` for an empty body), refused (413) as
+    soon as it passes `MAX_BODY_BYTES`: no more than that is ever held."""
     too_large = RequestTooLarge(f"the request body is larger than {MAX_BODY_BYTES} bytes")
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > MAX_BODY_BYTES:

@@ -12,12 +12,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._exceptions import InvalidRequest, PathConflict, PreconditionFailed
-from ..api import VersionOperation, content_sha256, is_ancestor
+from ..api import VersionOperation, content_sha256, is_ancestor, normalize_path
 from ._sqlite import SQLiteFile, new_id
 from ._values import (
     check_content,
     check_limit,
-    check_path,
     decode_cursor,
     encode_cursor,
     time_ordered_page,
@@ -138,16 +137,7 @@ class Memories:
         self.db.run(
             "INSERT INTO versions (id, store_id, memory_id, operation, created_at, path, content,"
             " content_sha256, content_size_bytes, created_by) VALUES (?,?,?,?,?,?,?,?,?,?)",
-            (
-                version_id,
-                store_id,
-                memory_id,
-                operation.value,
-                now,
-                path,
-                *state,
-                json.dumps(actor),
-            ),
+            (version_id, store_id, memory_id, operation, now, path, *state, json.dumps(actor)),
         )
         return version_id
 
@@ -155,7 +145,7 @@ class Memories:
         self, store_id: str, body: dict[str, Any], actor: dict[str, str], full: bool
     ) -> dict[str, Any]:
         self.db.store(store_id)
-        path = check_path(body.get("path"))
+        path = normalize_path(body.get("path"))
         if "content" not in body:
             raise InvalidRequest("content is required (it may be the empty string)")
         content, data = check_content(body["content"])
@@ -194,7 +184,7 @@ class Memories:
         self._row("memories", store_id, memory_id)
         if body.get("path") is None and body.get("content") is None:
             raise InvalidRequest("an update needs content or path (or both)")
-        new_path = check_path(body["path"]) if body.get("path") is not None else None
+        new_path = normalize_path(body["path"]) if body.get("path") is not None else None
         new_content = check_content(body["content"]) if body.get("content") is not None else None
         expected = _expected_sha(body.get("precondition"))
         with self.db.transaction(f"the change to memory {memory_id}"):
@@ -280,9 +270,7 @@ class Memories:
                 return {"data": items, "next_page": None}
 
     def list_versions(self, store_id: str, full: bool, query: Mapping[str, str]) -> dict[str, Any]:
-        """Versions newest first, filtered as the query asks: `memory_id`,
-        `operation`, and `session_id`, `api_key_id` or `service_account_id`
-        (the id in `created_by`); every filter given must hold."""
+        """Versions newest first; every filter the query gives must hold."""
         self.db.store(store_id)
         limit = check_limit(query.get("limit"), full)
         sql = "SELECT * FROM versions WHERE store_id = ?"

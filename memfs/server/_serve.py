@@ -159,14 +159,10 @@ def _run(server: _Server, sock: socket.socket, limits: ClientLimits, db_path: st
 
     # uvicorn re-sends the signal that stopped it once it is done, to the
     # handler found before it started: this one, which lets serve return.
-    previous = {sig: signal.signal(sig, _ignore) for sig in (signal.SIGTERM, signal.SIGINT)}
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         with asyncio.Runner(loop_factory=server.config.get_loop_factory()) as runner:
             runner.run(main())
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-
-
-def _ignore(sig: int, frame: FrameType | None) -> None:
-    pass

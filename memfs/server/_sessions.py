@@ -161,11 +161,8 @@ class Sessions:
         return Caller(actor, stores, rows[0]["session_id"], read_only)
 
     def _row(self, session_id: str) -> sqlite3.Row:
-        return self.db.row(
-            "SELECT * FROM sessions WHERE id = ?",
-            (session_id,),
-            f"no session with id {session_id!r}",
-        )
+        missing = f"no session with id {session_id!r}"
+        return self.db.row("SELECT * FROM sessions WHERE id = ?", (session_id,), missing)
 
     def _resource_rows(self, session_id: str) -> list[sqlite3.Row]:
         return self.db.all(
@@ -218,28 +215,19 @@ class Sessions:
         if not isinstance(environment_id, str) or not environment_id:
             raise InvalidRequest("environment_id must be a non-empty string")
         title = _optional_text(body, "title", MAX_TITLE_CHARS, "")
-        metadata = apply_metadata({}, body.get("metadata"))
+        metadata = json.dumps(apply_metadata({}, body.get("metadata")))
         agent_id = _agent_json(body.get("agent"))["id"]
         for attach in wanted:
             check_store(attach.store_id)
         token = SESSIONS_TOKEN_PREFIX + secrets.token_urlsafe(32)
+        digest = token_sha256(token)
         with self.db.transaction("the new session"):
             now = self.db.now()
             session_id = new_id("sesn")
             self.db.run(
-                "INSERT INTO sessions (id, token_sha256, environment_id, title, metadata,"
-                " agent_id, created_at, updated_at, created_by_token) VALUES (?,?,?,?,?,?,?,?,?)",
-                (
-                    session_id,
-                    token_sha256(token),
-                    environment_id,
-                    title,
-                    json.dumps(metadata),
-                    agent_id,
-                    now,
-                    now,
-                    created_by,
-                ),
+                "INSERT INTO sessions (id, token_sha256, environment_id, title, metadata, agent_id,"
+                " created_at, updated_at, created_by_token) VALUES (?1,?2,?3,?4,?5,?6,?7,?7,?8)",
+                (session_id, digest, environment_id, title, metadata, agent_id, now, created_by),
             )
             for i, attach in enumerate(wanted):
                 self._attach(session_id, attach, now, f"resources[{i}]: ")
@@ -266,8 +254,7 @@ class Sessions:
 
     def _attach(self, session_id: str, attach: _Attach, now: str, where: str) -> str:
         """Insert one resource, inside the caller's transaction; its id. Its
-        `mount_path` is the one asked for, else `/mnt/memory/<slug of the
-        store's name>`, with `-2`, `-3`... when the session has that one."""
+        `mount_path` is the one asked for, else one made of the store's name."""
         store = self.db.store(attach.store_id)
         rows = self._resource_rows(session_id)
         if any(r["store_id"] == attach.store_id for r in rows):

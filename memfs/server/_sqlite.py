@@ -119,9 +119,8 @@ def _make_private_folders(folder: str) -> None:
 
 
 class SQLiteFile:
-    """The open database file. A file it creates is 0600 (SQLite gives its
-    -wal and -shm files the same mode), whatever the umask; an existing file
-    keeps its mode."""
+    """The open database file: one it creates is 0600, whatever the umask
+    (SQLite gives the -wal and -shm files the same mode)."""
 
     def __init__(self, path: str) -> None:
         _make_private_folders(os.path.dirname(os.path.abspath(path)))
@@ -159,9 +158,6 @@ class SQLiteFile:
             " UNION ALL SELECT max(updated_at) FROM session_resources)"
         ).fetchone()
         self._last_time: str = row[0] or ""
-
-    def close(self) -> None:
-        self.conn.close()
 
     def one(self, sql: str, params: Any = ()) -> sqlite3.Row | None:
         row: sqlite3.Row | None = self.conn.execute(sql, params).fetchone()
@@ -206,10 +202,9 @@ class SQLiteFile:
 
     @contextlib.contextmanager
     def transaction(self, subject: str) -> Iterator[None]:
-        """One write transaction: committed when the block ends, rolled back
-        on any error. A change SQLite refuses on a constraint (something
-        outside this server changed the file) is a 409 `Conflict` naming
-        `subject`: nothing was written, and it may succeed once retried."""
+        """One write transaction, rolled back on any error. A change SQLite
+        refuses on a constraint (something outside this server changed the
+        file) is a 409 `Conflict` naming `subject`."""
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             yield

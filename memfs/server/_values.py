@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from .._exceptions import InvalidPath, InvalidRequest, RequestTooLarge
-from ..api import MAX_CONTENT_BYTES, normalize_path
+from .._exceptions import InvalidRequest, RequestTooLarge
+from ..api import MAX_CONTENT_BYTES
 from ._sqlite import SQLiteFile, format_timestamp
 
 MAX_STORE_NAME_CHARS = 255
@@ -46,14 +46,6 @@ def check_content(content: Any) -> tuple[str, bytes]:
             f"content is {len(data)} bytes; a memory holds at most {MAX_CONTENT_BYTES} bytes"
         )
     return content, data
-
-
-def check_path(path: Any) -> str:
-    """The path in NFC, as it is stored."""
-    try:
-        return normalize_path(path)
-    except InvalidPath as e:
-        raise InvalidRequest(str(e))
 
 
 def check_store_name(name: Any) -> str:
@@ -169,10 +161,8 @@ def time_ordered_page(
     *,
     newest_first: bool = False,
 ) -> dict[str, Any]:
-    """One page of the rows `sql` keeps, ordered by (created_at, seq), with
-    the query's `created_at[gte]` and `created_at[lte]` (both ends included)
-    and `page` applied. One row more than `limit` says whether a next page
-    exists."""
+    """A page of the rows `sql` keeps, ordered by (created_at, seq), with the
+    query's `created_at[gte]`, `created_at[lte]` and `page` applied."""
     for bound, op in (("created_at[gte]", ">="), ("created_at[lte]", "<=")):
         if query.get(bound):
             sql += f" AND created_at {op} ?"
