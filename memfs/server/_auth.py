@@ -6,7 +6,6 @@ anywhere holds a token.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -70,7 +69,6 @@ def parse_tokens(entries: Iterable[str]) -> dict[str, Grant]:
     return table
 
 
-@functools.lru_cache(maxsize=1024)
 def _token_digest(token: str) -> str:
     """Names a token without revealing it, the same across restarts."""
     return hashlib.sha256(b"memfs-serve-actor\0" + token.encode()).hexdigest()[:24]

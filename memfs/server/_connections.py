@@ -29,10 +29,11 @@ class ClientLimits:
     connections, seen through the process's own descriptors (uvicorn's
     public API does not show them), swept on the event loop, the only thread
     that opens or closes them: one with no request in flight for
-    `head_timeout` seconds is closed, one whose request has waited on its
+    `HEAD_TIMEOUT` seconds is closed, one whose request has waited on its
     client for `client_timeout` seconds is reset."""
 
     SWEEP_INTERVAL = 0.5
+    HEAD_TIMEOUT = 5.0
     LINGER_TIMEOUT = 1.0
 
     def __init__(
@@ -40,13 +41,11 @@ class ClientLimits:
         app: ASGIApp,
         listener: socket.socket,
         *,
-        head_timeout: float,
         client_timeout: float,
         access_log: logging.Logger | None,
     ) -> None:
         self.app = app
         self.port = listener.getsockname()[1]
-        self.head_timeout = head_timeout
         self.client_timeout = client_timeout
         self.access_log = access_log
         self.in_flight: dict[Peer, int] = {}
@@ -98,7 +97,7 @@ class ClientLimits:
                     connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
                     _shut(connection)
                     self.dropped.add(peer)
-                elif peer not in self.in_flight and now - since > self.head_timeout:
+                elif peer not in self.in_flight and now - since > self.HEAD_TIMEOUT:
                     _shut(connection)
         self.quiet_since = seen
         self.dropped &= seen.keys()

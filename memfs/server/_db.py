@@ -13,7 +13,7 @@ from typing import Any
 from ..api import MAX_MEMORIES
 from ._memories import Memories
 from ._sessions import Sessions
-from ._sqlite import SQLiteFile, new_id
+from ._sqlite import SQLiteFile, columns, new_id
 from ._values import (
     apply_metadata,
     check_description,
@@ -27,12 +27,9 @@ def store_json(row: sqlite3.Row) -> dict[str, Any]:
     return {
         "id": row["id"],
         "type": "memory_store",
-        "name": row["name"],
-        "description": row["description"],
+        **columns(row, "name", "description"),
         "metadata": json.loads(row["metadata"]),
-        "created_at": row["created_at"],
-        "updated_at": row["updated_at"],
-        "archived_at": row["archived_at"],
+        **columns(row, "created_at", "updated_at", "archived_at"),
     }
 
 
@@ -47,12 +44,11 @@ class Stores:
         description = check_description(body.get("description"))
         metadata = apply_metadata({}, body.get("metadata"))
         with self.db.transaction("the new memory store"):
-            now = self.db.now()
-            store_id = new_id("memstore")
+            store_id, now = new_id("memstore"), self.db.now()
             self.db.run(
                 "INSERT INTO stores (id, name, description, metadata, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (store_id, name, description, json.dumps(metadata), now, now),
+                " VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
+                (store_id, name, description, json.dumps(metadata), now),
             )
             return store_json(self.db.store(store_id))
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from .._exceptions import InvalidRequest, PathConflict, PreconditionFailed
 from ..api import VersionOperation, content_sha256, is_ancestor, normalize_path
-from ._sqlite import SQLiteFile, new_id
+from ._sqlite import SQLiteFile, columns, new_id
 from ._values import (
     check_content,
     check_limit,
@@ -35,11 +35,9 @@ def memory_json(row: sqlite3.Row, full: bool) -> dict[str, Any]:
         "memory_store_id": row["store_id"],
         "path": row["path"],
         "content": row["content"] if full else None,
-        "content_sha256": row["content_sha256"],
-        "content_size_bytes": row["content_size_bytes"],
+        **columns(row, "content_sha256", "content_size_bytes"),
         "memory_version_id": row["version_id"],
-        "created_at": row["created_at"],
-        "updated_at": row["updated_at"],
+        **columns(row, "created_at", "updated_at"),
     }
 
 
@@ -49,31 +47,13 @@ def version_json(row: sqlite3.Row, full: bool) -> dict[str, Any]:
         "type": "memory_version",
         "memory_id": row["memory_id"],
         "memory_store_id": row["store_id"],
-        "operation": row["operation"],
-        "created_at": row["created_at"],
-        "path": row["path"],
+        **columns(row, "operation", "created_at", "path"),
         "content": row["content"] if full else None,
-        "content_sha256": row["content_sha256"],
-        "content_size_bytes": row["content_size_bytes"],
+        **columns(row, "content_sha256", "content_size_bytes"),
         "created_by": json.loads(row["created_by"]) if row["created_by"] else None,
         "redacted_at": row["redacted_at"],
         "redacted_by": json.loads(row["redacted_by"]) if row["redacted_by"] else None,
     }
-
-
-def _expected_sha(precondition: Any) -> str | None:
-    """The content_sha256 an update's `precondition` requires, lowercased."""
-    if precondition is None:
-        return None
-    if (
-        not isinstance(precondition, dict)
-        or precondition.get("type") != "content_sha256"
-        or not isinstance(precondition.get("content_sha256"), str)
-    ):
-        raise InvalidRequest(
-            'precondition must be {"type": "content_sha256", "content_sha256": "<hex>"}'
-        )
-    return str(precondition["content_sha256"]).lower()
 
 
 class Memories:
@@ -186,7 +166,16 @@ class Memories:
             raise InvalidRequest("an update needs content or path (or both)")
         new_path = normalize_path(body["path"]) if body.get("path") is not None else None
         new_content = check_content(body["content"]) if body.get("content") is not None else None
-        expected = _expected_sha(body.get("precondition"))
+        precondition = body.get("precondition")
+        if precondition is not None and (
+            not isinstance(precondition, dict)
+            or precondition.get("type") != "content_sha256"
+            or not isinstance(precondition.get("content_sha256"), str)
+        ):
+            raise InvalidRequest(
+                'precondition must be {"type": "content_sha256", "content_sha256": "<hex>"}'
+            )
+        expected = precondition["content_sha256"].lower() if precondition else None
         with self.db.transaction(f"the change to memory {memory_id}"):
             self.db.store(store_id, writable=True)
             row = self._row("memories", store_id, memory_id)

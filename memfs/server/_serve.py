@@ -102,7 +102,6 @@ def serve(
         app = ClientLimits(
             MemoryStoreApp(db, tokens),
             sock,
-            head_timeout=5.0,
             client_timeout=client_timeout,
             access_log=logging.getLogger("memfs.serve.access") if access_log else None,
         )

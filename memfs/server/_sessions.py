@@ -18,7 +18,7 @@ from typing import Any
 from .._exceptions import InvalidRequest
 from ..api import ACCESS_READ_ONLY, ACCESS_READ_WRITE, MAX_STORES_PER_SESSION, ActorType, slugify
 from ._auth import Caller
-from ._sqlite import SQLiteFile, new_id
+from ._sqlite import SQLiteFile, columns, new_id
 from ._values import apply_metadata, check_limit, decode_cursor, encode_cursor
 
 SESSIONS_TOKEN_PREFIX = "memfs_sesstok_"
@@ -45,13 +45,8 @@ def resource_json(row: sqlite3.Row) -> dict[str, Any]:
         "id": row["id"],
         "type": "memory_store",
         "memory_store_id": row["store_id"],
-        "access": row["access"],
-        "name": row["name"],
-        "description": row["description"],
-        "instructions": row["instructions"],
-        "mount_path": row["mount_path"],
-        "created_at": row["created_at"],
-        "updated_at": row["updated_at"],
+        **columns(row, "access", "name", "description", "instructions", "mount_path"),
+        **columns(row, "created_at", "updated_at"),
     }
 
 
@@ -176,9 +171,7 @@ class Sessions:
         return {
             "id": row["id"],
             "type": "session",
-            "status": row["status"],
-            "title": row["title"],
-            "environment_id": row["environment_id"],
+            **columns(row, "status", "title", "environment_id"),
             "metadata": json.loads(row["metadata"]),
             "resources": [resource_json(r) for r in self._resource_rows(session_id)],
             "agent": _agent_json({"id": row["agent_id"]}),
@@ -189,13 +182,11 @@ class Sessions:
             "budget": None,
             "deployment_id": None,
             "archived_at": None,
-            "created_at": row["created_at"],
-            "updated_at": row["updated_at"],
+            **columns(row, "created_at", "updated_at"),
         }
 
     def creator_and_stores(self, session_id: str) -> tuple[str | None, list[str]]:
-        """The `token_id` of the token that created the session (None when
-        not recorded) and the stores attached to it; 404 for no such session."""
+        """The `token_id` of the token that created the session, and its stores."""
         row = self._row(session_id)
         return row["created_by_token"], [r["store_id"] for r in self._resource_rows(session_id)]
 

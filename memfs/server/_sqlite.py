@@ -102,20 +102,23 @@ def new_id(prefix: str) -> str:
 
 
 def format_timestamp(moment: datetime) -> str:
-    """RFC 3339 UTC with microseconds, fixed width, so that string order is
-    time order, which the queries rely on."""
+    """RFC 3339 UTC with microseconds, fixed width: string order is time order."""
     return moment.astimezone(UTC).strftime(_STORED_TIMESTAMP)
 
 
 def _make_private_folders(folder: str) -> None:
-    """Create `folder` and its missing ancestors 0700 whatever the umask;
-    existing ones keep their mode."""
+    """Create `folder` and its missing ancestors 0700 whatever the umask."""
     if os.path.isdir(folder):
         return
     _make_private_folders(os.path.dirname(folder))
     with contextlib.suppress(FileExistsError):
         os.mkdir(folder, 0o700)
         os.chmod(folder, 0o700)
+
+
+def columns(row: sqlite3.Row, *names: str) -> dict[str, Any]:
+    """The row's values of the columns `names`, as an answer carries them."""
+    return {name: row[name] for name in names}
 
 
 class SQLiteFile:
