@@ -14,13 +14,7 @@ from typing import Any
 from .._exceptions import InvalidRequest, PathConflict, PreconditionFailed
 from ..api import VersionOperation, content_sha256, is_ancestor, normalize_path
 from ._sqlite import SQLiteFile, columns, new_id
-from ._values import (
-    check_content,
-    check_limit,
-    decode_cursor,
-    encode_cursor,
-    time_ordered_page,
-)
+from ._values import check_content, check_limit, decode_cursor, encode_cursor, time_ordered_page
 
 _BASIC_COLUMNS = (
     "id, store_id, path, NULL AS content, content_sha256, content_size_bytes,"
