@@ -1,28 +1,7 @@
-"""HTTP/1.1 for `memfs serve`: uvicorn, through its public API only
-(`uvicorn.Config`, `uvicorn.Server`), and memfs's own bounds on what a
-client may hold: `ClientLimits` around the ASGI app, `ConnectionWatch` over
-the connections.
-
-uvicorn gives, as a client sees it: keep-alive, pipelining,
-`Connection: close` and HTTP/1.0; an idle connection closed 5 s after its
-last answer; `Expect: 100-continue`; HEAD answers without a body; a 400 with
-`connection: close` for a request it cannot parse, which never reaches the
-app; the `date` header; and, past its connection count (`limit_concurrency`),
-a 503 with `connection: close` for each request.
-
-What memfs adds:
-
-- a connection with no request in flight for `head_timeout` seconds (one
-  that sends nothing, or a request head that never ends) is closed;
-- a client that stops sending a request body it began, or stops reading its
-  answer, for `client_timeout` seconds is dropped (its connection reset);
-- a request whose body the app did not read (refused at its size, or for its
-  credentials): its answer says `connection: close`, and once the answer is
-  written what the client still sends of the body is read and dropped for up
-  to `linger_timeout` seconds, so that it reads the answer rather than a
-  reset;
-- `--access-log`'s line, in the format it always had;
-- an app that fails is logged as `memfs serve` logs its own errors.
+"""What uvicorn's public API leaves to memfs in bounding what a client may
+hold (docs/serve.md, "Limits on what a client may hold": the head, body and
+send timeouts, `connection: close` and lingering after an unread body), and
+`--access-log`'s line in the format it always had.
 """
 
 from __future__ import annotations
@@ -45,39 +24,60 @@ log = logging.getLogger("memfs.serve")
 Peer = tuple[str, int]
 
 
-class ConnectionWatch:
-    """The server's connections, each known by its client's address, seen
-    through the process's own descriptors (uvicorn's public API does not
-    show them). Every `SWEEP_INTERVAL` seconds, `swept()` closes a connection
-    with no request in flight for `head_timeout` seconds, and drops (resets)
-    one whose request has waited on its client, to send its body or to read
-    its answer, for `client_timeout` seconds.
-
-    The sweep runs on the event loop, the only thread that opens or closes
-    the connections' descriptors, so a descriptor it sees is the connection
-    it names until it returns."""
+class ClientLimits:
+    """The ASGI app, each request's waits on its client recorded, and the
+    connections, seen through the process's own descriptors (uvicorn's
+    public API does not show them), swept on the event loop, the only thread
+    that opens or closes them: one with no request in flight for
+    `HEAD_TIMEOUT` seconds is closed, one whose request has waited on its
+    client for `client_timeout` seconds is reset."""
 
     SWEEP_INTERVAL = 0.5
+    HEAD_TIMEOUT = 5.0
+    LINGER_TIMEOUT = 1.0
 
     def __init__(
-        self, listener: socket.socket, *, head_timeout: float, client_timeout: float
+        self,
+        app: ASGIApp,
+        listener: socket.socket,
+        *,
+        client_timeout: float,
+        access_log: logging.Logger | None,
     ) -> None:
+        self.app = app
         self.port = listener.getsockname()[1]
-        self.head_timeout = head_timeout
         self.client_timeout = client_timeout
+        self.access_log = access_log
         self.in_flight: dict[Peer, int] = {}
         self.quiet_since: dict[Peer, float] = {}
         self.waiting_since: dict[Peer, float] = {}
         self.dropped: set[Peer] = set()
 
-    def started(self, peer: Peer) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = _Request(self, scope, receive, send)
+        peer = request.peer
         self.in_flight[peer] = self.in_flight.get(peer, 0) + 1
-
-    def ended(self, peer: Peer) -> None:
-        left = self.in_flight.pop(peer, 1) - 1
-        if left:
-            self.in_flight[peer] = left
-        self.quiet_since[peer] = time.monotonic()
+        try:
+            await self.app(scope, request.receive, request.send)
+        except Exception:
+            # The app answers and logs its own faults before it raises them again.
+            if not request.started:
+                log.exception(
+                    "internal error on %s %s",
+                    scope["method"],
+                    scope["path"],
+                    extra={"event": "server_error"},
+                )
+                response = error_response(ServerError("internal server error"), new_request_id())
+                await response(scope, request.receive, request.send)
+        finally:
+            left = self.in_flight.pop(peer, 1) - 1
+            if left:
+                self.in_flight[peer] = left
+            self.quiet_since[peer] = time.monotonic()
 
     async def run(self) -> None:
         while True:
@@ -92,19 +92,19 @@ class ConnectionWatch:
                 since = seen[peer] = self.quiet_since.get(peer, now)
                 waiting = self.waiting_since.get(peer)
                 if waiting is not None and now - waiting > self.client_timeout:
-                    # What it was sent and did not read is discarded.
+                    # A reset: what it was sent and did not read is discarded.
                     linger = struct.pack("ii", 1, 0)
                     connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
                     _shut(connection)
                     self.dropped.add(peer)
-                elif peer not in self.in_flight and now - since > self.head_timeout:
+                elif peer not in self.in_flight and now - since > self.HEAD_TIMEOUT:
                     _shut(connection)
         self.quiet_since = seen
         self.dropped &= seen.keys()
 
     def _connections(self) -> list[tuple[socket.socket, Peer]]:
-        """Each connection accepted on the listener, as a duplicate of its
-        descriptor (closing it leaves the connection open), with its peer."""
+        """Each connection accepted on the listener's port (the server
+        connects nowhere), as a duplicate of its descriptor, with its peer."""
         found = []
         for name in os.listdir("/proc/self/fd"):
             try:
@@ -114,8 +114,6 @@ class ConnectionWatch:
             except OSError:
                 continue
             try:
-                # The listener's port, whatever address it was bound to
-                # (0.0.0.0 accepts on every one); the server connects nowhere.
                 inet = connection.family in (socket.AF_INET, socket.AF_INET6)
                 ours = inet and connection.getsockname()[1] == self.port
                 peer = connection.getpeername()[:2] if ours else None
@@ -133,57 +131,21 @@ def _shut(connection: socket.socket) -> None:
         connection.shutdown(socket.SHUT_RDWR)
 
 
-class ClientLimits:
-    """The ASGI app, each request's waits on its client reported to the
-    `ConnectionWatch` (see the module's docstring)."""
-
-    def __init__(
-        self,
-        app: ASGIApp,
-        watch: ConnectionWatch,
-        *,
-        linger_timeout: float = 1.0,
-        access_log: logging.Logger | None = None,
-    ) -> None:
-        self.app = app
-        self.watch = watch
-        self.linger_timeout = linger_timeout
-        self.access_log = access_log
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        request = _Request(self, scope, receive, send)
-        self.watch.started(request.peer)
-        try:
-            await self.app(scope, request.receive, request.send)
-        except Exception:
-            log.exception(
-                "internal error on %s %s",
-                scope["method"],
-                scope["path"],
-                extra={"event": "server_error"},
-            )
-            if not request.started:
-                response = error_response(ServerError("internal server error"), new_request_id())
-                await response(scope, request.receive, request.send)
-        finally:
-            self.watch.ended(request.peer)
-
-
 class _Request:
     """One request's receive and send, as `ClientLimits` bounds them."""
 
     def __init__(self, limits: ClientLimits, scope: Scope, receive: Receive, send: Send) -> None:
         self.limits = limits
-        self.waiting = limits.watch.waiting_since
+        self.waiting = limits.waiting_since
         self.scope = scope
         client = scope.get("client") or ("", 0)
         self.peer: Peer = (str(client[0]), int(client[1]))
         self._receive = receive
         self._send = send
-        self.body_pending = _has_body(scope)
+        self.body_pending = any(
+            name == b"transfer-encoding" or (name == b"content-length" and value.strip() != b"0")
+            for name, value in scope["headers"]
+        )
         self.started = False
         self.closing = False
         self.status = 0
@@ -207,8 +169,7 @@ class _Request:
             self.status = message["status"]
             headers = list(message.get("headers", []))
             if self.body_pending:
-                # The rest of the body is never read: the connection ends with
-                # this answer, and a client must not send its next request on it.
+                # A client must not send its next request on this connection.
                 self.closing = True
                 if all(name.lower() != b"connection" for name, _ in headers):
                     headers.append((b"connection", b"close"))
@@ -227,24 +188,22 @@ class _Request:
         await self._timed_send(message)
 
     async def _timed_send(self, message: Message) -> None:
-        if self.peer in self.limits.watch.dropped:
+        if self.peer in self.limits.dropped:
             return
         self.waiting[self.peer] = time.monotonic()
         try:
             await self._send(message)
         except Exception:
-            # uvicorn may still write to a connection the watch dropped under it
+            # uvicorn may still write to a connection the sweep dropped under it
             # (a request queued behind a pipelined one): the answer goes nowhere.
-            if self.peer not in self.limits.watch.dropped:
+            if self.peer not in self.limits.dropped:
                 raise
         finally:
             self.waiting.pop(self.peer, None)
 
     async def _drain_body(self) -> None:
-        """Read and drop what the client still sends of its body, for at most
-        `linger_timeout`, so that it reads the answer rather than a reset."""
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(self.limits.linger_timeout):
+            async with asyncio.timeout(self.limits.LINGER_TIMEOUT):
                 while self.body_pending:
                     message = await self._receive()
                     if message["type"] != "http.request" or not message.get("more_body", False):
@@ -253,24 +212,16 @@ class _Request:
     def _log_access(self) -> None:
         if self.limits.access_log is None:
             return
-        scope = self.scope
-        headers = {name.lower(): value for name, value in scope["headers"]}
+        headers = {name.lower(): value for name, value in self.scope["headers"]}
         self.limits.access_log.info(
             '%s:%s - - %s "%s %s %s" %s %s "%s" "%s"',
             *self.peer,
             time.strftime("[%d/%b/%Y:%H:%M:%S %z]"),
-            scope["method"],
-            scope["path"],
-            scope["http_version"],
+            self.scope["method"],
+            self.scope["path"],
+            self.scope["http_version"],
             self.status,
             self.length,
             headers.get(b"referer", b"-").decode("latin-1"),
             headers.get(b"user-agent", b"-").decode("latin-1"),
         )
-
-
-def _has_body(scope: Scope) -> bool:
-    for name, value in scope["headers"]:
-        if name == b"transfer-encoding" or (name == b"content-length" and value.strip() != b"0"):
-            return True
-    return False

@@ -1,13 +1,12 @@
-"""The HTTP side of one request: its headers, query values and JSON body
-checked as the contract says, and the JSON answers, success or error, each
-with its `request-id` header.
+"""One request's headers, query values and JSON body, checked as the contract
+says, and the JSON answers, each with its `request-id` header.
 """
 
 from __future__ import annotations
 
 import json
-import random
 import re
+import secrets
 from typing import Any
 
 from starlette.requests import Request
@@ -23,7 +22,7 @@ from ..api import (
     View,
     error_envelope,
 )
-from ._fields import LONE_SURROGATE
+from ._values import LONE_SURROGATE
 
 # A JSON body holding the largest content, escaped at worst (\uXXXX per byte), with room to spare.
 MAX_BODY_BYTES = 6 * MAX_CONTENT_BYTES + 64 * 1024
@@ -31,21 +30,15 @@ MAX_BODY_BYTES = 6 * MAX_CONTENT_BYTES + 64 * 1024
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
-# Request ids need to be unique, not secret: 96 bits of a generator seeded
-# from the OS once, rather than a system call per answer.
-_request_ids = random.Random()
-
-
 def new_request_id() -> str:
-    return f"req_{_request_ids.getrandbits(96):024x}"
+    return f"req_{secrets.token_hex(12)}"
 
 
 def json_response(
     status: int, body: dict[str, Any], request_id: str, headers: dict[str, str] | None = None
 ) -> Response:
-    payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     return Response(
-        payload,
+        json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8"),
         status_code=status,
         media_type="application/json",
         headers={"request-id": request_id, **(headers or {})},
@@ -61,23 +54,17 @@ def error_response(
 
 def query_choice(request: Request, name: str, choices: tuple[str, ...], default: str) -> str:
     """A query value that must be one of `choices`; absent or empty is `default`."""
-    value = request.query_params.get(name)
-    if value is None or value == "":
-        return default
+    value = request.query_params.get(name) or default
     if value not in choices:
         raise InvalidRequest(f"{name} must be one of {', '.join(choices)}, not {value!r}")
     return value
 
 
 def query_bool(request: Request, name: str) -> bool:
-    value = request.query_params.get(name)
-    if value is None or value == "":
-        return False
-    if value.lower() in ("true", "1"):
-        return True
-    if value.lower() in ("false", "0"):
-        return False
-    raise InvalidRequest(f"{name} must be true or false, not {value!r}")
+    value = request.query_params.get(name) or "false"
+    if value.lower() not in ("true", "1", "false", "0"):
+        raise InvalidRequest(f"{name} must be true or false, not {value!r}")
+    return value.lower() in ("true", "1")
 
 
 def full_view(request: Request, default: View) -> bool:
@@ -85,54 +72,42 @@ def full_view(request: Request, default: View) -> bool:
     return query_choice(request, "view", tuple(View), default) == View.FULL
 
 
-def check_headers(request: Request, *, sessions: bool = False) -> None:
-    """`anthropic-version`, when sent, must be 2023-06-01 (memfs's client)
-    or 2026-10-21 (the Python SDK); a missing one is tolerated.
-    `anthropic-beta` must name exactly one of the two betas of the Memory
-    Store API, or, on the session endpoints (`sessions`), the Managed Agents
-    beta (other betas beside it are ignored)."""
-    headers = request.headers
-    version = headers.get("anthropic-version")
+def check_headers(request: Request, sessions: bool) -> None:
+    """The `anthropic-version` and `anthropic-beta` headers docs/serve.md
+    asks for; the session endpoints take the Managed Agents beta."""
+    version = request.headers.get("anthropic-version")
     if version is not None and version.strip() not in ANTHROPIC_VERSIONS:
         raise InvalidRequest(
             f"anthropic-version must be {' or '.join(ANTHROPIC_VERSIONS)}, not {version!r}"
         )
     betas = {
         item.strip()
-        for value in headers.getlist("anthropic-beta")
+        for value in request.headers.getlist("anthropic-beta")
         for item in value.split(",")
-        if item.strip()
     }
     if sessions:
         if SESSIONS_BETA not in betas:
             raise InvalidRequest(
                 f"the session endpoints need the header anthropic-beta: {SESSIONS_BETA}"
             )
-        return
-    if BETA in betas and OLD_BETA in betas:
+    elif BETA in betas and OLD_BETA in betas:
         raise InvalidRequest(f"send one anthropic-beta of {BETA} or {OLD_BETA}, not both")
-    if BETA not in betas and OLD_BETA not in betas:
+    elif BETA not in betas and OLD_BETA not in betas:
         raise InvalidRequest(f"the Memory Store API needs the header anthropic-beta: {BETA}")
 
 
 async def json_body(request: Request) -> dict[str, Any]:
-    """The request's JSON object; `{}` for an empty body; 400 or 413 otherwise.
-
-    The body is read as it comes and refused (413) as soon as it passes
-    `MAX_BODY_BYTES`, whether its length was declared or it is chunked: no
-    more than that is ever held, however much the client sends."""
+    """The request's JSON object (`{}` for an empty body), refused (413) as
+    soon as it passes `MAX_BODY_BYTES`: no more than that is ever held."""
     too_large = RequestTooLarge(f"the request body is larger than {MAX_BODY_BYTES} bytes")
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
         raise too_large
-    chunks: list[bytes] = []
-    size = 0
+    raw = bytearray()
     async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
+        raw += chunk
+        if len(raw) > MAX_BODY_BYTES:
             raise too_large
-        chunks.append(chunk)
-    raw = b"".join(chunks)
     if not raw.strip():
         return {}
     try:
@@ -157,20 +132,18 @@ async def json_body(request: Request) -> dict[str, Any]:
 
 def _field_with_lone_surrogate(body: dict[str, Any]) -> str | None:
     """The top-level field whose value (or a key or string within it) holds a
-    lone surrogate, which UTF-8 cannot encode; None when there is none. Walks
-    without recursion: the body may be nested as deep as the parser allows."""
+    lone surrogate; None when there is none. Walks without recursion: the
+    body may be nested as deep as the parser allows."""
     for field, value in body.items():
         if LONE_SURROGATE.search(field):
             return "a field name"
         stack = [value]
         while stack:
             item = stack.pop()
-            if isinstance(item, str):
-                if LONE_SURROGATE.search(item):
-                    return field
-            elif isinstance(item, dict):
-                stack.extend(item.keys())
-                stack.extend(item.values())
+            if isinstance(item, str) and LONE_SURROGATE.search(item):
+                return field
+            if isinstance(item, dict):
+                stack += [*item.keys(), *item.values()]
             elif isinstance(item, list):
-                stack.extend(item)
+                stack += item
     return None

@@ -1,9 +1,6 @@
-"""Running `memfs serve`: the database opened, the socket bound, the app
-served over HTTP/1.1 (uvicorn, with `_connections`' limits) until SIGTERM or
-SIGINT.
-
-The first line on stdout is the URL the server listens on, printed once it
-accepts connections, so a caller that reads one line knows it may connect.
+"""Running `memfs serve` on uvicorn's public API (`uvicorn.Config`,
+`uvicorn.Server`) until SIGTERM or SIGINT. The first line on stdout is the
+URL, printed once the server accepts connections.
 """
 
 from __future__ import annotations
@@ -21,35 +18,13 @@ from types import FrameType
 import uvicorn
 
 from .._exceptions import ConfigError
-from ..api import (
-    MAX_MEMORIES,
-    SERVE_DEFAULT_HOST,
-    SERVE_DEFAULT_PORT,
-    SERVE_TOKEN_ENV,
-    ActorType,
-)
+from ..api import MAX_MEMORIES, SERVE_DEFAULT_HOST, SERVE_DEFAULT_PORT, SERVE_TOKEN_ENV, ActorType
 from ._app import MemoryStoreApp
 from ._auth import Grant
-from ._connections import ClientLimits, ConnectionWatch
+from ._connections import ClientLimits
 from ._db import Database
 
-DEFAULT_HOST = SERVE_DEFAULT_HOST
-DEFAULT_PORT = SERVE_DEFAULT_PORT
 TOKEN_ENV = SERVE_TOKEN_ENV
-BACKLOG = 100
-KEEP_ALIVE_TIMEOUT = 5
-HEAD_TIMEOUT = 5.0
-GRACEFUL_TIMEOUT = 2
-
-
-def default_db_path() -> str:
-    """`$XDG_DATA_HOME/memfs/memfs.sqlite3`, XDG_DATA_HOME defaulting to ~/.local/share."""
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "share"
-    )
-    return os.path.join(base, "memfs", "memfs.sqlite3")
-
-
 DEMO_MEMORIES = {
     "/README.md": (
         "# memfs demo store\n\n"
@@ -62,27 +37,35 @@ DEMO_MEMORIES = {
 }
 
 
+def default_db_path() -> str:
+    """`$XDG_DATA_HOME/memfs/memfs.sqlite3`, XDG_DATA_HOME defaulting to ~/.local/share."""
+    base = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
+    return os.path.join(base, "memfs", "memfs.sqlite3")
+
+
+def _say(line: str) -> None:
+    sys.stderr.write(f"memfs serve: {line}\n")
+    sys.stderr.flush()
+
+
 def ensure_demo_store(db: Database, name: str) -> str:
     """The id of the first live store called `name`, created and seeded when missing."""
-    page: str | None = None
-    while True:
-        listing = db.stores.list(limit=100, page=page)
-        for store in listing["data"]:
-            if store["name"] == name:
-                return str(store["id"])
-        page = listing["next_page"]
-        if not page:
-            break
-    store = db.stores.create({"name": name, "description": "memfs demo store"})
+    row = db.file.one(
+        "SELECT id FROM stores WHERE name = ? AND archived_at IS NULL"
+        " ORDER BY created_at, seq LIMIT 1",
+        (name,),
+    )
+    if row is not None:
+        return str(row["id"])
+    store_id = str(db.stores.create({"name": name, "description": "memfs demo store"})["id"])
     actor = {"type": ActorType.API.value, "api_key_id": "apikey_memfs_demo"}
     for path, content in DEMO_MEMORIES.items():
-        db.memories.create(store["id"], {"path": path, "content": content}, actor, False)
-    return str(store["id"])
+        db.memories.create(store_id, {"path": path, "content": content}, actor, False)
+    return store_id
 
 
 def _bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -93,18 +76,11 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _url(sock: socket.socket) -> str:
-    host, port = sock.getsockname()[:2]
-    if ":" in host:
-        host = f"[{host}]"
-    return f"http://{host}:{port}"
-
-
 def serve(
     *,
     db_path: str,
-    host: str = DEFAULT_HOST,
-    port: int = DEFAULT_PORT,
+    host: str = SERVE_DEFAULT_HOST,
+    port: int = SERVE_DEFAULT_PORT,
     tokens: Mapping[str, Grant | frozenset[str] | None],
     max_memories: int = MAX_MEMORIES,
     demo_store: str | None = None,
@@ -112,9 +88,7 @@ def serve(
     max_connections: int = 512,
     client_timeout: float = 10.0,
 ) -> None:
-    """Run the server until SIGTERM or SIGINT; the first stdout line is its URL.
-    `max_connections` and `client_timeout` bound what clients may hold
-    (`_connections`)."""
+    """Run the server until SIGTERM or SIGINT; the first stdout line is its URL."""
     if not tokens:
         raise ConfigError("no token to accept")
     try:
@@ -123,14 +97,12 @@ def serve(
         raise ConfigError(f"cannot open the database {db_path}: {e}")
     try:
         if demo_store:
-            sid = ensure_demo_store(db, demo_store)
-            sys.stderr.write(f"memfs serve: demo store {demo_store}: {sid}\n")
-            sys.stderr.flush()
+            _say(f"demo store {demo_store}: {ensure_demo_store(db, demo_store)}")
         sock = _bind(host, port)
-        watch = ConnectionWatch(sock, head_timeout=HEAD_TIMEOUT, client_timeout=client_timeout)
         app = ClientLimits(
             MemoryStoreApp(db, tokens),
-            watch,
+            sock,
+            client_timeout=client_timeout,
             access_log=logging.getLogger("memfs.serve.access") if access_log else None,
         )
         config = uvicorn.Config(
@@ -144,14 +116,14 @@ def serve(
             proxy_headers=False,
             # uvicorn counts the connection asking too: N open are served, one more is not.
             limit_concurrency=max_connections + 1,
-            backlog=BACKLOG,
-            timeout_keep_alive=KEEP_ALIVE_TIMEOUT,
-            timeout_graceful_shutdown=GRACEFUL_TIMEOUT,
+            backlog=100,
+            timeout_keep_alive=5,
+            timeout_graceful_shutdown=2,
         )
         # uvicorn's own log lines (start, stop, refusals) are not memfs's:
         # what a user needs of them is in its answers.
         logging.getLogger("uvicorn.error").setLevel(logging.CRITICAL)
-        _run(_Server(config), sock, watch, db_path)
+        _run(_Server(config), sock, app, db_path)
     finally:
         db.close()
 
@@ -161,25 +133,24 @@ class _Server(uvicorn.Server):
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if not self.should_exit:
-            sys.stderr.write(f"memfs serve: {signal.Signals(sig).name}, shutting down\n")
-            sys.stderr.flush()
+            _say(f"{signal.Signals(sig).name}, shutting down")
         super().handle_exit(sig, frame)
 
 
-def _run(server: _Server, sock: socket.socket, watch: ConnectionWatch, db_path: str) -> None:
+def _run(server: _Server, sock: socket.socket, limits: ClientLimits, db_path: str) -> None:
     """Serve on `sock` until a signal; the URL is printed once uvicorn accepts."""
-    url = _url(sock)
+    host, port = sock.getsockname()[:2]
+    url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
     async def main() -> None:
         serving = asyncio.create_task(server.serve(sockets=[sock]))
-        sweeping = asyncio.create_task(watch.run())
+        sweeping = asyncio.create_task(limits.run())
         while not server.started and not serving.done():
             await asyncio.sleep(0.01)
         if server.started:
             sys.stdout.write(url + "\n")
             sys.stdout.flush()
-            sys.stderr.write(f"memfs serve: listening on {url} (database {db_path})\n")
-            sys.stderr.flush()
+            _say(f"listening on {url} (database {db_path})")
         try:
             await serving
         finally:
@@ -187,14 +158,10 @@ def _run(server: _Server, sock: socket.socket, watch: ConnectionWatch, db_path: 
 
     # uvicorn re-sends the signal that stopped it once it is done, to the
     # handler found before it started: this one, which lets serve return.
-    previous = {sig: signal.signal(sig, _ignore) for sig in (signal.SIGTERM, signal.SIGINT)}
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         with asyncio.Runner(loop_factory=server.config.get_loop_factory()) as runner:
             runner.run(main())
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-
-
-def _ignore(sig: int, frame: FrameType | None) -> None:
-    pass

@@ -1,20 +1,7 @@
-"""Sessions: the memory stores attached to each, and the sessions token minted
-for each, so that a worker's whole flow (a work item, its session, the
-session's stores) runs against one `memfs serve`.
-
-A session is created with its resources (memory stores only, at most 8) and
-answered once with a fresh sessions token; the file keeps only the token's
-SHA-256, so the token is never stored and no later answer carries it.
-Resources can be attached and detached while the session lives; deleting
-the session deletes its resources, and its token stops working at once
-(`grant_for` finds nothing). Each resource snapshots the store's name and
-description when it is attached, as the hosted API does, and has a
-`mount_path`: the one asked for, else `/mnt/memory/<slug of the name>`
-(`-2`, `-3`... when another store of the session has that path already).
-
-A session's `status` is `idle` when it is created; the hosted API moves it
-as its agent works, and here an API key sets it (`set_status`, an extension
-of `memfs serve`'s), so that a worker's flow around it can be played.
+"""Sessions, their resources (memory stores) and their tokens, so that a
+worker's whole flow runs against one `memfs serve`. A token is answered once,
+when its session is created; the file keeps only its SHA-256, and it stops
+working when the session is deleted.
 """
 
 from __future__ import annotations
@@ -23,22 +10,20 @@ import hashlib
 import json
 import secrets
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from .._exceptions import InvalidRequest
-from ..api import ACCESS_READ_ONLY, ACCESS_READ_WRITE, MAX_STORES_PER_SESSION, slugify
-from ._auth import SessionGrant
-from ._fields import apply_metadata
-from ._pages import decode_cursor, encode_cursor
-from ._sqlite import SQLiteFile, new_id
-from ._stores import Stores
+from ..api import ACCESS_READ_ONLY, ACCESS_READ_WRITE, MAX_STORES_PER_SESSION, ActorType, slugify
+from ._auth import Caller
+from ._sqlite import SQLiteFile, columns, new_id
+from ._values import apply_metadata, check_limit, decode_cursor, encode_cursor
 
 SESSIONS_TOKEN_PREFIX = "memfs_sesstok_"
-"""What every sessions token starts with: not `sk-ant-api`, so memfs's own
-client sends it as `Authorization: Bearer`, the one header it is taken in."""
+"""Not `sk-ant-api`, so that memfs's own client sends it as `Authorization:
+Bearer`, the one header it is taken in."""
 
 DEFAULT_ENVIRONMENT_ID = "env_memfs_serve"
 DEFAULT_AGENT_ID = "agent_memfs_serve"
@@ -48,21 +33,11 @@ MAX_TITLE_CHARS = 512
 MAX_MOUNT_PATH_BYTES = 4096
 MAX_RESOURCES_PAGE = 1000
 SESSION_STATUSES = ("rescheduling", "running", "idle", "terminated")
-"""The values of a session's `status`, as the hosted API names them."""
-
-CheckStore = Callable[[str], None]
-"""Raises PermissionDenied when the caller may not use that store."""
 
 
 def token_sha256(token: str) -> str:
-    """How a sessions token is kept: its SHA-256 (the token holds 256 random
-    bits, so no salt is needed to make the hash useless to a reader)."""
+    """How a sessions token is kept (it holds 256 random bits: no salt is needed)."""
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
-
-
-def _seconds_since(stamp: str) -> float:
-    started = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
-    return max(0.0, round((datetime.now(UTC) - started).total_seconds(), 3))
 
 
 def resource_json(row: sqlite3.Row) -> dict[str, Any]:
@@ -70,20 +45,14 @@ def resource_json(row: sqlite3.Row) -> dict[str, Any]:
         "id": row["id"],
         "type": "memory_store",
         "memory_store_id": row["store_id"],
-        "access": row["access"],
-        "name": row["name"],
-        "description": row["description"],
-        "instructions": row["instructions"],
-        "mount_path": row["mount_path"],
-        "created_at": row["created_at"],
-        "updated_at": row["updated_at"],
+        **columns(row, "access", "name", "description", "instructions", "mount_path"),
+        **columns(row, "created_at", "updated_at"),
     }
 
 
 def _agent_json(agent: Any) -> dict[str, Any]:
-    """The agent snapshot the SDK's session type requires. memfs serve runs
-    no agent: it keeps the id (and version) the request named, and fills the
-    rest with empty values."""
+    """The agent the SDK's session type requires: memfs serve runs none, so
+    it keeps the id (and version) the request named and empty values."""
     agent_id, version = DEFAULT_AGENT_ID, 1
     if isinstance(agent, str) and agent:
         agent_id = agent
@@ -108,11 +77,9 @@ def _agent_json(agent: Any) -> dict[str, Any]:
     }
 
 
-def _optional_text(body: dict[str, Any], key: str, limit: int, where: str) -> str | None:
+def _optional_text(body: Mapping[str, Any], key: str, limit: int, where: str) -> str | None:
     value = body.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str) or len(value) > limit:
+    if value is not None and (not isinstance(value, str) or len(value) > limit):
         raise InvalidRequest(f"{where}{key} must be a string of at most {limit} characters")
     return value
 
@@ -135,8 +102,7 @@ def _check_mount_path(value: Any, where: str) -> str | None:
 
 
 def _same_path(mount_path: str) -> str:
-    """The form two mount paths are compared in: repeated slashes are one
-    (`//x` and `/x` are one path; `.`, `..` and a trailing `/` are never kept)."""
+    """The form two mount paths are compared in: repeated slashes are one."""
     return "/" + "/".join(part for part in mount_path.split("/") if part)
 
 
@@ -160,30 +126,22 @@ def _parse_attach(item: Any, where: str) -> _Attach:
     store_id = item.get("memory_store_id")
     if not isinstance(store_id, str) or not store_id:
         raise InvalidRequest(f"{where}memory_store_id is required")
-    access = item.get("access")
-    if access is None:
-        access = ACCESS_READ_WRITE
+    access = ACCESS_READ_WRITE if item.get("access") is None else item["access"]
     if access not in (ACCESS_READ_WRITE, ACCESS_READ_ONLY):
         raise InvalidRequest(f"{where}access must be read_write or read_only")
-    return _Attach(
-        store_id=store_id,
-        access=access,
-        instructions=_optional_text(item, "instructions", MAX_INSTRUCTIONS_CHARS, where),
-        mount_path=_check_mount_path(item.get("mount_path"), where),
-    )
+    instructions = _optional_text(item, "instructions", MAX_INSTRUCTIONS_CHARS, where)
+    return _Attach(store_id, access, instructions, _check_mount_path(item.get("mount_path"), where))
 
 
 class Sessions:
     """The `sessions` and `session_resources` tables."""
 
-    def __init__(self, db: SQLiteFile, stores: Stores) -> None:
+    def __init__(self, db: SQLiteFile) -> None:
         self.db = db
-        self.stores = stores
 
-    # -- tokens ----------------------------------------------------------
-
-    def grant_for(self, token: str) -> SessionGrant | None:
-        """What a sessions token reaches now; None when no live session has it."""
+    def caller_for(self, token: str) -> Caller | None:
+        """The caller a sessions token is, reaching its session's stores as
+        they are attached now; None when no live session has it."""
         rows = self.db.all(
             "SELECT s.id AS session_id, r.store_id, r.access FROM sessions AS s"
             " LEFT JOIN session_resources AS r ON r.session_id = s.id"
@@ -194,134 +152,101 @@ class Sessions:
             return None
         stores = frozenset(r["store_id"] for r in rows if r["store_id"] is not None)
         read_only = frozenset(r["store_id"] for r in rows if r["access"] == ACCESS_READ_ONLY)
-        return SessionGrant(rows[0]["session_id"], stores, read_only)
-
-    # -- sessions --------------------------------------------------------
+        actor = {"type": ActorType.SESSION.value, "session_id": rows[0]["session_id"]}
+        return Caller(actor, stores, rows[0]["session_id"], read_only)
 
     def _row(self, session_id: str) -> sqlite3.Row:
-        return self.db.row(
-            "SELECT * FROM sessions WHERE id = ?",
-            (session_id,),
-            f"no session with id {session_id!r}",
-        )
+        missing = f"no session with id {session_id!r}"
+        return self.db.row("SELECT * FROM sessions WHERE id = ?", (session_id,), missing)
 
     def _resource_rows(self, session_id: str) -> list[sqlite3.Row]:
         return self.db.all(
             "SELECT * FROM session_resources WHERE session_id = ? ORDER BY seq", (session_id,)
         )
 
-    def _json(self, row: sqlite3.Row) -> dict[str, Any]:
+    def get(self, session_id: str) -> dict[str, Any]:
+        row = self._row(session_id)
+        started = datetime.strptime(row["created_at"], "%Y-%m-%dT%H:%M:%S.%fZ")
+        duration = (datetime.now(UTC) - started.replace(tzinfo=UTC)).total_seconds()
         return {
             "id": row["id"],
             "type": "session",
-            "status": row["status"],
-            "title": row["title"],
-            "environment_id": row["environment_id"],
+            **columns(row, "status", "title", "environment_id"),
             "metadata": json.loads(row["metadata"]),
-            "resources": [resource_json(r) for r in self._resource_rows(row["id"])],
+            "resources": [resource_json(r) for r in self._resource_rows(session_id)],
             "agent": _agent_json({"id": row["agent_id"]}),
             "vault_ids": [],
             "outcome_evaluations": [],
-            "stats": {"active_seconds": 0.0, "duration_seconds": _seconds_since(row["created_at"])},
+            "stats": {"active_seconds": 0.0, "duration_seconds": max(0.0, round(duration, 3))},
             "usage": {"input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0},
             "budget": None,
             "deployment_id": None,
             "archived_at": None,
-            "created_at": row["created_at"],
-            "updated_at": row["updated_at"],
+            **columns(row, "created_at", "updated_at"),
         }
 
     def creator_and_stores(self, session_id: str) -> tuple[str | None, list[str]]:
-        """The `token_id` of the token that created the session (None for one
-        created before they were recorded) and the stores attached to it; 404
-        when there is no such session."""
+        """The `token_id` of the token that created the session, and its stores."""
         row = self._row(session_id)
         return row["created_by_token"], [r["store_id"] for r in self._resource_rows(session_id)]
 
     def create(
-        self, body: dict[str, Any], check_store: CheckStore, created_by: str | None = None
+        self, body: dict[str, Any], check_store: Callable[[str], None], created_by: str | None
     ) -> tuple[dict[str, Any], str]:
         """A new session holding the resources asked for, recorded as created by
         the token whose `token_id` is `created_by`; its JSON and its token."""
-        raw = body.get("resources")
-        if raw is None:
-            raw = []
+        raw = [] if body.get("resources") is None else body["resources"]
         if not isinstance(raw, list):
             raise InvalidRequest("resources must be an array")
         if len(raw) > MAX_STORES_PER_SESSION:
             raise InvalidRequest(f"a session holds at most {MAX_STORES_PER_SESSION} memory stores")
         wanted = [_parse_attach(item, f"resources[{i}].") for i, item in enumerate(raw)]
         environment_id = body.get("environment_id")
-        if environment_id is None:
-            environment_id = DEFAULT_ENVIRONMENT_ID
+        environment_id = DEFAULT_ENVIRONMENT_ID if environment_id is None else environment_id
         if not isinstance(environment_id, str) or not environment_id:
             raise InvalidRequest("environment_id must be a non-empty string")
         title = _optional_text(body, "title", MAX_TITLE_CHARS, "")
-        metadata = apply_metadata({}, body.get("metadata"))
+        metadata = json.dumps(apply_metadata({}, body.get("metadata")))
         agent_id = _agent_json(body.get("agent"))["id"]
         for attach in wanted:
             check_store(attach.store_id)
         token = SESSIONS_TOKEN_PREFIX + secrets.token_urlsafe(32)
-
-        def txn() -> dict[str, Any]:
+        digest = token_sha256(token)
+        with self.db.transaction("the new session"):
             now = self.db.now()
             session_id = new_id("sesn")
             self.db.run(
-                "INSERT INTO sessions (id, token_sha256, environment_id, title, metadata,"
-                " agent_id, created_at, updated_at, created_by_token) VALUES (?,?,?,?,?,?,?,?,?)",
-                (
-                    session_id,
-                    token_sha256(token),
-                    environment_id,
-                    title,
-                    json.dumps(metadata),
-                    agent_id,
-                    now,
-                    now,
-                    created_by,
-                ),
+                "INSERT INTO sessions (id, token_sha256, environment_id, title, metadata, agent_id,"
+                " created_at, updated_at, created_by_token) VALUES (?1,?2,?3,?4,?5,?6,?7,?7,?8)",
+                (session_id, digest, environment_id, title, metadata, agent_id, now, created_by),
             )
             for i, attach in enumerate(wanted):
                 self._attach(session_id, attach, now, f"resources[{i}]: ")
-            return self._json(self._row(session_id))
-
-        return self.db.write(txn, "the new session"), token
-
-    def get(self, session_id: str) -> dict[str, Any]:
-        return self._json(self._row(session_id))
+            return self.get(session_id), token
 
     def set_status(self, session_id: str, body: dict[str, Any]) -> dict[str, Any]:
-        """Set the session's `status` to the body's; the session."""
         status = body.get("status")
         if status not in SESSION_STATUSES:
             raise InvalidRequest(f"status must be one of {', '.join(SESSION_STATUSES)}")
-
-        def txn() -> dict[str, Any]:
+        with self.db.transaction(f"setting the status of session {session_id}"):
             self._row(session_id)
             self.db.run(
                 "UPDATE sessions SET status = ?, updated_at = ? WHERE id = ?",
                 (status, self.db.now(), session_id),
             )
-            return self._json(self._row(session_id))
-
-        return self.db.write(txn, f"setting the status of session {session_id}")
+            return self.get(session_id)
 
     def delete(self, session_id: str) -> dict[str, Any]:
-        """Delete the session and its resources; its token stops working."""
-
-        def txn() -> dict[str, Any]:
+        with self.db.transaction(f"deleting session {session_id}"):
             self._row(session_id)
             self.db.run("DELETE FROM session_resources WHERE session_id = ?", (session_id,))
             self.db.run("DELETE FROM sessions WHERE id = ?", (session_id,))
             return {"id": session_id, "type": "session_deleted"}
 
-        return self.db.write(txn, f"deleting session {session_id}")
-
-    # -- resources ---------------------------------------------------------
-
     def _attach(self, session_id: str, attach: _Attach, now: str, where: str) -> str:
-        """Insert one resource (inside the caller's transaction); its id."""
-        store = self.stores.row(attach.store_id)
+        """Insert one resource, inside the caller's transaction; its id. Its
+        `mount_path` is the one asked for, else one made of the store's name."""
+        store = self.db.store(attach.store_id)
         rows = self._resource_rows(session_id)
         if any(r["store_id"] == attach.store_id for r in rows):
             raise InvalidRequest(
@@ -367,23 +292,13 @@ class Sessions:
             f"no resource {resource_id!r} in session {session_id}",
         )
 
-    def list_resources(self, session_id: str, limit: Any, page: str | None) -> dict[str, Any]:
-        """The session's resources in the order they were attached. Without a
-        `limit`, all of them (as the SDK documents); with one, 1 to 1,000 a page."""
+    def list_resources(self, session_id: str, query: Mapping[str, str]) -> dict[str, Any]:
+        """The resources in the order they were attached; without a `limit`,
+        all of them (as the SDK documents)."""
         self._row(session_id)
-        if limit is None or limit == "":
-            count = MAX_RESOURCES_PAGE
-        elif (
-            isinstance(limit, str)
-            and limit.isascii()
-            and limit.isdigit()
-            and len(limit) <= 4
-            and 1 <= int(limit) <= MAX_RESOURCES_PAGE
-        ):
-            count = int(limit)
-        else:
-            raise InvalidRequest(f"limit must be an integer from 1 to {MAX_RESOURCES_PAGE}")
-        after = decode_cursor(page, (int,))[0] if page else 0
+        limit = query.get("limit") or None
+        count = check_limit(limit, False, most=MAX_RESOURCES_PAGE, default=MAX_RESOURCES_PAGE)
+        after = decode_cursor(query["page"], (int,))[0] if query.get("page") else 0
         rows = self.db.all(
             "SELECT * FROM session_resources WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
             (session_id, after, count + 1),
@@ -396,25 +311,21 @@ class Sessions:
         return resource_json(self._resource_row(session_id, resource_id))
 
     def add_resource(
-        self, session_id: str, body: dict[str, Any], check_store: CheckStore
+        self, session_id: str, body: dict[str, Any], check_store: Callable[[str], None]
     ) -> dict[str, Any]:
         """Attach one more memory store to a live session."""
         attach = _parse_attach(body, "")
         check_store(attach.store_id)
-
-        def txn() -> dict[str, Any]:
+        with self.db.transaction(f"attaching a store to session {session_id}"):
             self._row(session_id)
             now = self.db.now()
             resource_id = self._attach(session_id, attach, now, "")
             self.db.run("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
             return resource_json(self._resource_row(session_id, resource_id))
 
-        return self.db.write(txn, f"attaching a store to session {session_id}")
-
     def delete_resource(self, session_id: str, resource_id: str) -> dict[str, Any]:
         """Detach a store: the session's token reaches it no more."""
-
-        def txn() -> dict[str, Any]:
+        with self.db.transaction(f"detaching {resource_id} from session {session_id}"):
             self._row(session_id)
             row = self._resource_row(session_id, resource_id)
             self.db.run("DELETE FROM session_resources WHERE id = ?", (row["id"],))
@@ -422,5 +333,3 @@ class Sessions:
                 "UPDATE sessions SET updated_at = ? WHERE id = ?", (self.db.now(), session_id)
             )
             return {"id": row["id"], "type": "session_resource_deleted"}
-
-        return self.db.write(txn, f"detaching {resource_id} from session {session_id}")

@@ -1,34 +1,21 @@
-"""The SQLite file behind `memfs serve`: its schema, how it is opened, its
-clock and its write transactions.
-
-One connection, synchronous on purpose: each request is a few fast
-statements, and the server runs every request on one event-loop thread, so writes
-are serialised without locks. `BEGIN IMMEDIATE` keeps a second process on the
-same file from interleaving. WAL with `synchronous=NORMAL`: a committed
-change survives the server being killed (only a power loss may take the last
-ones back), and readers never wait on the writer.
-
-"A crash of the server" means the process dying (SIGKILL, the OOM killer, a
-bug): the commit has written the change to the WAL file through the kernel
-before the answer is sent, so it is there when the file is opened again
-(tests/contract/test_server_http.py kills the server under eight writers).
-What NORMAL gives up is the machine losing power or the kernel crashing
-before it flushes the WAL; `synchronous=FULL` would fsync on every commit,
-a wait on the disk inline on the one thread that serves every request.
-A process crash is the case that happens; a host crash is left to
-the host's own durability (a journaling filesystem, backups).
+"""The SQLite file behind `memfs serve`: its one schema, its clock and its
+write transactions. One connection, on the one event-loop thread; `BEGIN
+IMMEDIATE` keeps a second process from interleaving. WAL with
+`synchronous=NORMAL`: a commit survives the process dying, and only a power
+loss or a kernel crash may take the last ones back.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
-from .._exceptions import Conflict, NotFound
+from .._exceptions import Conflict, InvalidRequest, NotFound
 
 SCHEMA: tuple[str, ...] = (
     """CREATE TABLE stores (
@@ -100,103 +87,57 @@ SCHEMA: tuple[str, ...] = (
 )""",
     """CREATE INDEX session_resources_by_store ON session_resources (store_id)""",
 )
-"""The tables of a database this server creates, run one by one in the
-transaction that creates them."""
 
 SCHEMA_VERSION = 4
-"""`PRAGMA user_version` of a database of `SCHEMA`. A file of another
-version is refused: an older one holds no released memfs's data (the
-layouts before this one were never released), so it is moved aside rather
-than migrated."""
+"""`PRAGMA user_version` of `SCHEMA`. Older layouts were never released, so
+a file of another version is refused, not migrated."""
 
 _ID_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _STORED_TIMESTAMP = "%Y-%m-%dT%H:%M:%S.%fZ"
 
-T = TypeVar("T")
-
 
 def new_id(prefix: str) -> str:
-    """`prefix_` plus 24 random base62 characters (about 143 bits)."""
-    number = int.from_bytes(secrets.token_bytes(18))
-    digits = []
-    for _ in range(24):
-        number, digit = divmod(number, 62)
-        digits.append(_ID_ALPHABET[digit])
-    return prefix + "_" + "".join(digits)
+    """`prefix_` plus 24 random letters and digits."""
+    return prefix + "_" + "".join(secrets.choice(_ID_ALPHABET) for _ in range(24))
 
 
 def format_timestamp(moment: datetime) -> str:
-    """RFC 3339 UTC with microseconds: `2026-11-30T12:00:00.123456Z`.
-
-    The fixed width makes string order the same as time order, which the
-    queries rely on."""
+    """RFC 3339 UTC with microseconds, fixed width: string order is time order."""
     return moment.astimezone(UTC).strftime(_STORED_TIMESTAMP)
 
 
 def _make_private_folders(folder: str) -> None:
-    """Create `folder` and its missing ancestors 0700, whatever the umask.
-    Folders that already exist (or that another process makes meanwhile) are
-    left as they are."""
-    missing = []
-    current = folder
-    while not os.path.isdir(current):
-        missing.append(current)
-        parent = os.path.dirname(current)
-        if parent == current:
-            break
-        current = parent
-    for made in reversed(missing):
-        try:
-            os.mkdir(made, 0o700)
-        except FileExistsError:
-            continue
-        os.chmod(made, 0o700)
-
-
-def _create_private_file(path: str) -> None:
-    """Create an empty `path` 0600, whatever the umask, unless it exists. SQLite
-    gives the -wal and -shm files it makes the mode of the database file."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
+    """Create `folder` and its missing ancestors 0700 whatever the umask."""
+    if os.path.isdir(folder):
         return
-    try:
-        os.fchmod(fd, 0o600)
-    finally:
-        os.close(fd)
+    _make_private_folders(os.path.dirname(folder))
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(folder, 0o700)
+        os.chmod(folder, 0o700)
+
+
+def columns(row: sqlite3.Row, *names: str) -> dict[str, Any]:
+    """The row's values of the columns `names`, as an answer carries them."""
+    return {name: row[name] for name in names}
 
 
 class SQLiteFile:
-    """The open database file: statements, the clock and write transactions.
-
-    A database file it creates is 0600 (so are its -wal and -shm files), and
-    the folders it creates for it are 0700, whatever the umask; an existing
-    file or folder keeps its mode."""
+    """The open database file: one it creates is 0600, whatever the umask
+    (SQLite gives the -wal and -shm files the same mode)."""
 
     def __init__(self, path: str) -> None:
         _make_private_folders(os.path.dirname(os.path.abspath(path)))
-        _create_private_file(path)
-        self.path = path
+        with contextlib.suppress(FileExistsError):
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            os.chmod(path, 0o600)
         self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self.conn.row_factory = sqlite3.Row
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=NORMAL")
         self.conn.execute("PRAGMA busy_timeout=10000")
         self.conn.execute("PRAGMA foreign_keys=OFF")
-        self._create_or_check()
-        row = self.conn.execute(
-            "SELECT max(t) FROM (SELECT max(created_at) AS t FROM versions"
-            " UNION ALL SELECT max(updated_at) FROM stores"
-            " UNION ALL SELECT max(updated_at) FROM sessions"
-            " UNION ALL SELECT max(updated_at) FROM session_resources)"
-        ).fetchone()
-        self._last_time: str = row[0] or ""
-
-    def _create_or_check(self) -> None:
-        """Create the tables in a new, empty file; refuse a file of another
-        schema version in one sentence."""
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
+        with self.transaction("the schema"):
+            # A new, empty file gets the tables; one of another version is refused.
             version = int(self.conn.execute("PRAGMA user_version").fetchone()[0])
             if version > SCHEMA_VERSION:
                 raise sqlite3.DatabaseError(
@@ -204,8 +145,7 @@ class SQLiteFile:
                     f" {SCHEMA_VERSION}: run a newer memfs"
                 )
             if version < SCHEMA_VERSION:
-                tables = self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-                if tables:
+                if self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
                     raise sqlite3.DatabaseError(
                         f"its schema is version {version}, an older layout this memfs serve"
                         " does not read (it holds no released memfs's data): move the file"
@@ -214,16 +154,15 @@ class SQLiteFile:
                 for statement in SCHEMA:
                     self.conn.execute(statement)
                 self.conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        self.conn.execute("COMMIT")
-
-    def close(self) -> None:
-        self.conn.close()
+        row = self.conn.execute(
+            "SELECT max(t) FROM (SELECT max(created_at) AS t FROM versions"
+            " UNION ALL SELECT max(updated_at) FROM stores"
+            " UNION ALL SELECT max(updated_at) FROM sessions"
+            " UNION ALL SELECT max(updated_at) FROM session_resources)"
+        ).fetchone()
+        self._last_time: str = row[0] or ""
 
     def one(self, sql: str, params: Any = ()) -> sqlite3.Row | None:
-        """The first row `sql` finds, or None."""
         row: sqlite3.Row | None = self.conn.execute(sql, params).fetchone()
         return row
 
@@ -234,6 +173,19 @@ class SQLiteFile:
             raise NotFound(missing)
         return row
 
+    def store(self, store_id: str, *, writable: bool = False) -> sqlite3.Row:
+        """A store's row; 404 when there is none. `writable`: 400 when it is
+        archived, the rule of creating and updating memories (deleting them
+        and redacting versions stay allowed)."""
+        row = self.row(
+            "SELECT * FROM stores WHERE id = ?",
+            (store_id,),
+            f"no memory store with id {store_id!r}",
+        )
+        if writable and row["archived_at"] is not None:
+            raise InvalidRequest(f"memory store {store_id} is archived and cannot be changed")
+        return row
+
     def all(self, sql: str, params: Any = ()) -> list[sqlite3.Row]:
         rows: list[sqlite3.Row] = self.conn.execute(sql, params).fetchall()
         return rows
@@ -242,26 +194,23 @@ class SQLiteFile:
         self.conn.execute(sql, params)
 
     def now(self) -> str:
-        """A timestamp strictly later than any this database handed out before,
-        so the version feed orders by time with (almost) no ties."""
-        # isoformat is format_timestamp's text for any year from 1000 on.
-        stamp = datetime.now(UTC).isoformat(timespec="microseconds")[:-6] + "Z"
+        """A timestamp strictly later than any this database handed out
+        before, so that the version feed orders by time."""
+        stamp = format_timestamp(datetime.now(UTC))
         if stamp <= self._last_time:
             last = datetime.strptime(self._last_time, _STORED_TIMESTAMP).replace(tzinfo=UTC)
             stamp = format_timestamp(last + timedelta(microseconds=1))
         self._last_time = stamp
         return stamp
 
-    def write(self, fn: Callable[[], T], subject: str) -> T:
-        """Run `fn` in one write transaction: commit on return, roll back on any error.
-
-        SQLite refusing the change on a constraint (something else wrote to
-        the file meanwhile, or a trigger or constraint added to it from
-        outside) is a 409 `Conflict` naming `subject`: nothing was written,
-        and the same change may succeed once read again and retried."""
+    @contextlib.contextmanager
+    def transaction(self, subject: str) -> Iterator[None]:
+        """One write transaction, rolled back on any error. A change SQLite
+        refuses on a constraint (something outside this server changed the
+        file) is a 409 `Conflict` naming `subject`."""
         self.conn.execute("BEGIN IMMEDIATE")
         try:
-            result = fn()
+            yield
         except sqlite3.IntegrityError:
             self.conn.execute("ROLLBACK")
             raise Conflict(
@@ -272,4 +221,3 @@ class SQLiteFile:
             self.conn.execute("ROLLBACK")
             raise
         self.conn.execute("COMMIT")
-        return result
