@@ -214,22 +214,7 @@ SPLIT = [
         ("uvicorn/", "httptools/", "uvloop/", "hypercorn/", "h11/", "memfs/server/_connections"),
     ),
     ("Starlette", ("starlette/", "anyio/")),
-    (
-        "memfs serve",
-        (
-            "memfs/server/_app",
-            "memfs/server/_http",
-            "memfs/server/_auth",
-            "memfs/server/_db",
-            "memfs/server/_sqlite",
-            "memfs/server/_memories",
-            "memfs/server/_stores",
-            "memfs/server/_versions",
-            "memfs/server/_pages",
-            "memfs/server/_fields",
-            "memfs/server/_asgi",
-        ),
-    ),
+    ("memfs serve", ("memfs/server/",)),
 ]
 SOCKET_CALLS = ("sock_send", "sock_recv", "sock_call", "sock_accept", "epoll_ctl")
 
