@@ -327,7 +327,7 @@ def run_sync(args: argparse.Namespace, settings: Settings) -> int:
             "confirmed), not both in one call"
         )
     if files:
-        timeout = choose([CONFIRM_TIMEOUT], args, os.environ, None).value(CONFIRM_TIMEOUT)
+        timeout = choose([CONFIRM_TIMEOUT], args, os.environ, None)[CONFIRM_TIMEOUT.dest].value
         return confirm_files(files, timeout, as_json=args.json)
     results = sup.sync(args.mount_paths)
     code = 0
