@@ -1,16 +1,10 @@
-"""The `memfs` command: argument parsing, exit statuses and what a person reads.
-
-Exit statuses: 0 success; 1 the work failed (a store refused, a sync did not
-finish, a mount failed); 2 bad usage (a flag, file or value memfs cannot use).
-`memfs sync FILE...` tells its outcomes apart with 65, 3 and 75 (`_confirm`),
-`memfs run` passes its command's on (`_run`).
-Errors are one sentence on stderr, `memfs: <sentence>`, never a traceback,
-and never one that repeats a value memfs could not use that looks like a
-token (`_looks_like_token`): it may be a secret typed in the wrong place.
-An unknown command, choice or flag is answered with the closest one memfs
-knows ("did you mean ..."). Flags are never abbreviated (argparse would read
-`--token X` as `--token-file X`).
-The subcommand modules import its parser helpers; it imports the layers below.
+"""The parser and what every command shares: exit statuses 0 (success), 1
+(the work failed) and 2 (bad usage), besides `memfs sync FILE...`'s and
+`memfs run`'s own; errors as one sentence on stderr, `memfs: <sentence>`,
+never a traceback and never a refused value that looks like a token
+(`_looks_like_token`: it may be a secret typed in the wrong place); the
+closest command, choice or flag suggested, and no flag abbreviated
+(`--token X` must not be read as `--token-file X`).
 """
 
 from __future__ import annotations
@@ -32,7 +26,6 @@ from ._options import add_log_options
 
 log = logging.getLogger("memfs")
 
-EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 
@@ -171,12 +164,11 @@ class _Parser(argparse.ArgumentParser):
 
 Run = Callable[[argparse.Namespace, Settings], int]
 """A command: its arguments and its settings -> its exit status."""
-Command = tuple[str, Callable[[argparse.ArgumentParser], None], Run]
 
 
-def _commands() -> dict[str, Command]:
+def _commands() -> dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Run]]:
     """name -> (help, setup(parser), run(args, settings) -> exit status)."""
-    from . import _mount, _run, _serve, _store
+    from . import _mount, _serve, _status, _store, _sync
 
     return {
         "serve": ("run the Memory Store API locally on SQLite", _serve.setup, _serve.run),
@@ -185,8 +177,31 @@ def _commands() -> dict[str, Command]:
             _store.setup,
             _store.run,
         ),
-        **_mount.COMMANDS,
-        **_run.COMMANDS,
+        "mount": (
+            "mount Memory Stores as folders (one FUSE mount per store)",
+            _mount.setup_mount,
+            _mount.run_mount,
+        ),
+        "unmount": (
+            "unmount memfs mounts, after a final sync",
+            _mount.setup_unmount,
+            _mount.run_unmount,
+        ),
+        "sync": (
+            "run a sync pass now and wait for it, or push files now and confirm each",
+            _sync.setup,
+            _sync.run,
+        ),
+        "status": (
+            "show the mounted stores and what is pending",
+            _status.setup,
+            _status.run,
+        ),
+        "run": (
+            "mount the stores, run a command, then the final sync and unmount",
+            _mount.setup_run,
+            _mount.run_run,
+        ),
     }
 
 
@@ -252,7 +267,3 @@ def _refuse(settings: Settings, e: MemfsError, code: int) -> int:
     else:
         log.error("%s", e, extra={"event": "command_failed"})
     return code
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,16 +1,19 @@
-"""`memfs sync FILE...`: push files inside mounts now and say, one line per
-file, whether the store holds each (docs/guide.md, "Confirm a save").
+"""`memfs sync`: a pass now in each mount named (or every one), or files
+inside mounts pushed now, with one line per file saying whether the store
+holds it (docs/guide.md, "Confirm a save").
 
-Exit statuses: 0 every file saved; 75 some file not confirmed; 3 some file
-overruled; 65 some file refused; with several files the first of 75, 3, 65
-that applies.
+Exit statuses with files: 0 every file saved; 75 some file not confirmed; 3
+some file overruled; 65 some file refused; with several files the first of
+75, 3, 65 that applies.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import stat
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, replace
 
@@ -18,6 +21,8 @@ from .. import supervisor as sup
 from .._exceptions import UsageError
 from ..api import Confirmation, Outcome
 from ..control import ErrorReply, StoreState
+from ._config import Settings, choose
+from ._options import CONFIRM_TIMEOUT, add_option
 
 EXIT_SAVED = 0
 EXIT_REFUSED = 65
@@ -31,16 +36,57 @@ _WORST_FIRST = (
 )
 
 
+def setup(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "mount_paths",
+        nargs="*",
+        metavar="MOUNT_PATH|FILE",
+        help="mount paths: a pass in each (default: every mounted store); or files inside "
+        "mounts: each pushed now and confirmed, one line each (not both kinds at once)",
+    )
+    p.add_argument("--json", action="store_true", help="print the reports as JSON")
+    add_option(p, CONFIRM_TIMEOUT)
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    files = [p for p in args.mount_paths if names_a_file(p)]
+    if files and len(files) < len(args.mount_paths):
+        raise UsageError(
+            "give mount paths (a pass in each) or files inside mounts (each pushed and "
+            "confirmed), not both in one call"
+        )
+    if files:
+        timeout = choose([CONFIRM_TIMEOUT], args, os.environ, None)[CONFIRM_TIMEOUT.dest].value
+        return confirm_files(files, timeout, as_json=args.json)
+    results = sup.sync(args.mount_paths)
+    code = 0
+    out = []
+    for store, reply in results:
+        if isinstance(reply, ErrorReply):
+            code = 1
+            sys.stderr.write(f"memfs: sync of {store.mount_path} failed: {reply.error}\n")
+        elif not args.json:
+            r = reply.report
+            print(
+                f"{store.mount_path}: pushed {r['pushed']}, pulled {r['pulled']}, "
+                f"deleted {r['deleted_remote']}, removed {r['removed_local']}, "
+                f"conflicts {r['conflicts']}, refused {r['refused']}"
+            )
+        out.append({"mount_path": store.mount_path, "store_id": store.store_id, **reply.to_json()})
+    if args.json:
+        print(json.dumps(out, indent=2))
+    return code
+
+
 def names_a_file(path: str) -> bool:
-    """Whether an argument of `memfs sync` names a file (to confirm) rather
-    than a mount path (for a pass): anything below a running mount, or any
-    regular file."""
+    """Whether an argument names a file to confirm rather than a mount path:
+    anything below a running mount, or any regular file."""
     return sup.file_in_mount(path) is not None or os.path.isfile(path)
 
 
 def confirm_files(paths: list[str], timeout: float, *, as_json: bool) -> int:
     """Push each file now, wait at most `timeout` seconds for each store, and
-    print what became of each; the exit status the module says."""
+    print what became of each."""
     asked: dict[str, list[tuple[int, str]]] = {}
     stores: dict[str, StoreState] = {}
     for i, path in enumerate(paths):
