@@ -159,8 +159,9 @@ def one_of(kind: type[E]) -> Callable[[object], E]:
     """One of an enum's words, exactly."""
 
     def parse(raw: object) -> E:
+        text = _text(raw)
         try:
-            return kind(_text(raw))
+            return kind(text)
         except ValueError:
             raise ValueError(f"is not one of {', '.join(kind)}") from None
 

@@ -74,15 +74,10 @@ def _aligned(rows: list[list[str]]) -> list[str]:
 def _cells(st: StoreStatus, now: float) -> list[str]:
     """The row's cells after MOUNT."""
     last = st.last_pass
-    if last is None:
-        last_text = "never"
-    else:
-        result = "failed" if last.get("error") else "ok"
-        last_text = f"{result} {_ago(now - last['finished_at'])}"
-    if st.next_pass_at is None:
-        next_text = "-"
-    else:
-        next_text = f"in {_ago(st.next_pass_at - now)}"
+    last_text = "never"
+    if last is not None:
+        last_text = f"{'failed' if last.get('error') else 'ok'} {_ago(now - last['finished_at'])}"
+    next_text = "-" if st.next_pass_at is None else f"in {_ago(st.next_pass_at - now)}"
     return [
         "ro" if st.read_only else "rw",
         str(st.memories),
@@ -178,10 +173,6 @@ def table(results: list[tuple[StoreState, StatusReply | ErrorReply]], now: float
     return lines
 
 
-def _when(at: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
-
-
 def session_lines(records: list[SessionRecord], now: float) -> list[str]:
     """The lines `memfs status` prints for the followed sessions."""
     lines = []
@@ -202,7 +193,7 @@ def session_lines(records: list[SessionRecord], now: float) -> list[str]:
                 text = f"detached {e.store_id}: unmounted {e.mount_path}, {e.detail}"
             else:
                 text = f"attached {e.store_id}: not mounted: {e.detail}"
-            lines.append(f"  {_when(e.at)} {text}")
+            lines.append(f"  {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(e.at))} {text}")
             lines.extend(f"    not uploaded: {path}" for path in e.not_uploaded[:MAX_LISTED])
     return lines
 

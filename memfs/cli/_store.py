@@ -38,6 +38,7 @@ from ..api import (
     normalize_path,
     normalize_prefix,
 )
+from ..supervisor import parse_store_arg, resolve_credentials
 from ._options import SecretOnCommandLine
 
 if TYPE_CHECKING:
@@ -181,7 +182,6 @@ def _setup_session(p: argparse.ArgumentParser) -> None:
 
 def _client(args: argparse.Namespace) -> StoreClient:
     from ..client import StoreClient
-    from ..supervisor import resolve_credentials
 
     creds = resolve_credentials(
         api_url=args.api_url,
@@ -311,17 +311,16 @@ async def _rm(client: StoreClient, args: argparse.Namespace) -> None:
 
 
 async def _log(client: StoreClient, args: argparse.Namespace) -> None:
-    memory_id = None
-    path = None
+    memory_id = path = None
     if args.path:
         path = normalize_path(args.path)
         found = await client.find_memory_by_path(args.store_id, path)
         memory_id = found.id if found else None
-    versions = []
-    async for v in client.iter_versions(args.store_id, memory_id=memory_id):
-        if path is not None and memory_id is None and v.path != path:
-            continue
-        versions.append(v)
+    versions = [
+        v
+        async for v in client.iter_versions(args.store_id, memory_id=memory_id)
+        if path is None or memory_id is not None or v.path == path
+    ]
     _answer(args, versions, map(_version_line, versions))
 
 
@@ -336,8 +335,6 @@ def _resource_line(r: SessionResource) -> str:
 
 
 async def _session_create(client: StoreClient, args: argparse.Namespace) -> None:
-    from ..supervisor import parse_store_arg
-
     created = await client.create_session(
         [parse_store_arg(spec) for spec in args.store],
         environment_id=args.environment_id,
@@ -359,8 +356,6 @@ async def _session_show(client: StoreClient, args: argparse.Namespace) -> None:
 
 
 async def _session_attach(client: StoreClient, args: argparse.Namespace) -> None:
-    from ..supervisor import parse_store_arg
-
     attached = await client.add_session_resource(args.session_id, parse_store_arg(args.store))
     _answer(args, attached, ["attached\t" + _resource_line(attached)])
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import stat
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, replace
@@ -24,16 +23,7 @@ from ..control import ErrorReply, StoreState
 from ._config import Settings, choose
 from ._options import CONFIRM_TIMEOUT, add_option
 
-EXIT_SAVED = 0
-EXIT_REFUSED = 65
-EXIT_OVERRULED = 3
-EXIT_NOT_CONFIRMED = 75
-
-_WORST_FIRST = (
-    (Outcome.NOT_CONFIRMED, EXIT_NOT_CONFIRMED),
-    (Outcome.OVERRULED, EXIT_OVERRULED),
-    (Outcome.REFUSED, EXIT_REFUSED),
-)
+_WORST_FIRST = ((Outcome.NOT_CONFIRMED, 75), (Outcome.OVERRULED, 3), (Outcome.REFUSED, 65))
 
 
 def setup(p: argparse.ArgumentParser) -> None:
@@ -49,7 +39,8 @@ def setup(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    files = [p for p in args.mount_paths if names_a_file(p)]
+    # Files to confirm, not mount paths: anything below a running mount, or any regular file.
+    files = [p for p in args.mount_paths if sup.file_in_mount(p) or os.path.isfile(p)]
     if files and len(files) < len(args.mount_paths):
         raise UsageError(
             "give mount paths (a pass in each) or files inside mounts (each pushed and "
@@ -76,12 +67,6 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         print(json.dumps(out, indent=2))
     return code
-
-
-def names_a_file(path: str) -> bool:
-    """Whether an argument names a file to confirm rather than a mount path:
-    anything below a running mount, or any regular file."""
-    return sup.file_in_mount(path) is not None or os.path.isfile(path)
 
 
 def confirm_files(paths: list[str], timeout: float, *, as_json: bool) -> int:
@@ -114,16 +99,12 @@ def confirm_files(paths: list[str], timeout: float, *, as_json: bool) -> int:
         for a in done:
             print(_line(a), flush=True)
     outcomes = {a.outcome for a in done}
-    return next((code for outcome, code in _WORST_FIRST if outcome in outcomes), EXIT_SAVED)
+    return next((code for outcome, code in _WORST_FIRST if outcome in outcomes), 0)
 
 
 def _regular_file_in_mount(path: str) -> tuple[StoreState, str]:
     found = sup.file_in_mount(path)
-    try:
-        is_file = stat.S_ISREG(os.stat(path).st_mode)
-    except OSError:
-        is_file = False
-    if found is None or not is_file:
+    if found is None or not os.path.isfile(path):
         raise UsageError(f"{path} is not a regular file inside a mounted store")
     return found
 
