@@ -37,11 +37,9 @@ _PATH_STARTS = ("/", "./", "../", "~")
 
 
 def _looks_like_token(value: str) -> bool:
-    """Whether a value memfs could not use may be a secret, and so is left out
-    of its sentence: one starting as a key or token does, or a long one (16
-    characters or more, no space) mixing digits, lower and upper case, as
-    random tokens do; an id of the API (`memstore_...`) or a path does not.
-    One that cannot be printed on one line is left out too."""
+    """Whether a value memfs could not use may be a secret, left out of its
+    sentence: one that starts as a key or token does, or a long one without
+    spaces mixing digits and cases; an id of the API or a path does not."""
     if not value.isprintable() or value.startswith(_TOKEN_PREFIXES):
         return True
     if _API_ID.fullmatch(value) or value.startswith(_PATH_STARTS):
@@ -62,17 +60,16 @@ def _flag_name(arg: str) -> str | None:
 
 
 def _did_you_mean(flag: str, known: Sequence[str]) -> str:
-    """` (did you mean --store?)` for `--stor`, naming the closest of `known`
-    by what follows the dashes (which every flag shares); "" when none is close."""
+    """` (did you mean --store?)` for `--stor`; "" when no flag is close."""
     names = {name.lstrip("-"): name for name in known}
     close = difflib.get_close_matches(flag.lstrip("-"), list(names), n=1)
     return f" (did you mean {names[close[0]]}?)" if close else ""
 
 
 def _unrecognized(extras: list[str], known_flags: Sequence[str]) -> str:
-    """Name the flags memfs does not know (each with the closest it knows) and
-    the values it could not place, but only count those that look like a
-    token (and never repeat a flag's `=VALUE`)."""
+    """The flags and values memfs could not place, each flag with the closest
+    it knows, never a flag's `=VALUE`, and only counting values that may be a
+    secret."""
     shown: list[str] = []
     hidden = 0
     for arg in extras:
@@ -95,10 +92,8 @@ def _unrecognized(extras: list[str], known_flags: Sequence[str]) -> str:
 
 
 def _flags_in_use(parser: argparse.ArgumentParser, namespace: argparse.Namespace) -> list[str]:
-    """The flags of `parser` and of the subcommands `namespace` chose (or,
-    where a subcommand's own argument took its `dest`, as `memfs run`'s
-    command does, the first of the words `parser` read that names one), but
-    those hidden from --help."""
+    """The flags --help shows of `parser` and of the subcommands chosen (in
+    `namespace`, or among the words read when `memfs run`'s command took it)."""
     flags: list[str] = []
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
@@ -192,11 +187,7 @@ def _commands() -> dict[str, tuple[str, Callable[[argparse.ArgumentParser], None
             _sync.setup,
             _sync.run,
         ),
-        "status": (
-            "show the mounted stores and what is pending",
-            _status.setup,
-            _status.run,
-        ),
+        "status": ("show the mounted stores and what is pending", _status.setup, _status.run),
         "run": (
             "mount the stores, run a command, then the final sync and unmount",
             _mount.setup_run,
@@ -237,7 +228,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.verbose += args.verbose_after  # `memfs -v mount -v` is -vv
     try:
-        # Every setting's source is settled, and every bad value refused, before any work.
         settings = settle(args, os.environ)
     except ConfigError as e:
         sys.stderr.write(f"memfs: {e}\n")
@@ -246,7 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     log_sources(settings)
     run: Run = args._run
     try:
-        return int(run(args, settings) or 0)
+        return run(args, settings)
     except UsageError as e:
         return _refuse(settings, e, EXIT_USAGE)
     except MemfsError as e:

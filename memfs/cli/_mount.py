@@ -1,15 +1,10 @@
-"""`memfs mount`, `memfs unmount` and `memfs run`, and which stores a command
-that mounts mounts: those `--store` and `--resources` name, or a session's, named by
-`--work-item` (`-`: standard input), `--session` or `ANTHROPIC_SESSION_ID`
-(when nothing else names the stores), read with the work item secret's
-sessions token and then followed (`memfs.supervisor._follow`).
-
-`memfs run [mount options] -- COMMAND [ARGS...]` mounts the stores for the
-length of one command, as a sandbox's entrypoint needs: `mount`'s options
-but `--daemon`, nothing on stdout (the command's), and the exit status of
-the command (128+N when signal N killed it); 75 when it succeeded but the
-final sync left files behind, each named on stderr; 127 or 126 when it could
-not be started; 1 when a store could not be mounted, 2 for bad usage.
+"""`memfs mount`, `memfs unmount` and `memfs run`. The stores to mount are
+those `--store` and `--resources` name, or a session's (`--work-item`,
+`--session`, else `ANTHROPIC_SESSION_ID`), read with the work item secret's
+sessions token and then followed. `memfs run -- COMMAND` mounts them for
+the length of the command and exits with its status (128+N for signal N);
+75 when it succeeded but the final sync left files behind; 127 or 126 when
+it could not be started; 1 when a store could not be mounted; 2 bad usage.
 """
 
 from __future__ import annotations
@@ -97,7 +92,7 @@ def _read_stdin_json(where: str) -> str:
 
 def read_work_item(path: str) -> WorkItem:
     """The work item in `path` (`-`: standard input), its secret checked;
-    one sentence, quoting nothing of it, when it is not a session's work item."""
+    one sentence, quoting nothing of it, when it cannot be used."""
     if path == STDIN:
         where = "the work item on standard input"
         text = _read_stdin_json(where)

@@ -1,12 +1,9 @@
 """Every setting of the commands that mount, once: a flag, a `MEMFS_<FLAG>`
-variable and a config file key, with one reader for its value from any of
-them. `add_options` puts the table on a parser, each argparse action keeping
-its `Option` as `.memfs_option` (scripts/gen_config_doc.py writes
-docs/configuration.md from it); `memfs.cli._config` decides which source
-wins. A reader (`Option.parse`) takes a flag's or a variable's text or a
-TOML value and returns the value, or raises ValueError with the end of a
-sentence (`is not a number of seconds`) that the caller begins by naming the
-source; the bounds it checks are memfs.control's, checked only here.
+variable and a config file key, read by one reader from any of them, which
+returns the value or raises ValueError with the end of a sentence (`is not a
+number of seconds`) that the caller begins by naming the source; the one
+place memfs.control's bounds are checked. Each argparse action keeps its
+`Option` as `.memfs_option`, from which docs/configuration.md is written.
 """
 
 from __future__ import annotations
@@ -75,9 +72,6 @@ class Option(Generic[T]):
         if self.default is None or self.default == ():
             return "none"
         return f"{self.default:g}" if isinstance(self.default, float) else str(self.default)
-
-
-# ---------------------------------------------------------------- readers
 
 
 def _text(raw: object) -> str:
@@ -238,8 +232,6 @@ def _seconds(name: str, help: str, default: float, minimum: float | None = None)
 def _switch(name: str, help: str) -> Option[bool]:
     return Option(name, help, switch, False, kind="switch")
 
-
-# ---------------------------------------------------------------- the table
 
 API_URL: Option[str | None] = Option(
     "api-url",
@@ -425,9 +417,6 @@ FILE_OPTIONS: dict[str, Option[Any]] = {o.key: o for o in (*MOUNT_OPTIONS, *LOG_
 
 SECRET_KEYS = ("token", "secret", "work-item-secret", "api-key")
 """Keys the config file refuses by name: a secret goes in a file of its own."""
-
-
-# ---------------------------------------------------------------- the parser
 
 
 def _flag_type(read: Callable[[object], T]) -> Callable[[str], T]:
