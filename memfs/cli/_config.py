@@ -161,7 +161,7 @@ def _from_file(option: Option[T], config: ConfigFile | None) -> Found[T] | None:
 
 def _from_flag(option: Option[T], args: argparse.Namespace) -> Found[T] | None:
     value: Any = getattr(args, option.dest, None)
-    if value is None or value == []:
+    if value is None:
         return None
     if option.kind == "list":
         value = tuple(value)

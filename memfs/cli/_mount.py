@@ -215,12 +215,11 @@ def _to_stdout(line: str, problem: bool) -> None:
 
 def run_mount(args: argparse.Namespace, settings: Settings) -> int:
     plan = mount_plan(settings)
-    specs = plan.specs
     mount = mounting(settings)
     # Store processes log each pass at INFO unless --log-level, -v or MEMFS_LOG_LEVEL say otherwise.
     log_level = settings.log_level or "INFO"
     supervisor = sup.Supervisor(
-        specs,
+        plan.specs,
         daemon=mount.daemon,
         log_level=log_level,
         metrics_addr=mount.metrics_addr,
@@ -229,7 +228,7 @@ def run_mount(args: argparse.Namespace, settings: Settings) -> int:
     if not mount.daemon:
         supervisor.catch_stop_signals()
     supervisor.start_all()
-    for spec in specs:
+    for spec in plan.specs:
         access = "read-only" if spec.read_only else "read-write"
         print(f"mounted {spec.store_id} at {spec.mount_path} ({access})", flush=True)
     if plan.nothing:
@@ -313,12 +312,11 @@ def run_run(args: argparse.Namespace, settings: Settings) -> int:
     if not command:
         raise ConfigError("no command to run: give it after --, as in memfs run --store ID -- sh")
     plan = mount_plan(settings)
-    specs = plan.specs
     if plan.nothing:
         sys.stderr.write(f"memfs: {plan.nothing}\n")
     # Its stderr is the command's too: store processes say only what needs reading.
     result = sup.run(
-        specs,
+        plan.specs,
         command,
         log_level=settings.log_level or "WARNING",
         log_format=settings.log_format,

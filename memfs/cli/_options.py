@@ -40,9 +40,9 @@ class Option(Generic[T]):
     help: str
     parse: Callable[[object], T]
     default: T
+    metavar: str | None = None
     kind: Literal["value", "switch", "list", "path"] = "value"
     """A path in the config file is relative to the file's folder."""
-    metavar: str | None = None
     shown_default: str = ""
     """The default as the docs write it, when it is not simply `default`."""
     group: str | None = None
@@ -222,11 +222,11 @@ def _format(raw: object) -> LogFormat:
 
 def _file(name: str, help: str, metavar: str = "FILE", **more: Any) -> Option[str | None]:
     """A setting that names a file or a folder: none by default."""
-    return Option(name, help, path_value, None, kind="path", metavar=metavar, **more)
+    return Option(name, help, path_value, None, metavar, kind="path", **more)
 
 
 def _seconds(name: str, help: str, default: float, minimum: float | None = None) -> Option[float]:
-    return Option(name, help, seconds(minimum=minimum), default, metavar="SECONDS")
+    return Option(name, help, seconds(minimum=minimum), default, "SECONDS")
 
 
 def _switch(name: str, help: str) -> Option[bool]:
@@ -239,7 +239,7 @@ API_URL: Option[str | None] = Option(
     "ANTHROPIC_BASE_URL, the config file's api-url, the secret's api_base_url",
     path_value,
     None,
-    metavar="URL",
+    "URL",
     shown_default="https://api.anthropic.com",
 )
 TOKEN_FILE = _file(
@@ -264,8 +264,8 @@ MOUNT_OPTIONS: tuple[Option[Any], ...] = (
         "by spaces, the config file an array",
         store_specs,
         (),
+        "ID[:read_only|:read_write][=MOUNT_PATH]",
         kind="list",
-        metavar="ID[:read_only|:read_write][=MOUNT_PATH]",
         group="stores",
     ),
     _file("resources", "the session's resources array (JSON)", group="stores"),
@@ -283,7 +283,7 @@ MOUNT_OPTIONS: tuple[Option[Any], ...] = (
         "(--secret-file...); ANTHROPIC_SESSION_ID counts when nothing else names the stores",
         _checked(session_id_problem),
         None,
-        metavar="ID",
+        "ID",
         group="stores",
     ),
     Option(
@@ -291,8 +291,8 @@ MOUNT_OPTIONS: tuple[Option[Any], ...] = (
         "where stores without a mount path go",
         path_value,
         control.DEFAULT_ROOT,
+        "DIR",
         kind="path",
-        metavar="DIR",
     ),
     API_URL,
     TOKEN_FILE,
@@ -303,12 +303,8 @@ MOUNT_OPTIONS: tuple[Option[Any], ...] = (
         "DIR",
         shown_default="$XDG_CACHE_HOME/memfs or ~/.cache/memfs; /var/cache/memfs as root",
     ),
-    Option(
-        "uid", "owner shown for files", whole(0), None, metavar="UID", shown_default="the caller"
-    ),
-    Option(
-        "gid", "group shown for files", whole(0), None, metavar="GID", shown_default="the caller's"
-    ),
+    Option("uid", "owner shown for files", whole(0), None, "UID", shown_default="the caller"),
+    Option("gid", "group shown for files", whole(0), None, "GID", shown_default="the caller's"),
     _switch("allow-other", "let other users reach the mounts"),
     _seconds(
         "sync-interval",
@@ -321,7 +317,7 @@ MOUNT_OPTIONS: tuple[Option[Any], ...] = (
         "what a local delete does in the store",
         one_of(Deletions),
         Deletions.ENABLED,
-        metavar="|".join(Deletions),
+        "|".join(Deletions),
     ),
     _seconds(
         "final-sync-timeout",
@@ -334,7 +330,7 @@ MOUNT_OPTIONS: tuple[Option[Any], ...] = (
         f"twice as many, at most {control.MAX_SYNC_CONCURRENCY}",
         whole(1, control.MAX_SYNC_CONCURRENCY),
         control.DEFAULT_SYNC_CONCURRENCY,
-        metavar="N",
+        "N",
     ),
     _seconds(
         "start-timeout",
@@ -348,7 +344,7 @@ MOUNT_OPTIONS: tuple[Option[Any], ...] = (
         f"{control.MIN_SYNC_INTERVAL:g} s, without waiting for the next pass (no: at the passes only)",
         switch,
         True,
-        metavar="yes|no",
+        "yes|no",
         shown_default="yes",
     ),
     _seconds(
@@ -364,7 +360,7 @@ MOUNT_OPTIONS: tuple[Option[Any], ...] = (
         "used go (fetched again when read); K, M and G suffixes count in 1,024s",
         byte_size,
         control.DEFAULT_CACHE_SIZE,
-        metavar="BYTES",
+        "BYTES",
         shown_default="256M",
     ),
     Option(
@@ -372,7 +368,7 @@ MOUNT_OPTIONS: tuple[Option[Any], ...] = (
         "serve Prometheus metrics of every mounted store at HOST:PORT (e.g. 127.0.0.1:9477)",
         metrics_addr,
         None,
-        metavar="HOST:PORT",
+        "HOST:PORT",
     ),
     _switch("daemon", "return once every store is mounted"),
 )
@@ -392,7 +388,7 @@ LOG_LEVEL: Option[str | None] = Option(
     "-v is INFO, -vv DEBUG",
     _level,
     None,
-    metavar="|".join(LOG_LEVELS),
+    "|".join(LOG_LEVELS),
     shown_default="WARNING; store processes INFO",
 )
 LOG_FORMAT: Option[LogFormat] = Option(
@@ -400,7 +396,7 @@ LOG_FORMAT: Option[LogFormat] = Option(
     "text: readable lines; json: one JSON object per line",
     _format,
     "text",
-    metavar="|".join(LOG_FORMATS),
+    "|".join(LOG_FORMATS),
 )
 LOG_OPTIONS: tuple[Option[Any], ...] = (LOG_LEVEL, LOG_FORMAT)
 """Settings every command takes (before or after its name); the config file

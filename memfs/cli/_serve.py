@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from .._exceptions import ConfigError
 from ..api import MAX_MEMORIES, SERVE_DEFAULT_HOST, SERVE_DEFAULT_PORT, SERVE_TOKEN_ENV
+from ..supervisor import read_secret_file
 
 if TYPE_CHECKING:
     from ._config import Settings
@@ -114,8 +115,6 @@ def _is_loopback(host: str) -> bool:
 
 def _token_file_entries(path: str) -> list[str]:
     """The token entries of a `--token-file`: its lines, but blank ones and comments."""
-    from ..supervisor import read_secret_file
-
     entries = [line.strip() for line in read_secret_file(path, "token").splitlines()]
     entries = [e for e in entries if e and not e.startswith("#")]
     if not entries:
