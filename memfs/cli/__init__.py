@@ -1,23 +1,12 @@
 """The `memfs` command: argument parsing, exit statuses and what a person
-reads. `python -m memfs` and the `memfs` program run it; `memfs.testing`
-builds its parser to document the flags.
-"""
+reads; `python -m memfs` and the `memfs` program run it."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 
-if TYPE_CHECKING:
-    import argparse
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """The `memfs` command line; its exit status."""
-    from ._main import main as run_command
-
-    return run_command(argv)
+from ._main import build_parser, main
 
 
 def run() -> NoReturn:
@@ -25,14 +14,4 @@ def run() -> NoReturn:
     sys.exit(main())
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from ._main import build_parser as build
-
-    return build()
-
-
-__all__ = [
-    "build_parser",
-    "main",
-    "run",
-]
+__all__ = ["build_parser", "main", "run"]

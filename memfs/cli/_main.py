@@ -1,16 +1,10 @@
-"""The `memfs` command: argument parsing, exit statuses and what a person reads.
-
-Exit statuses: 0 success; 1 the work failed (a store refused, a sync did not
-finish, a mount failed); 2 bad usage (a flag, file or value memfs cannot use).
-`memfs sync FILE...` tells its outcomes apart with 65, 3 and 75 (`_confirm`),
-`memfs run` passes its command's on (`_run`).
-Errors are one sentence on stderr, `memfs: <sentence>`, never a traceback,
-and never one that repeats a value memfs could not use that looks like a
-token (`_looks_like_token`): it may be a secret typed in the wrong place.
-An unknown command, choice or flag is answered with the closest one memfs
-knows ("did you mean ..."). Flags are never abbreviated (argparse would read
-`--token X` as `--token-file X`).
-The subcommand modules import its parser helpers; it imports the layers below.
+"""The parser and what every command shares: exit statuses 0 (success), 1
+(the work failed) and 2 (bad usage), besides `memfs sync FILE...`'s and
+`memfs run`'s own; errors as one sentence on stderr, `memfs: <sentence>`,
+never a traceback and never a refused value that looks like a token
+(`_looks_like_token`: it may be a secret typed in the wrong place); the
+closest command, choice or flag suggested, and no flag abbreviated
+(`--token X` must not be read as `--token-file X`).
 """
 
 from __future__ import annotations
@@ -32,7 +26,6 @@ from ._options import add_log_options
 
 log = logging.getLogger("memfs")
 
-EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 
@@ -44,11 +37,9 @@ _PATH_STARTS = ("/", "./", "../", "~")
 
 
 def _looks_like_token(value: str) -> bool:
-    """Whether a value memfs could not use may be a secret, and so is left out
-    of its sentence: one starting as a key or token does, or a long one (16
-    characters or more, no space) mixing digits, lower and upper case, as
-    random tokens do; an id of the API (`memstore_...`) or a path does not.
-    One that cannot be printed on one line is left out too."""
+    """Whether a value memfs could not use may be a secret, left out of its
+    sentence: one that starts as a key or token does, or a long one without
+    spaces mixing digits and cases; an id of the API or a path does not."""
     if not value.isprintable() or value.startswith(_TOKEN_PREFIXES):
         return True
     if _API_ID.fullmatch(value) or value.startswith(_PATH_STARTS):
@@ -69,17 +60,16 @@ def _flag_name(arg: str) -> str | None:
 
 
 def _did_you_mean(flag: str, known: Sequence[str]) -> str:
-    """` (did you mean --store?)` for `--stor`, naming the closest of `known`
-    by what follows the dashes (which every flag shares); "" when none is close."""
+    """` (did you mean --store?)` for `--stor`; "" when no flag is close."""
     names = {name.lstrip("-"): name for name in known}
     close = difflib.get_close_matches(flag.lstrip("-"), list(names), n=1)
     return f" (did you mean {names[close[0]]}?)" if close else ""
 
 
 def _unrecognized(extras: list[str], known_flags: Sequence[str]) -> str:
-    """Name the flags memfs does not know (each with the closest it knows) and
-    the values it could not place, but only count those that look like a
-    token (and never repeat a flag's `=VALUE`)."""
+    """The flags and values memfs could not place, each flag with the closest
+    it knows, never a flag's `=VALUE`, and only counting values that may be a
+    secret."""
     shown: list[str] = []
     hidden = 0
     for arg in extras:
@@ -102,10 +92,8 @@ def _unrecognized(extras: list[str], known_flags: Sequence[str]) -> str:
 
 
 def _flags_in_use(parser: argparse.ArgumentParser, namespace: argparse.Namespace) -> list[str]:
-    """The flags of `parser` and of the subcommands `namespace` chose (or,
-    where a subcommand's own argument took its `dest`, as `memfs run`'s
-    command does, the first of the words `parser` read that names one), but
-    those hidden from --help."""
+    """The flags --help shows of `parser` and of the subcommands chosen (in
+    `namespace`, or among the words read when `memfs run`'s command took it)."""
     flags: list[str] = []
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
@@ -171,12 +159,11 @@ class _Parser(argparse.ArgumentParser):
 
 Run = Callable[[argparse.Namespace, Settings], int]
 """A command: its arguments and its settings -> its exit status."""
-Command = tuple[str, Callable[[argparse.ArgumentParser], None], Run]
 
 
-def _commands() -> dict[str, Command]:
+def _commands() -> dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Run]]:
     """name -> (help, setup(parser), run(args, settings) -> exit status)."""
-    from . import _mount, _run, _serve, _store
+    from . import _mount, _serve, _status, _store, _sync
 
     return {
         "serve": ("run the Memory Store API locally on SQLite", _serve.setup, _serve.run),
@@ -185,8 +172,27 @@ def _commands() -> dict[str, Command]:
             _store.setup,
             _store.run,
         ),
-        **_mount.COMMANDS,
-        **_run.COMMANDS,
+        "mount": (
+            "mount Memory Stores as folders (one FUSE mount per store)",
+            _mount.setup_mount,
+            _mount.run_mount,
+        ),
+        "unmount": (
+            "unmount memfs mounts, after a final sync",
+            _mount.setup_unmount,
+            _mount.run_unmount,
+        ),
+        "sync": (
+            "run a sync pass now and wait for it, or push files now and confirm each",
+            _sync.setup,
+            _sync.run,
+        ),
+        "status": ("show the mounted stores and what is pending", _status.setup, _status.run),
+        "run": (
+            "mount the stores, run a command, then the final sync and unmount",
+            _mount.setup_run,
+            _mount.run_run,
+        ),
     }
 
 
@@ -222,7 +228,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.verbose += args.verbose_after  # `memfs -v mount -v` is -vv
     try:
-        # Every setting's source is settled, and every bad value refused, before any work.
         settings = settle(args, os.environ)
     except ConfigError as e:
         sys.stderr.write(f"memfs: {e}\n")
@@ -231,7 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     log_sources(settings)
     run: Run = args._run
     try:
-        return int(run(args, settings) or 0)
+        return run(args, settings)
     except UsageError as e:
         return _refuse(settings, e, EXIT_USAGE)
     except MemfsError as e:
@@ -252,7 +257,3 @@ def _refuse(settings: Settings, e: MemfsError, code: int) -> int:
     else:
         log.error("%s", e, extra={"event": "command_failed"})
     return code
-
-
-if __name__ == "__main__":
-    sys.exit(main())

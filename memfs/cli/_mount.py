@@ -1,16 +1,10 @@
-"""`memfs mount`, `memfs unmount`, `memfs sync` and `memfs status`.
-
-Which stores to mount: `--store` and `--resources` name them; `--work-item`
-(a claimed work item's JSON, `-` for standard input) and `--session` take
-them from a session, read with the work item secret's sessions token, and
-then follow the session (stores attached later are mounted, stores detached
-unmounted: `memfs.supervisor._follow`). `ANTHROPIC_SESSION_ID`, which `ant
-beta:worker poll --on-work` sets, names the session when nothing else names
-the stores.
-
-From standard input memfs reads one JSON object and no further (it waits for
-no end of input: the writer may keep its end open); `memfs run` then gives
-its command /dev/null as standard input, since the secret came that way.
+"""`memfs mount`, `memfs unmount` and `memfs run`. The stores to mount are
+those `--store` and `--resources` name, or a session's (`--work-item`,
+`--session`, else `ANTHROPIC_SESSION_ID`), read with the work item secret's
+sessions token and then followed. `memfs run -- COMMAND` mounts them for
+the length of the command and exits with its status (128+N for signal N);
+75 when it succeeded but the final sync left files behind; 127 or 126 when
+it could not be started; 1 when a store could not be mounted; 2 bad usage.
 """
 
 from __future__ import annotations
@@ -21,30 +15,19 @@ import logging
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any
 
 from .. import supervisor as sup
-from .._exceptions import ConfigError, MountError, UsageError
-from ..api import (
-    WorkItem,
-    parse_work_item,
-    parse_work_item_secret,
-    session_id_problem,
-)
-from ..control import ErrorReply, StoreSpec
-from ._config import Settings, choose, mount_credentials
-from ._confirm import confirm_files, names_a_file
-from ._options import CONFIRM_TIMEOUT, SecretOnCommandLine, add_option, add_options
-from ._status import print_sessions, print_table
+from .._exceptions import ConfigError, MountError
+from ..api import WorkItem, parse_work_item, parse_work_item_secret, session_id_problem
+from ..control import StoreSpec
+from ._config import Settings, mount_credentials
+from ._options import SecretOnCommandLine, add_options
 
 log = logging.getLogger("memfs")
 
 
 def setup_mount(p: argparse.ArgumentParser) -> None:
-    """The flags of every command that mounts (`memfs mount`, `memfs run`):
-    the settings of `MOUNT_OPTIONS`, each also a `MEMFS_<FLAG>` variable and a
-    config file key (`memfs.cli._config` settles which one wins, before the
-    command runs), and the refused `--token`."""
+    """The flags of every command that mounts (`memfs mount`, `memfs run`)."""
     p.add_argument(
         "--token",
         "--secret",
@@ -61,8 +44,7 @@ def setup_mount(p: argparse.ArgumentParser) -> None:
 
 
 SESSION_ENV = "ANTHROPIC_SESSION_ID"
-"""The session `ant beta:worker poll --on-work` hands its script: counts only
-when nothing else names the stores."""
+"""The session `ant beta:worker poll --on-work` hands its script."""
 STDIN = "-"
 MAX_WORK_ITEM_BYTES = 1 << 20
 
@@ -73,16 +55,15 @@ class MountPlan:
 
     specs: list[StoreSpec]
     session: sup.SessionToFollow | None = None
-    """The session whose stores these are (`--work-item`, `--session`): followed."""
     nothing: str | None = None
     """The sentence saying that the session has no memory store, when it has none."""
     read_stdin: bool = False
-    """The work item came on standard input."""
+    """The work item came on standard input (so `memfs run`'s command does not)."""
 
 
 def _read_stdin_json(where: str) -> str:
-    """One JSON value from standard input, read up to its end and no
-    further in time: the writer may keep its end open after it."""
+    """One JSON value from standard input, read up to its end and no further:
+    the writer may keep its end open after it."""
     decoder = json.JSONDecoder()
     data = b""
     while len(data) <= MAX_WORK_ITEM_BYTES:
@@ -111,7 +92,7 @@ def _read_stdin_json(where: str) -> str:
 
 def read_work_item(path: str) -> WorkItem:
     """The work item in `path` (`-`: standard input), its secret checked;
-    one sentence, quoting nothing of it, when it is not a session's work item."""
+    one sentence, quoting nothing of it, when it cannot be used."""
     if path == STDIN:
         where = "the work item on standard input"
         text = _read_stdin_json(where)
@@ -138,9 +119,7 @@ def read_work_item(path: str) -> WorkItem:
 
 
 def mounting(settings: Settings) -> sup.MountSettings:
-    """The settings of a command `setup_mount` set up: `settle` made them."""
-    if settings.mount is None:
-        raise AssertionError("a command that mounts without its mount settings")
+    assert settings.mount is not None, "settle makes the settings of a command that mounts"
     return settings.mount
 
 
@@ -174,11 +153,8 @@ def _the_session(settings: Settings) -> tuple[str | None, WorkItem | None, str]:
 
 
 def mount_plan(settings: Settings) -> MountPlan:
-    """The specs of the stores to mount from the settings `setup_mount`
-    defines, and the session to follow, every refusal (a store, the
-    resources file, the work item, the credentials, a value, a session that
-    cannot be read) raised before anything mounts: `memfs mount` and
-    `memfs run` share it."""
+    """What `memfs mount` and `memfs run` mount, and the session they follow;
+    every refusal is raised before anything mounts."""
     session_id, item, named_by = _the_session(settings)
     if session_id is None:
         return MountPlan(mount_specs(settings))
@@ -217,9 +193,6 @@ def mount_plan(settings: Settings) -> MountPlan:
 
 
 def mount_specs(settings: Settings) -> list[StoreSpec]:
-    """One spec per store named by `--store` and `--resources` (or their
-    variables and keys), every refusal (a store, the resources file, the
-    credentials, a value) raised before anything mounts."""
     mount = mounting(settings)
     resources = [sup.parse_store_arg(s) for s in mount.store]
     if mount.resources:
@@ -242,12 +215,11 @@ def _to_stdout(line: str, problem: bool) -> None:
 
 def run_mount(args: argparse.Namespace, settings: Settings) -> int:
     plan = mount_plan(settings)
-    specs = plan.specs
     mount = mounting(settings)
     # Store processes log each pass at INFO unless --log-level, -v or MEMFS_LOG_LEVEL say otherwise.
     log_level = settings.log_level or "INFO"
     supervisor = sup.Supervisor(
-        specs,
+        plan.specs,
         daemon=mount.daemon,
         log_level=log_level,
         metrics_addr=mount.metrics_addr,
@@ -256,7 +228,7 @@ def run_mount(args: argparse.Namespace, settings: Settings) -> int:
     if not mount.daemon:
         supervisor.catch_stop_signals()
     supervisor.start_all()
-    for spec in specs:
+    for spec in plan.specs:
         access = "read-only" if spec.read_only else "read-write"
         print(f"mounted {spec.store_id} at {spec.mount_path} ({access})", flush=True)
     if plan.nothing:
@@ -289,9 +261,8 @@ def setup_unmount(p: argparse.ArgumentParser) -> None:
 
 
 def run_unmount(args: argparse.Namespace, settings: Settings) -> int:
-    """With `--all`, or a path a session follower holds: stop the followers
-    first (so that none mounts a store attached meanwhile), then unmount, a
-    followed session's every mount with the path named."""
+    """The followers holding the paths stop first (so that none mounts a
+    store attached meanwhile); a followed session's every mount goes with one."""
     if args.all:
         for record in sup.stop_followers():
             print(f"stopped following session {record.session_id}")
@@ -307,82 +278,78 @@ def run_unmount(args: argparse.Namespace, settings: Settings) -> int:
     return sup.unmount(paths, all_=False)
 
 
-def setup_sync(p: argparse.ArgumentParser) -> None:
+EXIT_LEFT_BEHIND = 75
+"""`memfs run`'s command succeeded but some files are not in their store
+(sysexits' EX_TEMPFAIL: a later mount of the store uploads them)."""
+
+
+def setup_run(p: argparse.ArgumentParser) -> None:
+    setup_mount(p)
+    for action in p._actions:  # refused by `run`: not offered in its --help
+        if action.dest == "daemon":
+            action.help = argparse.SUPPRESS
     p.add_argument(
-        "mount_paths",
-        nargs="*",
-        metavar="MOUNT_PATH|FILE",
-        help="mount paths: a pass in each (default: every mounted store); or files inside "
-        "mounts: each pushed now and confirmed, one line each (not both kinds at once)",
+        "command",
+        nargs=argparse.REMAINDER,
+        metavar="-- COMMAND [ARGS...]",
+        help="the command to run once every store is mounted",
     )
-    p.add_argument("--json", action="store_true", help="print the reports as JSON")
-    add_option(p, CONFIRM_TIMEOUT)
 
 
-def run_sync(args: argparse.Namespace, settings: Settings) -> int:
-    files = [p for p in args.mount_paths if names_a_file(p)]
-    if files and len(files) < len(args.mount_paths):
-        raise UsageError(
-            "give mount paths (a pass in each) or files inside mounts (each pushed and "
-            "confirmed), not both in one call"
+def _to_stderr(line: str, problem: bool) -> None:
+    sys.stderr.write(f"memfs: {line}\n")
+
+
+def run_run(args: argparse.Namespace, settings: Settings) -> int:
+    if mounting(settings).daemon:
+        raise ConfigError(
+            "memfs run takes no --daemon: it stays in the foreground to run the command "
+            "and the final sync after it"
         )
-    if files:
-        timeout = choose([CONFIRM_TIMEOUT], args, os.environ, None).value(CONFIRM_TIMEOUT)
-        return confirm_files(files, timeout, as_json=args.json)
-    results = sup.sync(args.mount_paths)
-    code = 0
-    out = []
-    for store, reply in results:
-        if isinstance(reply, ErrorReply):
-            code = 1
-            sys.stderr.write(f"memfs: sync of {store.mount_path} failed: {reply.error}\n")
-        elif not args.json:
-            r = reply.report
-            print(
-                f"{store.mount_path}: pushed {r['pushed']}, pulled {r['pulled']}, "
-                f"deleted {r['deleted_remote']}, removed {r['removed_local']}, "
-                f"conflicts {r['conflicts']}, refused {r['refused']}"
+    command = list(args.command)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if not command:
+        raise ConfigError("no command to run: give it after --, as in memfs run --store ID -- sh")
+    plan = mount_plan(settings)
+    if plan.nothing:
+        sys.stderr.write(f"memfs: {plan.nothing}\n")
+    # Its stderr is the command's too: store processes say only what needs reading.
+    result = sup.run(
+        plan.specs,
+        command,
+        log_level=settings.log_level or "WARNING",
+        log_format=settings.log_format,
+        metrics_addr=mounting(settings).metrics_addr,
+        session=plan.session,
+        announce=_to_stderr,
+        stdin_devnull=plan.read_stdin,
+    )
+    if result.not_started:
+        sys.stderr.write(f"memfs: {result.not_started}\n")
+    left = 0
+    for store in result.stores:
+        for path in store.not_uploaded:
+            sys.stderr.write(f"memfs: not uploaded from {store.spec.mount_path}: {path}\n")
+        left += len(store.not_uploaded)
+        if store.failure:
+            sys.stderr.write(
+                f"memfs: the final sync of {store.spec.mount_path} could not be confirmed: "
+                f"{store.failure}\n"
             )
-        out.append({"mount_path": store.mount_path, "store_id": store.store_id, **reply.to_json()})
-    if args.json:
-        print(json.dumps(out, indent=2))
-    return code
-
-
-def setup_status(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="print the status as JSON")
-
-
-def run_status(args: argparse.Namespace, settings: Settings) -> int:
-    results = sup.status()
-    sessions = sup.session_records()
-    if args.json:
-        entries: list[dict[str, Any]] = [
-            {"mount_path": s.mount_path, **r.to_json()}
-            if isinstance(r, ErrorReply)
-            else r.status.to_json()
-            for s, r in results
-        ]
-        # A followed session is an entry of its own, after the stores: no mount_path.
-        entries += [record.to_json() for record in sessions]
-        print(json.dumps(entries, indent=2))
-        return 0
-    if not results and not sessions:
-        print("no memfs mounts are running")
-        return 0
-    if results:
-        print_table(results)
-    print_sessions(sessions)
-    return 0
-
-
-COMMANDS = {
-    "mount": ("mount Memory Stores as folders (one FUSE mount per store)", setup_mount, run_mount),
-    "unmount": ("unmount memfs mounts, after a final sync", setup_unmount, run_unmount),
-    "sync": (
-        "run a sync pass now and wait for it, or push files now and confirm each",
-        setup_sync,
-        run_sync,
-    ),
-    "status": ("show the mounted stores and what is pending", setup_status, run_status),
-}
+    for store in result.detached:  # each named by the follower when it unmounted it
+        left += len(store.not_uploaded)
+    if result.left_behind:
+        what = f"{left} file{'s' if left != 1 else ''}" if left else "changes"
+        then = (
+            "the log says what becomes of each"
+            if left
+            else "the next mount of the store uploads them"
+        )
+        sys.stderr.write(
+            f"memfs: the final sync left {what} behind; they stay in the cache "
+            f"({(result.stores + result.detached)[0].spec.cache_dir}): {then}\n"
+        )
+        if result.status == 0:
+            return EXIT_LEFT_BEHIND
+    return result.status

@@ -1,20 +1,9 @@
-"""The settings of `memfs mount` (and of every command that mounts, such as
-`memfs run`), defined once: each is a flag, a `MEMFS_<FLAG>` variable and a
-key of the config file, with one function that reads its value from any of
-them.
-
-`MOUNT_OPTIONS` is the table, one `Option[T]` per field of
-`memfs.supervisor.MountSettings` (the value's type `T`); `add_options` puts it
-on a parser (each argparse action keeps its `Option` as `.memfs_option`,
-which is how `scripts/gen_config_doc.py` writes docs/configuration.md from
-the parser); `memfs.cli._config` decides which source wins and makes the
-settings.
-
-A value's reader (`Option.parse`) takes the text of a flag or a variable, or
-the value a TOML file holds, and returns the value or raises ValueError with
-the end of a sentence (`is not a number of seconds`) that the caller begins
-by naming the source. The bounds it checks are memfs.control's, and this is
-the one place they are checked.
+"""Every setting of the commands that mount, once: a flag, a `MEMFS_<FLAG>`
+variable and a config file key, read by one reader from any of them, which
+returns the value or raises ValueError with the end of a sentence (`is not a
+number of seconds`) that the caller begins by naming the source; the one
+place memfs.control's bounds are checked. Each argparse action keeps its
+`Option` as `.memfs_option`, from which docs/configuration.md is written.
 """
 
 from __future__ import annotations
@@ -38,11 +27,6 @@ from ..supervisor import (
     store_arg_problem,
 )
 
-Kind = Literal["value", "switch", "list", "path"]
-
-TRUE_WORDS = ("1", "true", "yes")
-FALSE_WORDS = ("0", "false", "no")
-
 T = TypeVar("T")
 E = TypeVar("E", bound=StrEnum)
 
@@ -53,13 +37,12 @@ class Option(Generic[T]):
     file, whose value is a `T`."""
 
     name: str
-    """The flag without its dashes: `sync-interval`; also the config file's key."""
     help: str
     parse: Callable[[object], T]
-    """The value of a flag's or a variable's text, or of a TOML value."""
     default: T
-    kind: Kind = "value"
     metavar: str | None = None
+    kind: Literal["value", "switch", "list", "path"] = "value"
+    """A path in the config file is relative to the file's folder."""
     shown_default: str = ""
     """The default as the docs write it, when it is not simply `default`."""
     group: str | None = None
@@ -91,13 +74,20 @@ class Option(Generic[T]):
         return f"{self.default:g}" if isinstance(self.default, float) else str(self.default)
 
 
-# ---------------------------------------------------------------- readers
-
-
 def _text(raw: object) -> str:
     if not isinstance(raw, str):
         raise ValueError("is not a string")
     return raw.strip()
+
+
+def _converted(raw: object, types: tuple[type, ...], convert: Callable[[Any], T], bad: str) -> T:
+    """`raw` (text, or a TOML value of `types`) through `convert`; `bad` when it fails."""
+    if isinstance(raw, bool) or not isinstance(raw, types):
+        raise ValueError(bad)
+    try:
+        return convert(raw.strip() if isinstance(raw, str) else raw)
+    except ValueError:
+        raise ValueError(bad) from None
 
 
 def path_value(raw: object) -> str:
@@ -111,12 +101,7 @@ def seconds(*, minimum: float | None = None) -> Callable[[object], float]:
     """A number of seconds: at least `minimum`, or more than 0 without one."""
 
     def parse(raw: object) -> float:
-        if isinstance(raw, bool) or not isinstance(raw, str | int | float):
-            raise ValueError("is not a number of seconds")
-        try:
-            value = float(raw.strip() if isinstance(raw, str) else raw)
-        except ValueError:
-            raise ValueError("is not a number of seconds")
+        value = _converted(raw, (str, int, float), float, "is not a number of seconds")
         if not math.isfinite(value):
             raise ValueError("is not a number of seconds")
         if minimum is not None and value < minimum:
@@ -132,12 +117,7 @@ def whole(low: int, high: int | None = None) -> Callable[[object], int]:
     """A whole number from `low` (to `high`)."""
 
     def parse(raw: object) -> int:
-        if isinstance(raw, bool) or not isinstance(raw, str | int):
-            raise ValueError("is not a whole number")
-        try:
-            value = int(raw.strip() if isinstance(raw, str) else raw)
-        except ValueError:
-            raise ValueError("is not a whole number")
+        value = _converted(raw, (str, int), int, "is not a whole number")
         if high is not None and not low <= value <= high:
             raise ValueError(f"must be between {low} and {high}")
         if value < low:
@@ -150,17 +130,20 @@ def whole(low: int, high: int | None = None) -> Callable[[object], int]:
 _SIZE_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
 
 
-def byte_size(raw: object) -> int:
-    """A number of bytes, at least 1: a whole number, or one followed by K, M or G
-    (powers of 1,024)."""
-    if isinstance(raw, bool) or not isinstance(raw, str | int):
-        raise ValueError("is not a number of bytes (such as 268435456 or 256M)")
-    text = raw.strip().upper() if isinstance(raw, str) else str(raw)
-    unit = text[-1:] if text[-1:] in ("K", "M", "G") else ""
+def _bytes(given: str | int) -> int:
+    text = str(given).upper()
+    unit = text[-1:] if text[-1:] in _SIZE_UNITS else ""
     number = text[: len(text) - len(unit)]
     if not number.isdigit():
-        raise ValueError("is not a number of bytes (such as 268435456 or 256M)")
-    value = int(number) * _SIZE_UNITS[unit]
+        raise ValueError(number)
+    return int(number) * _SIZE_UNITS[unit]
+
+
+def byte_size(raw: object) -> int:
+    """A number of bytes, at least 1: a whole number, or one followed by K, M
+    or G (powers of 1,024)."""
+    bad = "is not a number of bytes (such as 268435456 or 256M)"
+    value = _converted(raw, (str, int), _bytes, bad)
     if value < 1:
         raise ValueError("must be 1 byte or more")
     return value
@@ -171,10 +154,10 @@ def one_of(kind: type[E]) -> Callable[[object], E]:
 
     def parse(raw: object) -> E:
         text = _text(raw)
-        for member in kind:
-            if text == member.value:
-                return member
-        raise ValueError(f"is not one of {', '.join(kind)}")
+        try:
+            return kind(text)
+        except ValueError:
+            raise ValueError(f"is not one of {', '.join(kind)}") from None
 
     return parse
 
@@ -184,11 +167,24 @@ def switch(raw: object) -> bool:
     if isinstance(raw, bool):
         return raw
     text = raw.strip().lower() if isinstance(raw, str) else None
-    if text in TRUE_WORDS:
+    if text in ("1", "true", "yes"):
         return True
-    if text in FALSE_WORDS:
+    if text in ("0", "false", "no"):
         return False
     raise ValueError("is not one of 1/0, true/false, yes/no")
+
+
+def _checked(problem_of: Callable[[str], str | None]) -> Callable[[object], str]:
+    """Text that `problem_of` finds no problem with (its problem ends the sentence)."""
+
+    def parse(raw: object) -> str:
+        text = _text(raw)
+        problem = problem_of(text)
+        if problem is not None:
+            raise ValueError(problem)
+        return text
+
+    return parse
 
 
 def store_specs(raw: object) -> tuple[str, ...]:
@@ -205,53 +201,6 @@ def store_specs(raw: object) -> tuple[str, ...]:
         if problem is not None:
             raise ValueError(f"has a store {spec!r} that {problem}")
     return tuple(specs)
-
-
-def store_spec(raw: object) -> list[str]:
-    """One `--store` flag: exactly one spec, spaces and all (argparse extends
-    the flags' list with it)."""
-    text = _text(raw)
-    problem = store_arg_problem(text)
-    if problem is not None:
-        raise ValueError(problem)
-    return [text]
-
-
-def file_option(
-    name: str,
-    help: str,
-    *,
-    metavar: str = "FILE",
-    group: str | None = None,
-    shown_default: str = "",
-) -> Option[str | None]:
-    """A setting that names a file or a folder: none by default, and in the
-    config file relative to the file's folder."""
-    return Option(
-        name,
-        help,
-        path_value,
-        default=None,
-        kind="path",
-        metavar=metavar,
-        group=group,
-        shown_default=shown_default,
-    )
-
-
-def id_option(name: str, help: str, *, shown_default: str) -> Option[int | None]:
-    """A user or group id files show (`--uid`, `--gid`): none by default."""
-    return Option(
-        name, help, whole(0), default=None, metavar=name.upper(), shown_default=shown_default
-    )
-
-
-def session_id(raw: object) -> str:
-    text = _text(raw)
-    problem = session_id_problem(text)
-    if problem is not None:
-        raise ValueError(problem)
-    return text
 
 
 def metrics_addr(raw: object) -> str:
@@ -271,189 +220,165 @@ def _format(raw: object) -> LogFormat:
     return parse_format(_text(raw))
 
 
-# ---------------------------------------------------------------- the table
+def _file(name: str, help: str, metavar: str = "FILE", **more: Any) -> Option[str | None]:
+    """A setting that names a file or a folder: none by default."""
+    return Option(name, help, path_value, None, metavar, kind="path", **more)
 
-STORE: Option[tuple[str, ...]] = Option(
-    "store",
-    "a store to mount (repeatable, at most 8); a variable holds specs separated "
-    "by spaces, the config file an array",
-    store_specs,
-    default=(),
-    kind="list",
-    metavar="ID[:read_only|:read_write][=MOUNT_PATH]",
-    group="stores",
-)
-RESOURCES = file_option(
-    "resources",
-    "the session's resources array (JSON)",
-    group="stores",
-)
-WORK_ITEM = file_option(
-    "work-item",
-    "a claimed work item's JSON as the worker's poll returns it (- for standard input): "
-    "its session's memory stores are mounted, read with its secret's sessions token, "
-    "and followed as stores are attached and detached",
-    metavar="FILE|-",
-    group="stores",
-)
-SESSION: Option[str | None] = Option(
-    "session",
-    "a session whose memory stores to mount and follow, read with the work item secret "
-    "(--secret-file...); ANTHROPIC_SESSION_ID counts when nothing else names the stores",
-    session_id,
-    default=None,
-    metavar="ID",
-    group="stores",
-)
-ROOT: Option[str] = Option(
-    "root",
-    "where stores without a mount path go",
-    path_value,
-    default=control.DEFAULT_ROOT,
-    kind="path",
-    metavar="DIR",
-)
+
+def _seconds(name: str, help: str, default: float, minimum: float | None = None) -> Option[float]:
+    return Option(name, help, seconds(minimum=minimum), default, "SECONDS")
+
+
+def _switch(name: str, help: str) -> Option[bool]:
+    return Option(name, help, switch, False, kind="switch")
+
+
 API_URL: Option[str | None] = Option(
     "api-url",
     "the Memory Store API's base URL; after this flag and MEMFS_API_URL come "
     "ANTHROPIC_BASE_URL, the config file's api-url, the secret's api_base_url",
     path_value,
-    default=None,
-    metavar="URL",
+    None,
+    "URL",
     shown_default="https://api.anthropic.com",
 )
-TOKEN_FILE = file_option(
+TOKEN_FILE = _file(
     "token-file",
     "a file holding the token (or set MEMFS_TOKEN; ANTHROPIC_API_KEY or "
     "ANTHROPIC_AUTH_TOKEN count only when no work item secret is given); an "
     "sk-ant-api... key travels as x-api-key",
     group="credentials",
 )
-SECRET_FILE = file_option(
+SECRET_FILE = _file(
     "secret-file",
     "a file holding the work item secret (or set MEMFS_WORK_ITEM_SECRET or "
     "ANTHROPIC_WORK_SECRET, or give --work-item); its sessions token is then the "
     "credential of every memory request",
     group="credentials",
 )
-CACHE_DIR = file_option(
-    "cache-dir",
-    "the local cache (per store: the contents, plus 16 MiB of redo log)",
-    metavar="DIR",
-    shown_default="$XDG_CACHE_HOME/memfs or ~/.cache/memfs; /var/cache/memfs as root",
-)
-UID = id_option("uid", "owner shown for files", shown_default="the caller")
-GID = id_option("gid", "group shown for files", shown_default="the caller's")
-ALLOW_OTHER: Option[bool] = Option(
-    "allow-other", "let other users reach the mounts", switch, default=False, kind="switch"
-)
-SYNC_INTERVAL: Option[float] = Option(
-    "sync-interval",
-    f"seconds between passes, at least {control.MIN_SYNC_INTERVAL:g}",
-    seconds(minimum=control.MIN_SYNC_INTERVAL),
-    default=control.DEFAULT_SYNC_INTERVAL,
-    metavar="SECONDS",
-)
-SYNC_DELETIONS: Option[Deletions] = Option(
-    "sync-deletions",
-    "what a local delete does in the store",
-    one_of(Deletions),
-    default=Deletions.ENABLED,
-    metavar="|".join(Deletions),
-)
-FINAL_SYNC_TIMEOUT: Option[float] = Option(
-    "final-sync-timeout",
-    "seconds for the final sync on stop",
-    seconds(),
-    default=control.DEFAULT_FINAL_SYNC_TIMEOUT,
-    metavar="SECONDS",
-)
-SYNC_CONCURRENCY: Option[int] = Option(
-    "sync-concurrency",
-    f"requests at once in a sync pass, 1-{control.MAX_SYNC_CONCURRENCY}; the final sync uses "
-    f"twice as many, at most {control.MAX_SYNC_CONCURRENCY}",
-    whole(1, control.MAX_SYNC_CONCURRENCY),
-    default=control.DEFAULT_SYNC_CONCURRENCY,
-    metavar="N",
-)
-START_TIMEOUT: Option[float] = Option(
-    "start-timeout",
-    "seconds a mount's start waits in all for the API's first answer, in attempts of a "
-    "few seconds, each one that gets no answer reported",
-    seconds(),
-    default=control.DEFAULT_START_TIMEOUT,
-    metavar="SECONDS",
-)
-WRITE_BEHIND: Option[bool] = Option(
-    "write-behind",
-    "push local changes once the mount has been quiet for 2 s, at most once per "
-    f"{control.MIN_SYNC_INTERVAL:g} s, without waiting for the next pass (no: at the passes only)",
-    switch,
-    default=True,
-    metavar="yes|no",
-    shown_default="yes",
-)
-SESSION_CHECK_INTERVAL: Option[float] = Option(
-    "session-check-interval",
-    "seconds between two reads of a followed session (`--work-item`, `--session`), "
-    f"at least {MIN_SESSION_CHECK_INTERVAL:g}",
-    seconds(minimum=MIN_SESSION_CHECK_INTERVAL),
-    default=DEFAULT_SESSION_CHECK_INTERVAL,
-    metavar="SECONDS",
-)
-CACHE_SIZE: Option[int] = Option(
-    "cache-size",
-    "bytes of clean contents each store's cache keeps on disk before the least recently "
-    "used go (fetched again when read); K, M and G suffixes count in 1,024s",
-    byte_size,
-    default=control.DEFAULT_CACHE_SIZE,
-    metavar="BYTES",
-    shown_default="256M",
-)
-METRICS_ADDR: Option[str | None] = Option(
-    "metrics-addr",
-    "serve Prometheus metrics of every mounted store at HOST:PORT (e.g. 127.0.0.1:9477)",
-    metrics_addr,
-    default=None,
-    metavar="HOST:PORT",
-)
-DAEMON: Option[bool] = Option(
-    "daemon", "return once every store is mounted", switch, default=False, kind="switch"
-)
 
 MOUNT_OPTIONS: tuple[Option[Any], ...] = (
-    STORE,
-    RESOURCES,
-    WORK_ITEM,
-    SESSION,
-    ROOT,
+    Option(
+        "store",
+        "a store to mount (repeatable, at most 8); a variable holds specs separated "
+        "by spaces, the config file an array",
+        store_specs,
+        (),
+        "ID[:read_only|:read_write][=MOUNT_PATH]",
+        kind="list",
+        group="stores",
+    ),
+    _file("resources", "the session's resources array (JSON)", group="stores"),
+    _file(
+        "work-item",
+        "a claimed work item's JSON as the worker's poll returns it (- for standard input): "
+        "its session's memory stores are mounted, read with its secret's sessions token, "
+        "and followed as stores are attached and detached",
+        "FILE|-",
+        group="stores",
+    ),
+    Option(
+        "session",
+        "a session whose memory stores to mount and follow, read with the work item secret "
+        "(--secret-file...); ANTHROPIC_SESSION_ID counts when nothing else names the stores",
+        _checked(session_id_problem),
+        None,
+        "ID",
+        group="stores",
+    ),
+    Option(
+        "root",
+        "where stores without a mount path go",
+        path_value,
+        control.DEFAULT_ROOT,
+        "DIR",
+        kind="path",
+    ),
     API_URL,
     TOKEN_FILE,
     SECRET_FILE,
-    CACHE_DIR,
-    UID,
-    GID,
-    ALLOW_OTHER,
-    SYNC_INTERVAL,
-    SYNC_DELETIONS,
-    FINAL_SYNC_TIMEOUT,
-    SYNC_CONCURRENCY,
-    START_TIMEOUT,
-    WRITE_BEHIND,
-    SESSION_CHECK_INTERVAL,
-    CACHE_SIZE,
-    METRICS_ADDR,
-    DAEMON,
+    _file(
+        "cache-dir",
+        "the local cache (per store: the contents, plus 16 MiB of redo log)",
+        "DIR",
+        shown_default="$XDG_CACHE_HOME/memfs or ~/.cache/memfs; /var/cache/memfs as root",
+    ),
+    Option("uid", "owner shown for files", whole(0), None, "UID", shown_default="the caller"),
+    Option("gid", "group shown for files", whole(0), None, "GID", shown_default="the caller's"),
+    _switch("allow-other", "let other users reach the mounts"),
+    _seconds(
+        "sync-interval",
+        f"seconds between passes, at least {control.MIN_SYNC_INTERVAL:g}",
+        control.DEFAULT_SYNC_INTERVAL,
+        control.MIN_SYNC_INTERVAL,
+    ),
+    Option(
+        "sync-deletions",
+        "what a local delete does in the store",
+        one_of(Deletions),
+        Deletions.ENABLED,
+        "|".join(Deletions),
+    ),
+    _seconds(
+        "final-sync-timeout",
+        "seconds for the final sync on stop",
+        control.DEFAULT_FINAL_SYNC_TIMEOUT,
+    ),
+    Option(
+        "sync-concurrency",
+        f"requests at once in a sync pass, 1-{control.MAX_SYNC_CONCURRENCY}; the final sync uses "
+        f"twice as many, at most {control.MAX_SYNC_CONCURRENCY}",
+        whole(1, control.MAX_SYNC_CONCURRENCY),
+        control.DEFAULT_SYNC_CONCURRENCY,
+        "N",
+    ),
+    _seconds(
+        "start-timeout",
+        "seconds a mount's start waits in all for the API's first answer, in attempts of a "
+        "few seconds, each one that gets no answer reported",
+        control.DEFAULT_START_TIMEOUT,
+    ),
+    Option(
+        "write-behind",
+        "push local changes once the mount has been quiet for 2 s, at most once per "
+        f"{control.MIN_SYNC_INTERVAL:g} s, without waiting for the next pass (no: at the passes only)",
+        switch,
+        True,
+        "yes|no",
+        shown_default="yes",
+    ),
+    _seconds(
+        "session-check-interval",
+        "seconds between two reads of a followed session (`--work-item`, `--session`), "
+        f"at least {MIN_SESSION_CHECK_INTERVAL:g}",
+        DEFAULT_SESSION_CHECK_INTERVAL,
+        MIN_SESSION_CHECK_INTERVAL,
+    ),
+    Option(
+        "cache-size",
+        "bytes of clean contents each store's cache keeps on disk before the least recently "
+        "used go (fetched again when read); K, M and G suffixes count in 1,024s",
+        byte_size,
+        control.DEFAULT_CACHE_SIZE,
+        "BYTES",
+        shown_default="256M",
+    ),
+    Option(
+        "metrics-addr",
+        "serve Prometheus metrics of every mounted store at HOST:PORT (e.g. 127.0.0.1:9477)",
+        metrics_addr,
+        None,
+        "HOST:PORT",
+    ),
+    _switch("daemon", "return once every store is mounted"),
 )
 """Every setting of a mount, in the order `--help` and the docs list them:
-one per field of `MountSettings`."""
+one per field of `MountSettings`, named as its dest."""
 
-CONFIRM_TIMEOUT: Option[float] = Option(
+CONFIRM_TIMEOUT = _seconds(
     "confirm-timeout",
     "`memfs sync FILE...`: seconds to wait for the store to confirm the files",
-    seconds(),
-    default=30.0,
-    metavar="SECONDS",
+    30.0,
 )
 """Not a mount's setting: `memfs sync` reads it from its flag or its variable."""
 
@@ -462,22 +387,22 @@ LOG_LEVEL: Option[str | None] = Option(
     "the least severe records logged, by memfs and the store processes it starts; "
     "-v is INFO, -vv DEBUG",
     _level,
-    default=None,
-    metavar="|".join(LOG_LEVELS),
+    None,
+    "|".join(LOG_LEVELS),
     shown_default="WARNING; store processes INFO",
 )
 LOG_FORMAT: Option[LogFormat] = Option(
     "log-format",
     "text: readable lines; json: one JSON object per line",
     _format,
-    default="text",
-    metavar="|".join(LOG_FORMATS),
+    "text",
+    "|".join(LOG_FORMATS),
 )
 LOG_OPTIONS: tuple[Option[Any], ...] = (LOG_LEVEL, LOG_FORMAT)
 """Settings every command takes (before or after its name); the config file
 sets them for the commands that mount."""
 
-CONFIG_OPTION = file_option(
+CONFIG_OPTION = _file(
     "config",
     "the config file; a missing default file is no error, a missing named one is",
     shown_default="$XDG_CONFIG_HOME/memfs/config.toml or ~/.config/memfs/config.toml",
@@ -488,9 +413,6 @@ FILE_OPTIONS: dict[str, Option[Any]] = {o.key: o for o in (*MOUNT_OPTIONS, *LOG_
 
 SECRET_KEYS = ("token", "secret", "work-item-secret", "api-key")
 """Keys the config file refuses by name: a secret goes in a file of its own."""
-
-
-# ---------------------------------------------------------------- the parser
 
 
 def _flag_type(read: Callable[[object], T]) -> Callable[[str], T]:
@@ -505,49 +427,32 @@ def _flag_type(read: Callable[[object], T]) -> Callable[[str], T]:
     return parse
 
 
-def add_option(
-    p: argparse.ArgumentParser,
-    option: Option[Any],
-    *,
-    default: Any = None,
-    extra_flags: Sequence[str] = (),
-) -> argparse.Action:
+def _one_store(raw: object) -> list[str]:
+    """One `--store` flag: exactly one spec, spaces and all (argparse extends
+    the flags' list with it)."""
+    return [_checked(store_arg_problem)(raw)]
+
+
+def add_option(p: argparse.ArgumentParser, option: Option[Any], default: Any = None) -> None:
     """`option` as a flag of `p`. Its argparse default is `default` (None:
     not given), so that a source further down may fill it in."""
-    shown = f" (default: {option.default_text()})" if option.default_text() != "none" else ""
-    common: dict[str, Any] = {"dest": option.dest, "default": default}
+    kwargs: dict[str, Any] = {"dest": option.dest, "default": default, "help": option.help}
     if option.kind == "switch":
-        action = p.add_argument(
-            *extra_flags, option.flag, action="store_const", const=True, help=option.help, **common
-        )
-    elif option.kind == "list":
-        action = p.add_argument(
-            *extra_flags,
-            option.flag,
-            action="extend",
-            type=_flag_type(store_spec),
-            metavar=option.metavar,
-            help=option.help + shown,
-            **common,
-        )
+        kwargs.update(action="store_const", const=True)
     else:
-        action = p.add_argument(
-            *extra_flags,
-            option.flag,
-            type=_flag_type(option.parse),
-            metavar=option.metavar,
-            help=option.help + shown,
-            **common,
-        )
-    action.memfs_option = option  # type: ignore[attr-defined]
-    return action
+        shown = option.default_text()
+        kwargs["help"] += f" (default: {shown})" if shown != "none" else ""
+        kwargs["type"] = _flag_type(_one_store if option.kind == "list" else option.parse)
+        kwargs["metavar"] = option.metavar
+        if option.kind == "list":
+            kwargs["action"] = "extend"
+    p.add_argument(option.flag, **kwargs).memfs_option = option  # type: ignore[attr-defined]
 
 
 def add_options(p: argparse.ArgumentParser) -> None:
     """The mount settings and `--config` on `p`: `memfs mount`, `memfs run`."""
-    for option in MOUNT_OPTIONS:
+    for option in (*MOUNT_OPTIONS, CONFIG_OPTION):
         add_option(p, option)
-    add_option(p, CONFIG_OPTION)
     p.set_defaults(_settings=MOUNT_OPTIONS)
 
 
@@ -556,7 +461,7 @@ def add_log_options(p: argparse.ArgumentParser, *, top: bool) -> None:
     command: a command's own (given after its name) leaves the one given
     before it alone unless given too."""
     for option in LOG_OPTIONS:
-        add_option(p, option, default=None if top else argparse.SUPPRESS)
+        add_option(p, option, None if top else argparse.SUPPRESS)
 
 
 OTHER_VARIABLES: tuple[tuple[str, str, str], ...] = (
@@ -598,15 +503,12 @@ variables are `memfs.supervisor`'s (`SECRET_ENV`, `URL_ENV`)."""
 
 
 class SecretOnCommandLine(argparse.Action):
-    """A flag that would put a secret on the command line, where `ps` shows it
-    to every user: refused, without echoing its value. `const` says what to
-    give instead."""
+    """A flag that would put a secret on the command line, where `ps` shows
+    it to every user: refused, without echoing its value; `const` says what
+    to give instead."""
 
-    def __init__(
-        self, option_strings: Sequence[str], dest: str, const: str = "", **kwargs: Any
-    ) -> None:
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
         super().__init__(option_strings, dest, nargs="?", help=argparse.SUPPRESS, **kwargs)
-        self.instead = const
 
     def __call__(
         self,
@@ -616,6 +518,5 @@ class SecretOnCommandLine(argparse.Action):
         option_string: str | None = None,
     ) -> None:
         parser.error(
-            f"{option_string} is not taken: a secret on the command line shows in ps; "
-            f"{self.instead}"
+            f"{option_string} is not taken: a secret on the command line shows in ps; {self.const}"
         )

@@ -1,22 +1,15 @@
-"""`memfs serve`: run the Memory Store API locally on SQLite.
-
-The first line on stdout is the URL the server listens on; everything else
-(log lines, a generated token, the demo store's id) goes to stderr.
-
-Its tokens come from `--token-file FILE` and `MEMFS_SERVE_TOKEN`, where no
-other user can read them. `--token TOKEN` puts the token in the process's
-command line, which every local user reads (`ps`, /proc/PID/cmdline): it is
-kept for a demo on a loopback address only, with a warning, and refused
-with any other `--host`, where the token guards what other machines reach.
-Before serving, the process executes itself again with the `--token` values
-moved into `MEMFS_SERVE_TOKEN` (its environment, which only its own user
-reads), so they are on its command line only while it starts.
+"""`memfs serve`: the Memory Store API locally on SQLite. The first line on
+stdout is its URL; everything else goes to stderr. Tokens come from
+`--token-file` and `MEMFS_SERVE_TOKEN`; `--token` shows in `ps`, so it is
+taken only with a loopback `--host`, with a warning, and serve executes
+itself again with those tokens moved into its environment.
 """
 
 from __future__ import annotations
 
 import argparse
 import ipaddress
+import logging
 import os
 import resource
 import secrets
@@ -24,7 +17,8 @@ import sys
 from typing import TYPE_CHECKING
 
 from .._exceptions import ConfigError
-from ..api import MAX_MEMORIES
+from ..api import MAX_MEMORIES, SERVE_DEFAULT_HOST, SERVE_DEFAULT_PORT, SERVE_TOKEN_ENV
+from ..supervisor import read_secret_file
 
 if TYPE_CHECKING:
     from ._config import Settings
@@ -32,28 +26,25 @@ if TYPE_CHECKING:
 DEFAULT_MAX_CONNECTIONS = 512
 DEFAULT_CLIENT_TIMEOUT = 10.0
 FD_RESERVE = 64
-"""Descriptors kept for the database, the listener and the log, below the
-process's limit, when that limit is what caps the connections."""
+"""Descriptors kept for the database, the listener and the log."""
 
 
 def setup(p: argparse.ArgumentParser) -> None:
-    from ..api import SERVE_DEFAULT_HOST as DEFAULT_HOST
-    from ..api import SERVE_DEFAULT_PORT as DEFAULT_PORT
-    from ..api import SERVE_TOKEN_ENV as TOKEN_ENV
-
     p.add_argument(
         "--db",
         metavar="PATH",
         help="SQLite file holding every store (default $XDG_DATA_HOME/memfs/memfs.sqlite3)",
     )
     p.add_argument(
-        "--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST})"
+        "--host",
+        default=SERVE_DEFAULT_HOST,
+        help=f"address to listen on (default {SERVE_DEFAULT_HOST})",
     )
     p.add_argument(
         "--port",
         type=int,
-        default=DEFAULT_PORT,
-        help=f"port to listen on; 0 picks a free one (default {DEFAULT_PORT})",
+        default=SERVE_DEFAULT_PORT,
+        help=f"port to listen on; 0 picks a free one (default {SERVE_DEFAULT_PORT})",
     )
     p.add_argument(
         "--max-memories",
@@ -70,7 +61,7 @@ def setup(p: argparse.ArgumentParser) -> None:
         help=(
             "accept the tokens this file holds, one per line (or comma-separated), as x-api-key "
             "or Bearer; repeatable; TOKEN@STORE_ID[,STORE_ID...] limits one to those stores; "
-            f"blank lines and lines starting with # are skipped. Also read from {TOKEN_ENV} "
+            f"blank lines and lines starting with # are skipped. Also read from {SERVE_TOKEN_ENV} "
             "(comma-separated). With neither, a random token is generated and printed on stderr"
         ),
     )
@@ -124,8 +115,6 @@ def _is_loopback(host: str) -> bool:
 
 def _token_file_entries(path: str) -> list[str]:
     """The token entries of a `--token-file`: its lines, but blank ones and comments."""
-    from ..supervisor import read_secret_file
-
     entries = [line.strip() for line in read_secret_file(path, "token").splitlines()]
     entries = [e for e in entries if e and not e.startswith("#")]
     if not entries:
@@ -134,8 +123,7 @@ def _token_file_entries(path: str) -> list[str]:
 
 
 def _without_token_flags(argv: list[str]) -> list[str]:
-    """`argv` less its `--token VALUE` and `--token=VALUE` (flags are never
-    abbreviated, and no flag of serve takes a value starting with `--`)."""
+    """`argv` less its `--token VALUE` and `--token=VALUE`."""
     kept: list[str] = []
     skip = False
     for arg in argv:
@@ -148,19 +136,19 @@ def _without_token_flags(argv: list[str]) -> list[str]:
     return kept
 
 
-def _reexec_with_tokens_in_environment(tokens: list[str], token_env: str) -> None:
+def _reexec_with_tokens_in_environment(tokens: list[str]) -> None:
     """Replace this process (same PID) by the same command without its
-    `--token` flags, their values put in front of `token_env`'s (the order
-    `run` reads them in), so that no token stays in /proc/PID/cmdline.
-    Returns only when this process's command line holds no `--token`: `main`
-    was handed its arguments by a caller."""
+    `--token` flags, their values put in front of those of `MEMFS_SERVE_TOKEN`, so that no
+    token stays in /proc/PID/cmdline. Returns when the command line holds no
+    `--token` (`main` was handed its arguments by a caller)."""
     argv = sys.argv[1:]
     kept = _without_token_flags(argv)
     if kept == argv or sys.orig_argv[len(sys.orig_argv) - len(argv) :] != argv:
         return
     interpreter_args = sys.orig_argv[1 : len(sys.orig_argv) - len(argv)]
     env = dict(os.environ)
-    env[token_env] = ",".join([*tokens, env[token_env]] if env.get(token_env) else tokens)
+    given = env.get(SERVE_TOKEN_ENV)
+    env[SERVE_TOKEN_ENV] = ",".join([*tokens, given] if given else tokens)
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(sys.executable, [sys.executable, *interpreter_args, *kept], env)
@@ -168,7 +156,7 @@ def _reexec_with_tokens_in_environment(tokens: list[str], token_env: str) -> Non
 
 def _connection_cap(asked: int) -> int:
     """`--max-connections`, lowered so that the connections cannot use up the
-    process's descriptors (their limit less `FD_RESERVE`)."""
+    process's descriptors."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         return asked
@@ -176,7 +164,7 @@ def _connection_cap(asked: int) -> int:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    from ..server import TOKEN_ENV, Grant, default_db_path, parse_tokens, serve
+    from ..server import Grant, default_db_path, parse_tokens, serve
 
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"--port must be from 0 to 65535, not {args.port}")
@@ -195,16 +183,16 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         if not _is_loopback(args.host):
             raise ConfigError(
                 f"--token is refused with --host {args.host}: every local user can read it in ps;"
-                f" give --token-file FILE or set {TOKEN_ENV}"
+                f" give --token-file FILE or set {SERVE_TOKEN_ENV}"
             )
         sys.stderr.write(
             "memfs serve: warning: --token shows the token to every local user (ps,"
-            f" /proc/PID/cmdline); give --token-file FILE or set {TOKEN_ENV} instead\n"
+            f" /proc/PID/cmdline); give --token-file FILE or set {SERVE_TOKEN_ENV} instead\n"
         )
         sys.stderr.flush()
-        _reexec_with_tokens_in_environment(args.token, TOKEN_ENV)
+        _reexec_with_tokens_in_environment(args.token)
         entries += args.token
-    env = os.environ.get(TOKEN_ENV)
+    env = os.environ.get(SERVE_TOKEN_ENV)
     if env:
         entries.append(env)
     tokens = parse_tokens(entries)
@@ -212,12 +200,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         generated = secrets.token_urlsafe(24)
         tokens = {generated: Grant()}
         sys.stderr.write(
-            f"memfs serve: no --token-file or {TOKEN_ENV} given; generated token: {generated}\n"
+            f"memfs serve: no --token-file or {SERVE_TOKEN_ENV} given; generated token: {generated}\n"
         )
         sys.stderr.flush()
     if args.access_log:
-        import logging
-
         logging.getLogger("memfs.serve.access").setLevel(logging.INFO)
     serve(
         db_path=args.db or default_db_path(),

@@ -1,25 +1,25 @@
-"""`memfs status` for a person, within 80 columns: per mounted store its
-mount path on a line of its own (never cut, however long), one table row
-below it, and the details that do not fit a row (the store, the last pass,
-traffic since the mount, errors, changes a damaged cache lost, a full cache
-disk, refused files, conflict copies, what is pending) indented below that;
-then each followed session, with a line per store attached to it or
-detached from it while it was followed. Each column is as wide as its
-widest cell, so a wider value (`261.3 kB`) moves no other column out of
-line; each file is listed once (a refused file under `refused`, not again
-under `pending`). The output does not depend on the terminal's width.
-`memfs status --json` prints the same status field for field
-(`memfs.control.StoreStatus`, then `memfs.supervisor.SessionRecord`).
+"""`memfs status`: for a person, within 80 columns whatever the terminal's
+width, per mounted store its mount path on a line of its own, one row of a
+table whose columns are as wide as their widest cell, and the details that
+do not fit a row indented below it, each file listed once; then each
+followed session and what it attached and detached. `--json` prints the
+same fields (`memfs.control.StoreStatus`, then
+`memfs.supervisor.SessionRecord`).
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import textwrap
 import time
 from collections.abc import Iterator
+from typing import Any
 
+from .. import supervisor as sup
 from ..control import ErrorReply, StatusReply, StoreState, StoreStatus
 from ..supervisor import SessionRecord
+from ._config import Settings
 
 WIDTH = 80
 COLUMNS = (
@@ -74,15 +74,10 @@ def _aligned(rows: list[list[str]]) -> list[str]:
 def _cells(st: StoreStatus, now: float) -> list[str]:
     """The row's cells after MOUNT."""
     last = st.last_pass
-    if last is None:
-        last_text = "never"
-    else:
-        result = "failed" if last.get("error") else "ok"
-        last_text = f"{result} {_ago(now - last['finished_at'])}"
-    if st.next_pass_at is None:
-        next_text = "-"
-    else:
-        next_text = f"in {_ago(st.next_pass_at - now)}"
+    last_text = "never"
+    if last is not None:
+        last_text = f"{'failed' if last.get('error') else 'ok'} {_ago(now - last['finished_at'])}"
+    next_text = "-" if st.next_pass_at is None else f"in {_ago(st.next_pass_at - now)}"
     return [
         "ro" if st.read_only else "rw",
         str(st.memories),
@@ -178,15 +173,6 @@ def table(results: list[tuple[StoreState, StatusReply | ErrorReply]], now: float
     return lines
 
 
-def print_table(results: list[tuple[StoreState, StatusReply | ErrorReply]]) -> None:
-    for line in table(results, time.time()):
-        print(line)
-
-
-def _when(at: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
-
-
 def session_lines(records: list[SessionRecord], now: float) -> list[str]:
     """The lines `memfs status` prints for the followed sessions."""
     lines = []
@@ -207,11 +193,33 @@ def session_lines(records: list[SessionRecord], now: float) -> list[str]:
                 text = f"detached {e.store_id}: unmounted {e.mount_path}, {e.detail}"
             else:
                 text = f"attached {e.store_id}: not mounted: {e.detail}"
-            lines.append(f"  {_when(e.at)} {text}")
+            lines.append(f"  {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(e.at))} {text}")
             lines.extend(f"    not uploaded: {path}" for path in e.not_uploaded[:MAX_LISTED])
     return lines
 
 
-def print_sessions(records: list[SessionRecord]) -> None:
-    for line in session_lines(records, time.time()):
+def setup(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print the status as JSON")
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    results = sup.status()
+    sessions = sup.session_records()
+    if args.json:
+        entries: list[dict[str, Any]] = [
+            {"mount_path": s.mount_path, **r.to_json()}
+            if isinstance(r, ErrorReply)
+            else r.status.to_json()
+            for s, r in results
+        ]
+        # A followed session is an entry of its own, after the stores: no mount_path.
+        entries += [record.to_json() for record in sessions]
+        print(json.dumps(entries, indent=2))
+        return 0
+    if not results and not sessions:
+        print("no memfs mounts are running")
+        return 0
+    now = time.time()
+    for line in [*(table(results, now) if results else []), *session_lines(sessions, now)]:
         print(line)
+    return 0

@@ -1,32 +1,10 @@
-"""`memfs store`: a small client of any Memory Store API, for people and demos.
-
-    memfs store create NAME [--description D]     prints the new store's id
-    memfs store list                              id, name, created
-    memfs store ls STORE_ID [PREFIX]              path, size
-    memfs store put STORE_ID PATH [FILE|-]        create or update (stdin by default)
-    memfs store cat STORE_ID PATH                 the content, byte for byte
-    memfs store rm STORE_ID PATH
-    memfs store log STORE_ID [PATH]               time, operation, path, sha prefix
-    memfs store session create [--store ID[:read_only][=PATH]]...
-                                                  a work item JSON for the new session
-    memfs store session show SESSION_ID           its stores: resource, store, access, path
-    memfs store session attach SESSION_ID --store ID[:read_only][=PATH]
-    memfs store session detach SESSION_ID RESOURCE_ID|STORE_ID
-    memfs store session delete SESSION_ID         its sessions token stops working
-
-The API URL and the token come from the same places as `memfs mount`'s
-(`memfs.supervisor.resolve_credentials`): `--api-url`, `MEMFS_API_URL` or
-`ANTHROPIC_BASE_URL` (default the local `memfs serve`); `--token-file FILE`,
-`MEMFS_TOKEN`, `ANTHROPIC_API_KEY` (sent as x-api-key) or
-`ANTHROPIC_AUTH_TOKEN`, never a flag, so `ps` cannot show it. A token that
-starts with `sk-ant-api` travels as x-api-key unless `--auth` says otherwise.
-Output is tab-separated lines, or JSON with `--json`.
-
-`session create` prints what a worker's poll hands it, one line of JSON:
-`{"id", "environment_id", "data": {"type": "session", "id"}, "secret"}`, the
-secret being base64 of `{"sessions_token", "api_base_url"}` (this server's
-URL), so `memfs run --work-item -` can take it on standard input. That line
-is the only place the sessions token appears: it is never logged.
+"""`memfs store`: a small client of any Memory Store API, for people and
+demos; each action's `--help` says what it prints, as tab-separated lines or
+JSON with `--json`. The URL and the token come from the same places as
+`memfs mount`'s (`resolve_credentials`), default the local `memfs serve`,
+never from a flag. `session create` prints what a worker's poll hands it,
+one line of JSON whose secret holds the sessions token: that line is the
+only place the token appears.
 """
 
 from __future__ import annotations
@@ -37,8 +15,8 @@ import json
 import os
 import secrets
 import sys
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, cast
 
 from .._exceptions import (
     AuthenticationFailed,
@@ -52,6 +30,7 @@ from ..api import (
     MAX_CONTENT_BYTES,
     SERVE_DEFAULT_HOST,
     SERVE_DEFAULT_PORT,
+    AuthHeader,
     Memory,
     MemoryVersion,
     SessionResource,
@@ -59,6 +38,7 @@ from ..api import (
     normalize_path,
     normalize_prefix,
 )
+from ..supervisor import parse_store_arg, resolve_credentials
 from ._options import SecretOnCommandLine
 
 if TYPE_CHECKING:
@@ -105,8 +85,9 @@ def _add_connection_options(p: argparse.ArgumentParser, *, top: bool) -> None:
     )
 
 
-Action = Callable[[str, str], argparse.ArgumentParser]
-"""Adds an action (its name, its help) to a parser's actions: its parser."""
+Run = Callable[["StoreClient", argparse.Namespace], Awaitable[None]]
+Action = Callable[[str, str, Run | None], argparse.ArgumentParser]
+"""Adds an action (its name, its help, what it runs) to a parser: its parser."""
 
 
 def _actions(p: argparse.ArgumentParser, dest: str) -> Action:
@@ -115,9 +96,10 @@ def _actions(p: argparse.ArgumentParser, dest: str) -> Action:
     sub = p.add_subparsers(dest=dest, metavar="ACTION", parser_class=type(p))
     sub.required = True
 
-    def action(name: str, help_text: str) -> argparse.ArgumentParser:
+    def action(name: str, help_text: str, run: Run | None) -> argparse.ArgumentParser:
         a = sub.add_parser(name, help=help_text, description=help_text)
         _add_connection_options(a, top=False)
+        a.set_defaults(store_action=run)
         return a
 
     return action
@@ -127,34 +109,36 @@ def setup(p: argparse.ArgumentParser) -> None:
     _add_connection_options(p, top=True)
     action = _actions(p, "store_command")
 
-    a = action("create", "create a store and print its id")
+    a = action("create", "create a store and print its id", _create)
     a.add_argument("name")
     a.add_argument("--description", default=None)
 
-    action("list", "list stores: id, name, created")
+    action("list", "list stores: id, name, created", _list)
 
-    a = action("ls", "list a store's memories: path, size")
+    a = action("ls", "list a store's memories: path, size", _ls)
     a.add_argument("store_id", metavar="STORE_ID")
     a.add_argument("prefix", nargs="?", default=None, metavar="PREFIX")
 
-    a = action("put", "create or update a memory from FILE, or stdin with '-' or no FILE")
+    a = action("put", "create or update a memory from FILE, or stdin with '-' or no FILE", _put)
     a.add_argument("store_id", metavar="STORE_ID")
     a.add_argument("path", metavar="PATH")
     a.add_argument("file", nargs="?", default="-", metavar="FILE")
 
-    a = action("cat", "print a memory's content")
+    a = action("cat", "print a memory's content", _cat)
     a.add_argument("store_id", metavar="STORE_ID")
     a.add_argument("path", metavar="PATH")
 
-    a = action("rm", "delete a memory")
+    a = action("rm", "delete a memory", _rm)
     a.add_argument("store_id", metavar="STORE_ID")
     a.add_argument("path", metavar="PATH")
 
-    a = action("log", "list versions, newest first: time, operation, path, sha")
+    a = action("log", "list versions, newest first: time, operation, path, sha", _log)
     a.add_argument("store_id", metavar="STORE_ID")
     a.add_argument("path", nargs="?", default=None, metavar="PATH")
 
-    _setup_session(action("session", "sessions and their stores: create, show, attach, detach"))
+    _setup_session(
+        action("session", "sessions and their stores: create, show, attach, detach", None)
+    )
 
 
 def _setup_session(p: argparse.ArgumentParser) -> None:
@@ -164,7 +148,11 @@ def _setup_session(p: argparse.ArgumentParser) -> None:
         "a store of the session, read-write unless :read_only, mounted at PATH"
         " (default /mnt/memory/<slug of its name>); repeatable, at most 8"
     )
-    a = action("create", "create a session holding these stores and print its work item JSON")
+    a = action(
+        "create",
+        "create a session holding these stores and print its work item JSON",
+        _session_create,
+    )
     a.add_argument(
         "--store", action="append", default=[], metavar="ID[:read_only][=PATH]", help=store_help
     )
@@ -173,26 +161,27 @@ def _setup_session(p: argparse.ArgumentParser) -> None:
     )
     a.add_argument("--title", default=None, help="the session's title")
 
-    a = action("show", "list a session's stores: resource id, store id, access, mount path")
+    a = action(
+        "show", "list a session's stores: resource id, store id, access, mount path", _session_show
+    )
     a.add_argument("session_id", metavar="SESSION_ID")
 
-    a = action("attach", "attach a store to a running session")
+    a = action("attach", "attach a store to a running session", _session_attach)
     a.add_argument("session_id", metavar="SESSION_ID")
     a.add_argument(
         "--store", required=True, metavar="ID[:read_only][=PATH]", help="the store to attach"
     )
 
-    a = action("detach", "detach a store from a running session")
+    a = action("detach", "detach a store from a running session", _session_detach)
     a.add_argument("session_id", metavar="SESSION_ID")
     a.add_argument("resource_id", metavar="RESOURCE_ID|STORE_ID")
 
-    a = action("delete", "delete a session; its sessions token stops working")
+    a = action("delete", "delete a session; its sessions token stops working", _session_delete)
     a.add_argument("session_id", metavar="SESSION_ID")
 
 
 def _client(args: argparse.Namespace) -> StoreClient:
     from ..client import StoreClient
-    from ..supervisor import resolve_credentials
 
     creds = resolve_credentials(
         api_url=args.api_url,
@@ -201,14 +190,12 @@ def _client(args: argparse.Namespace) -> StoreClient:
     )
     if creds is None:
         raise ConfigError("no token: pass --token-file FILE or set MEMFS_TOKEN")
-    auth: str = args.auth or os.environ.get("MEMFS_AUTH") or creds.auth
-    if auth == "bearer":
-        return StoreClient(creds.api_url, creds.token, auth="bearer", timeout=30.0, max_retries=3)
-    if auth == "x-api-key":
-        return StoreClient(
-            creds.api_url, creds.token, auth="x-api-key", timeout=30.0, max_retries=3
-        )
-    raise ConfigError(f"MEMFS_AUTH is {auth!r}: use bearer or x-api-key")
+    auth = args.auth or os.environ.get("MEMFS_AUTH") or creds.auth
+    if auth not in ("bearer", "x-api-key"):
+        raise ConfigError(f"MEMFS_AUTH is {auth!r}: use bearer or x-api-key")
+    return StoreClient(
+        creds.api_url, creds.token, auth=cast(AuthHeader, auth), timeout=30.0, max_retries=3
+    )
 
 
 def _read_content(file: str) -> str:
@@ -232,30 +219,18 @@ def _read_content(file: str) -> str:
         raise ConfigError(f"{name} is not UTF-8 text; a memory holds only UTF-8 text")
 
 
-def _out(line: str) -> None:
-    sys.stdout.write(line + "\n")
-
-
-def _out_json(obj: Any) -> None:
-    def plain(x: Any) -> Any:
-        if dataclasses.is_dataclass(x) and not isinstance(x, type):
-            return dataclasses.asdict(x)
-        return x
-
-    if isinstance(obj, list):
-        obj = [plain(x) for x in obj]
-    else:
-        obj = plain(obj)
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
-
-
 def _answer(args: argparse.Namespace, obj: Any, lines: Iterable[str]) -> None:
     """`obj` as JSON with --json, else `lines`."""
-    if args.json:
-        _out_json(obj)
-    else:
-        for line in lines:
-            _out(line)
+    if not args.json:
+        sys.stdout.writelines(line + "\n" for line in lines)
+        return
+
+    def plain(x: Any) -> Any:
+        is_instance = dataclasses.is_dataclass(x) and not isinstance(x, type)
+        return dataclasses.asdict(x) if is_instance else x
+
+    obj = [plain(x) for x in obj] if isinstance(obj, list) else plain(obj)
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
 
 
 async def _find(client: StoreClient, store_id: str, path: str) -> Memory:
@@ -321,8 +296,7 @@ async def _cat(client: StoreClient, args: argparse.Namespace) -> None:
     found = await _find(client, args.store_id, args.path)
     memory = await client.get_memory(args.store_id, found.id, view="full")
     if args.json:
-        _out_json(memory)
-        return
+        return _answer(args, memory, ())
     sys.stdout.write(memory.content or "")
     sys.stdout.flush()
 
@@ -337,17 +311,16 @@ async def _rm(client: StoreClient, args: argparse.Namespace) -> None:
 
 
 async def _log(client: StoreClient, args: argparse.Namespace) -> None:
-    memory_id = None
-    path = None
+    memory_id = path = None
     if args.path:
         path = normalize_path(args.path)
         found = await client.find_memory_by_path(args.store_id, path)
         memory_id = found.id if found else None
-    versions = []
-    async for v in client.iter_versions(args.store_id, memory_id=memory_id):
-        if path is not None and memory_id is None and v.path != path:
-            continue
-        versions.append(v)
+    versions = [
+        v
+        async for v in client.iter_versions(args.store_id, memory_id=memory_id)
+        if path is None or memory_id is not None or v.path == path
+    ]
     _answer(args, versions, map(_version_line, versions))
 
 
@@ -362,8 +335,6 @@ def _resource_line(r: SessionResource) -> str:
 
 
 async def _session_create(client: StoreClient, args: argparse.Namespace) -> None:
-    from ..supervisor import parse_store_arg
-
     created = await client.create_session(
         [parse_store_arg(spec) for spec in args.store],
         environment_id=args.environment_id,
@@ -375,7 +346,7 @@ async def _session_create(client: StoreClient, args: argparse.Namespace) -> None
         "data": {"type": "session", "id": created.session.id},
         "secret": encode_work_item_secret(created.sessions_token, client.base_url),
     }
-    _out(json.dumps(work_item))
+    sys.stdout.write(json.dumps(work_item) + "\n")
 
 
 async def _session_show(client: StoreClient, args: argparse.Namespace) -> None:
@@ -385,8 +356,6 @@ async def _session_show(client: StoreClient, args: argparse.Namespace) -> None:
 
 
 async def _session_attach(client: StoreClient, args: argparse.Namespace) -> None:
-    from ..supervisor import parse_store_arg
-
     attached = await client.add_session_resource(args.session_id, parse_store_arg(args.store))
     _answer(args, attached, ["attached\t" + _resource_line(attached)])
 
@@ -402,36 +371,11 @@ async def _session_delete(client: StoreClient, args: argparse.Namespace) -> None
     _answer(args, {"deleted": args.session_id}, [f"deleted\t{args.session_id}"])
 
 
-_SESSION_ACTIONS = {
-    "create": _session_create,
-    "show": _session_show,
-    "attach": _session_attach,
-    "detach": _session_detach,
-    "delete": _session_delete,
-}
-
-
-async def _session(client: StoreClient, args: argparse.Namespace) -> None:
-    await _SESSION_ACTIONS[args.session_command](client, args)
-
-
-_ACTIONS = {
-    "session": _session,
-    "create": _create,
-    "list": _list,
-    "ls": _ls,
-    "put": _put,
-    "cat": _cat,
-    "rm": _rm,
-    "log": _log,
-}
-
-
 async def _main(args: argparse.Namespace) -> None:
     client = _client(args)
     async with client:
         try:
-            await _ACTIONS[args.store_command](client, args)
+            await args.store_action(client, args)
         except AuthenticationFailed:
             raise StoreError(f"the store at {client.base_url} refused the token (401)")
         except PermissionDenied as e:
