@@ -1,18 +1,16 @@
-"""The API from the supervisor: the stores' names and a session's stores
-at a mount's start, and each check of a session follower.
-
-The client is async (the store processes share it). The follower runs in
-a trio program and uses it as it is (`api_client`); the mount's start runs
-no event loop, so each of its calls is one trio run of its own, made here
-and nowhere else (`call_api`).
-"""
+"""The API from the supervisor: a client for a trio program (a session
+follower's check), one call from code that runs no event loop (a mount's
+start), and a session's memory stores."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, TypeVar
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from .._exceptions import MountError, StoreError
+from ..api import Resource, parse_resources
 from ._credentials import Credentials
 
 if TYPE_CHECKING:
@@ -23,22 +21,15 @@ log = logging.getLogger("memfs.supervisor")
 T = TypeVar("T")
 
 
-def say_waiting(sentence: str) -> None:
-    """Say an attempt of a mount's start that the API did not answer."""
+def _say_waiting(sentence: str) -> None:
     log.warning("%s", sentence, extra={"event": "waiting_for_api"})
 
 
 def api_client(
-    creds: Credentials,
-    *,
-    retries: int,
-    timeout: float = 30.0,
-    start_timeout: float | None = None,
+    creds: Credentials, *, retries: int, timeout: float = 30.0, start_timeout: float | None = None
 ) -> StoreClient:
-    """A client of the API `creds` name, for a trio program of the
-    supervisor (a session follower's check). `start_timeout`: its first
-    call is a mount's, its wait bounded and each attempt without an answer
-    said."""
+    """A client of the API `creds` name. `start_timeout`: its first call is a
+    mount's, its wait bounded and each attempt without an answer said."""
     from ..client import StoreClient
 
     return StoreClient(
@@ -48,24 +39,40 @@ def api_client(
         max_retries=retries,
         timeout=timeout,
         start_timeout=start_timeout,
-        on_wait=say_waiting,
+        on_wait=_say_waiting,
     )
 
 
 def call_api(
     creds: Credentials,
     request: Callable[[StoreClient], Awaitable[T]],
-    *,
-    retries: int,
-    start_timeout: float | None = None,
+    start_timeout: float | None,
 ) -> T:
-    """What `request` returns, given a client of the API `creds` name, from
-    code that runs no event loop; the client's errors as they are raised.
-    `start_timeout`: as `api_client`."""
+    """What `request` returns, from code that runs no event loop (one trio
+    run); the client's errors as they are raised."""
     import trio
 
     async def with_client() -> T:
-        async with api_client(creds, retries=retries, start_timeout=start_timeout) as client:
+        async with api_client(creds, retries=3, start_timeout=start_timeout) as client:
             return await request(client)
 
     return trio.run(with_client)
+
+
+async def session_state(client: StoreClient, session_id: str) -> tuple[str, list[dict[str, Any]]]:
+    """The session's `status` and its memory stores as JSON objects for
+    `parse_resources`, from one read; StoreError when it cannot be read."""
+    session = await client.get_session(session_id)
+    return session.status, [asdict(r) for r in session.memory_stores]
+
+
+def fetch_session_resources(
+    creds: Credentials, session_id: str, start_timeout: float | None = None
+) -> list[Resource]:
+    """The session's memory stores, checked as a resources file is; MountError
+    with one sentence when the session cannot be read."""
+    try:
+        _, stores = call_api(creds, lambda client: session_state(client, session_id), start_timeout)
+    except StoreError as e:
+        raise MountError(f"cannot read session {session_id} at {creds.api_url}: {e}")
+    return parse_resources(stores)

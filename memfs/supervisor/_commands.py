@@ -1,18 +1,16 @@
 """`memfs unmount`, `memfs sync` and `memfs status`: the commands that talk
 to running store processes, found by their state files in the runtime
-folder and asked over their control sockets (`memfs.control`).
-
-`sync` also takes files inside mounts (`file_in_mount`, `push_files`): each
-is pushed now and confirmed.
-
-`unmount` also cleans up stale mounts, those whose store process is gone
-(killed): it unmounts them lazily and removes their folders.
+folder and asked over their control sockets. `unmount` also cleans up stale
+mounts (their store process killed), and stops session followers
+(`stop_followers`) so that no mount of their sessions appears after it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -36,33 +34,21 @@ from ..mount import (
     mounted_source,
     remove_mount_folder,
 )
+from ._session_records import FOLLOWER_MODULE, SessionRecord, session_files
 
 log = logging.getLogger("memfs.supervisor")
 
 GONE_TIMEOUT = 60.0
 """How long `unmount` waits for a store process to exit after its final sync."""
+UNFOLLOW_SIGNAL = signal.SIGUSR2
+"""Asks a foreground process that follows a session (`memfs mount` without
+`--daemon`, `memfs run`) to stop following and keep the rest running."""
 
 _R = TypeVar("_R", StatusReply, SyncReply)
 
 
 def _at(stores: list[StoreState], path: str) -> list[StoreState]:
     return [s for s in stores if os.path.abspath(s.mount_path) == path]
-
-
-def select_stores(paths: list[str], *, all_if_empty: bool = True) -> list[StoreState]:
-    """The running stores mounted at `paths` (every one when `paths` is empty
-    and `all_if_empty`); MountError for a path where none runs."""
-    stores = running_stores()
-    if not paths:
-        return stores if all_if_empty else []
-    chosen = []
-    for p in paths:
-        real = os.path.abspath(p)
-        match = _at(stores, real)
-        if not match:
-            raise MountError(f"no memfs mount is running at {real}")
-        chosen += match
-    return chosen
 
 
 def unmount(paths: list[str], *, all_: bool) -> int:
@@ -100,7 +86,7 @@ def unmount(paths: list[str], *, all_: bool) -> int:
         if isinstance(reply, StopReply):
             for path in reply.not_uploaded:
                 sys.stderr.write(f"memfs: not uploaded from {store.mount_path}: {path}\n")
-        _wait_gone(store.pid, GONE_TIMEOUT)
+        wait_gone(store.pid, GONE_TIMEOUT)
         print(f"unmounted {store.mount_path}")
     for point in stale:
         force_unmount(point)
@@ -109,18 +95,15 @@ def unmount(paths: list[str], *, all_: bool) -> int:
     return code
 
 
-def _wait_gone(pid: int, timeout: float) -> None:
-    """Wait until the process `pid` has ended. One that has ended but is not
-    reaped yet (a zombie, which a daemon's store process stays until whatever
-    adopted it reaps it) is gone: it holds no mount and no cache."""
+def wait_gone(pid: int, timeout: float) -> None:
+    """Wait until the process `pid` has ended (a zombie has: it holds no
+    mount and no cache)."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not _running(pid):
-            return
+    while running(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
 
 
-def _running(pid: int) -> bool:
+def running(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()
@@ -132,15 +115,23 @@ def _running(pid: int) -> bool:
 
 def sync(paths: list[str]) -> list[tuple[StoreState, SyncReply | ErrorReply]]:
     """A pass now in each store mounted at `paths` (default: all), answered when done."""
-    stores = select_stores(paths)
+    stores = running_stores()
+    if paths:
+        chosen = []
+        for p in paths:
+            match = _at(stores, os.path.abspath(p))
+            if not match:
+                raise MountError(f"no memfs mount is running at {os.path.abspath(p)}")
+            chosen += match
+        stores = chosen
     if not stores:
         raise MountError("no memfs mounts are running")
     return _ask_each(stores, ControlClient.sync)
 
 
 def file_in_mount(path: str) -> tuple[StoreState, str] | None:
-    """The running store whose mount holds `path` (a path below its mount
-    path), and the memory path of `path` in it; None when no mount holds it."""
+    """The running store whose mount holds `path` (below its mount path), and
+    the memory path of `path` in it; None when no mount holds it."""
     real = os.path.realpath(path)
     for store in running_stores():
         top = os.path.realpath(store.mount_path)
@@ -150,9 +141,8 @@ def file_in_mount(path: str) -> tuple[StoreState, str] | None:
 
 
 def push_files(store: StoreState, paths: list[str], timeout: float) -> PushFilesReply | ErrorReply:
-    """The files at these memory paths of `store` pushed now, each confirmed
-    (or not) within `timeout` seconds; an ErrorReply when the store process
-    cannot be asked."""
+    """These memory paths of `store` pushed now, each confirmed (or not)
+    within `timeout` seconds; an ErrorReply when the store cannot be asked."""
     try:
         return ControlClient(store).push_files(paths, timeout=timeout)
     except MemfsError as e:
@@ -176,3 +166,40 @@ def _ask_each(
             reply = ErrorReply(str(e))
         results.append((store, reply))
     return results
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def stop_followers(
+    folder: str | None = None, *, holding: list[str] | None = None
+) -> list[SessionRecord]:
+    """Stop the session followers of this machine (only those whose session
+    holds one of the mounts `holding`, when given) and wait until each has
+    stopped: one told to stop abandons the store it is mounting. Their
+    records; their sessions' mounts stay.
+
+    A daemon follower (`memfs mount --daemon`) gets SIGTERM and is waited
+    for until its process has ended; a foreground one gets `UNFOLLOW_SIGNAL`
+    and is waited for until its session's file is gone or its process has
+    ended."""
+    wanted = {os.path.abspath(p) for p in holding or []}
+    stopped = []
+    for path, record in session_files(folder):
+        held = {os.path.abspath(p) for p in record.mount_paths or []}
+        if holding is not None and not held & wanted:
+            continue
+        mark = FOLLOWER_MODULE.encode() if record.daemon else b"memfs"
+        if mark not in _cmdline(record.pid):
+            continue
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(record.pid, signal.SIGTERM if record.daemon else UNFOLLOW_SIGNAL)
+        while (record.daemon or os.path.exists(path)) and running(record.pid):
+            time.sleep(0.05)
+        stopped.append(record)
+    return stopped

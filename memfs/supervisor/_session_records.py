@@ -1,12 +1,10 @@
-"""What a followed session is and what its follower saw: the session handed
-to a follower (`SessionToFollow`, with the stores mounted at the start), and
-the session's file in the runtime folder (`SessionRecord`: the follower's
-pid, its checks, each store attached or detached), which `memfs status`
-prints and `memfs unmount` reads to find a session's follower and mounts.
+"""What a followed session is (`SessionToFollow`: the session handed to a
+follower, with the stores mounted at the start) and what its follower saw:
+the session's file in the runtime folder (`SessionRecord`: pid, checks,
+events, mounts), which `memfs status` prints and `memfs unmount` reads.
 
 A session's file is `session-<session id>-<key>.session` (the key a hash of
-the cache folder), rewritten whole (a temporary file renamed over it), 0600
-in the runtime folder; it goes when its follower ends.
+the cache folder), 0600, rewritten whole; it goes when its follower ends.
 """
 
 from __future__ import annotations
@@ -25,9 +23,10 @@ from ._credentials import Credentials
 DEFAULT_SESSION_CHECK_INTERVAL = 60.0
 """Seconds between two reads of a followed session: at most one a minute."""
 MIN_SESSION_CHECK_INTERVAL = 0.5
-SESSION_FILE_SUFFIX = ".session"
 MAX_EVENTS = 200
 """Events a session's file keeps (the oldest go first)."""
+FOLLOWER_MODULE = "memfs.supervisor._followd"
+"""The daemon follower's program, which the package does not import."""
 
 
 @dataclass(frozen=True)
@@ -39,25 +38,13 @@ class FollowedStore:
     mount_path: str
     read_only: bool
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "resource": asdict(self.resource),
-            "store_id": self.store_id,
-            "mount_path": self.mount_path,
-            "read_only": self.read_only,
-        }
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> FollowedStore:
-        return cls(Resource(**d["resource"]), d["store_id"], d["mount_path"], d["read_only"])
-
 
 @dataclass
 class SessionToFollow:
     """A session whose stores are mounted, and what a follower needs to mount
-    more of them: the credentials, the settings every spec is built with and
-    the folder of stores without a mount path, and the stores mounted at the
-    start."""
+    more: the credentials, the settings every spec is built with, the folder
+    of stores without a mount path, the stores mounted at the start, and the
+    seconds between two reads (`--session-check-interval`)."""
 
     session_id: str
     creds: Credentials = field(repr=False)
@@ -65,54 +52,48 @@ class SessionToFollow:
     root: str
     mounted: list[FollowedStore] = field(default_factory=list)
     interval: float = DEFAULT_SESSION_CHECK_INTERVAL
-    """Seconds between two reads of the session (`--session-check-interval`)."""
 
     def to_json(self) -> dict[str, Any]:
         """For the daemon follower's stdin only: it holds the token."""
         return {
             "session_id": self.session_id,
-            "creds": {
-                "api_url": self.creds.api_url,
-                "token": self.creds.token,
-                "auth": self.creds.auth,
-                "source": self.creds.source,
-            },
+            "creds": asdict(self.creds),
             "spec_settings": {**self.settings.to_json(), "root": self.root},
-            "mounted": [m.to_json() for m in self.mounted],
+            "mounted": [asdict(m) for m in self.mounted],
             "interval": self.interval,
         }
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> SessionToFollow:
+        settings = dict(d["spec_settings"])
+        root = settings.pop("root")
         return cls(
             session_id=d["session_id"],
             creds=Credentials(**d["creds"]),
-            settings=StoreSettings.from_json(
-                {k: v for k, v in d["spec_settings"].items() if k != "root"}
-            ),
-            root=d["spec_settings"]["root"],
-            mounted=[FollowedStore.from_json(m) for m in d["mounted"]],
+            settings=StoreSettings.from_json(settings),
+            root=root,
+            mounted=[
+                FollowedStore(**{**m, "resource": Resource(**m["resource"])}) for m in d["mounted"]
+            ],
             interval=float(d["interval"]),
         )
 
 
 def session_file(runtime_dir: str, session_id: str, cache_dir: str) -> str:
     key = hashlib.sha256(os.fsencode(os.path.realpath(cache_dir))).hexdigest()[:12]
-    return os.path.join(runtime_dir, f"session-{session_id}-{key}{SESSION_FILE_SUFFIX}")
+    return os.path.join(runtime_dir, f"session-{session_id}-{key}.session")
 
 
 @dataclass
 class SessionEvent:
-    """A store attached to the session or detached from it while followed
-    (or one that could not be mounted: `not_mounted`)."""
+    """A store `attached` to the session, `detached` from it, or `not_mounted`
+    (it could not be), while followed."""
 
     at: float
     event: str
-    """`attached`, `detached` or `not_mounted`."""
     store_id: str
     mount_path: str
     access: str
-    """`read_write` or `read_only`."""
     detail: str | None = None
     """What came of it: the final sync of a detached store, why one was not mounted."""
     not_uploaded: list[str] = field(default_factory=list)
@@ -144,6 +125,16 @@ class SessionRecord:
         values["events"] = [SessionEvent(**e) for e in values.get("events", [])]
         return cls(**values)
 
+    def write(self, path: str) -> None:
+        """Rewrite the session's file whole (a temporary file renamed over
+        it), in the runtime folder checked as memfs's own."""
+        ensure_private_dir(os.path.dirname(path), "runtime folder")
+        tmp = path + ".tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(self.to_json()))
+        os.replace(tmp, path)
+
 
 def session_files(folder: str | None = None) -> list[tuple[str, SessionRecord]]:
     """Each session file of the runtime folder whose follower is alive, and its record."""
@@ -154,7 +145,7 @@ def session_files(folder: str | None = None) -> list[tuple[str, SessionRecord]]:
         return []
     found = []
     for name in names:
-        if not name.endswith(SESSION_FILE_SUFFIX):
+        if not name.endswith(".session"):
             continue
         path = os.path.join(folder, name)
         try:
@@ -171,14 +162,3 @@ def session_records(folder: str | None = None) -> list[SessionRecord]:
     """Every followed session of this machine whose follower is alive, by
     the files in the runtime folder (default `runtime_dir()`)."""
     return [record for _, record in session_files(folder)]
-
-
-def write_session_file(path: str, record: SessionRecord) -> None:
-    """The session's file at `path`, rewritten whole (a temporary file renamed
-    over it), in the runtime folder checked as memfs's own."""
-    ensure_private_dir(os.path.dirname(path), "runtime folder")
-    tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(json.dumps(record.to_json()))
-    os.replace(tmp, path)
