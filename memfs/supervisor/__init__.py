@@ -16,16 +16,17 @@ from ._credentials import (
     read_secret_file,
     resolve_credentials,
 )
-from ._follow import SessionFollower, start_daemon_follower
-from ._run import run
-from ._session_records import (
+from ._follow import (
     DEFAULT_SESSION_CHECK_INTERVAL,
     MIN_SESSION_CHECK_INTERVAL,
     FollowedStore,
+    SessionFollower,
     SessionRecord,
     SessionToFollow,
     session_records,
+    start_daemon_follower,
 )
+from ._run import run
 from ._specs import (
     MountSettings,
     build_specs,

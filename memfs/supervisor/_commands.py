@@ -1,9 +1,5 @@
 """`memfs unmount`, `memfs sync` and `memfs status`: the commands that talk
-to running store processes, found by their state files in the runtime
-folder and asked over their control sockets. `unmount` also cleans up stale
-mounts (their store process killed), and stops session followers
-(`stop_followers`) so that no mount of their sessions appears after it.
-"""
+to running store processes over their control sockets."""
 
 from __future__ import annotations
 
@@ -34,15 +30,13 @@ from ..mount import (
     mounted_source,
     remove_mount_folder,
 )
-from ._session_records import FOLLOWER_MODULE, SessionRecord, session_files
+from ._follow import FOLLOWER_MODULE, SessionRecord, session_files
+from ._supervisor import GONE_TIMEOUT
 
 log = logging.getLogger("memfs.supervisor")
 
-GONE_TIMEOUT = 60.0
-"""How long `unmount` waits for a store process to exit after its final sync."""
 UNFOLLOW_SIGNAL = signal.SIGUSR2
-"""Asks a foreground process that follows a session (`memfs mount` without
-`--daemon`, `memfs run`) to stop following and keep the rest running."""
+"""Asks a foreground process that follows a session to stop following only."""
 
 _R = TypeVar("_R", StatusReply, SyncReply)
 
@@ -168,34 +162,25 @@ def _ask_each(
     return results
 
 
-def _cmdline(pid: int) -> bytes:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read()
-    except OSError:
-        return b""
-
-
 def stop_followers(
     folder: str | None = None, *, holding: list[str] | None = None
 ) -> list[SessionRecord]:
     """Stop the session followers of this machine (only those whose session
     holds one of the mounts `holding`, when given) and wait until each has
-    stopped: one told to stop abandons the store it is mounting. Their
-    records; their sessions' mounts stay.
-
-    A daemon follower (`memfs mount --daemon`) gets SIGTERM and is waited
-    for until its process has ended; a foreground one gets `UNFOLLOW_SIGNAL`
-    and is waited for until its session's file is gone or its process has
-    ended."""
+    stopped, so that none mounts a store later; their records. A daemon
+    follower gets SIGTERM, a foreground one `UNFOLLOW_SIGNAL`."""
     wanted = {os.path.abspath(p) for p in holding or []}
     stopped = []
     for path, record in session_files(folder):
         held = {os.path.abspath(p) for p in record.mount_paths or []}
         if holding is not None and not held & wanted:
             continue
-        mark = FOLLOWER_MODULE.encode() if record.daemon else b"memfs"
-        if mark not in _cmdline(record.pid):
+        try:
+            with open(f"/proc/{record.pid}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except OSError:
+            continue
+        if (FOLLOWER_MODULE.encode() if record.daemon else b"memfs") not in cmdline:
             continue
         with contextlib.suppress(ProcessLookupError):
             os.kill(record.pid, signal.SIGTERM if record.daemon else UNFOLLOW_SIGNAL)

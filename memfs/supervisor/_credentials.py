@@ -40,16 +40,10 @@ CREDENTIAL_SOURCES = (*(name for name, _ in _ENV_SOURCES), SERVE_TOKEN_ENV)
 @dataclass(frozen=True)
 class Credentials:
     api_url: str
-    token: str
+    token: str = field(repr=False)
     auth: AuthHeader = AUTH_BEARER
     source: str = field(default="", compare=False)
     """Where the token came from: a flag or a variable's name (never the value)."""
-
-    def __repr__(self) -> str:
-        return (
-            f"Credentials(api_url={self.api_url!r}, token=<hidden>, auth={self.auth!r}, "
-            f"source={self.source!r})"
-        )
 
 
 @dataclass(frozen=True)
@@ -151,6 +145,6 @@ def resolve_credentials(
         token, auth = text, AUTH_API_KEY if text.startswith(API_KEY_PREFIX) else AUTH_BEARER
     else:
         token, auth = text, kind
-    url = api_url or next((env[n].strip() for n in URL_ENV if env.get(n, "").strip()), None)
+    url = api_url or next((env[n].strip() for n in URL_ENV if given(n)), None)
     url = url or (fallback.api_url if fallback else None) or secret_url or default_url
     return Credentials(url.rstrip("/"), token, auth, source)

@@ -1,61 +1,197 @@
-"""Following a session while it runs: the stores attached to it or detached
-from it after memfs mounted its stores (`--work-item`, `--session`).
+"""Following a session while it runs: once per `--session-check-interval`
+the session is read (one request) and the stores detached since are
+final-synced and unmounted, then those attached since mounted with the same
+credentials and settings. A session seen going from `running` to `idle` has
+its read-write stores push now, as the SDK's worker flushes. A failed check
+never unmounts anything; it, a store memfs cannot use, and one that cannot
+be mounted are each logged once and tried again at the next check.
 
-Once per `--session-check-interval` a follower reads the session (one
-request, whatever the number of its stores) and compares its memory stores
-with those it has mounted: a store detached since is final-synced and
-unmounted first, then one attached since is mounted with the same
-credentials and settings. A store is the same while its id, access, mount
-path and name stay the same. A session seen going from `running` to `idle`
-has its read-write stores asked to push their changes now (`push_now`), as
-the SDK's worker flushes. A check that fails, a store memfs cannot use and
-a store that cannot be mounted are each logged once and tried again at the
-next check; a failed check never unmounts anything.
-
-It runs as a task of the foreground supervisor's trio program (`memfs
-run`, `memfs mount`), through its `add` and `remove`; or, for `memfs mount
---daemon`, in a process of its own (`_followd`, `start_daemon_follower`)
-handed the session on stdin (the token in no argv, no environment) that
-runs until SIGTERM. What it saw is in the session's file (`_session_records`).
+The follower is a task of the foreground supervisor's trio program, or for
+`memfs mount --daemon` a process of its own (`_followd`) handed the session
+on stdin, so that the token is in no argv and no environment. What it saw is
+in the session's file in the runtime folder (`SessionRecord`), 0600, which
+`memfs status` prints and `memfs unmount` reads; it goes when the follower ends.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
 import time
 from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._children import child_env
 from .._exceptions import MemfsError, MountError, StoreError, SyncError
 from .._logging import LogFormat
+from .._private import ensure_private_dir
 from ..api import Resource, parse_resources
-from ..control import ControlClient, ErrorReply, StoreSpec, running_stores, runtime_dir
-from ._api import api_client, session_state
-from ._commands import GONE_TIMEOUT
-from ._session_records import (
-    FOLLOWER_MODULE,
-    MAX_EVENTS,
-    FollowedStore,
-    SessionEvent,
-    SessionRecord,
-    SessionToFollow,
-    session_file,
+from ..control import (
+    ControlClient,
+    ErrorReply,
+    StoreSettings,
+    StoreSpec,
+    known_fields,
+    process_alive,
+    running_stores,
+    runtime_dir,
 )
+from ._api import api_client, session_state
+from ._credentials import Credentials
 from ._specs import build_specs, mount_path_clash
-from ._supervisor import FinalSync, Supervisor, ask_final_sync, daemon_log, exited, start_helper
+from ._supervisor import (
+    GONE_TIMEOUT,
+    FinalSync,
+    Supervisor,
+    ask_final_sync,
+    daemon_log,
+    exited,
+    start_helper,
+)
 
 if TYPE_CHECKING:
     import trio
 
 log = logging.getLogger("memfs.supervisor")
 
-CHECK_TIMEOUT = 15.0
-CHECK_RETRIES = 2
-"""A check: seconds an attempt may take, and its retries."""
+DEFAULT_SESSION_CHECK_INTERVAL = 60.0
+"""Seconds between two reads of a followed session: at most one a minute."""
+MIN_SESSION_CHECK_INTERVAL = 0.5
+MAX_EVENTS = 200
+"""Events a session's file keeps (the oldest go first)."""
+FOLLOWER_MODULE = "memfs.supervisor._followd"
+"""The daemon follower's program, which the package does not import."""
+
+
+@dataclass(frozen=True)
+class FollowedStore:
+    """A store the follower holds mounted: which, where, how."""
+
+    resource: Resource
+    store_id: str
+    mount_path: str
+    read_only: bool
+
+
+@dataclass
+class SessionToFollow:
+    """A session whose stores are mounted, and what a follower needs to mount more."""
+
+    session_id: str
+    creds: Credentials = field(repr=False)
+    settings: StoreSettings
+    root: str
+    mounted: list[FollowedStore] = field(default_factory=list)
+    interval: float = DEFAULT_SESSION_CHECK_INTERVAL
+
+    def to_json(self) -> dict[str, Any]:
+        """For the daemon follower's stdin only: it holds the token."""
+        return {
+            "session_id": self.session_id,
+            "creds": asdict(self.creds),
+            "spec_settings": {**self.settings.to_json(), "root": self.root},
+            "mounted": [asdict(m) for m in self.mounted],
+            "interval": self.interval,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> SessionToFollow:
+        settings = dict(d["spec_settings"])
+        root = settings.pop("root")
+        return cls(
+            session_id=d["session_id"],
+            creds=Credentials(**d["creds"]),
+            settings=StoreSettings.from_json(settings),
+            root=root,
+            mounted=[
+                FollowedStore(**{**m, "resource": Resource(**m["resource"])}) for m in d["mounted"]
+            ],
+            interval=float(d["interval"]),
+        )
+
+
+def session_file(runtime_dir: str, session_id: str, cache_dir: str) -> str:
+    key = hashlib.sha256(os.fsencode(os.path.realpath(cache_dir))).hexdigest()[:12]
+    return os.path.join(runtime_dir, f"session-{session_id}-{key}.session")
+
+
+@dataclass
+class SessionEvent:
+    """A store `attached`, `detached` or `not_mounted` while followed."""
+
+    at: float
+    event: str
+    store_id: str
+    mount_path: str
+    access: str
+    detail: str | None = None
+    not_uploaded: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SessionRecord:
+    """What a session's file says: `memfs status` prints it."""
+
+    session_id: str
+    pid: int
+    daemon: bool
+    started_at: float
+    checked_at: float | None = None
+    next_check_at: float | None = None
+    last_error: str | None = None
+    events: list[SessionEvent] = field(default_factory=list)
+    mount_paths: list[str] | None = None
+    """Those the follower holds or is mounting (None from an older memfs: unknown)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: object) -> SessionRecord:
+        values = known_fields(cls, data, "a session file holds a JSON object")
+        values["events"] = [SessionEvent(**e) for e in values.get("events", [])]
+        return cls(**values)
+
+    def write(self, path: str) -> None:
+        """Rewrite the session's file whole, in the runtime folder checked as memfs's own."""
+        ensure_private_dir(os.path.dirname(path), "runtime folder")
+        tmp = path + ".tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(self.to_json()))
+        os.replace(tmp, path)
+
+
+def session_files(folder: str | None = None) -> list[tuple[str, SessionRecord]]:
+    """Each session file of the runtime folder whose follower is alive, and its record."""
+    folder = runtime_dir() if folder is None else folder
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        if not name.endswith(".session"):
+            continue
+        path = os.path.join(folder, name)
+        try:
+            with open(path, "rb") as f:
+                record = SessionRecord.from_json(json.loads(f.read()))
+        except (OSError, ValueError, TypeError):
+            continue
+        if process_alive(record.pid):
+            found.append((path, record))
+    return found
+
+
+def session_records() -> list[SessionRecord]:
+    """Every followed session of this machine whose follower is alive."""
+    return [record for _, record in session_files()]
+
 
 Announce = Callable[[str, bool], None]
 """Where a follower tells a person what it did: a line, and whether it is a
@@ -67,10 +203,6 @@ Key = tuple[str, str, str, str]
 def _key(r: Resource) -> Key:
     """What makes a store of the session the same store for the follower."""
     return (r.memory_store_id, r.access, r.mount_path or "", r.name or "")
-
-
-def _access(read_only: bool) -> str:
-    return "read-only" if read_only else "read-write"
 
 
 class SessionFollower:
@@ -92,24 +224,18 @@ class SessionFollower:
         self.path = session_file(self.runtime_dir, session.session_id, session.settings.cache_dir)
         self.record = SessionRecord(session.session_id, os.getpid(), daemon, time.time())
         self._stop_asked = False
-        self._stop: trio.Event | None = None
-        """Set with `_stop_asked` while `follow` runs: it wakes what waits."""
-        self._failing: str | None = None
-        """The kind of failure of the last check, logged once until a check succeeds."""
-        self._refused: dict[Key, str] = {}
-        """Stores listed that could not be mounted, and why (each logged once)."""
+        self._stop: trio.Event | None = None  # set with _stop_asked while `follow` runs
+        self._failing: str | None = None  # the kind of the last check's failure
+        self._refused: dict[Key, str] = {}  # stores that could not be mounted, and why
         self._refused_items: set[str] = set()
-        self._attaching: str | None = None
-        """The mount path of the store being mounted, in the file already."""
-        self._status: str | None = None
-        """The session's `status` at the last check."""
+        self._attaching: str | None = None  # the mount path of the store being mounted
+        self._status: str | None = None  # the session's status at the last check
 
     @property
     def session_id(self) -> str:
         return self.session.session_id
 
     def write_record(self) -> None:
-        """The session's file, with the mount paths the follower holds."""
         paths = [m.mount_path for m in self.mounted.values()]
         self.record.mount_paths = paths + ([self._attaching] if self._attaching else [])
         self.record.write(self.path)
@@ -119,8 +245,7 @@ class SessionFollower:
         del self.record.events[:-MAX_EVENTS]
 
     def start(self) -> None:
-        """Follow from the supervisor's foreground wait (`run_follower`),
-        which stops it before its stores stop; the session's file is written now."""
+        """Follow from the supervisor's foreground wait (`run_follower`)."""
         self.write_record()
         self.supervisor.follower = self
 
@@ -131,9 +256,8 @@ class SessionFollower:
             self._stop.set()
 
     async def follow(self) -> None:
-        """Check the session once per period until `stop_soon`: a check or a
-        final sync under way finishes first, a store still starting is
-        abandoned. Its file goes when it ends."""
+        """Check the session once per period until `stop_soon`: a check under
+        way finishes first, a store still starting is abandoned."""
         import trio
 
         self._stop = trio.Event()
@@ -164,15 +288,12 @@ class SessionFollower:
             os.unlink(self.path)
 
     async def check(self) -> None:
-        """Read the session once; unmount what was detached, mount what was attached."""
         sid = self.session_id
         interval = self.session.interval
         self.record.checked_at = time.time()
         self.record.next_check_at = self.record.checked_at + interval
         try:
-            async with api_client(
-                self.session.creds, retries=CHECK_RETRIES, timeout=CHECK_TIMEOUT
-            ) as client:
+            async with api_client(self.session.creds, retries=2, timeout=15.0) as client:
                 status, listed = await session_state(client, sid)
         except StoreError as e:
             # The kind of failure, not its text: each answer has its own request id.
@@ -208,8 +329,6 @@ class SessionFollower:
         self.write_record()
 
     async def _status_seen(self, status: str) -> None:
-        """From `running` to `idle` (the agent's turn is over): each
-        read-write store is asked to push its local changes now."""
         was, self._status = self._status, status
         if was != "running" or status != "idle":
             return
@@ -236,7 +355,7 @@ class SessionFollower:
                 )
 
     def _usable(self, listed: list[dict[str, Any]]) -> dict[Key, Resource]:
-        """The stores listed, by key; one memfs cannot use is logged (once) and left out."""
+        """The stores listed, by key, less those memfs cannot use."""
         out: dict[Key, Resource] = {}
         for item in listed:
             try:
@@ -299,7 +418,7 @@ class SessionFollower:
         self._refused.pop(key, None)
         self.mounted[key] = FollowedStore(resource, store_id, spec.mount_path, spec.read_only)
         self._event("attached", store_id, spec.mount_path, resource.access)
-        where = f"{spec.mount_path} ({_access(spec.read_only)})"
+        where = f"{spec.mount_path} ({'read-only' if spec.read_only else 'read-write'})"
         log.info(
             "store %s was attached to session %s: mounted at %s",
             store_id,
@@ -361,9 +480,8 @@ class SessionFollower:
         )
 
     async def _unmount(self, store: FollowedStore) -> FinalSync:
-        """The final sync and unmount of a store: through the supervisor when
-        it started the store, else over the store's control socket as `memfs
-        unmount` does (the daemon follower's first stores)."""
+        """Through the supervisor when it started the store, else over the
+        store's control socket (the daemon follower's first stores)."""
         result = await self.supervisor.remove(store.mount_path)
         if result is not None:
             return result

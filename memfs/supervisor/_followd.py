@@ -16,8 +16,7 @@ import trio
 
 from .._exceptions import MemfsError
 from .._logging import parse_format, parse_level, setup_logging
-from ._follow import SessionFollower
-from ._session_records import SessionToFollow
+from ._follow import SessionFollower, SessionToFollow
 from ._supervisor import Supervisor
 
 log = logging.getLogger("memfs.supervisor")

@@ -1,21 +1,15 @@
 """`memfs run`: mount the stores, run one command in the foreground, then the
 final sync and the unmount.
 
-The command is memfs's child in memfs's own process group, so what the
-terminal sends (Ctrl-C, Ctrl-\\, Ctrl-Z) reaches it as if it ran alone. A
-signal sent to memfs itself (SIGTERM, SIGINT, SIGHUP, SIGQUIT) is passed on;
-one the terminal sent to the whole group is not passed again. To tell the
-two apart and lose none, memfs holds these signals blocked and takes them
-with sigtimedwait, which says who sent each (`si_code`), between two looks
-of the trio program that waits (trio's signal receiver cannot say). A
-session's follower runs in that program meanwhile; SIGUSR2 (`memfs
-unmount`) stops it and is not passed on. Signals that arrive during the
-final sync are dropped: it is bounded by `--final-sync-timeout`.
-
-The command gets memfs's environment without the variables that may hold a
-credential and without `NOTIFY_SOCKET`, only stdin, stdout and stderr of
-memfs's descriptors, and /dev/null as stdin when the work item came on
-memfs's (`--work-item -`).
+The command runs in memfs's process group, so what the terminal sends
+reaches it as if it ran alone. A signal sent to memfs itself (SIGTERM,
+SIGINT, SIGHUP, SIGQUIT) is passed on, one the terminal sent to the whole
+group is not passed again: memfs holds these signals blocked and takes
+them with sigtimedwait, which says who sent each (trio's receiver cannot).
+SIGUSR2 (`memfs unmount`) stops the session's follower instead. Signals
+during the final sync are dropped. The command gets no credential variable,
+no `NOTIFY_SOCKET`, no descriptor but stdin, stdout and stderr, and
+/dev/null as stdin when the work item came on memfs's (`--work-item -`).
 """
 
 from __future__ import annotations
@@ -34,8 +28,7 @@ from .._children import child_env
 from .._logging import LogFormat
 from ..control import StoreSpec
 from ._commands import UNFOLLOW_SIGNAL
-from ._follow import Announce, SessionFollower
-from ._session_records import SessionToFollow
+from ._follow import Announce, SessionFollower, SessionToFollow
 from ._supervisor import FinalSync, Supervisor
 
 log = logging.getLogger("memfs.supervisor")
@@ -60,12 +53,9 @@ class RunResult:
     """How the command ended and what the final sync left behind."""
 
     status: int
-    """The command's exit status as a shell reports it: 128+N when it died by
-    signal N; 127 (not found) or 126 (not executable) when it never started."""
+    """As a shell reports it: 128+N for signal N, 127 or 126 when it never started."""
     not_started: str | None = None
-    """Why the command could not be started; None when it ran."""
     stores: list[FinalSync] = field(default_factory=list)
-    """Each store's final sync, in the order of the specs."""
     detached: list[FinalSync] = field(default_factory=list)
     """The final syncs of the stores detached from the session during the run."""
 
@@ -74,11 +64,6 @@ class RunResult:
         """A final sync (at the end, or of a store detached meanwhile) left
         files behind or could not be confirmed."""
         return not all(s.ok for s in self.stores + self.detached)
-
-
-def shell_status(returncode: int) -> int:
-    """Popen's returncode (-N for signal N) as a shell reports it."""
-    return 128 - returncode if returncode < 0 else returncode
 
 
 def run(
@@ -127,7 +112,7 @@ def _run_command(supervisor: Supervisor, argv: Sequence[str], stdin_devnull: boo
         return RunResult(code, not_started=f"cannot run {argv[0]}: {_reason(argv[0], e)}")
     log.info("running %s (pid %d)", argv[0], child.pid)
     trio.run(supervisor.run_follower, partial(_pass_signals, supervisor, child))
-    status = shell_status(child.returncode)
+    status = 128 - child.returncode if child.returncode < 0 else child.returncode
     log.info("the command exited with status %d; final sync", status)
     return RunResult(status)
 
@@ -145,8 +130,9 @@ async def _pass_signals(supervisor: Supervisor, child: subprocess.Popen[bytes]) 
         if info.si_signo == UNFOLLOW_SIGNAL:
             await supervisor.stop_following()
             continue
-        if info.si_code == _SI_KERNEL and _shares_our_group(child.pid):
-            continue  # the terminal sent it to the whole group: the command has it
+        with contextlib.suppress(OSError):
+            if info.si_code == _SI_KERNEL and os.getpgid(child.pid) == os.getpgrp():
+                continue  # the terminal sent it to the whole group: the command has it
         log.info("passing %s to the command", signal.Signals(info.si_signo).name)
         with contextlib.suppress(ProcessLookupError):
             os.kill(child.pid, info.si_signo)
@@ -159,13 +145,6 @@ def _reason(command: str, e: OSError) -> str:
     if e.errno == errno.EACCES:
         return "permission denied"
     return (e.strerror or str(e)).lower()
-
-
-def _shares_our_group(pid: int) -> bool:
-    try:
-        return os.getpgid(pid) == os.getpgrp()
-    except OSError:
-        return False
 
 
 def _in_child() -> None:

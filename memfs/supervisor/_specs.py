@@ -1,12 +1,8 @@
 """From what the operator asked for (`MountSettings`) to one `StoreSpec` per
-store, every refusal made before anything is mounted.
-
-Mount paths are compared where they lead (symlinks followed, `..` and
-repeated slashes normalised). A path the operator gives may lead anywhere;
-one a session gives (`--work-item`, `--session`, a store attached
-mid-session) must lead to a folder strictly under the mount root (`--root`),
-since whoever creates the session chooses it and memfs, often root, creates
-and mounts it.
+store, every refusal made before anything is mounted. Mount paths are
+compared where they lead. One a session gives must lead strictly under the
+mount root, since whoever creates the session chooses it and memfs, often
+root, creates and mounts it.
 """
 
 from __future__ import annotations

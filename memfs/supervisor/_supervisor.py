@@ -1,14 +1,9 @@
-"""One process per store, under one supervisor (pyfuse3 holds one FUSE
-session per process).
-
-The supervisor starts a store process per spec (`python -m memfs.mount`,
-the spec with the token on its stdin, no secret in its environment), waits
-until every one says READY or stops the others and fails naming the store
-and the cause, then returns (`--daemon`) or waits for SIGTERM/SIGINT in the
-foreground and passes it on. In the foreground a store process's stdin
-stays open as a lifeline: when the supervisor dies, the store process stops
-with its final sync. While it runs, the session follower (`_follow`) may
-`add` and `remove` stores. Waits run in trio, on no thread.
+"""One process per store (pyfuse3 holds one FUSE session per process), under
+one supervisor: it hands each its spec and token on stdin, waits until all
+say READY (or stops them and names the store that failed and why), then
+returns (`--daemon`) or waits in the foreground for SIGTERM/SIGINT and passes
+it on. A foreground store process's stdin is its lifeline: when the
+supervisor dies, the store stops with its final sync.
 """
 
 from __future__ import annotations
@@ -52,14 +47,15 @@ T = TypeVar("T")
 READY_TIMEOUT = 300.0
 FOLLOWER_CHECK = 0.2
 """Seconds between two looks of a foreground wait at its flags and its stores."""
+GONE_TIMEOUT = 60.0
+"""How long `memfs unmount` waits for a store process to exit after its final sync."""
 STOP_MARGIN = 30.0
 """How much longer than its final sync bound a store process may take to stop before it is killed."""
 
 
 def notify(message: str) -> None:
-    """Tell systemd `message` (`READY=1`, `STOPPING=1`) over `$NOTIFY_SOCKET`
-    (a path, or an abstract name with a leading `@`), when it is set; a
-    socket that cannot be reached is logged, the mounts work without it."""
+    """Tell systemd `message` over `$NOTIFY_SOCKET`, when set; a socket that
+    cannot be reached is logged, the mounts work without it."""
     address = os.environ.get(NOTIFY_ENV, "")
     if not address:
         return
@@ -115,26 +111,18 @@ class _Child:
     reported: bool = False
     """Its failure was logged already (foreground only)."""
 
-    def state(self) -> StoreState:
-        """How `memfs unmount` would find it: its control socket and pid."""
-        socket = socket_path(self.spec.runtime_dir, self.spec.store_id, self.spec.cache_dir)
-        return StoreState(self.spec.store_id, self.spec.mount_path, self.proc.pid, socket)
-
 
 class Follower(Protocol):
-    """A session follower, run beside the foreground wait and stopped
-    (what it is doing finished) before the stores stop."""
+    """A session follower (`_follow`), run beside the foreground wait."""
 
     @property
     def session_id(self) -> str: ...
 
-    async def follow(self) -> None:
-        """Follow until `stop_soon`; then it is no more the supervisor's."""
+    async def follow(self) -> None: ...
 
     def stop_soon(self) -> None: ...
 
-    def drop(self) -> None:
-        """No more the supervisor's, without having followed."""
+    def drop(self) -> None: ...
 
 
 @dataclass
@@ -147,8 +135,7 @@ class FinalSync:
     failure: str | None = None
     """Why the final sync could not be confirmed; None when it answered."""
     sync_error: str | None = None
-    """Why its pass failed, as the store process logged it (after a detach:
-    the API's 403); with nothing left behind, nothing was lost."""
+    """Why its pass failed (after a detach: the API's 403)."""
 
     @property
     def ok(self) -> bool:
@@ -205,8 +192,7 @@ class Supervisor:
         self.removed: list[FinalSync] = []
         """The final syncs of the stores `remove` stopped, in order."""
         self.follower: Follower | None = None
-        """A session follower that may add and remove stores: with one, a
-        foreground `wait` goes on when no store runs."""
+        """With one, a foreground `wait` goes on when no store runs."""
 
     def _start(self, spec: StoreSpec) -> _Child:
         spec = dataclasses.replace(spec, follow_parent=not self.daemon)
@@ -239,9 +225,6 @@ class Supervisor:
             failed = [c for c in self.children if not c.ready]
             if failed:
                 raise self._mount_error(failed[0])
-            for child in self.children:
-                assert child.proc.stdout is not None
-                child.proc.stdout.close()
             if self.metrics_addr:
                 self._start_metrics(self.metrics_addr)
         except BaseException:
@@ -271,8 +254,7 @@ class Supervisor:
 
     @staticmethod
     async def _answer(child: _Child) -> None:
-        """Its first line other than WAITING (each of which is logged): READY,
-        ERROR, or its end."""
+        """Its first line other than WAITING (logged): READY, ERROR or its end."""
         import trio
 
         assert child.proc.stdout is not None
@@ -295,6 +277,7 @@ class Supervisor:
         answer = lines[0].decode("utf-8", "replace")
         if answer.startswith("READY"):
             child.ready = True
+            child.proc.stdout.close()
         else:
             error = answer[6:].strip() if answer.startswith("ERROR ") else None
             child.error = error or f"the store process exited ({child.proc.wait()})"
@@ -309,10 +292,9 @@ class Supervisor:
         )
 
     async def add(self, spec: StoreSpec, abandon: trio.Event | None = None) -> bool:
-        """Mount one more store while the others run; MountError, its process
-        stopped, when it cannot be mounted. When `abandon` is set before its
-        READY, its process is stopped (what it mounted goes with it) and
-        False is returned."""
+        """Mount one more store while the others run; MountError when it
+        cannot be. When `abandon` is set before its READY, its process is
+        stopped and False is returned."""
         child = self._start(spec)
         try:
             await self._answers([child], abandon)
@@ -325,20 +307,15 @@ class Supervisor:
             if child.error is None and abandon is not None and abandon.is_set():
                 return False
             raise self._mount_error(child)
-        assert child.proc.stdout is not None
-        child.proc.stdout.close()
-        self.specs.append(spec)
         self.children.append(child)
         return True
 
     async def remove(self, mount_path: str) -> FinalSync | None:
-        """Stop the store this supervisor mounted at `mount_path` with its
-        final sync, and forget it; None when it mounted none there."""
+        """Stop the store mounted at `mount_path` with its final sync; None when there is none."""
         child = next((c for c in self.children if c.spec.mount_path == mount_path), None)
         if child is None:
             return None
         self.children.remove(child)
-        self.specs[:] = [s for s in self.specs if s.mount_path != mount_path]
         result = await self._final_sync(child)
         self.removed.append(result)
         return result
@@ -356,8 +333,7 @@ class Supervisor:
                 self.follower.stop_soon()
 
     async def stop_following(self) -> None:
-        """Stop the session follower, if any, and wait for it (`memfs
-        unmount` asked, by SIGUSR2); the stores stay mounted."""
+        """Stop the session follower, if any, and wait for it; the stores stay."""
         import trio
 
         self._unfollow_asked = False
@@ -374,20 +350,21 @@ class Supervisor:
         )
 
     def _start_metrics(self, addr: str) -> None:
-        """The metrics endpoint of these stores, a process of its own: it
-        outlives a `--daemon` supervisor and ends with the stores."""
+        """A process of its own: it outlives a `--daemon` supervisor."""
         settings = {
             "addr": addr,
-            "state_files": [state_path(s.runtime_dir, s.store_id, s.cache_dir) for s in self.specs],
+            "state_files": [
+                state_path(c.spec.runtime_dir, c.spec.store_id, c.spec.cache_dir)
+                for c in self.children
+            ],
         }
-        stderr = daemon_log(self.specs[0].cache_dir, "metrics.log") if self.daemon else None
+        stderr = daemon_log(self.children[0].spec.cache_dir, "metrics.log") if self.daemon else None
         launch = json.dumps(settings)
         what = "serve the metrics endpoint"
         self.metrics = start_helper("memfs.supervisor._metrics", child_env(), stderr, launch, what)
 
     def stop_all(self) -> int:
-        """SIGTERM every store process and wait; 0 when all of them exited 0.
-        The metrics endpoint ends with them."""
+        """SIGTERM every store process and wait; 0 when all of them exited 0."""
         self._stopping()
         for child in self.children:
             if child.proc.poll() is None:
@@ -398,9 +375,8 @@ class Supervisor:
         return 0 if all(code == 0 for code in codes) else 1
 
     def final_sync(self) -> list[FinalSync]:
-        """Stop every store with its final sync, all at once (asked as `memfs
-        unmount` asks, so that each names what it left behind), and wait for
-        each process to exit; in the order they were mounted."""
+        """Stop every store with its final sync, all at once, and wait for
+        each process to exit; what each left behind, in their order."""
         self._stopping()
         results = _each_at_once(self._final_sync, self.children)
         self._stop_metrics()
@@ -440,8 +416,12 @@ class Supervisor:
         if child.proc.poll() is not None:
             ended = f"its store process had already ended (status {child.proc.returncode})"
             return FinalSync(child.spec, failure=ended)
+        spec = child.spec
+        socket = socket_path(spec.runtime_dir, spec.store_id, spec.cache_dir)
         try:
-            result = await ask_final_sync(child.spec, child.state())
+            result = await ask_final_sync(
+                spec, StoreState(spec.store_id, spec.mount_path, child.proc.pid, socket)
+            )
         except SyncError as e:
             result = FinalSync(child.spec, failure=str(e))
             if child.proc.poll() is None:
@@ -471,8 +451,7 @@ class Supervisor:
 
     def catch_stop_signals(self) -> None:
         """From now on SIGTERM, SIGINT and SIGHUP ask `wait` to stop every
-        store instead of ending this process: called before `start_all`,
-        since systemd may send SIGTERM as soon as it hears READY."""
+        store: before `start_all`, since systemd may send SIGTERM at READY."""
         if self._old_handlers is None:
             self._old_handlers = {
                 s: signal.signal(s, self._on_stop_signal)
