@@ -6,7 +6,6 @@ package loads neither trio, pyfuse3 nor httpx."""
 from __future__ import annotations
 
 from ..control import running_stores
-from ._api import fetch_session_resources
 from ._commands import file_in_mount, push_files, status, stop_followers, sync, unmount
 from ._credentials import (
     CREDENTIAL_SOURCES,
@@ -31,6 +30,7 @@ from ._specs import (
     MountSettings,
     build_specs,
     check_store_count,
+    fetch_session_resources,
     load_resources,
     parse_metrics_addr,
     parse_store_arg,

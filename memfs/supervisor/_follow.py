@@ -23,7 +23,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._children import child_env
 from .._exceptions import MemfsError, MountError, StoreError, SyncError
@@ -40,9 +40,8 @@ from ..control import (
     running_stores,
     runtime_dir,
 )
-from ._api import api_client, session_state
 from ._credentials import Credentials
-from ._specs import build_specs, mount_path_clash
+from ._specs import api_client, build_specs, mount_path_clash, session_state
 from ._supervisor import (
     GONE_TIMEOUT,
     FinalSync,
@@ -52,9 +51,6 @@ from ._supervisor import (
     exited,
     start_helper,
 )
-
-if TYPE_CHECKING:
-    import trio
 
 log = logging.getLogger("memfs.supervisor")
 
@@ -223,8 +219,9 @@ class SessionFollower:
         self.runtime_dir = runtime_dir()
         self.path = session_file(self.runtime_dir, session.session_id, session.settings.cache_dir)
         self.record = SessionRecord(session.session_id, os.getpid(), daemon, time.time())
-        self._stop_asked = False
-        self._stop: trio.Event | None = None  # set with _stop_asked while `follow` runs
+        import trio
+
+        self._stop = trio.Event()
         self._failing: str | None = None  # the kind of the last check's failure
         self._refused: dict[Key, str] = {}  # stores that could not be mounted, and why
         self._refused_items: set[str] = set()
@@ -251,23 +248,18 @@ class SessionFollower:
 
     def stop_soon(self) -> None:
         """Stop after what it is doing (a signal handler may call it)."""
-        self._stop_asked = True
-        if self._stop is not None:
-            self._stop.set()
+        self._stop.set()
 
     async def follow(self) -> None:
         """Check the session once per period until `stop_soon`: a check under
         way finishes first, a store still starting is abandoned."""
         import trio
 
-        self._stop = trio.Event()
-        if self._stop_asked:
-            self._stop.set()
         try:
             while True:
                 with trio.move_on_after(self.session.interval):
                     await self._stop.wait()
-                if self._stop_asked:
+                if self._stop.is_set():
                     break
                 try:
                     await self.check()
@@ -317,11 +309,11 @@ class SessionFollower:
         await self._status_seen(status)
         wanted = self._usable(listed)
         for key in [k for k in self.mounted if k not in wanted]:
-            if self._stop_asked:
+            if self._stop.is_set():
                 break
             await self._detach(self.mounted.pop(key))
         for key, resource in wanted.items():
-            if self._stop_asked:
+            if self._stop.is_set():
                 break
             if key not in self.mounted:
                 await self._attach(key, resource)
