@@ -31,7 +31,7 @@ from ..mount import (
     remove_mount_folder,
 )
 from ._follow import FOLLOWER_MODULE, SessionRecord, session_files
-from ._supervisor import GONE_TIMEOUT
+from ._supervisor import GONE_TIMEOUT, exited
 
 log = logging.getLogger("memfs.supervisor")
 
@@ -67,6 +67,8 @@ def unmount(paths: list[str], *, all_: bool) -> int:
                 stale.append(real)
             else:
                 raise MountError(f"no memfs mount is running at {real}")
+    import trio
+
     code = 0
     for store in targets:
         try:
@@ -80,7 +82,7 @@ def unmount(paths: list[str], *, all_: bool) -> int:
         if isinstance(reply, StopReply):
             for path in reply.not_uploaded:
                 sys.stderr.write(f"memfs: not uploaded from {store.mount_path}: {path}\n")
-        wait_gone(store.pid, GONE_TIMEOUT)
+        trio.run(exited, store.pid, GONE_TIMEOUT)
         print(f"unmounted {store.mount_path}")
     for point in stale:
         force_unmount(point)
@@ -89,15 +91,7 @@ def unmount(paths: list[str], *, all_: bool) -> int:
     return code
 
 
-def wait_gone(pid: int, timeout: float) -> None:
-    """Wait until the process `pid` has ended (a zombie has: it holds no
-    mount and no cache)."""
-    deadline = time.monotonic() + timeout
-    while running(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-
-
-def running(pid: int) -> bool:
+def _running(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()
@@ -184,7 +178,7 @@ def stop_followers(
             continue
         with contextlib.suppress(ProcessLookupError):
             os.kill(record.pid, signal.SIGTERM if record.daemon else UNFOLLOW_SIGNAL)
-        while (record.daemon or os.path.exists(path)) and running(record.pid):
+        while (record.daemon or os.path.exists(path)) and _running(record.pid):
             time.sleep(0.05)
         stopped.append(record)
     return stopped

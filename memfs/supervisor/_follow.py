@@ -110,11 +110,6 @@ class SessionToFollow:
         )
 
 
-def session_file(runtime_dir: str, session_id: str, cache_dir: str) -> str:
-    key = hashlib.sha256(os.fsencode(os.path.realpath(cache_dir))).hexdigest()[:12]
-    return os.path.join(runtime_dir, f"session-{session_id}-{key}.session")
-
-
 @dataclass
 class SessionEvent:
     """A store `attached`, `detached` or `not_mounted` while followed."""
@@ -217,7 +212,9 @@ class SessionFollower:
         self.announce: Announce = announce or (lambda line, problem: None)
         self.mounted = {_key(m.resource): m for m in session.mounted}
         self.runtime_dir = runtime_dir()
-        self.path = session_file(self.runtime_dir, session.session_id, session.settings.cache_dir)
+        cache_dir = os.fsencode(os.path.realpath(session.settings.cache_dir))
+        name = f"session-{session.session_id}-{hashlib.sha256(cache_dir).hexdigest()[:12]}.session"
+        self.path = os.path.join(self.runtime_dir, name)
         self.record = SessionRecord(session.session_id, os.getpid(), daemon, time.time())
         import trio
 

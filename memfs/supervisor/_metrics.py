@@ -35,13 +35,6 @@ log = logging.getLogger("memfs.metrics")
 POLL_SECONDS = 2.0
 
 
-def _histogram(
-    family: HistogramMetricFamily, labels: list[str], raw: dict[str, Any]
-) -> HistogramMetricFamily:
-    family.add_metric(labels, [(b, float(n)) for b, n in raw["buckets"]], raw["sum"])
-    return family
-
-
 class StoresCollector(Collector):
     """Asks every store of the mount for its numbers at each scrape."""
 
@@ -112,7 +105,8 @@ def families(samples: Iterable[tuple[str, dict[str, Any]]]) -> Iterator[Metric]:
     for store_id, m in samples:
         for result, n in m["passes"].items():
             passes.add_metric([store_id, result], n)
-        _histogram(pass_seconds, [store_id], m["pass_seconds"])
+        raw = m["pass_seconds"]
+        pass_seconds.add_metric([store_id], [(b, float(n)) for b, n in raw["buckets"]], raw["sum"])
         for r in m["requests"]:
             requests.add_metric([store_id, r["endpoint"], r["outcome"]], r["count"])
         for family, key in scalars:
@@ -120,7 +114,8 @@ def families(samples: Iterable[tuple[str, dict[str, Any]]]) -> Iterator[Metric]:
         for op, n in m["fuse_requests"].items():
             fuse.add_metric([store_id, op], n)
         for op, raw in m["fuse_seconds"].items():
-            _histogram(fuse_seconds, [store_id, op], raw)
+            buckets = [(b, float(n)) for b, n in raw["buckets"]]
+            fuse_seconds.add_metric([store_id, op], buckets, raw["sum"])
     yield from (passes, pass_seconds, requests, *(family for family, _ in scalars))
     yield from (fuse, fuse_seconds)
 

@@ -221,7 +221,7 @@ class Supervisor:
         try:
             for spec in self.specs:
                 self.children.append(self._start(spec))
-            trio.run(self._answers, self.children, None)
+            trio.run(self._answers, self.children, trio.Event())
             failed = [c for c in self.children if not c.ready]
             if failed:
                 raise self._mount_error(failed[0])
@@ -233,19 +233,17 @@ class Supervisor:
         if not self.daemon:
             notify("READY=1")
 
-    async def _answers(self, children: list[_Child], abandon: trio.Event | None) -> None:
+    async def _answers(self, children: list[_Child], abandon: trio.Event) -> None:
         """Each child's answer, read at once, until all have answered, the
         wait is over or `abandon` is set."""
         import trio
 
         async def cancel_when_abandoned() -> None:
-            assert abandon is not None
             await abandon.wait()
             nursery.cancel_scope.cancel()
 
         async with trio.open_nursery() as nursery:
-            if abandon is not None:
-                nursery.start_soon(cancel_when_abandoned)
+            nursery.start_soon(cancel_when_abandoned)
             with trio.move_on_after(READY_TIMEOUT):
                 async with trio.open_nursery() as readers:
                     for child in children:
@@ -291,7 +289,7 @@ class Supervisor:
             f"store {child.spec.store_id} could not be mounted at {child.spec.mount_path}: {cause}"
         )
 
-    async def add(self, spec: StoreSpec, abandon: trio.Event | None = None) -> bool:
+    async def add(self, spec: StoreSpec, abandon: trio.Event) -> bool:
         """Mount one more store while the others run; MountError when it
         cannot be. When `abandon` is set before its READY, its process is
         stopped and False is returned."""
@@ -304,7 +302,7 @@ class Supervisor:
                     child.proc.send_signal(signal.SIGTERM)
         if not child.ready:
             await self._stopped(child)
-            if child.error is None and abandon is not None and abandon.is_set():
+            if child.error is None and abandon.is_set():
                 return False
             raise self._mount_error(child)
         self.children.append(child)
@@ -351,15 +349,11 @@ class Supervisor:
 
     def _start_metrics(self, addr: str) -> None:
         """A process of its own: it outlives a `--daemon` supervisor."""
-        settings = {
-            "addr": addr,
-            "state_files": [
-                state_path(c.spec.runtime_dir, c.spec.store_id, c.spec.cache_dir)
-                for c in self.children
-            ],
-        }
+        state_files = [
+            state_path(c.spec.runtime_dir, c.spec.store_id, c.spec.cache_dir) for c in self.children
+        ]
+        launch = json.dumps({"addr": addr, "state_files": state_files})
         stderr = daemon_log(self.children[0].spec.cache_dir, "metrics.log") if self.daemon else None
-        launch = json.dumps(settings)
         what = "serve the metrics endpoint"
         self.metrics = start_helper("memfs.supervisor._metrics", child_env(), stderr, launch, what)
 
@@ -454,18 +448,18 @@ class Supervisor:
         store: before `start_all`, since systemd may send SIGTERM at READY."""
         if self._old_handlers is None:
             self._old_handlers = {
-                s: signal.signal(s, self._on_stop_signal)
+                s: signal.signal(s, self._on_signal)
                 for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
             }
             # For the rest of the process: `memfs unmount` may send it until
             # the follower's file is gone, which is at the end of `wait`.
-            signal.signal(signal.SIGUSR2, self._on_unfollow_signal)
+            signal.signal(signal.SIGUSR2, self._on_signal)
 
-    def _on_stop_signal(self, signum: int, frame: FrameType | None) -> None:
-        self._stop_asked = True
-
-    def _on_unfollow_signal(self, signum: int, frame: FrameType | None) -> None:
-        self._unfollow_asked = True
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if signum == signal.SIGUSR2:
+            self._unfollow_asked = True
+        else:
+            self._stop_asked = True
 
     def wait(self) -> int:
         """Foreground: run until SIGTERM/SIGINT (or every store has ended, when
