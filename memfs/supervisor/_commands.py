@@ -1,18 +1,12 @@
 """`memfs unmount`, `memfs sync` and `memfs status`: the commands that talk
-to running store processes, found by their state files in the runtime
-folder and asked over their control sockets (`memfs.control`).
-
-`sync` also takes files inside mounts (`file_in_mount`, `push_files`): each
-is pushed now and confirmed.
-
-`unmount` also cleans up stale mounts, those whose store process is gone
-(killed): it unmounts them lazily and removes their folders.
-"""
+to running store processes over their control sockets."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -36,33 +30,19 @@ from ..mount import (
     mounted_source,
     remove_mount_folder,
 )
+from ._follow import FOLLOWER_MODULE, SessionRecord, session_files
+from ._supervisor import GONE_TIMEOUT, exited
 
 log = logging.getLogger("memfs.supervisor")
 
-GONE_TIMEOUT = 60.0
-"""How long `unmount` waits for a store process to exit after its final sync."""
+UNFOLLOW_SIGNAL = signal.SIGUSR2
+"""Asks a foreground process that follows a session to stop following only."""
 
 _R = TypeVar("_R", StatusReply, SyncReply)
 
 
 def _at(stores: list[StoreState], path: str) -> list[StoreState]:
     return [s for s in stores if os.path.abspath(s.mount_path) == path]
-
-
-def select_stores(paths: list[str], *, all_if_empty: bool = True) -> list[StoreState]:
-    """The running stores mounted at `paths` (every one when `paths` is empty
-    and `all_if_empty`); MountError for a path where none runs."""
-    stores = running_stores()
-    if not paths:
-        return stores if all_if_empty else []
-    chosen = []
-    for p in paths:
-        real = os.path.abspath(p)
-        match = _at(stores, real)
-        if not match:
-            raise MountError(f"no memfs mount is running at {real}")
-        chosen += match
-    return chosen
 
 
 def unmount(paths: list[str], *, all_: bool) -> int:
@@ -87,6 +67,8 @@ def unmount(paths: list[str], *, all_: bool) -> int:
                 stale.append(real)
             else:
                 raise MountError(f"no memfs mount is running at {real}")
+    import trio
+
     code = 0
     for store in targets:
         try:
@@ -100,24 +82,13 @@ def unmount(paths: list[str], *, all_: bool) -> int:
         if isinstance(reply, StopReply):
             for path in reply.not_uploaded:
                 sys.stderr.write(f"memfs: not uploaded from {store.mount_path}: {path}\n")
-        _wait_gone(store.pid, GONE_TIMEOUT)
+        trio.run(exited, store.pid, GONE_TIMEOUT)
         print(f"unmounted {store.mount_path}")
     for point in stale:
         force_unmount(point)
         remove_mount_folder(point)
         print(f"cleaned up a stale mount at {point}")
     return code
-
-
-def _wait_gone(pid: int, timeout: float) -> None:
-    """Wait until the process `pid` has ended. One that has ended but is not
-    reaped yet (a zombie, which a daemon's store process stays until whatever
-    adopted it reaps it) is gone: it holds no mount and no cache."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not _running(pid):
-            return
-        time.sleep(0.05)
 
 
 def _running(pid: int) -> bool:
@@ -132,15 +103,23 @@ def _running(pid: int) -> bool:
 
 def sync(paths: list[str]) -> list[tuple[StoreState, SyncReply | ErrorReply]]:
     """A pass now in each store mounted at `paths` (default: all), answered when done."""
-    stores = select_stores(paths)
+    stores = running_stores()
+    if paths:
+        chosen = []
+        for p in paths:
+            match = _at(stores, os.path.abspath(p))
+            if not match:
+                raise MountError(f"no memfs mount is running at {os.path.abspath(p)}")
+            chosen += match
+        stores = chosen
     if not stores:
         raise MountError("no memfs mounts are running")
     return _ask_each(stores, ControlClient.sync)
 
 
 def file_in_mount(path: str) -> tuple[StoreState, str] | None:
-    """The running store whose mount holds `path` (a path below its mount
-    path), and the memory path of `path` in it; None when no mount holds it."""
+    """The running store whose mount holds `path` (below its mount path), and
+    the memory path of `path` in it; None when no mount holds it."""
     real = os.path.realpath(path)
     for store in running_stores():
         top = os.path.realpath(store.mount_path)
@@ -150,9 +129,8 @@ def file_in_mount(path: str) -> tuple[StoreState, str] | None:
 
 
 def push_files(store: StoreState, paths: list[str], timeout: float) -> PushFilesReply | ErrorReply:
-    """The files at these memory paths of `store` pushed now, each confirmed
-    (or not) within `timeout` seconds; an ErrorReply when the store process
-    cannot be asked."""
+    """These memory paths of `store` pushed now, each confirmed (or not)
+    within `timeout` seconds; an ErrorReply when the store cannot be asked."""
     try:
         return ControlClient(store).push_files(paths, timeout=timeout)
     except MemfsError as e:
@@ -176,3 +154,31 @@ def _ask_each(
             reply = ErrorReply(str(e))
         results.append((store, reply))
     return results
+
+
+def stop_followers(
+    folder: str | None = None, *, holding: list[str] | None = None
+) -> list[SessionRecord]:
+    """Stop the session followers of this machine (only those whose session
+    holds one of the mounts `holding`, when given) and wait until each has
+    stopped, so that none mounts a store later; their records. A daemon
+    follower gets SIGTERM, a foreground one `UNFOLLOW_SIGNAL`."""
+    wanted = {os.path.abspath(p) for p in holding or []}
+    stopped = []
+    for path, record in session_files(folder):
+        held = {os.path.abspath(p) for p in record.mount_paths or []}
+        if holding is not None and not held & wanted:
+            continue
+        try:
+            with open(f"/proc/{record.pid}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except OSError:
+            continue
+        if (FOLLOWER_MODULE.encode() if record.daemon else b"memfs") not in cmdline:
+            continue
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(record.pid, signal.SIGTERM if record.daemon else UNFOLLOW_SIGNAL)
+        while (record.daemon or os.path.exists(path)) and _running(record.pid):
+            time.sleep(0.05)
+        stopped.append(record)
+    return stopped

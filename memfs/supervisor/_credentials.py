@@ -1,10 +1,6 @@
 """Where `memfs mount` (and `memfs store`) find the token, which header it
-travels in, and the API's URL.
-
-Secrets never reach a store process by its environment or argv: the
-supervisor drops every variable of `SECRET_ENV` (memfs._children) from the
-environment it starts them with and hands each one its token on stdin (`StoreSpec`).
-"""
+travels in, and the API's URL. Secrets reach a store process only on its
+stdin (`StoreSpec`), never by its environment or argv."""
 
 from __future__ import annotations
 
@@ -23,9 +19,8 @@ API_KEY_PREFIX = "sk-ant-api"
 """A token that starts so is an API key, sent as `x-api-key`; any other as a bearer token."""
 
 _Found = Literal["token", "secret", "bearer", "x-api-key"]
-"""What a source holds: a token (an API key by its prefix, else bearer), a
-work item secret (whose sessions token is a bearer token), or a token that
-always travels in one header."""
+"""What a source holds: a token, a work item secret, or a token that always
+travels in one header."""
 
 # Where credentials come from after the flags, in their order of precedence.
 _ENV_SOURCES: tuple[tuple[str, _Found], ...] = (
@@ -36,8 +31,7 @@ _ENV_SOURCES: tuple[tuple[str, _Found], ...] = (
     ("ANTHROPIC_AUTH_TOKEN", AUTH_BEARER),
 )
 WORKER_OWN_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
-"""The SDKs' credentials of a worker host's own client (its environment key):
-never used for memory requests when a work item secret is given by any source."""
+"""A worker host's own credentials: never used when a work item secret is given."""
 URL_ENV = ("MEMFS_API_URL", "ANTHROPIC_BASE_URL")
 CREDENTIAL_SOURCES = (*(name for name, _ in _ENV_SOURCES), SERVE_TOKEN_ENV)
 """The variables memfs reads secrets from: every one is in `SECRET_ENV`."""
@@ -46,22 +40,16 @@ CREDENTIAL_SOURCES = (*(name for name, _ in _ENV_SOURCES), SERVE_TOKEN_ENV)
 @dataclass(frozen=True)
 class Credentials:
     api_url: str
-    token: str
+    token: str = field(repr=False)
     auth: AuthHeader = AUTH_BEARER
     source: str = field(default="", compare=False)
     """Where the token came from: a flag or a variable's name (never the value)."""
 
-    def __repr__(self) -> str:
-        return (
-            f"Credentials(api_url={self.api_url!r}, token=<hidden>, auth={self.auth!r}, "
-            f"source={self.source!r})"
-        )
-
 
 @dataclass(frozen=True)
 class ConfigFallback:
-    """What the config file names (`where`): used only when no flag and no
-    variable gives a token (or a URL), so the environment always wins over it."""
+    """What the config file (`where`) names: used only when no flag and no
+    variable gives a token (or a URL)."""
 
     token_file: str | None = None
     secret_file: str | None = None
@@ -69,13 +57,9 @@ class ConfigFallback:
     where: str = ""
 
 
-def _token_auth(token: str) -> AuthHeader:
-    return AUTH_API_KEY if token.startswith(API_KEY_PREFIX) else AUTH_BEARER
-
-
 def read_secret_file(path: str, what: str) -> str:
-    """The text of a file holding a secret (the `what` file); ConfigError,
-    quoting nothing of it, when it cannot be read or is not UTF-8."""
+    """The text of the `what` file; ConfigError, quoting nothing of it, when
+    it cannot be read or is not UTF-8."""
     try:
         with open(path, encoding="utf-8") as f:
             return f.read()
@@ -108,27 +92,14 @@ def resolve_credentials(
 ) -> Credentials | None:
     """The token, how it travels, and the URL; None when there is no token.
 
-    Token, first found: --token-file, --secret-file (either may come from its
-    variable), the secret of the work item (`work_item_secret`, from
-    `--work-item`), MEMFS_TOKEN,
-    MEMFS_WORK_ITEM_SECRET, ANTHROPIC_WORK_SECRET, ANTHROPIC_API_KEY
-    (x-api-key), ANTHROPIC_AUTH_TOKEN (bearer). When a work item secret is
-    given by any source (the config file's secret-file too), the last two are
-    not read at all: they are the worker host's own client's, and the
-    secret's sessions token is the credential of every memory request. A
-    token from --token-file or MEMFS_TOKEN is an API key when it starts with
-    `sk-ant-api`; a work item secret's sessions token is a bearer token.
-    URL, first found: `api_url`, MEMFS_API_URL, ANTHROPIC_BASE_URL, the
-    api_base_url of the secret in use, `default_url`. A variable set to
-    blanks counts as unset.
-
-    `for_session`: the credentials of a session's work (`--work-item`,
-    `--session`), which the host's own ANTHROPIC_API_KEY and
-    ANTHROPIC_AUTH_TOKEN never are, secret or not.
-
-    `token_file` and `secret_file` may come from a variable (`MEMFS_TOKEN_FILE`):
-    `*_source` names it. `fallback`, the config file's, ranks after every
-    variable: its token file or secret file, and its URL before the secret's."""
+    Token, first found: --token-file, --secret-file (`*_source` names the
+    variable either came from), `work_item_secret`, then `_ENV_SOURCES` in
+    order, then `fallback` (the config file's). When a work item secret is
+    given by any source, or `for_session` (a session's work), the host's own
+    `WORKER_OWN_ENV` are not read. A token is an API key (x-api-key) when it
+    starts with `sk-ant-api`, else a bearer token, as a secret's sessions
+    token is. URL, first found: `api_url`, `URL_ENV`, the fallback's, the
+    secret's api_base_url, `default_url`. A variable set to blanks is unset."""
     env = os.environ if env is None else env
 
     def given(name: str) -> bool:
@@ -171,9 +142,9 @@ def resolve_credentials(
         secret = parse_work_item_secret(text)
         token, auth, secret_url = secret.sessions_token, AUTH_BEARER, secret.api_base_url
     elif kind == "token":
-        token, auth = text, _token_auth(text)
+        token, auth = text, AUTH_API_KEY if text.startswith(API_KEY_PREFIX) else AUTH_BEARER
     else:
         token, auth = text, kind
-    url = api_url or next((env[n].strip() for n in URL_ENV if env.get(n, "").strip()), None)
+    url = api_url or next((env[n].strip() for n in URL_ENV if given(n)), None)
     url = url or (fallback.api_url if fallback else None) or secret_url or default_url
     return Credentials(url.rstrip("/"), token, auth, source)

@@ -1,12 +1,7 @@
-"""`python -m memfs.supervisor._followd`: the session follower of a
-`memfs mount --daemon` (`memfs.supervisor._follow`), a process of its own.
-
-It reads its launch (the session, its credentials, the settings of the
-stores it mounts, the period) as one line of JSON on stdin, writes the
-session's file in the runtime folder, answers `READY` on stdout (or
-`ERROR <sentence>`), and follows the session, a trio program, until SIGTERM
-or SIGINT: `memfs unmount --all` sends it. Its log goes to
-`<cache-dir>/session-<id>.log`.
+"""`python -m memfs.supervisor._followd`: the session follower of a `memfs
+mount --daemon`, a process of its own. It reads the session to follow as
+one line of JSON on stdin, writes the session's file, answers `READY` on
+stdout (or `ERROR <sentence>`), and follows until SIGTERM or SIGINT.
 """
 
 from __future__ import annotations
@@ -16,14 +11,12 @@ import logging
 import os
 import signal
 import sys
-from typing import Any
 
 import trio
 
 from .._exceptions import MemfsError
 from .._logging import parse_format, parse_level, setup_logging
-from ._follow import SessionFollower
-from ._session_records import SessionToFollow
+from ._follow import SessionFollower, SessionToFollow
 from ._supervisor import Supervisor
 
 log = logging.getLogger("memfs.supervisor")
@@ -35,20 +28,15 @@ def main() -> int:
     setup_logging(parse_level(level), log_format)
     logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
-        launch = json.loads(sys.stdin.readline())
-        session = SessionToFollow.from_json(launch["session"])
-        interval = float(launch["interval"])
+        session = SessionToFollow.from_json(json.loads(sys.stdin.readline()))
     except (ValueError, KeyError, TypeError):
         sys.stdout.write("ERROR the follower's launch line is not one memfs wrote\n")
         return 2
     supervisor = Supervisor([], daemon=True, log_level=level, log_format=log_format)
-    follower = SessionFollower(session, supervisor, daemon=True, interval=interval)
-
-    def stop(signum: int, frame: Any) -> None:
-        follower.stop_soon()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    follower = SessionFollower(session, supervisor, daemon=True)
+    # A signal before the trio program's receiver is open asks the follower to stop.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda signum, frame: follower.stop_soon())
     try:
         follower.write_record()
     except MemfsError as e:
@@ -59,7 +47,7 @@ def main() -> int:
     log.info(
         "following session %s: a check every %g s",
         session.session_id,
-        interval,
+        session.interval,
         extra={"event": "session_followed"},
     )
     trio.run(_follow_until_signalled, follower)
@@ -72,8 +60,6 @@ def main() -> int:
 
 
 async def _follow_until_signalled(follower: SessionFollower) -> None:
-    """Follow until SIGTERM or SIGINT; one that came before this program, to
-    the handlers `main` set, has asked the follower to stop already."""
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
 

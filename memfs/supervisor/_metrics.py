@@ -1,15 +1,9 @@
 """The metrics endpoint of one `memfs mount` (or `memfs run`): Prometheus text
-for all of its stores, at `--metrics-addr HOST:PORT`.
-
-Store processes keep plain counters and histograms (`memfs._histogram`) and
-answer them over their control sockets (`metrics`); this endpoint asks each
-of them on every scrape and names the families, every one prefixed
-`memfs_` and labelled with `store_id`. It runs as a process of its own
-(`python -m memfs.supervisor._metrics`), started by the supervisor once the
-stores are mounted, so that it serves a `--daemon` mount too; it ends once
-none of its stores is running any more.
-
-Only this module imports prometheus-client.
+for all of its stores, at `--metrics-addr HOST:PORT`, every family prefixed
+`memfs_` and labelled with `store_id`. Each scrape asks every store over its
+control socket (`metrics`). It runs as a process of its own (`python -m
+memfs.supervisor._metrics`), so that it serves a `--daemon` mount too, and
+ends once none of its stores runs. Only this module imports prometheus-client.
 """
 
 from __future__ import annotations
@@ -41,15 +35,8 @@ log = logging.getLogger("memfs.metrics")
 POLL_SECONDS = 2.0
 
 
-def _histogram(
-    family: HistogramMetricFamily, labels: list[str], raw: dict[str, Any]
-) -> HistogramMetricFamily:
-    family.add_metric(labels, [(b, float(n)) for b, n in raw["buckets"]], raw["sum"])
-    return family
-
-
 class StoresCollector(Collector):
-    """Asks every store of the mount for its numbers, at each scrape."""
+    """Asks every store of the mount for its numbers at each scrape."""
 
     def __init__(self, state_files: list[str]) -> None:
         self.state_files = state_files
@@ -70,6 +57,24 @@ class StoresCollector(Collector):
         yield from families(samples)
 
 
+SCALARS: tuple[tuple[type[CounterMetricFamily | GaugeMetricFamily], str, str, str], ...] = (
+    (CounterMetricFamily, "store_sent_bytes", "Request bodies sent", "bytes_up"),
+    (CounterMetricFamily, "store_received_bytes", "Answer bodies received", "bytes_down"),
+    (GaugeMetricFamily, "dirty_files", "Files with changes not yet in the store", "dirty"),
+    (
+        GaugeMetricFamily,
+        "pending_deletes",
+        "Files deleted here, not yet in the store",
+        "pending_deletes",
+    ),
+    (GaugeMetricFamily, "refused_files", "Files the store refused or memfs holds back", "refused"),
+    (GaugeMetricFamily, "memories", "Files that hold a memory of the store", "memories"),
+    (GaugeMetricFamily, "cache_bytes", "Bytes of content in the local cache", "cache_bytes"),
+    (CounterMetricFamily, "conflicts", "Conflict copies kept since the mount", "conflicts"),
+)
+"""One number per store: its family's kind, name and help, and its key in the raw numbers."""
+
+
 def families(samples: Iterable[tuple[str, dict[str, Any]]]) -> Iterator[Metric]:
     """The Prometheus families of the stores' raw numbers."""
     store = ["store_id"]
@@ -84,23 +89,9 @@ def families(samples: Iterable[tuple[str, dict[str, Any]]]) -> Iterator[Metric]:
         "HTTP requests to the store (attempts), by client call and outcome (status code)",
         labels=[*store, "endpoint", "outcome"],
     )
-    sent = CounterMetricFamily("memfs_store_sent_bytes", "Request bodies sent", labels=store)
-    received = CounterMetricFamily(
-        "memfs_store_received_bytes", "Answer bodies received", labels=store
-    )
-    gauges = {
-        key: GaugeMetricFamily(f"memfs_{key}", text, labels=store)
-        for key, text in (
-            ("dirty_files", "Files with changes not yet in the store"),
-            ("pending_deletes", "Files deleted here, not yet in the store"),
-            ("refused_files", "Files the store refused or memfs holds back"),
-            ("memories", "Files that hold a memory of the store"),
-            ("cache_bytes", "Bytes of content in the local cache"),
-        )
-    }
-    conflicts = CounterMetricFamily(
-        "memfs_conflicts", "Conflict copies kept since the mount", labels=store
-    )
+    scalars = [
+        (kind(f"memfs_{name}", text, labels=store), key) for kind, name, text, key in SCALARS
+    ]
     fuse = CounterMetricFamily(
         "memfs_fuse_requests",
         "Kernel requests answered, by operation",
@@ -114,22 +105,18 @@ def families(samples: Iterable[tuple[str, dict[str, Any]]]) -> Iterator[Metric]:
     for store_id, m in samples:
         for result, n in m["passes"].items():
             passes.add_metric([store_id, result], n)
-        _histogram(pass_seconds, [store_id], m["pass_seconds"])
+        raw = m["pass_seconds"]
+        pass_seconds.add_metric([store_id], [(b, float(n)) for b, n in raw["buckets"]], raw["sum"])
         for r in m["requests"]:
             requests.add_metric([store_id, r["endpoint"], r["outcome"]], r["count"])
-        sent.add_metric([store_id], m["bytes_up"])
-        received.add_metric([store_id], m["bytes_down"])
-        gauges["dirty_files"].add_metric([store_id], m["dirty"])
-        gauges["pending_deletes"].add_metric([store_id], m["pending_deletes"])
-        gauges["refused_files"].add_metric([store_id], m["refused"])
-        gauges["memories"].add_metric([store_id], m["memories"])
-        gauges["cache_bytes"].add_metric([store_id], m["cache_bytes"])
-        conflicts.add_metric([store_id], m["conflicts"])
+        for family, key in scalars:
+            family.add_metric([store_id], m[key])
         for op, n in m["fuse_requests"].items():
             fuse.add_metric([store_id, op], n)
         for op, raw in m["fuse_seconds"].items():
-            _histogram(fuse_seconds, [store_id, op], raw)
-    yield from (passes, pass_seconds, requests, sent, received, *gauges.values(), conflicts)
+            buckets = [(b, float(n)) for b, n in raw["buckets"]]
+            fuse_seconds.add_metric([store_id, op], buckets, raw["sum"])
+    yield from (passes, pass_seconds, requests, *(family for family, _ in scalars))
     yield from (fuse, fuse_seconds)
 
 

@@ -1,38 +1,15 @@
 """`memfs run`: mount the stores, run one command in the foreground, then the
 final sync and the unmount.
 
-The command is memfs's child in memfs's own process group. On a terminal
-that group is the foreground one (the shell put memfs there), so what the
-terminal sends, Ctrl-C, Ctrl-\\ and Ctrl-Z, reaches the command as it would
-if the command ran alone, and the shell's job control stops and continues
-memfs and the command together. A signal sent to memfs itself (SIGTERM,
-SIGINT, SIGHUP, SIGQUIT: `kill`, `docker stop`, systemd) is passed on to the
-command; one the terminal sent to the whole group is not passed again,
-since the command has it already (a second Ctrl-C would make many
-interactive programs quit). To tell the two apart, and to lose none between
-starting the command and waiting for it, memfs holds these signals blocked
-and takes them with sigtimedwait, which says who sent each (`si_code`);
-trio's signal receiver cannot, so the trio program that waits for the
-command asks sigtimedwait without blocking, between two looks.
-
-With a session to follow (`--work-item`, `--session`), its follower runs as
-a task of that program while the command runs (`_follow`): stores attached
-meanwhile are mounted, stores detached are final-synced and unmounted. It is
-stopped before the final sync, or when `memfs unmount` asks (SIGUSR2, not
-passed on: the command goes on, with the stores that are still mounted).
-
-When the command has exited, the final sync runs (`Supervisor.final_sync`).
-Signals that arrive meanwhile are held and dropped: the final sync is bounded
-by `--final-sync-timeout`, and a store process outliving it is killed.
-
-The command gets memfs's environment without the variables that may hold a
-credential (`SECRET_ENV`: memfs took them for the stores) and without
-`NOTIFY_SOCKET` (readiness is memfs's to tell), and only stdin, stdout and
-stderr of memfs's descriptors: in particular not the lifelines to the store
-processes, nor a descriptor a credential was handed in on. When memfs read
-the work item from its standard input (`--work-item -`), the command's
-standard input is /dev/null: the secret came that way, and a file could be
-read again from its start.
+The command runs in memfs's process group, so what the terminal sends
+reaches it as if it ran alone. A signal sent to memfs itself (SIGTERM,
+SIGINT, SIGHUP, SIGQUIT) is passed on, one the terminal sent to the whole
+group is not passed again: memfs holds these signals blocked and takes
+them with sigtimedwait, which says who sent each (trio's receiver cannot).
+SIGUSR2 (`memfs unmount`) stops the session's follower instead. Signals
+during the final sync are dropped. The command gets no credential variable,
+no `NOTIFY_SOCKET`, no descriptor but stdin, stdout and stderr, and
+/dev/null as stdin when the work item came on memfs's (`--work-item -`).
 """
 
 from __future__ import annotations
@@ -50,26 +27,21 @@ from functools import partial
 from .._children import child_env
 from .._logging import LogFormat
 from ..control import StoreSpec
-from ._follow import Announce, SessionFollower
-from ._session_records import SessionToFollow
+from ._commands import UNFOLLOW_SIGNAL
+from ._follow import Announce, SessionFollower, SessionToFollow
 from ._supervisor import FinalSync, Supervisor
-from ._unfollow import UNFOLLOW_SIGNAL
 
 log = logging.getLogger("memfs.supervisor")
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 """The signals memfs passes to the command."""
 _HELD = {*FORWARDED, signal.SIGCHLD, UNFOLLOW_SIGNAL}
-"""SIGCHLD too: taken, it says at once that the command or a store process
-ended. And
-`UNFOLLOW_SIGNAL`: `memfs unmount` asks memfs to stop following the session,
-the command goes on."""
+"""SIGCHLD too: it says at once that the command or a store process ended."""
 SIGNAL_CHECK = 0.1
 """Seconds between two looks, while the command runs, for a signal memfs holds."""
 _SI_KERNEL = 0x80
-"""`si_code` of a signal the kernel sent: the terminal's to its foreground
-group, never one sent with kill(2) (SI_USER) or sigqueue(3). Linux's value;
-Python's signal module does not name it."""
+"""`si_code` of a signal the kernel sent (the terminal's), never kill(2)'s:
+Linux's value, which Python's signal module does not name."""
 
 EXIT_NOT_EXECUTABLE = 126
 EXIT_NOT_FOUND = 127
@@ -81,27 +53,17 @@ class RunResult:
     """How the command ended and what the final sync left behind."""
 
     status: int
-    """The command's exit status as a shell reports it: 128+N when it died by
-    signal N; 127 (not found) or 126 (not executable) when it never started."""
+    """As a shell reports it: 128+N for signal N, 127 or 126 when it never started."""
     not_started: str | None = None
-    """Why the command could not be started; None when it ran."""
     stores: list[FinalSync] = field(default_factory=list)
-    """Each store's final sync, in the order of the specs."""
     detached: list[FinalSync] = field(default_factory=list)
-    """The final syncs of the stores detached from the session during the
-    run (the follower named what each left behind when it unmounted it)."""
+    """The final syncs of the stores detached from the session during the run."""
 
     @property
     def left_behind(self) -> bool:
-        """Something may not be in a store: files a final sync (at the end, or
-        of a store detached meanwhile) did not upload, or a final sync that
-        could not be confirmed."""
+        """A final sync (at the end, or of a store detached meanwhile) left
+        files behind or could not be confirmed."""
         return not all(s.ok for s in self.stores + self.detached)
-
-
-def shell_status(returncode: int) -> int:
-    """Popen's returncode (-N for signal N) as a shell reports it."""
-    return 128 - returncode if returncode < 0 else returncode
 
 
 def run(
@@ -120,11 +82,7 @@ def run(
     `session`: follow it meanwhile, telling `announce` what it mounts and
     unmounts. `stdin_devnull`: the command's stdin is /dev/null."""
     supervisor = Supervisor(
-        specs,
-        daemon=False,
-        log_level=log_level,
-        log_format=log_format,
-        metrics_addr=metrics_addr,
+        specs, log_level=log_level, log_format=log_format, metrics_addr=metrics_addr
     )
     supervisor.start_all()
     try:
@@ -143,9 +101,7 @@ def run(
     return result
 
 
-def _run_command(
-    supervisor: Supervisor, argv: Sequence[str], *, stdin_devnull: bool = False
-) -> RunResult:
+def _run_command(supervisor: Supervisor, argv: Sequence[str], stdin_devnull: bool) -> RunResult:
     import trio
 
     stdin = subprocess.DEVNULL if stdin_devnull else None
@@ -156,7 +112,7 @@ def _run_command(
         return RunResult(code, not_started=f"cannot run {argv[0]}: {_reason(argv[0], e)}")
     log.info("running %s (pid %d)", argv[0], child.pid)
     trio.run(supervisor.run_follower, partial(_pass_signals, supervisor, child))
-    status = shell_status(child.returncode)
+    status = 128 - child.returncode if child.returncode < 0 else child.returncode
     log.info("the command exited with status %d; final sync", status)
     return RunResult(status)
 
@@ -174,8 +130,9 @@ async def _pass_signals(supervisor: Supervisor, child: subprocess.Popen[bytes]) 
         if info.si_signo == UNFOLLOW_SIGNAL:
             await supervisor.stop_following()
             continue
-        if info.si_code == _SI_KERNEL and _shares_our_group(child.pid):
-            continue  # the terminal sent it to the whole group: the command has it
+        with contextlib.suppress(OSError):
+            if info.si_code == _SI_KERNEL and os.getpgid(child.pid) == os.getpgrp():
+                continue  # the terminal sent it to the whole group: the command has it
         log.info("passing %s to the command", signal.Signals(info.si_signo).name)
         with contextlib.suppress(ProcessLookupError):
             os.kill(child.pid, info.si_signo)
@@ -190,17 +147,9 @@ def _reason(command: str, e: OSError) -> str:
     return (e.strerror or str(e)).lower()
 
 
-def _shares_our_group(pid: int) -> bool:
-    try:
-        return os.getpgid(pid) == os.getpgrp()
-    except OSError:
-        return False
-
-
 def _in_child() -> None:
-    """In the command's process, before exec: the signals as a shell leaves
-    them, none held, none ignored (memfs may have been started with SIGINT
-    ignored, as a background job is)."""
+    """Before exec: the signals as a shell leaves them, none held, none
+    ignored (memfs may have been started with SIGINT ignored)."""
     for signum in FORWARDED:
         signal.signal(signum, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_SETMASK, ())

@@ -1,37 +1,23 @@
-"""From what the operator asked for (`MountSettings`: `--store`,
-`--resources`, credentials, flags) to one `StoreSpec` per store, every
-refusal made before anything is mounted: too many stores, a store given
-twice, two stores at one path or one inside another, a relative mount path,
-a session's mount path outside the mount root, a store id not of the API's
-form (it would name files and mount options), no token, cache or runtime
-folders other users could write into. The settings' values were checked as
-the command line read them (memfs.control's bounds).
+"""From what the operator asked for (`MountSettings`) to one `StoreSpec` per
+store, every refusal made before anything is mounted; and the API calls of
+the supervisor: the stores' names and a session's stores at a mount's start
+(each a trio run of its own), and a session follower's client.
 
-Mount paths are compared where they lead: every symlink followed, `..` and
-repeated slashes normalised (`/x` and `//x` are one path). A path the
-operator gives (`--store ID=PATH`, a `--resources` file) may lead anywhere;
-one a session gives (`--work-item`, `--session`, a store attached
-mid-session) must lead to a folder strictly under the mount root (`--root`),
-since whoever creates the session chooses it and memfs, often root, creates
-and mounts it.
+Mount paths are compared where they lead. One a session gives must lead
+strictly under the mount root, since whoever creates the session chooses it
+and memfs, often root, creates and mounts it.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
-from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, fields
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._exceptions import (
-    AuthenticationFailed,
-    ConfigError,
-    MountError,
-    StatusError,
-    StoreError,
-)
+from .._exceptions import AuthenticationFailed, ConfigError, MountError, StatusError, StoreError
 from .._private import ensure_private_dir
 from ..api import (
     ACCESS_READ_ONLY,
@@ -47,7 +33,6 @@ from ..api import (
 )
 from ..control import StoreSettings, StoreSpec, runtime_dir
 from ..mount import start_refusal
-from ._api import call_api
 from ._credentials import Credentials
 
 if TYPE_CHECKING:
@@ -55,34 +40,86 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("memfs.supervisor")
 
+T = TypeVar("T")
+
+
+def _say_waiting(sentence: str) -> None:
+    log.warning("%s", sentence, extra={"event": "waiting_for_api"})
+
+
+def api_client(
+    creds: Credentials, *, retries: int, timeout: float = 30.0, start_timeout: float | None = None
+) -> StoreClient:
+    """A client of the API `creds` name. `start_timeout`: its first call is a
+    mount's, its wait bounded and each attempt without an answer said."""
+    from ..client import StoreClient
+
+    return StoreClient(
+        creds.api_url,
+        creds.token,
+        auth=creds.auth,
+        max_retries=retries,
+        timeout=timeout,
+        start_timeout=start_timeout,
+        on_wait=_say_waiting,
+    )
+
+
+def call_api(
+    creds: Credentials,
+    request: Callable[[StoreClient], Awaitable[T]],
+    start_timeout: float | None,
+) -> T:
+    """What `request` returns, from code that runs no event loop (one trio
+    run); the client's errors as they are raised."""
+    import trio
+
+    async def with_client() -> T:
+        async with api_client(creds, retries=3, start_timeout=start_timeout) as client:
+            return await request(client)
+
+    return trio.run(with_client)
+
+
+async def session_state(client: StoreClient, session_id: str) -> tuple[str, list[dict[str, Any]]]:
+    """The session's `status` and its memory stores as JSON objects for
+    `parse_resources`, from one read; StoreError when it cannot be read."""
+    session = await client.get_session(session_id)
+    return session.status, [asdict(r) for r in session.memory_stores]
+
+
+def fetch_session_resources(
+    creds: Credentials, session_id: str, start_timeout: float | None = None
+) -> list[Resource]:
+    """The session's memory stores, checked as a resources file is; MountError
+    with one sentence when the session cannot be read."""
+    try:
+        _, stores = call_api(creds, lambda client: session_state(client, session_id), start_timeout)
+    except StoreError as e:
+        raise MountError(f"cannot read session {session_id} at {creds.api_url}: {e}")
+    return parse_resources(stores)
+
+
 NAME_REFUSALS = frozenset({400, 401, 403, 404})
-"""Answers to `GET /v1/memory_stores/{id}` after which a store mounts under its
-id: the hosted API may refuse a sessions token there while the memory
-endpoints serve it. A store that does not exist fails at its first listing."""
+"""Answers to `GET /v1/memory_stores/{id}` after which a store mounts under
+its id: the hosted API may refuse a sessions token there alone."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class MountSettings:
-    """Every setting of a command that mounts (`memfs mount`, `memfs run`),
-    one field per setting, named as its flag is (`--sync-interval`:
-    `sync_interval`). Made once by the command line (memfs.cli), from the
-    flag, else the variable, else the config file, else the default, each
-    value checked as it was read."""
+    """Every setting of a command that mounts, one field per setting, named
+    as its flag is (`--sync-interval`: `sync_interval`), each value checked
+    as the command line read it."""
 
     store: tuple[str, ...]
-    """`--store` values, `ID[:read_only|:read_write][=MOUNT_PATH]` each."""
     resources: str | None
-    """A resources file (JSON)."""
     work_item: str | None
-    """A claimed work item's file (`-`: standard input)."""
     session: str | None
-    """A session whose stores to mount and follow."""
     root: str
     api_url: str | None
     token_file: str | None
     secret_file: str | None
     cache_dir: str | None
-    """None: `default_cache_dir()`."""
     uid: int | None
     gid: int | None
     allow_other: bool
@@ -95,12 +132,10 @@ class MountSettings:
     cache_size: int
     session_check_interval: float
     metrics_addr: str | None
-    """`HOST:PORT` of the metrics endpoint, None for none."""
     daemon: bool
 
     def store_settings(self) -> StoreSettings:
-        """What every store of the mount is given: these settings of the
-        same names, the cache folder made absolute."""
+        """What every store of the mount is given, the cache folder made absolute."""
         shared = {f.name: getattr(self, f.name) for f in fields(StoreSettings)}
         cache_dir = os.path.abspath(self.cache_dir or default_cache_dir())
         return StoreSettings(**{**shared, "cache_dir": cache_dir})
@@ -153,18 +188,12 @@ def default_cache_dir() -> str:
 
 
 def check_mount_path(path: str, store_id: str) -> str:
-    """`path` normalised (`normal_mount_path`) when it is absolute and without
-    `..`; ConfigError otherwise."""
+    """`path` with repeated slashes (a leading `//` too), `.` and a trailing
+    slash dropped, when it is absolute and without `..`; ConfigError otherwise."""
     if not os.path.isabs(path):
         raise ConfigError(f"the mount path {path!r} of {store_id} must be absolute")
     if ".." in path.split("/"):
         raise ConfigError(f"the mount path {path!r} of {store_id} may not contain '..'")
-    return normal_mount_path(path)
-
-
-def normal_mount_path(path: str) -> str:
-    """An absolute path with repeated slashes (a leading `//` too), `.` and a
-    trailing slash dropped: `//x/./y/` is `/x/y`."""
     return "/" + os.path.normpath(path).lstrip("/")
 
 
@@ -174,8 +203,7 @@ def is_under(path: str, folder: str) -> bool:
 
 
 def check_session_mount_path(path: str, store_id: str, root: str) -> None:
-    """Refuse a mount path a session gave that does not lead (every symlink
-    followed) to a folder strictly under the mount root: ConfigError naming it."""
+    """ConfigError unless a mount path a session gave leads strictly under the mount root."""
     place, real_root = os.path.realpath(path), os.path.realpath(root)
     if not is_under(place, real_root):
         shown = path if place == path else f"{path} (which leads to {place})"
@@ -187,9 +215,8 @@ def check_session_mount_path(path: str, store_id: str, root: str) -> None:
 
 def mount_path_clash(one: tuple[str, str], other: tuple[str, str]) -> str | None:
     """Why two stores, (store id, normalised mount path) each, cannot both be
-    mounted, compared where their paths lead; None when they can. A store
-    inside another's folder is refused whichever mounts first: the outer
-    mount would hide the inner folder, or the inner one stand in the outer's way."""
+    mounted, compared where their paths lead; None when they can. One inside
+    the other is refused whichever mounts first."""
     (one_id, one_path), (other_id, other_path) = one, other
     one_place, other_place = os.path.realpath(one_path), os.path.realpath(other_path)
     if one_place == other_place:
@@ -206,10 +233,8 @@ async def _store_names(
     client: StoreClient, creds: Credentials, store_ids: list[str]
 ) -> tuple[dict[str, str], dict[str, str]]:
     """The stores' names, and for each store the API refused to name, why.
-    These are a mount's first requests: the start's bound holds for them. A
-    refusal of the token, confirmed on a memory endpoint (the hosted API may
-    refuse a sessions token the store alone), or a 404 from a URL that names
-    `/v1`, mounts nothing (`start_refusal`)."""
+    A refusal of the token, confirmed on a memory endpoint, or a 404 from a
+    URL that names `/v1`, mounts nothing (`start_refusal`)."""
     names: dict[str, str] = {}
     refused: dict[str, str] = {}
     for sid in store_ids:
@@ -241,17 +266,6 @@ def check_store_count(resources: list[Resource]) -> None:
         )
 
 
-def _check_resources(resources: list[Resource]) -> None:
-    check_store_count(resources)
-    seen = set()
-    for r in resources:
-        # Wherever it came from, a store id names nothing before it is checked.
-        check_store_id(r.memory_store_id)
-        if r.memory_store_id in seen:
-            raise ConfigError(f"store {r.memory_store_id} is given twice")
-        seen.add(r.memory_store_id)
-
-
 def build_specs(
     resources: list[Resource],
     creds: Credentials | None,
@@ -262,9 +276,16 @@ def build_specs(
 ) -> list[StoreSpec]:
     """One spec per store, every refusal made before anything is mounted.
     `from_session`: the resources are a session's, so each mount path must
-    lead under `root` (`check_session_mount_path`), and the store process
-    creates its folders from a descriptor of the root."""
-    _check_resources(resources)
+    lead under `root`, and the store process creates its folders from a
+    descriptor of the root."""
+    check_store_count(resources)
+    seen = set()
+    for r in resources:
+        # Wherever it came from, a store id names nothing before it is checked.
+        check_store_id(r.memory_store_id)
+        if r.memory_store_id in seen:
+            raise ConfigError(f"store {r.memory_store_id} is given twice")
+        seen.add(r.memory_store_id)
     if not resources:
         return []
     if creds is None:
@@ -283,11 +304,9 @@ def build_specs(
         names, refused = call_api(
             creds,
             lambda client: _store_names(client, creds, need_names),
-            retries=3,
-            start_timeout=settings.start_timeout,
+            settings.start_timeout,
         )
-    specs = []
-    paths: dict[str, str] = {}
+    specs: list[StoreSpec] = []
     for r in resources:
         sid = r.memory_store_id
         name = r.name or names.get(sid) or ""
@@ -301,17 +320,16 @@ def build_specs(
                 path,
                 extra={"event": "store_name_unknown"},
             )
-        path = check_mount_path(path, r.memory_store_id)
+        path = check_mount_path(path, sid)
         if from_session:
-            check_session_mount_path(path, r.memory_store_id, root)
-        for taken_path, taken_id in paths.items():
-            clash = mount_path_clash((r.memory_store_id, path), (taken_id, taken_path))
+            check_session_mount_path(path, sid, root)
+        for taken in specs:
+            clash = mount_path_clash((sid, path), (taken.store_id, taken.mount_path))
             if clash is not None:
                 raise ConfigError(clash)
-        paths[path] = r.memory_store_id
         specs.append(
             StoreSpec(
-                store_id=r.memory_store_id,
+                store_id=sid,
                 mount_path=path,
                 api_url=creds.api_url,
                 token=creds.token,
@@ -322,10 +340,11 @@ def build_specs(
                 name=name,
                 mount_root=os.path.abspath(root),
                 confined_to_root=from_session,
+                stores_mounted=len(resources),
                 **settings.settings(),
             )
         )
-    return [dataclasses.replace(spec, stores_mounted=len(specs)) for spec in specs]
+    return specs
 
 
 def parse_metrics_addr(text: str) -> tuple[str, int]:

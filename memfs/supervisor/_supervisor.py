@@ -1,30 +1,9 @@
-"""One process per store, under one supervisor (pyfuse3 holds one FUSE
-session per process).
-
-The supervisor starts a store process for each spec (`python -m
-memfs.mount`, the spec with the token on its stdin, no secret in its
-environment); waits until every one says READY, or stops the others and
-fails naming the store and the cause; and then either returns (`--daemon`)
-or waits for SIGTERM/SIGINT and passes it on, exiting 0 only when every
-store uploaded everything. `memfs run` ends with `final_sync`, which asks
-every store at once over its control socket, as `memfs unmount` does, to
-learn what each could not upload.
-
-In the foreground, a store process's stdin stays open as a lifeline: when
-the supervisor dies, by any signal, the store process reads its end and
-stops with its final sync.
-
-While it runs, a store can be added (`add`: its process started and READY
-awaited, as for the first ones) or removed (`remove`: its final sync, as
-`final_sync` does it for all): the session follower (`_follow`) does so for
-stores attached to or detached from its session, as a task of the trio
-program that waits in the foreground (`wait`, and `memfs run`'s wait).
-
-What runs at once is trio's, on no thread: the READY wait reads every
-child's stdout in a task of its own, the final syncs and the waits for
-stopped stores run in one nursery (`_each_at_once`), a foreground wait runs
-the follower beside its watch. What runs alone is a plain blocking call
-(starting a process, the metrics endpoint's READY).
+"""One process per store (pyfuse3 holds one FUSE session per process), under
+one supervisor: it hands each its spec and token on stdin, waits until all
+say READY (or stops them and names the store that failed and why), then
+returns (`--daemon`) or waits in the foreground for SIGTERM/SIGINT and passes
+it on. A foreground store process's stdin is its lifeline: when the
+supervisor dies, the store stops with its final sync.
 """
 
 from __future__ import annotations
@@ -35,13 +14,14 @@ import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypeVar
 
-from .._children import STORE_MODULE, child_env, start_process
+from .._children import NOTIFY_ENV, STORE_MODULE, child_env, start_process
 from .._exceptions import MountError, SyncError
 from .._logging import LogFormat
 from .._private import ensure_private_dir, open_log_file
@@ -56,7 +36,6 @@ from ..control import (
     state_path,
 )
 from ..mount import force_unmount
-from ._notify import notify
 
 if TYPE_CHECKING:
     import trio
@@ -67,9 +46,60 @@ T = TypeVar("T")
 
 READY_TIMEOUT = 300.0
 FOLLOWER_CHECK = 0.2
-"""Seconds between two looks of a foreground wait at its flags, its stores and its follower."""
+"""Seconds between two looks of a foreground wait at its flags and its stores."""
+GONE_TIMEOUT = 60.0
+"""How long `memfs unmount` waits for a store process to exit after its final sync."""
 STOP_MARGIN = 30.0
 """How much longer than its final sync bound a store process may take to stop before it is killed."""
+
+
+def notify(message: str) -> None:
+    """Tell systemd `message` over `$NOTIFY_SOCKET`, when set; a socket that
+    cannot be reached is logged, the mounts work without it."""
+    address = os.environ.get(NOTIFY_ENV, "")
+    if not address:
+        return
+    if address.startswith("@"):
+        address = "\0" + address[1:]
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as s:
+            s.connect(address)
+            s.sendall(message.encode())
+    except OSError as e:
+        log.warning(
+            "cannot tell systemd %s through $NOTIFY_SOCKET: %s",
+            message,
+            e.strerror or e,
+            extra={"event": "systemd_notify"},
+        )
+
+
+def daemon_log(folder: str, name: str) -> TextIO:
+    """A daemon's log file (its stderr), 0600 in a private folder."""
+    ensure_private_dir(folder, "cache folder", follow=True)
+    return os.fdopen(open_log_file(os.path.join(folder, name), follow=True), "a")
+
+
+def start_helper(
+    module: str, env: dict[str, str], stderr: TextIO | None, launch: str, what: str
+) -> subprocess.Popen[str]:
+    """Start a helper process (the metrics endpoint, a daemon follower), hand
+    it `launch` on stdin and wait for its READY; MountError `cannot <what>:
+    <cause>`, its process ended, when it says ERROR or exits instead."""
+    proc = start_process(module, env, stderr)
+    assert proc.stdin is not None and proc.stdout is not None
+    with contextlib.suppress(BrokenPipeError):
+        proc.stdin.write(launch + "\n")
+        proc.stdin.close()
+    line = proc.stdout.readline()
+    proc.stdout.close()
+    if not line.startswith("READY"):
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        proc.wait()
+        cause = line[6:].strip() if line.startswith("ERROR ") else "its process exited"
+        raise MountError(f"cannot {what}: {cause}")
+    return proc
 
 
 @dataclass
@@ -81,27 +111,18 @@ class _Child:
     reported: bool = False
     """Its failure was logged already (foreground only)."""
 
-    def state(self) -> StoreState:
-        """How `memfs unmount` would find it: its control socket and pid."""
-        socket = socket_path(self.spec.runtime_dir, self.spec.store_id, self.spec.cache_dir)
-        return StoreState(self.spec.store_id, self.spec.mount_path, self.proc.pid, socket)
-
 
 class Follower(Protocol):
-    """What the supervisor needs of a session follower: to run it beside its
-    wait, and to stop it (letting what it is doing finish) before the stores
-    stop."""
+    """A session follower (`_follow`), run beside the foreground wait."""
 
     @property
     def session_id(self) -> str: ...
 
-    async def follow(self) -> None:
-        """Follow until `stop_soon`; the follower is then no more the supervisor's."""
+    async def follow(self) -> None: ...
 
     def stop_soon(self) -> None: ...
 
-    def drop(self) -> None:
-        """No more the supervisor's, without having followed (its wait never ran)."""
+    def drop(self) -> None: ...
 
 
 @dataclass
@@ -112,15 +133,39 @@ class FinalSync:
     not_uploaded: list[str] = field(default_factory=list)
     """The files the store does not hold: they stay in the cache for its next mount."""
     failure: str | None = None
-    """Why the final sync could not be confirmed (the store process was gone,
-    or did not answer); None when it answered."""
+    """Why the final sync could not be confirmed; None when it answered."""
     sync_error: str | None = None
-    """Why the final sync's pass failed, as the store process logged it
-    (after a detach: the API's 403); with nothing left behind, nothing was lost."""
+    """Why its pass failed (after a detach: the API's 403)."""
 
     @property
     def ok(self) -> bool:
         return not self.not_uploaded and self.failure is None
+
+
+async def ask_final_sync(spec: StoreSpec, state: StoreState) -> FinalSync:
+    """Stop a running store with its final sync, asked over its control
+    socket as `memfs unmount` asks; SyncError when it does not answer."""
+    reply = await ControlClient(state).stop_async(timeout=spec.final_sync_timeout + STOP_MARGIN)
+    if isinstance(reply, ErrorReply):
+        return FinalSync(spec, failure=reply.error)
+    return FinalSync(spec, list(reply.not_uploaded), sync_error=reply.sync_error)
+
+
+async def exited(pid: int, timeout: float) -> bool:
+    """Whether the process `pid` ends (a zombie has) within `timeout` seconds."""
+    import trio
+
+    with trio.move_on_after(timeout):
+        try:
+            pidfd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            return True
+        try:
+            await trio.lowlevel.wait_readable(pidfd)
+        finally:
+            os.close(pidfd)
+        return True
+    return False
 
 
 class Supervisor:
@@ -137,28 +182,20 @@ class Supervisor:
     ) -> None:
         self.specs = specs
         self.daemon = daemon
-        self.log_level = log_level
+        self.env = {"MEMFS_LOG_LEVEL": log_level, "MEMFS_LOG_FORMAT": log_format}
         self.metrics_addr = metrics_addr
-        self.log_format = log_format
         self.children: list[_Child] = []
         self.metrics: subprocess.Popen[str] | None = None
         self._stop_asked = False
         self._unfollow_asked = False
         self._old_handlers: dict[int, Any] | None = None
         self.removed: list[FinalSync] = []
-        """The final syncs of the stores `remove` stopped (detached mid-session), in order."""
+        """The final syncs of the stores `remove` stopped, in order."""
         self.follower: Follower | None = None
-        """A session follower that may add and remove stores, run by the
-        foreground wait (`run_follower`): with one, a foreground `wait` goes
-        on when no store runs (one may be attached)."""
+        """With one, a foreground `wait` goes on when no store runs."""
 
     def _start(self, spec: StoreSpec) -> _Child:
         spec = dataclasses.replace(spec, follow_parent=not self.daemon)
-        env = {
-            "MEMFS_LOG_LEVEL": self.log_level,
-            "MEMFS_LOG_FORMAT": self.log_format,
-            "MEMFS_RUNTIME_DIR": spec.runtime_dir,
-        }
         log_file = None
         if self.daemon:
             # The store process opens its log itself, in the folder checked here.
@@ -166,10 +203,10 @@ class Supervisor:
             store_dir = os.path.join(spec.cache_dir, check_store_id(spec.store_id))
             ensure_private_dir(store_dir, "cache folder")
             log_file = os.path.join(store_dir, "memfs.log")
-        proc = start_process(STORE_MODULE, {**child_env(), **env})
+        env = {**child_env(), **self.env, "MEMFS_RUNTIME_DIR": spec.runtime_dir}
+        proc = start_process(STORE_MODULE, env)
         assert proc.stdin is not None
-        # A process that is gone already (it could not even import memfs) is
-        # reported by start_all, with its exit status, as one that never said READY.
+        # One gone already is reported, with its exit status, as one that never said READY.
         with contextlib.suppress(BrokenPipeError):
             proc.stdin.write(StoreLaunch(spec, log_file).to_json() + "\n")
             proc.stdin.flush()
@@ -177,92 +214,71 @@ class Supervisor:
                 proc.stdin.close()
         return _Child(spec, proc)
 
-    @staticmethod
-    def _daemon_log(folder: str, name: str) -> TextIO:
-        """A daemon's log file (its stderr), 0600 in a private folder."""
-        ensure_private_dir(folder, "cache folder", follow=True)
-        return os.fdopen(open_log_file(os.path.join(folder, name), follow=True), "a")
-
     def start_all(self) -> None:
         """Start every store and wait for READY; on any failure stop the rest and raise."""
+        import trio
+
         try:
             for spec in self.specs:
                 self.children.append(self._start(spec))
+            trio.run(self._answers, self.children, trio.Event())
+            failed = [c for c in self.children if not c.ready]
+            if failed:
+                raise self._mount_error(failed[0])
+            if self.metrics_addr:
+                self._start_metrics(self.metrics_addr)
         except BaseException:
             self.stop_all()  # those that have their specs already would mount
             raise
-        failed = self._await_ready(self.children)
-        if failed:
-            self.stop_all()
-            raise self._mount_error(failed[0])
-        if self.metrics_addr:
-            self._start_metrics(self.metrics_addr)
         if not self.daemon:
             notify("READY=1")
 
-    def _await_ready(self, children: list[_Child]) -> list[_Child]:
-        """Wait until each of `children` says READY or fails (at most
-        READY_TIMEOUT), saying each WAITING line of theirs meanwhile; those
-        that did not become ready."""
-        import trio
-
-        trio.run(self._answers, children, None)
-        failed = [c for c in children if not c.ready]
-        if not failed:
-            for child in children:
-                if child.proc.stdout is not None:
-                    child.proc.stdout.close()
-        return failed
-
-    async def _answers(self, children: list[_Child], abandon: trio.Event | None) -> None:
+    async def _answers(self, children: list[_Child], abandon: trio.Event) -> None:
         """Each child's answer, read at once, until all have answered, the
         wait is over or `abandon` is set."""
         import trio
 
+        async def cancel_when_abandoned() -> None:
+            await abandon.wait()
+            nursery.cancel_scope.cancel()
+
         async with trio.open_nursery() as nursery:
-            if abandon is not None:
-                nursery.start_soon(_cancel_when_set, abandon, nursery.cancel_scope)
+            nursery.start_soon(cancel_when_abandoned)
             with trio.move_on_after(READY_TIMEOUT):
                 async with trio.open_nursery() as readers:
                     for child in children:
                         readers.start_soon(self._answer, child)
             nursery.cancel_scope.cancel()
 
-    async def _answer(self, child: _Child) -> None:
+    @staticmethod
+    async def _answer(child: _Child) -> None:
+        """Its first line other than WAITING (logged): READY, ERROR or its end."""
         import trio
 
         assert child.proc.stdout is not None
         # Read unbuffered: a line left in a file object's buffer would wake no wait.
         fd = child.proc.stdout.fileno()
         partial = b""
-        answer = None
-        while answer is None:
+        lines: list[bytes] = []
+        while not lines:
             await trio.lowlevel.wait_readable(fd)
             chunk = os.read(fd, 65536)
             *lines, partial = (partial + chunk).split(b"\n")
             if not chunk:
                 lines.append(partial)  # its last words, or b"": it exited
-            answer = self._waiting_said(child, lines)
+            while lines and lines[0].startswith(b"WAITING "):
+                log.warning(
+                    "%s",
+                    lines.pop(0)[8:].strip().decode("utf-8", "replace"),
+                    extra={"event": "waiting_for_api", "store_id": child.spec.store_id},
+                )
+        answer = lines[0].decode("utf-8", "replace")
         if answer.startswith("READY"):
             child.ready = True
+            child.proc.stdout.close()
         else:
             error = answer[6:].strip() if answer.startswith("ERROR ") else None
             child.error = error or f"the store process exited ({child.proc.wait()})"
-
-    @staticmethod
-    def _waiting_said(child: _Child, lines: list[bytes]) -> str | None:
-        """Say each WAITING line of a starting store process; its first other
-        line (READY, ERROR or its end), None while it has said none yet."""
-        for raw in lines:
-            line = raw.decode("utf-8", "replace")
-            if not line.startswith("WAITING "):
-                return line
-            log.warning(
-                "%s",
-                line[8:].strip(),
-                extra={"event": "waiting_for_api", "store_id": child.spec.store_id},
-            )
-        return None
 
     @staticmethod
     def _mount_error(child: _Child) -> MountError:
@@ -273,12 +289,10 @@ class Supervisor:
             f"store {child.spec.store_id} could not be mounted at {child.spec.mount_path}: {cause}"
         )
 
-    async def add(self, spec: StoreSpec, abandon: trio.Event | None = None) -> bool:
-        """Mount one more store while the others run: start its process and
-        wait for its READY; MountError, its process stopped, when it cannot be
-        mounted. When `abandon` is set before its READY (the session follower
-        was told to stop), its process is stopped, whatever it mounted goes
-        with it, and False is returned: nothing of it is left running."""
+    async def add(self, spec: StoreSpec, abandon: trio.Event) -> bool:
+        """Mount one more store while the others run; MountError when it
+        cannot be. When `abandon` is set before its READY, its process is
+        stopped and False is returned."""
         child = self._start(spec)
         try:
             await self._answers([child], abandon)
@@ -288,32 +302,25 @@ class Supervisor:
                     child.proc.send_signal(signal.SIGTERM)
         if not child.ready:
             await self._stopped(child)
-            if child.error is None and abandon is not None and abandon.is_set():
+            if child.error is None and abandon.is_set():
                 return False
             raise self._mount_error(child)
-        assert child.proc.stdout is not None
-        child.proc.stdout.close()
-        self.specs.append(spec)
         self.children.append(child)
         return True
 
     async def remove(self, mount_path: str) -> FinalSync | None:
-        """Stop the store this supervisor mounted at `mount_path` with its
-        final sync, and forget it; what the final sync left behind. None when
-        no store of this supervisor is mounted there."""
+        """Stop the store mounted at `mount_path` with its final sync; None when there is none."""
         child = next((c for c in self.children if c.spec.mount_path == mount_path), None)
         if child is None:
             return None
         self.children.remove(child)
-        self.specs[:] = [s for s in self.specs if s.mount_path != mount_path]
         result = await self._final_sync(child)
         self.removed.append(result)
         return result
 
     async def run_follower(self, until: Callable[[], Awaitable[None]]) -> None:
         """Run the session follower, if any, while `until` runs; then stop it
-        and wait for what it is doing to finish. `until` may stop it sooner
-        (`stop_following`)."""
+        and wait for what it is doing to finish."""
         import trio
 
         async with trio.open_nursery() as nursery:
@@ -324,8 +331,7 @@ class Supervisor:
                 self.follower.stop_soon()
 
     async def stop_following(self) -> None:
-        """Stop the session follower, if any, and wait for it (`memfs
-        unmount` asked, by SIGUSR2); the stores stay mounted."""
+        """Stop the session follower, if any, and wait for it; the stores stay."""
         import trio
 
         self._unfollow_asked = False
@@ -341,37 +347,19 @@ class Supervisor:
             extra={"event": "session_unfollowed"},
         )
 
-    def _drop_follower(self) -> None:
-        """A follower still here when the stores stop never ran: `memfs
-        run`'s command could not start, or the wait ended before it began."""
-        if self.follower is not None:
-            self.follower.drop()
-
     def _start_metrics(self, addr: str) -> None:
-        """The metrics endpoint of these stores, a process of its own (it outlives a
-        `--daemon` supervisor and ends with the stores); a failure stops the stores."""
-        settings = {
-            "addr": addr,
-            "state_files": [state_path(s.runtime_dir, s.store_id, s.cache_dir) for s in self.specs],
-        }
-        stderr = self._daemon_log(self.specs[0].cache_dir, "metrics.log") if self.daemon else None
-        self.metrics = start_process("memfs.supervisor._metrics", child_env(), stderr)
-        assert self.metrics.stdin is not None and self.metrics.stdout is not None
-        self.metrics.stdin.write(json.dumps(settings) + "\n")
-        self.metrics.stdin.close()
-        line = self.metrics.stdout.readline()
-        self.metrics.stdout.close()
-        if not line.startswith("READY"):
-            self.stop_all()
-            cause = line[6:].strip() if line.startswith("ERROR ") else "its process exited"
-            raise MountError(f"cannot serve the metrics endpoint: {cause}")
+        """A process of its own: it outlives a `--daemon` supervisor."""
+        state_files = [
+            state_path(c.spec.runtime_dir, c.spec.store_id, c.spec.cache_dir) for c in self.children
+        ]
+        launch = json.dumps({"addr": addr, "state_files": state_files})
+        stderr = daemon_log(self.children[0].spec.cache_dir, "metrics.log") if self.daemon else None
+        what = "serve the metrics endpoint"
+        self.metrics = start_helper("memfs.supervisor._metrics", child_env(), stderr, launch, what)
 
     def stop_all(self) -> int:
-        """SIGTERM every store process and wait; 0 when all of them exited 0.
-        The metrics endpoint ends with them."""
-        self._drop_follower()
-        if not self.daemon:
-            notify("STOPPING=1")
+        """SIGTERM every store process and wait; 0 when all of them exited 0."""
+        self._stopping()
         for child in self.children:
             if child.proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
@@ -379,6 +367,21 @@ class Supervisor:
         codes = _each_at_once(self._stopped, self.children)
         self._stop_metrics()
         return 0 if all(code == 0 for code in codes) else 1
+
+    def final_sync(self) -> list[FinalSync]:
+        """Stop every store with its final sync, all at once, and wait for
+        each process to exit; what each left behind, in their order."""
+        self._stopping()
+        results = _each_at_once(self._final_sync, self.children)
+        self._stop_metrics()
+        return results
+
+    def _stopping(self) -> None:
+        # A follower still here never ran: `memfs run`'s command could not start.
+        if self.follower is not None:
+            self.follower.drop()
+        if not self.daemon:
+            notify("STOPPING=1")
 
     def _stop_metrics(self) -> None:
         if self.metrics is not None and self.metrics.poll() is None:
@@ -389,16 +392,8 @@ class Supervisor:
     async def _stopped(child: _Child) -> int:
         """Its exit status, once it has stopped; one that outlives its final
         sync's bound and the margin is killed and its mount lazily detached."""
-        import trio
-
         limit = child.spec.final_sync_timeout + STOP_MARGIN
-        with trio.move_on_after(limit):
-            if child.proc.poll() is None:
-                pidfd = os.pidfd_open(child.proc.pid)
-                try:
-                    await trio.lowlevel.wait_readable(pidfd)
-                finally:
-                    os.close(pidfd)
+        if child.proc.poll() is not None or await exited(child.proc.pid, limit):
             return child.proc.wait()
         log.error(
             "store %s did not stop within %.0f s; killing it",
@@ -411,40 +406,21 @@ class Supervisor:
         force_unmount(child.spec.mount_path)
         return rc
 
-    def final_sync(self) -> list[FinalSync]:
-        """Stop every store with its final sync, all at once, and wait for
-        each process to exit; what each left behind, in the order they were
-        mounted.
-
-        Each is asked over its control socket (`stop`, answered when its final
-        sync is done, with the files it could not upload), the way `memfs
-        unmount` asks: a SIGTERM would stop it the same way but name nothing."""
-        self._drop_follower()
-        if not self.daemon:
-            notify("STOPPING=1")
-        results = _each_at_once(self._final_sync, self.children)
-        self._stop_metrics()
-        return results
-
     async def _final_sync(self, child: _Child) -> FinalSync:
-        result = FinalSync(child.spec)
         if child.proc.poll() is not None:
-            result.failure = f"its store process had already ended (status {child.proc.returncode})"
-            return result
-        limit = child.spec.final_sync_timeout + STOP_MARGIN
+            ended = f"its store process had already ended (status {child.proc.returncode})"
+            return FinalSync(child.spec, failure=ended)
+        spec = child.spec
+        socket = socket_path(spec.runtime_dir, spec.store_id, spec.cache_dir)
         try:
-            reply = await ControlClient(child.state()).stop_async(timeout=limit)
+            result = await ask_final_sync(
+                spec, StoreState(spec.store_id, spec.mount_path, child.proc.pid, socket)
+            )
         except SyncError as e:
-            result.failure = str(e)
+            result = FinalSync(child.spec, failure=str(e))
             if child.proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     child.proc.send_signal(signal.SIGTERM)
-        else:
-            if isinstance(reply, ErrorReply):
-                result.failure = reply.error
-            else:
-                result.not_uploaded = list(reply.not_uploaded)
-                result.sync_error = reply.sync_error
         rc = await self._stopped(child)
         if rc != 0 and result.ok:
             result.failure = f"its store process exited with status {rc}"
@@ -468,31 +444,27 @@ class Supervisor:
         return alive
 
     def catch_stop_signals(self) -> None:
-        """From now on SIGTERM, SIGINT and SIGHUP ask `wait` to stop every store
-        instead of ending this process: a foreground mount calls it before
-        `start_all`, since systemd may send SIGTERM as soon as it hears READY."""
+        """From now on SIGTERM, SIGINT and SIGHUP ask `wait` to stop every
+        store: before `start_all`, since systemd may send SIGTERM at READY."""
         if self._old_handlers is None:
             self._old_handlers = {
-                s: signal.signal(s, self._on_stop_signal)
+                s: signal.signal(s, self._on_signal)
                 for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
             }
             # For the rest of the process: `memfs unmount` may send it until
             # the follower's file is gone, which is at the end of `wait`.
-            signal.signal(signal.SIGUSR2, self._on_unfollow_signal)
+            signal.signal(signal.SIGUSR2, self._on_signal)
 
-    def _on_stop_signal(self, signum: int, frame: FrameType | None) -> None:
-        self._stop_asked = True
-
-    def _on_unfollow_signal(self, signum: int, frame: FrameType | None) -> None:
-        self._unfollow_asked = True
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if signum == signal.SIGUSR2:
+            self._unfollow_asked = True
+        else:
+            self._stop_asked = True
 
     def wait(self) -> int:
         """Foreground: run until SIGTERM/SIGINT (or every store has ended, when
         no session follower may add one), then stop all. SIGUSR2 stops the
-        session follower (`memfs unmount` sends it) and lets the stores run.
-
-        The signals set flags (`catch_stop_signals`, from before the stores
-        start) that a trio program looks at while the follower runs beside it."""
+        session follower and lets the stores run."""
         import trio
 
         self.catch_stop_signals()
@@ -516,8 +488,7 @@ class Supervisor:
 
 
 def _each_at_once(step: Callable[[_Child], Awaitable[T]], children: list[_Child]) -> list[T]:
-    """What `step` gives for each of `children`, run all at once in one trio
-    program; in their order."""
+    """What `step` gives for each of `children`, all run at once; in their order."""
     import trio
 
     results: dict[int, T] = {}
@@ -532,10 +503,3 @@ def _each_at_once(step: Callable[[_Child], Awaitable[T]], children: list[_Child]
 
     trio.run(all_at_once)
     return [results[i] for i in range(len(children))]
-
-
-async def _cancel_when_set(event: trio.Event, scope: trio.CancelScope) -> None:
-    """Cancel `scope` once `event` is set (the session follower was told to
-    stop while a store it adds starts)."""
-    await event.wait()
-    scope.cancel()
