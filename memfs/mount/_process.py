@@ -39,7 +39,6 @@ from ..api import shown_store_id, store_id_problem
 from ..cache import StoreCache
 from ..control import Command, StoreSpec
 from ..fs import KernelCache, mount_options
-from ..sync import NoKernel
 from ._folder import MountFolder
 from ._store import PROGRESS_AFTER, MountedStore, store_client
 
@@ -152,12 +151,11 @@ class StoreProcess:
             raise MountError(f"cannot mount {spec.store_id} at {spec.mount_path}: {e}")
 
         def unmount() -> None:
-            store.engine.kernel = NoKernel()
             with contextlib.suppress(Exception):
                 pyfuse3.close(unmount=True)
 
         life.callback(unmount)
-        store.engine.kernel = KernelCache()
+        store.engine.puller.kernel = KernelCache()
 
     def _state(self, *, stopping: bool) -> control.StoreState:
         return control.StoreState(

@@ -27,11 +27,9 @@ from ._push import Confirmer, Pusher
 from ._remote import RemoteChanges
 from ._shared import (
     DEFAULT_CONCURRENCY,
-    DELETE_WINDOW,
     FINAL_CONCURRENCY,
     QUIET_SECONDS,
     Deletions,
-    KernelNotifier,
     Ledger,
     PassReport,
     Shared,
@@ -51,9 +49,6 @@ class SyncEngine:
         *,
         read_only: bool = False,
         deletions: Deletions | str = Deletions.ENABLED,
-        kernel: KernelNotifier | None = None,
-        full_listing_every: int = 40,
-        delete_window: float = DELETE_WINDOW,
         concurrency: int = DEFAULT_CONCURRENCY,
         final_concurrency: int = FINAL_CONCURRENCY,
         listing_concurrency: int = FINAL_CONCURRENCY,
@@ -71,15 +66,9 @@ class SyncEngine:
         self._lock = trio.Lock()
         self._download: Download | None = None
         shared = Shared(client, cache, self.ledger, self.status, clock)
-        self.remote = RemoteChanges(
-            shared,
-            full_listing_every=full_listing_every,
-            listing_concurrency=max(1, listing_concurrency),
-        )
+        self.remote = RemoteChanges(shared, listing_concurrency=max(1, listing_concurrency))
         self.puller = Puller(shared, read_only=read_only)
-        self.pacer = DeletePacer(
-            shared, self.puller, deletions=Deletions(deletions), delete_window=delete_window
-        )
+        self.pacer = DeletePacer(shared, self.puller, deletions=Deletions(deletions))
         self.pusher = Pusher(shared, self.pacer)
         self.confirm = Confirmer(
             cache,
@@ -90,16 +79,6 @@ class SyncEngine:
             full_pass=lambda: self.run_pass(full=True, asked=True),
         ).confirm
         """Push named files now and say what the store made of each (`memfs sync FILE`)."""
-        if kernel is not None:
-            self.kernel = kernel
-
-    @property
-    def kernel(self) -> KernelNotifier:
-        return self.puller.kernel
-
-    @kernel.setter
-    def kernel(self, kernel: KernelNotifier) -> None:
-        self.puller.kernel = kernel
 
     @property
     def deletions(self) -> Deletions:
