@@ -316,7 +316,7 @@ class MountedStore:
             access="read_only" if self.spec.read_only else "read_write",
             memories=sum(1 for f in files if f.memory_id is not None),
             cached_bytes=sum(f.size for f in files if f.cached),
-            dirty=sum(1 for f in files if f.pending and not self.engine.content_refused(f)),
+            dirty=sum(1 for f in files if f.pending and not self.engine.ledger.content_refused(f)),
             pending_deletes=len(self.cache.tombstones),
             conflict_copies=self.cache.conflicts.paths(),
             next_pass_at=self.next_pass_at,

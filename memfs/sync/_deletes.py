@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._exceptions import Conflict, NotFound, PreconditionFailed, StatusError, StoreError
+from .._exceptions import NotFound, StatusError, StoreError
 from ..cache import Tombstone
 from ._pull import Puller
 from ._shared import (
@@ -190,9 +190,7 @@ class DeletePacer(Part):
             self.ledger.delete_holds.pop(stone.memory_id, None)
             self.ledger.logged.pop(stone.memory_id, None)
             report.deleted_remote += 1
-        elif isinstance(e, (PreconditionFailed, Conflict)) or (
-            isinstance(e, StatusError) and e.status in (409, 412)
-        ):
+        elif isinstance(e, StatusError) and e.status in (409, 412):
             await self._restore(stone, report)
         else:
             self.ledger.delete_holds[stone.memory_id] = Hold.after(

@@ -18,7 +18,7 @@ import trio
 
 from .._exceptions import AuthenticationFailed, NotFound, PermissionDenied, StoreError, SyncError
 from ..api import MAX_CONTENT_BYTES
-from ..cache import Node, SyncFace
+from ..cache import SyncFace
 from ..client import StoreClient
 from ._deletes import DeletePacer, EndOfSession
 from ._prefetch import Download
@@ -240,11 +240,6 @@ class SyncEngine:
         ]
         await each(changes, lambda c: self.pusher.push(c, report, final=False), self.concurrency)
 
-    def content_refused(self, node: Node) -> bool:
-        """Whether the store refused the file's content as it is now: the file is
-        refused, not pending, and no stop leaves it behind."""
-        return self.ledger.content_refused(node)
-
     def pending(self) -> list[str]:
         """Paths whose local state the store does not hold yet, but for the files
         whose content the store refused (`refused` lists those)."""
@@ -252,7 +247,7 @@ class SyncEngine:
         out = [
             c.path
             for c in self.cache.changes()
-            if c.node_id not in nodes or not self.content_refused(nodes[c.node_id])
+            if c.node_id not in nodes or not self.ledger.content_refused(nodes[c.node_id])
         ]
         if self.deletions is Deletions.ENABLED:
             out += [f"{s.path} (deleted)" for s in self.cache.tombstones.values()]
@@ -265,7 +260,7 @@ class SyncEngine:
         out: dict[str, str] = {}
         for change in self.cache.changes():
             node = self.cache.nodes.get(change.node_id)
-            if node is None or self.content_refused(node):
+            if node is None or self.ledger.content_refused(node):
                 continue
             hold = self.ledger.current_hold(node)
             if node.too_large:
@@ -306,7 +301,7 @@ class SyncEngine:
                 out[node.path] = (
                     f"too large: a write past {MAX_CONTENT_BYTES:,} bytes was refused (EFBIG)"
                 )
-            elif self.content_refused(node) and node.refused_reason:
+            elif self.ledger.content_refused(node) and node.refused_reason:
                 out[node.path] = node.refused_reason
             elif hold is not None:
                 out[node.path] = hold.reason
