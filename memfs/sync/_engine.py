@@ -1,12 +1,10 @@
-"""The sync pass: keep one store's cache and the Memory Store in step.
-
-Each pass reads the store's changes (`_remote`) and applies them (`_pull`),
-restores a wipe instead of deleting it, pushes local changes (`_push`) and
-sends the deletes that are due (`_deletes`). A push-only pass (the
-write-behind, a session gone idle) leaves out files whose upload is
-unanswered: only a pass that reads the store can tell whether it landed.
-The base advances only on success; only whole-store conditions end a pass
-early, with everything kept, and no failure of a pass ends the store process.
+"""The sync pass: read the store's changes (`_remote`), apply them (`_pull`),
+restore a wipe instead of deleting it, push local changes (`_push`), send
+the deletes that are due (`_deletes`). A push-only pass leaves out files
+whose upload is unanswered: only a pass that reads the store can tell whether
+it landed. The base advances only on success; only whole-store conditions end
+a pass early, with everything kept, and no failure of a pass ends the store
+process.
 """
 
 from __future__ import annotations
