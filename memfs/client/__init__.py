@@ -2,6 +2,4 @@
 
 from __future__ import annotations
 
-from ._client import StoreClient
-
-__all__ = ["StoreClient"]
+from ._client import StoreClient as StoreClient

@@ -3,60 +3,52 @@ spec and shared settings, the runtime folder and its state files.
 
 Importing this package loads neither trio nor httpx (`ControlServer`, on
 trio, is loaded when first named), so that `memfs unmount`, `memfs sync`
-and `memfs status` start fast. It re-exports what it imports.
+and `memfs status` start fast.
 """
-
-# mypy: implicit-reexport
-# ruff: noqa: F401
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..api import AuthHeader
-from ._client import ControlClient
-from ._protocol import (
-    Command,
-    ErrorReply,
-    MetricsReply,
-    PushFilesReply,
-    PushReply,
-    Reply,
-    Request,
-    StatusReply,
-    StopReply,
-    StoreStatus,
-    SyncReply,
-    UnknownCommand,
-    known_fields,
-)
-from ._runtime import (
-    StateFile,
-    StoreState,
-    process_alive,
-    read_state,
-    running_stores,
-    runtime_dir,
-    runtime_name,
-    socket_path,
-    state_path,
-)
-from ._spec import (
-    DEFAULT_CACHE_SIZE,
-    DEFAULT_FINAL_SYNC_TIMEOUT,
-    DEFAULT_ROOT,
-    DEFAULT_START_TIMEOUT,
-    DEFAULT_SYNC_CONCURRENCY,
-    DEFAULT_SYNC_INTERVAL,
-    MAX_SYNC_CONCURRENCY,
-    MIN_SYNC_INTERVAL,
-    StoreLaunch,
-    StoreSettings,
-    StoreSpec,
-)
+from ..api import AuthHeader as AuthHeader
+from ._client import ControlClient as ControlClient
+from ._protocol import Command as Command
+from ._protocol import ErrorReply as ErrorReply
+from ._protocol import MetricsReply as MetricsReply
+from ._protocol import PushFilesReply as PushFilesReply
+from ._protocol import PushReply as PushReply
+from ._protocol import Reply as Reply
+from ._protocol import Request as Request
+from ._protocol import StatusReply as StatusReply
+from ._protocol import StopReply as StopReply
+from ._protocol import StoreStatus as StoreStatus
+from ._protocol import SyncReply as SyncReply
+from ._protocol import UnknownCommand as UnknownCommand
+from ._protocol import known_fields as known_fields
+from ._runtime import StateFile as StateFile
+from ._runtime import StoreState as StoreState
+from ._runtime import process_alive as process_alive
+from ._runtime import read_state as read_state
+from ._runtime import running_stores as running_stores
+from ._runtime import runtime_dir as runtime_dir
+from ._runtime import runtime_name as runtime_name
+from ._runtime import socket_path as socket_path
+from ._runtime import state_path as state_path
+from ._spec import DEFAULT_CACHE_SIZE as DEFAULT_CACHE_SIZE
+from ._spec import DEFAULT_FINAL_SYNC_TIMEOUT as DEFAULT_FINAL_SYNC_TIMEOUT
+from ._spec import DEFAULT_ROOT as DEFAULT_ROOT
+from ._spec import DEFAULT_START_TIMEOUT as DEFAULT_START_TIMEOUT
+from ._spec import DEFAULT_SYNC_CONCURRENCY as DEFAULT_SYNC_CONCURRENCY
+from ._spec import DEFAULT_SYNC_INTERVAL as DEFAULT_SYNC_INTERVAL
+from ._spec import MAX_SYNC_CONCURRENCY as MAX_SYNC_CONCURRENCY
+from ._spec import MIN_SYNC_INTERVAL as MIN_SYNC_INTERVAL
+from ._spec import StoreLaunch as StoreLaunch
+from ._spec import StoreSettings as StoreSettings
+from ._spec import StoreSpec as StoreSpec
 
 if TYPE_CHECKING:
-    from ._server import ControlServer, Handler
+    from ._server import ControlServer as ControlServer
+    from ._server import Handler as Handler
 
 
 def __getattr__(name: str) -> Any:

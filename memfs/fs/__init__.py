@@ -3,13 +3,7 @@ filesystem face, and what the kernel must forget after a pull."""
 
 from __future__ import annotations
 
-from ._attributes import MARKER_INODE
-from ._kernel import KernelCache, mount_options
-from ._ops import MemoryStoreFS
-
-__all__ = [
-    "KernelCache",
-    "MARKER_INODE",
-    "MemoryStoreFS",
-    "mount_options",
-]
+from ._attributes import MARKER_INODE as MARKER_INODE
+from ._kernel import KernelCache as KernelCache
+from ._kernel import mount_options as mount_options
+from ._ops import MemoryStoreFS as MemoryStoreFS

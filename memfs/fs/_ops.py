@@ -81,12 +81,8 @@ class MemoryStoreFS(pyfuse3.Operations):
         self.times: collections.defaultdict[str, Histogram] = collections.defaultdict(
             partial(Histogram, FUSE_BUCKETS)
         )
-        """Seconds each kind of request took to answer, by operation answered."""
-
-    @property
-    def requests(self) -> collections.Counter[str]:
-        """FUSE requests answered, by operation: what the kernel did not cache."""
-        return collections.Counter({n: h.count for n, h in self.times.items()})
+        """Seconds each kind of request took to answer, by operation answered:
+        their counts are the requests the kernel did not answer from its cache."""
 
     def request_total(self) -> int:
         """FUSE requests answered, all operations."""

@@ -7,14 +7,9 @@ mounted, or `ERROR <sentence>`; before it, a `WAITING <sentence>` line for
 each attempt of the start that the API did not answer. One whose stdin ends
 before the line (its supervisor went) exits 0 without a word.
 
-`StoreProcess.run` declares each resource's teardown where it is made, on
-one `AsyncExitStack`: the cache (waiting for an earlier process of the store
-that is finishing its final sync), a first full pass, the mount folder, the
-kernel mount, then serving (pyfuse3's loop, the periodic sync, the
-write-behind, the prefetch, the control socket). On SIGTERM, SIGINT or
-`stop`, a final sync runs while still mounted, then the teardown in reverse,
-the state file last. The exit status is 0 only when the store holds
-everything; what is left is named in the log and stays in the cache.
+On SIGTERM, SIGINT or `stop`, a final sync runs while still mounted, then
+the teardown, the state file last. The exit status is 0 only when the store
+holds everything; what is left is named in the log and stays in the cache.
 """
 
 from __future__ import annotations
@@ -39,7 +34,6 @@ from ..api import shown_store_id, store_id_problem
 from ..cache import StoreCache
 from ..control import Command, StoreSpec
 from ..fs import KernelCache, mount_options
-from ..sync import NoKernel
 from ._folder import MountFolder
 from ._store import PROGRESS_AFTER, MountedStore, store_client
 
@@ -50,8 +44,8 @@ CACHE_WAIT_MARGIN = 30.0
 
 
 class StoreProcess:
-    """One store mounted in this process, from the opening of its cache to
-    the removal of its state file."""
+    """One store mounted in this process: each resource's teardown is declared
+    where it is made, on one `AsyncExitStack`."""
 
     def __init__(self, spec: StoreSpec) -> None:
         self.spec = spec
@@ -152,12 +146,11 @@ class StoreProcess:
             raise MountError(f"cannot mount {spec.store_id} at {spec.mount_path}: {e}")
 
         def unmount() -> None:
-            store.engine.kernel = NoKernel()
             with contextlib.suppress(Exception):
                 pyfuse3.close(unmount=True)
 
         life.callback(unmount)
-        store.engine.kernel = KernelCache()
+        store.engine.puller.kernel = KernelCache()
 
     def _state(self, *, stopping: bool) -> control.StoreState:
         return control.StoreState(

@@ -316,7 +316,7 @@ class MountedStore:
             access="read_only" if self.spec.read_only else "read_write",
             memories=sum(1 for f in files if f.memory_id is not None),
             cached_bytes=sum(f.size for f in files if f.cached),
-            dirty=sum(1 for f in files if f.pending and not self.engine.content_refused(f)),
+            dirty=sum(1 for f in files if f.pending and not self.engine.ledger.content_refused(f)),
             pending_deletes=len(self.cache.tombstones),
             conflict_copies=self.cache.conflicts.paths(),
             next_pass_at=self.next_pass_at,
@@ -340,7 +340,7 @@ class MountedStore:
             last_pass=st.last.as_dict() if st.last else None,
             last_error=st.last_error,
             requests=self.client.stats.requests,
-            fuse_requests=dict(self.fs.requests),
+            fuse_requests={op: h.count for op, h in self.fs.times.items()},
             cache_damage=self.cache.journal.damage,
             lost_changes=list(self.cache.journal.lost_paths),
             cache_disk_full=self.cache.journal.disk_full_reason,
@@ -350,23 +350,22 @@ class MountedStore:
         """Raw counters, gauges and histograms for the metrics endpoint, which
         names them (`memfs_...`) and labels them with the store's id."""
         st = self.engine.status
-        stats = self.client.stats
-        files = list(self.cache.files())
+        now = self.status()
         return {
             "passes": dict(st.results),
             "pass_seconds": st.durations.to_json(),
             "requests": [
                 {"endpoint": endpoint, "outcome": outcome, "count": n}
-                for (endpoint, outcome), n in sorted(stats.by_outcome.items())
+                for (endpoint, outcome), n in sorted(self.client.stats.by_outcome.items())
             ],
-            "bytes_up": stats.bytes_up,
-            "bytes_down": stats.bytes_down,
-            "dirty": sum(1 for f in files if f.pending),
-            "pending_deletes": len(self.cache.tombstones),
+            "bytes_up": now.bytes_up,
+            "bytes_down": now.bytes_down,
+            "dirty": sum(1 for f in self.cache.files() if f.pending),
+            "pending_deletes": now.pending_deletes,
             "conflicts": st.conflicts,
-            "refused": len(self.engine.refused()),
-            "memories": sum(1 for f in files if f.memory_id is not None),
-            "cache_bytes": sum(f.size for f in files if f.cached),
-            "fuse_requests": dict(self.fs.requests),
+            "refused": len(now.refused),
+            "memories": now.memories,
+            "cache_bytes": now.cached_bytes,
+            "fuse_requests": now.fuse_requests,
             "fuse_seconds": {op: h.to_json() for op, h in self.fs.times.items()},
         }

@@ -4,23 +4,15 @@ state through the cache's sync face; never touches FUSE."""
 
 from __future__ import annotations
 
-from ._decide import TABLE, Action, Local, Remote, decide, remote_state
-from ._deletes import EndOfSession
-from ._engine import SyncEngine
-from ._shared import FINAL_CONCURRENCY, QUIET_SECONDS, NoKernel, backoff_delay, delete_cap
-
-__all__ = [
-    "FINAL_CONCURRENCY",
-    "QUIET_SECONDS",
-    "TABLE",
-    "Action",
-    "EndOfSession",
-    "Local",
-    "NoKernel",
-    "Remote",
-    "SyncEngine",
-    "backoff_delay",
-    "decide",
-    "delete_cap",
-    "remote_state",
-]
+from ._decide import TABLE as TABLE
+from ._decide import Action as Action
+from ._decide import Local as Local
+from ._decide import Remote as Remote
+from ._decide import decide as decide
+from ._decide import remote_state as remote_state
+from ._deletes import EndOfSession as EndOfSession
+from ._engine import SyncEngine as SyncEngine
+from ._shared import FINAL_CONCURRENCY as FINAL_CONCURRENCY
+from ._shared import QUIET_SECONDS as QUIET_SECONDS
+from ._shared import backoff_delay as backoff_delay
+from ._shared import delete_cap as delete_cap

@@ -1,7 +1,7 @@
 """Deleting in the store what was deleted here: slowly, and never a wipe.
 
 A tool that deletes and re-creates a tree (`git checkout`) must not empty a
-shared store. So a delete is sent only once a pass at least `delete_window`
+shared store. So a delete is sent only once a pass at least `DELETE_WINDOW`
 seconds after the first pass that saw it still finds the file missing, at
 most `delete_cap` a pass, with `expected_content_sha256`; a 409 or 412
 restores the store's version. A wipe (no file left of a store that had two
@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._exceptions import Conflict, NotFound, PreconditionFailed, StatusError, StoreError
+from .._exceptions import NotFound, StatusError, StoreError
 from ..cache import Tombstone
 from ._pull import Puller
 from ._shared import (
+    DELETE_WINDOW,
     Deletions,
     Hold,
     Part,
@@ -45,13 +46,10 @@ class EndOfSession:
 class DeletePacer(Part):
     """Sends local deletes to the store, paced, capped and corroborated."""
 
-    def __init__(
-        self, shared: Shared, puller: Puller, *, deletions: Deletions, delete_window: float
-    ) -> None:
+    def __init__(self, shared: Shared, puller: Puller, *, deletions: Deletions) -> None:
         super().__init__(shared)
         self.puller = puller
         self.deletions = deletions
-        self.delete_window = delete_window
         self._first_missing: dict[str, tuple[float, float]] = {}
         """memory id -> (its pending delete's time, the first pass that saw that delete)."""
         self._dry_run_done: set[str] = set()
@@ -115,7 +113,7 @@ class DeletePacer(Part):
             hold = self.ledger.delete_holds.get(stone.memory_id)
             if hold is not None and now < hold.retry_at and end is None and not asked:
                 continue
-            if waive or now - self._first_missing[stone.memory_id][1] >= self.delete_window:
+            if waive or now - self._first_missing[stone.memory_id][1] >= DELETE_WINDOW:
                 due.append(stone)
         # A dry run counts its logged deletes as sent.
         cap = delete_cap(known - (len(cache.tombstones) - len(pending)))
@@ -146,7 +144,7 @@ class DeletePacer(Part):
                     why = f"held back: the end of a session sends at most {end.cap} deletes"
                 elif not end.waive_window:
                     why = (
-                        f"held back: deleted less than {self.delete_window:.0f} s before a stop "
+                        f"held back: deleted less than {DELETE_WINDOW:.0f} s before a stop "
                         "that writers may outlive"
                     )
                 else:
@@ -192,9 +190,7 @@ class DeletePacer(Part):
             self.ledger.delete_holds.pop(stone.memory_id, None)
             self.ledger.logged.pop(stone.memory_id, None)
             report.deleted_remote += 1
-        elif isinstance(e, (PreconditionFailed, Conflict)) or (
-            isinstance(e, StatusError) and e.status in (409, 412)
-        ):
+        elif isinstance(e, StatusError) and e.status in (409, 412):
             await self._restore(stone, report)
         else:
             self.ledger.delete_holds[stone.memory_id] = Hold.after(

@@ -1,12 +1,10 @@
-"""The sync pass: keep one store's cache and the Memory Store in step.
-
-Each pass reads the store's changes (`_remote`) and applies them (`_pull`),
-restores a wipe instead of deleting it, pushes local changes (`_push`) and
-sends the deletes that are due (`_deletes`). A push-only pass (the
-write-behind, a session gone idle) leaves out files whose upload is
-unanswered: only a pass that reads the store can tell whether it landed.
-The base advances only on success; only whole-store conditions end a pass
-early, with everything kept, and no failure of a pass ends the store process.
+"""The sync pass: read the store's changes (`_remote`), apply them (`_pull`),
+restore a wipe instead of deleting it, push local changes (`_push`), send
+the deletes that are due (`_deletes`). A push-only pass leaves out files
+whose upload is unanswered: only a pass that reads the store can tell whether
+it landed. The base advances only on success; only whole-store conditions end
+a pass early, with everything kept, and no failure of a pass ends the store
+process.
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ import trio
 
 from .._exceptions import AuthenticationFailed, NotFound, PermissionDenied, StoreError, SyncError
 from ..api import MAX_CONTENT_BYTES
-from ..cache import Node, SyncFace
+from ..cache import SyncFace
 from ..client import StoreClient
 from ._deletes import DeletePacer, EndOfSession
 from ._prefetch import Download
@@ -27,11 +25,9 @@ from ._push import Confirmer, Pusher
 from ._remote import RemoteChanges
 from ._shared import (
     DEFAULT_CONCURRENCY,
-    DELETE_WINDOW,
     FINAL_CONCURRENCY,
     QUIET_SECONDS,
     Deletions,
-    KernelNotifier,
     Ledger,
     PassReport,
     Shared,
@@ -51,9 +47,6 @@ class SyncEngine:
         *,
         read_only: bool = False,
         deletions: Deletions | str = Deletions.ENABLED,
-        kernel: KernelNotifier | None = None,
-        full_listing_every: int = 40,
-        delete_window: float = DELETE_WINDOW,
         concurrency: int = DEFAULT_CONCURRENCY,
         final_concurrency: int = FINAL_CONCURRENCY,
         listing_concurrency: int = FINAL_CONCURRENCY,
@@ -71,15 +64,9 @@ class SyncEngine:
         self._lock = trio.Lock()
         self._download: Download | None = None
         shared = Shared(client, cache, self.ledger, self.status, clock)
-        self.remote = RemoteChanges(
-            shared,
-            full_listing_every=full_listing_every,
-            listing_concurrency=max(1, listing_concurrency),
-        )
+        self.remote = RemoteChanges(shared, listing_concurrency=max(1, listing_concurrency))
         self.puller = Puller(shared, read_only=read_only)
-        self.pacer = DeletePacer(
-            shared, self.puller, deletions=Deletions(deletions), delete_window=delete_window
-        )
+        self.pacer = DeletePacer(shared, self.puller, deletions=Deletions(deletions))
         self.pusher = Pusher(shared, self.pacer)
         self.confirm = Confirmer(
             cache,
@@ -90,16 +77,6 @@ class SyncEngine:
             full_pass=lambda: self.run_pass(full=True, asked=True),
         ).confirm
         """Push named files now and say what the store made of each (`memfs sync FILE`)."""
-        if kernel is not None:
-            self.kernel = kernel
-
-    @property
-    def kernel(self) -> KernelNotifier:
-        return self.puller.kernel
-
-    @kernel.setter
-    def kernel(self, kernel: KernelNotifier) -> None:
-        self.puller.kernel = kernel
 
     @property
     def deletions(self) -> Deletions:
@@ -261,11 +238,6 @@ class SyncEngine:
         ]
         await each(changes, lambda c: self.pusher.push(c, report, final=False), self.concurrency)
 
-    def content_refused(self, node: Node) -> bool:
-        """Whether the store refused the file's content as it is now: the file is
-        refused, not pending, and no stop leaves it behind."""
-        return self.ledger.content_refused(node)
-
     def pending(self) -> list[str]:
         """Paths whose local state the store does not hold yet, but for the files
         whose content the store refused (`refused` lists those)."""
@@ -273,7 +245,7 @@ class SyncEngine:
         out = [
             c.path
             for c in self.cache.changes()
-            if c.node_id not in nodes or not self.content_refused(nodes[c.node_id])
+            if c.node_id not in nodes or not self.ledger.content_refused(nodes[c.node_id])
         ]
         if self.deletions is Deletions.ENABLED:
             out += [f"{s.path} (deleted)" for s in self.cache.tombstones.values()]
@@ -286,7 +258,7 @@ class SyncEngine:
         out: dict[str, str] = {}
         for change in self.cache.changes():
             node = self.cache.nodes.get(change.node_id)
-            if node is None or self.content_refused(node):
+            if node is None or self.ledger.content_refused(node):
                 continue
             hold = self.ledger.current_hold(node)
             if node.too_large:
@@ -327,7 +299,7 @@ class SyncEngine:
                 out[node.path] = (
                     f"too large: a write past {MAX_CONTENT_BYTES:,} bytes was refused (EFBIG)"
                 )
-            elif self.content_refused(node) and node.refused_reason:
+            elif self.ledger.content_refused(node) and node.refused_reason:
                 out[node.path] = node.refused_reason
             elif hold is not None:
                 out[node.path] = hold.reason

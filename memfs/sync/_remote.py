@@ -3,7 +3,7 @@
 Normally the version feed since the last version seen (`created_at[gte]`,
 skipping the ids already seen at that instant). A full listing in the basic
 view heals what a feed can miss: at mount, after a conflict, every
-`full_listing_every` passes, and for good once the store refuses the feed.
+`FULL_LISTING_EVERY` passes, and for good once the store refuses the feed.
 A listing of a store of several top-level folders reads them in parallel,
 unless there are more than `MAX_PREFIX_LISTINGS` or the store refuses one.
 A memory a listing does not show (or shows twice with different states) is
@@ -26,7 +26,6 @@ from .._exceptions import (
 from ..api import Memory, MemoryVersion
 from ._shared import (
     DEFAULT_CONCURRENCY,
-    FINAL_CONCURRENCY,
     FollowMode,
     Part,
     RemoteMemory,
@@ -40,6 +39,7 @@ FEED_START = "1970-01-01T00:00:00Z"
 """The feed position of a store that has no versions yet: every later version is new."""
 FEED_REFUSALS = (InvalidRequest, AuthenticationFailed, BillingError, PermissionDenied, NotFound)
 """Answers to the version feed that mean "not for this token": listings instead."""
+FULL_LISTING_EVERY = 40
 LISTING_PAGE = 100
 MAX_PREFIX_LISTINGS = 64
 
@@ -66,16 +66,9 @@ class Listing:
 class RemoteChanges(Part):
     """Reads what changed in the store, by feed or by listing."""
 
-    def __init__(
-        self,
-        shared: Shared,
-        *,
-        full_listing_every: int = 40,
-        listing_concurrency: int = FINAL_CONCURRENCY,
-    ) -> None:
+    def __init__(self, shared: Shared, *, listing_concurrency: int) -> None:
         super().__init__(shared)
         self.listing_concurrency = listing_concurrency
-        self.full_listing_every = full_listing_every
         self._passes_since_listing = 0
 
     async def read(self, *, full: bool) -> tuple[dict[str, RemoteMemory], FeedHead, bool]:
@@ -85,7 +78,7 @@ class RemoteChanges(Part):
             full
             or self.ledger.need_listing
             or self.status.mode is FollowMode.LISTING
-            or self._passes_since_listing >= self.full_listing_every
+            or self._passes_since_listing >= FULL_LISTING_EVERY
         ):
             try:
                 remote, head = await self._feed()

@@ -24,7 +24,8 @@ from urllib.parse import urlsplit
 import h11
 import trio
 
-from ..api import STATUS_ERRORS_BY_STATUS
+from .._exceptions import StatusError
+from ..api import error_class, error_envelope
 
 CONTROL_PATH = "/__faults__"
 MAX_HEAD_BYTES = 64 * 1024
@@ -34,10 +35,7 @@ _OTHER_ERROR_TYPES = {408: "timeout_error", 409: "conflict_error"}
 
 def error_type_of(status: int) -> str:
     """The `error.type` the API answers `status` with (`api_error` for any other)."""
-    cls = STATUS_ERRORS_BY_STATUS.get(status)
-    if cls is not None:
-        return cls.error_type
-    return _OTHER_ERROR_TYPES.get(status, "api_error")
+    return _OTHER_ERROR_TYPES.get(status) or error_class(status, None).error_type or "api_error"
 
 
 @dataclass
@@ -354,13 +352,8 @@ class FaultProxy:
     ) -> tuple[Any, bytes]:
         request_id = "req_fault_" + secrets.token_hex(8)
         error_type = self.settings.error_type or error_type_of(status)
-        body = json.dumps(
-            {
-                "type": "error",
-                "error": {"type": error_type, "message": f"injected {status} by the fault proxy"},
-                "request_id": request_id,
-            }
-        ).encode()
+        error = StatusError(f"injected {status} by the fault proxy", error_type=error_type)
+        body = json.dumps(error_envelope(error, request_id)).encode()
         extra = {"request-id": request_id}
         if status == 429:
             extra["retry-after"] = f"{retry_after:g}"
