@@ -118,7 +118,7 @@ class MemoryStoreApp:
 
         async def endpoint(request: Request) -> Response:
             caller = authenticate(request.headers, self.tokens, self.db.sessions.caller_for)
-            check_headers(request, sessions=request.url.path.startswith("/v1/sessions"))
+            check_headers(request, sessions=request.scope["path"].startswith("/v1/sessions"))
             if not_for_sessions:
                 caller.check_not_session(not_for_sessions)
             return json_response(200, await handler(request, caller), new_request_id())

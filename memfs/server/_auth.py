@@ -6,6 +6,7 @@ anywhere holds a token.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -69,8 +70,10 @@ def parse_tokens(entries: Iterable[str]) -> dict[str, Grant]:
     return table
 
 
+@functools.lru_cache(maxsize=1024)
 def _token_digest(token: str) -> str:
-    """Names a token without revealing it, the same across restarts."""
+    """Names a token without revealing it, the same across restarts (hashed
+    once per token of the table, which holds them all anyway)."""
     return hashlib.sha256(b"memfs-serve-actor\0" + token.encode()).hexdigest()[:24]
 
 

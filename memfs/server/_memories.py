@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
-from .._exceptions import InvalidRequest, PathConflict, PreconditionFailed
+from .._exceptions import InvalidRequest, NotFound, PathConflict, PreconditionFailed
 from ..api import VersionOperation, content_sha256, is_ancestor, normalize_path
 from ._sqlite import SQLiteFile, columns, new_id
 from ._values import check_content, check_limit, decode_cursor, encode_cursor, time_ordered_page
@@ -146,8 +146,16 @@ class Memories:
             return memory_json(self._row("memories", store_id, memory_id), full)
 
     def get(self, store_id: str, memory_id: str, full: bool) -> dict[str, Any]:
-        self.db.store(store_id)
-        return memory_json(self._row("memories", store_id, memory_id), full)
+        """The memory, in one statement: the most frequent request of all."""
+        row = self.db.row(
+            "SELECT m.* FROM stores AS s LEFT JOIN memories AS m"
+            " ON m.id = ? AND m.store_id = s.id WHERE s.id = ?",
+            (memory_id, store_id),
+            f"no memory store with id {store_id!r}",
+        )
+        if row["id"] is None:
+            raise NotFound(f"no memory with id {memory_id!r} in memory store {store_id}")
+        return memory_json(row, full)
 
     def update(
         self, store_id: str, memory_id: str, body: dict[str, Any], actor: dict[str, str], full: bool

@@ -139,7 +139,9 @@ def test_missing_store_memory_and_version_are_404(http, store):
     assert_error(http.get("/v1/memory_stores/memstore_nope"), 404, "not_found_error")
     assert_error(create(http, "memstore_nope", "/a"), 404, "not_found_error")
     r = http.get(f"/v1/memory_stores/{store}/memories/mem_nope")
-    assert_error(r, 404, "not_found_error")
+    assert "no memory with id 'mem_nope'" in assert_error(r, 404, "not_found_error")["message"]
+    r = http.get("/v1/memory_stores/memstore_nope/memories/mem_nope")
+    assert "no memory store" in assert_error(r, 404, "not_found_error")["message"]
     r = http.post(f"/v1/memory_stores/{store}/memories/mem_nope", json={"content": "y"})
     assert_error(r, 404, "not_found_error")
     assert_error(
