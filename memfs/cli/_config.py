@@ -146,14 +146,14 @@ def _from_env(option: Option[T], env: Mapping[str, str]) -> Found[T] | None:
 
 
 def _from_file(option: Option[T], config: ConfigFile | None) -> Found[T] | None:
-    if config is None or option.key not in config.values:
+    if config is None or option.name not in config.values:
         return None
-    raw = config.values[option.key]
+    raw = config.values[option.name]
     value: Any
     try:
         value = option.parse(raw)
     except ValueError as e:
-        raise ConfigError(f"{option.key} = {_toml(raw)} in {config.path} {e}")
+        raise ConfigError(f"{option.name} = {_toml(raw)} in {config.path} {e}")
     if option.kind == "path":
         value = os.path.join(os.path.dirname(config.path), os.path.expanduser(value))
     return Found(value, FILE, config.path)
@@ -247,7 +247,7 @@ def mount_credentials(
             api_url=given(url, (FILE,)),
             where=settings.config_file or "",
         )
-    return resolve_credentials(
+    creds = resolve_credentials(
         api_url=given(url, (FLAG, ENV)),
         token_file=given(token, (FLAG, ENV)),
         secret_file=given(secret, (FLAG, ENV)),
@@ -259,3 +259,6 @@ def mount_credentials(
         work_item_source=work_item_source,
         for_session=for_session,
     )
+    if creds is not None:
+        log.info("the token comes from %s and travels as %s", creds.source, creds.auth)
+    return creds

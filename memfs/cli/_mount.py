@@ -172,24 +172,9 @@ def mount_plan(settings: Settings) -> MountPlan:
             "or ANTHROPIC_WORK_SECRET (the host's own ANTHROPIC_API_KEY and "
             "ANTHROPIC_AUTH_TOKEN are never used for a session)"
         )
-    log.info("the token comes from %s and travels as %s", creds.source, creds.auth)
-    mount = mounting(settings)
-    resources = sup.fetch_session_resources(creds, session_id, mount.start_timeout)
-    each = mount.store_settings()
-    specs = sup.build_specs(resources, creds, each, root=mount.root, from_session=True)
-    mounted = [
-        sup.FollowedStore(r, s.store_id, s.mount_path, s.read_only)
-        for r, s in zip(resources, specs, strict=True)
-    ]
+    specs, session = sup.session_plan(creds, session_id, mounting(settings))
     nothing = None if specs else f"session {session_id} has no memory store: nothing mounted"
-    return MountPlan(
-        specs,
-        sup.SessionToFollow(
-            session_id, creds, each, mount.root, mounted, mount.session_check_interval
-        ),
-        nothing,
-        read_stdin=bool(item) and mount.work_item == STDIN,
-    )
+    return MountPlan(specs, session, nothing, mounting(settings).work_item == STDIN)
 
 
 def mount_specs(settings: Settings) -> list[StoreSpec]:
@@ -201,8 +186,6 @@ def mount_specs(settings: Settings) -> list[StoreSpec]:
         raise ConfigError("no store to mount: give --store ID or --resources FILE")
     sup.check_store_count(resources)
     creds = mount_credentials(settings)
-    if creds is not None:
-        log.info("the token comes from %s and travels as %s", creds.source, creds.auth)
     return sup.build_specs(resources, creds, mount.store_settings(), root=mount.root)
 
 

@@ -60,10 +60,6 @@ class Option(Generic[T]):
     def env(self) -> str:
         return f"MEMFS_{self.dest.upper()}"
 
-    @property
-    def key(self) -> str:
-        return self.name
-
     def default_text(self) -> str:
         if self.shown_default:
             return self.shown_default
@@ -408,7 +404,7 @@ CONFIG_OPTION = _file(
     shown_default="$XDG_CONFIG_HOME/memfs/config.toml or ~/.config/memfs/config.toml",
 )
 
-FILE_OPTIONS: dict[str, Option[Any]] = {o.key: o for o in (*MOUNT_OPTIONS, *LOG_OPTIONS)}
+FILE_OPTIONS: dict[str, Option[Any]] = {o.name: o for o in (*MOUNT_OPTIONS, *LOG_OPTIONS)}
 """The config file's keys."""
 
 SECRET_KEYS = ("token", "secret", "work-item-secret", "api-key")

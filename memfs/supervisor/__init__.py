@@ -7,14 +7,6 @@ from __future__ import annotations
 
 from ..control import running_stores
 from ._commands import file_in_mount, push_files, status, stop_followers, sync, unmount
-from ._credentials import (
-    CREDENTIAL_SOURCES,
-    URL_ENV,
-    ConfigFallback,
-    Credentials,
-    read_secret_file,
-    resolve_credentials,
-)
 from ._follow import (
     DEFAULT_SESSION_CHECK_INTERVAL,
     MIN_SESSION_CHECK_INTERVAL,
@@ -22,11 +14,18 @@ from ._follow import (
     SessionFollower,
     SessionRecord,
     SessionToFollow,
+    session_plan,
     session_records,
     start_daemon_follower,
 )
 from ._run import run
 from ._specs import (
+    CREDENTIAL_SOURCES,
+    ENV_SOURCES,
+    URL_ENV,
+    WORKER_OWN_ENV,
+    ConfigFallback,
+    Credentials,
     MountSettings,
     build_specs,
     check_store_count,
@@ -34,6 +33,8 @@ from ._specs import (
     load_resources,
     parse_metrics_addr,
     parse_store_arg,
+    read_secret_file,
+    resolve_credentials,
     store_arg_problem,
 )
 from ._supervisor import Supervisor
@@ -41,8 +42,10 @@ from ._supervisor import Supervisor
 __all__ = [
     "CREDENTIAL_SOURCES",
     "DEFAULT_SESSION_CHECK_INTERVAL",
+    "ENV_SOURCES",
     "MIN_SESSION_CHECK_INTERVAL",
     "URL_ENV",
+    "WORKER_OWN_ENV",
     "ConfigFallback",
     "Credentials",
     "FollowedStore",
@@ -63,6 +66,7 @@ __all__ = [
     "resolve_credentials",
     "run",
     "running_stores",
+    "session_plan",
     "session_records",
     "start_daemon_follower",
     "status",

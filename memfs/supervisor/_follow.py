@@ -40,8 +40,15 @@ from ..control import (
     running_stores,
     runtime_dir,
 )
-from ._credentials import Credentials
-from ._specs import api_client, build_specs, mount_path_clash, session_state
+from ._specs import (
+    Credentials,
+    MountSettings,
+    api_client,
+    build_specs,
+    fetch_session_resources,
+    mount_path_clash,
+    session_state,
+)
 from ._supervisor import (
     GONE_TIMEOUT,
     FinalSync,
@@ -65,12 +72,14 @@ FOLLOWER_MODULE = "memfs.supervisor._followd"
 
 @dataclass(frozen=True)
 class FollowedStore:
-    """A store the follower holds mounted: which, where, how."""
+    """A store the follower holds mounted, and where."""
 
     resource: Resource
-    store_id: str
     mount_path: str
-    read_only: bool
+
+    @property
+    def store_id(self) -> str:
+        return self.resource.memory_store_id
 
 
 @dataclass
@@ -104,10 +113,23 @@ class SessionToFollow:
             settings=StoreSettings.from_json(settings),
             root=root,
             mounted=[
-                FollowedStore(**{**m, "resource": Resource(**m["resource"])}) for m in d["mounted"]
+                FollowedStore(Resource(**m["resource"]), m["mount_path"]) for m in d["mounted"]
             ],
             interval=float(d["interval"]),
         )
+
+
+def session_plan(
+    creds: Credentials, session_id: str, mount: MountSettings
+) -> tuple[list[StoreSpec], SessionToFollow]:
+    """The specs of the session's stores and the session to follow, every
+    refusal made before anything is mounted."""
+    resources = fetch_session_resources(creds, session_id, mount.start_timeout)
+    each = mount.store_settings()
+    specs = build_specs(resources, creds, each, root=mount.root, from_session=True)
+    mounted = [FollowedStore(r, s.mount_path) for r, s in zip(resources, specs, strict=True)]
+    interval = mount.session_check_interval
+    return specs, SessionToFollow(session_id, creds, each, mount.root, mounted, interval)
 
 
 @dataclass
@@ -203,8 +225,6 @@ class SessionFollower:
         self,
         session: SessionToFollow,
         supervisor: Supervisor,
-        *,
-        daemon: bool = False,
         announce: Announce | None = None,
     ) -> None:
         self.session = session
@@ -215,7 +235,7 @@ class SessionFollower:
         cache_dir = os.fsencode(os.path.realpath(session.settings.cache_dir))
         name = f"session-{session.session_id}-{hashlib.sha256(cache_dir).hexdigest()[:12]}.session"
         self.path = os.path.join(self.runtime_dir, name)
-        self.record = SessionRecord(session.session_id, os.getpid(), daemon, time.time())
+        self.record = SessionRecord(session.session_id, os.getpid(), supervisor.daemon, time.time())
         import trio
 
         self._stop = trio.Event()
@@ -329,7 +349,7 @@ class SessionFollower:
         running = {(s.store_id, s.mount_path): s for s in running_stores(self.runtime_dir)}
         for store in self.mounted.values():
             state = running.get((store.store_id, store.mount_path))
-            if store.read_only or state is None or state.stopping:
+            if store.resource.read_only or state is None or state.stopping:
                 continue
             try:
                 reply = await ControlClient(state).push_now_async()
@@ -405,7 +425,7 @@ class SessionFollower:
             )
             return
         self._refused.pop(key, None)
-        self.mounted[key] = FollowedStore(resource, store_id, spec.mount_path, spec.read_only)
+        self.mounted[key] = FollowedStore(resource, spec.mount_path)
         self._event("attached", store_id, spec.mount_path, resource.access)
         where = f"{spec.mount_path} ({'read-only' if spec.read_only else 'read-write'})"
         log.info(
