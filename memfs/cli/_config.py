@@ -236,24 +236,18 @@ def mount_credentials(
     `api-url` only as its fallback, after every credential variable."""
     token, secret, url = (settings.sources[o.dest] for o in (TOKEN_FILE, SECRET_FILE, API_URL))
 
-    def given(found: Found[str | None], tiers: tuple[str, ...]) -> str | None:
-        return found.value if found.tier in tiers else None
+    def given(found: Found[str | None], in_file: bool) -> str | None:
+        return found.value if (found.tier == FILE) == in_file else None
 
-    fallback = None
-    if FILE in (token.tier, secret.tier, url.tier):
-        fallback = ConfigFallback(
-            token_file=given(token, (FILE,)),
-            secret_file=given(secret, (FILE,)),
-            api_url=given(url, (FILE,)),
-            where=settings.config_file or "",
-        )
     creds = resolve_credentials(
-        api_url=given(url, (FLAG, ENV)),
-        token_file=given(token, (FLAG, ENV)),
-        secret_file=given(secret, (FLAG, ENV)),
+        api_url=given(url, False),
+        token_file=given(token, False),
+        secret_file=given(secret, False),
         token_file_source=token.source,
         secret_file_source=secret.source,
-        fallback=fallback,
+        fallback=ConfigFallback(
+            given(token, True), given(secret, True), given(url, True), settings.config_file or ""
+        ),
         env=env,
         work_item_secret=work_item_secret,
         work_item_source=work_item_source,
