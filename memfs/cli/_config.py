@@ -1,10 +1,8 @@
 """Where each setting comes from: its flag, else its `MEMFS_<FLAG>` variable,
-else the config file (commands that mount), else its default; the rules,
-and the config file's, are docs/configuration.md's. Every value present is
-read, even one a stronger source overrides, so that a bad one anywhere is
-refused (ConfigError, naming its source) before anything mounts. `settle`
-does it once, before the command runs.
-"""
+else the config file (commands that mount), else its default
+(docs/configuration.md). Every value present is read, even one a stronger
+source overrides, so that a bad one anywhere is refused (ConfigError, naming
+its source) before the command runs."""
 
 from __future__ import annotations
 

@@ -1,10 +1,9 @@
 """Every setting of the commands that mount, once: a flag, a `MEMFS_<FLAG>`
-variable and a config file key, read by one reader from any of them, which
-returns the value or raises ValueError with the end of a sentence (`is not a
-number of seconds`) that the caller begins by naming the source; the one
-place memfs.control's bounds are checked. Each argparse action keeps its
-`Option` as `.memfs_option`, from which docs/configuration.md is written.
-"""
+variable and a config file key, all read by one reader, which raises
+ValueError with the end of a sentence (`is not a number of seconds`) that
+the caller begins by naming the source; memfs.control's bounds are checked
+here alone. Each argparse action keeps its `Option` as `.memfs_option`, from
+which docs/configuration.md is written."""
 
 from __future__ import annotations
 

@@ -2,10 +2,8 @@
 demos; each action's `--help` says what it prints, as tab-separated lines or
 JSON with `--json`. The URL and the token come from the same places as
 `memfs mount`'s (`resolve_credentials`), default the local `memfs serve`,
-never from a flag. `session create` prints what a worker's poll hands it,
-one line of JSON whose secret holds the sessions token: that line is the
-only place the token appears.
-"""
+never from a flag. `session create` prints a work item as a worker's poll
+hands it: the only place its sessions token appears."""
 
 from __future__ import annotations
 

@@ -1,17 +1,12 @@
-"""Following a session while it runs: once per `--session-check-interval`
-the session is read (one request) and the stores detached since are
-final-synced and unmounted, then those attached since mounted with the same
-credentials and settings. A session seen going from `running` to `idle` has
-its read-write stores push now, as the SDK's worker flushes. A failed check
-never unmounts anything; it, a store memfs cannot use, and one that cannot
-be mounted are each logged once and tried again at the next check.
-
-The follower is a task of the foreground supervisor's trio program, or for
-`memfs mount --daemon` a process of its own (`_followd`) handed the session
-on stdin, so that the token is in no argv and no environment. What it saw is
-in the session's file in the runtime folder (`SessionRecord`), 0600, which
-`memfs status` prints and `memfs unmount` reads; it goes when the follower ends.
-"""
+"""Following a session: once per `--session-check-interval` it is read, the
+stores detached since final-synced and unmounted, those attached mounted;
+going from `running` to `idle`, its read-write stores push now. A failed
+check unmounts nothing; it, an unusable store and one that cannot be mounted
+are each logged once and tried again. The follower is a task of the
+foreground supervisor, or for `--daemon` a process of its own (`_followd`)
+handed the session on stdin. Its session file in the runtime folder (0600)
+is what `memfs status` prints and `memfs unmount` reads; it goes when the
+follower ends."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
-"""The metrics endpoint of one `memfs mount` (or `memfs run`): Prometheus text
-for all of its stores, at `--metrics-addr HOST:PORT`, every family prefixed
-`memfs_` and labelled with `store_id`. Each scrape asks every store over its
-control socket (`metrics`). It runs as a process of its own (`python -m
-memfs.supervisor._metrics`), so that it serves a `--daemon` mount too, and
-ends once none of its stores runs. Only this module imports prometheus-client.
-"""
+"""The metrics endpoint of one `memfs mount` or `memfs run`: Prometheus text
+for all of its stores, every family prefixed `memfs_` and labelled with
+`store_id`, each scrape asking every store over its control socket. A
+process of its own, so that it serves a `--daemon` mount too; it ends once
+none of its stores runs. Only this module imports prometheus-client."""
 
 from __future__ import annotations
 
