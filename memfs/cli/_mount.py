@@ -156,8 +156,16 @@ def mount_plan(settings: Settings) -> MountPlan:
     """What `memfs mount` and `memfs run` mount, and the session they follow;
     every refusal is raised before anything mounts."""
     session_id, item, named_by = _the_session(settings)
+    mount = mounting(settings)
     if session_id is None:
-        return MountPlan(mount_specs(settings))
+        resources = [sup.parse_store_arg(s) for s in mount.store]
+        if mount.resources:
+            resources += sup.load_resources(mount.resources)
+        if not resources:
+            raise ConfigError("no store to mount: give --store ID or --resources FILE")
+        sup.check_store_count(resources)
+        creds = mount_credentials(settings)
+        return MountPlan(sup.build_specs(resources, creds, mount.store_settings(), root=mount.root))
     creds = mount_credentials(
         settings,
         work_item_secret=item.secret if item else None,
@@ -172,21 +180,9 @@ def mount_plan(settings: Settings) -> MountPlan:
             "or ANTHROPIC_WORK_SECRET (the host's own ANTHROPIC_API_KEY and "
             "ANTHROPIC_AUTH_TOKEN are never used for a session)"
         )
-    specs, session = sup.session_plan(creds, session_id, mounting(settings))
+    specs, session = sup.session_plan(creds, session_id, mount)
     nothing = None if specs else f"session {session_id} has no memory store: nothing mounted"
-    return MountPlan(specs, session, nothing, mounting(settings).work_item == STDIN)
-
-
-def mount_specs(settings: Settings) -> list[StoreSpec]:
-    mount = mounting(settings)
-    resources = [sup.parse_store_arg(s) for s in mount.store]
-    if mount.resources:
-        resources += sup.load_resources(mount.resources)
-    if not resources:
-        raise ConfigError("no store to mount: give --store ID or --resources FILE")
-    sup.check_store_count(resources)
-    creds = mount_credentials(settings)
-    return sup.build_specs(resources, creds, mount.store_settings(), root=mount.root)
+    return MountPlan(specs, session, nothing, mount.work_item == STDIN)
 
 
 def _to_stdout(line: str, problem: bool) -> None:
@@ -246,19 +242,16 @@ def setup_unmount(p: argparse.ArgumentParser) -> None:
 def run_unmount(args: argparse.Namespace, settings: Settings) -> int:
     """The followers holding the paths stop first (so that none mounts a
     store attached meanwhile); a followed session's every mount goes with one."""
-    if args.all:
-        for record in sup.stop_followers():
-            print(f"stopped following session {record.session_id}")
-        return sup.unmount(args.mount_paths, all_=True)
     paths = [os.path.abspath(p) for p in args.mount_paths]
     running = {os.path.abspath(s.mount_path) for s in sup.running_stores()}
-    for record in sup.stop_followers(holding=[p for p in paths if p in running]):
+    holding = None if args.all else [p for p in paths if p in running]
+    for record in sup.stop_followers(holding=holding):
         print(f"stopped following session {record.session_id}")
         for held in record.mount_paths or []:
             real = os.path.abspath(held)
             if real not in paths and real in running:
                 paths.append(real)
-    return sup.unmount(paths, all_=False)
+    return sup.unmount(paths, all_=args.all)
 
 
 EXIT_LEFT_BEHIND = 75

@@ -36,7 +36,7 @@ from ..api import (
     normalize_path,
     normalize_prefix,
 )
-from ..supervisor import parse_store_arg, resolve_credentials
+from ..supervisor import api_client, parse_store_arg, resolve_credentials
 from ._options import SecretOnCommandLine
 
 if TYPE_CHECKING:
@@ -179,8 +179,6 @@ def _setup_session(p: argparse.ArgumentParser) -> None:
 
 
 def _client(args: argparse.Namespace) -> StoreClient:
-    from ..client import StoreClient
-
     creds = resolve_credentials(
         api_url=args.api_url,
         token_file=args.token_file or os.environ.get("MEMFS_TOKEN_FILE"),
@@ -191,9 +189,7 @@ def _client(args: argparse.Namespace) -> StoreClient:
     auth = args.auth or os.environ.get("MEMFS_AUTH") or creds.auth
     if auth not in ("bearer", "x-api-key"):
         raise ConfigError(f"MEMFS_AUTH is {auth!r}: use bearer or x-api-key")
-    return StoreClient(
-        creds.api_url, creds.token, auth=cast(AuthHeader, auth), timeout=30.0, max_retries=3
-    )
+    return api_client(dataclasses.replace(creds, auth=cast(AuthHeader, auth)), retries=3)
 
 
 def _read_content(file: str) -> str:

@@ -102,16 +102,10 @@ class SessionToFollow:
     def from_json(cls, d: dict[str, Any]) -> SessionToFollow:
         settings = dict(d["spec_settings"])
         root = settings.pop("root")
-        return cls(
-            session_id=d["session_id"],
-            creds=Credentials(**d["creds"]),
-            settings=StoreSettings.from_json(settings),
-            root=root,
-            mounted=[
-                FollowedStore(Resource(**m["resource"]), m["mount_path"]) for m in d["mounted"]
-            ],
-            interval=float(d["interval"]),
-        )
+        mounted = [FollowedStore(Resource(**m["resource"]), m["mount_path"]) for m in d["mounted"]]
+        creds = Credentials(**d["creds"])
+        each = StoreSettings.from_json(settings)
+        return cls(d["session_id"], creds, each, root, mounted, float(d["interval"]))
 
 
 def session_plan(
