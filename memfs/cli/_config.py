@@ -59,8 +59,6 @@ class ConfigFile:
 
 @dataclass(frozen=True)
 class Settings:
-    """What `settle` made of the sources for one command."""
-
     log_level: str | None
     """A level name for the store processes; None for their own default."""
     log_format: LogFormat

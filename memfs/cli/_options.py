@@ -109,8 +109,6 @@ def seconds(*, minimum: float | None = None) -> Callable[[object], float]:
 
 
 def whole(low: int, high: int | None = None) -> Callable[[object], int]:
-    """A whole number from `low` (to `high`)."""
-
     def parse(raw: object) -> int:
         value = _converted(raw, (str, int), int, "is not a whole number")
         if high is not None and not low <= value <= high:

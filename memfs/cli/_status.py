@@ -151,7 +151,6 @@ def _with_reason(label: str, path: str, reason: str) -> list[str]:
 
 
 def table(results: list[tuple[StoreState, StatusReply | ErrorReply]], now: float) -> list[str]:
-    """The lines `memfs status` prints."""
     rows = [[name for name, _ in COLUMNS]]
     for _, reply in results:
         if isinstance(reply, ErrorReply):
@@ -171,7 +170,6 @@ def table(results: list[tuple[StoreState, StatusReply | ErrorReply]], now: float
 
 
 def session_lines(records: list[SessionRecord], now: float) -> list[str]:
-    """The lines `memfs status` prints for the followed sessions."""
     lines = []
     for r in records:
         how = "memfs mount --daemon" if r.daemon else "its memfs mount or run"

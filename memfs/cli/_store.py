@@ -214,7 +214,6 @@ def _read_content(file: str) -> str:
 
 
 def _answer(args: argparse.Namespace, obj: Any, lines: Iterable[str]) -> None:
-    """`obj` as JSON with --json, else `lines`."""
     if not args.json:
         sys.stdout.writelines(line + "\n" for line in lines)
         return

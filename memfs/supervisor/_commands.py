@@ -136,7 +136,6 @@ def push_files(store: StoreState, paths: list[str], timeout: float) -> PushFiles
 
 
 def status() -> list[tuple[StoreState, StatusReply | ErrorReply]]:
-    """The status of every running store."""
     return _ask_each(running_stores(), ControlClient.status)
 
 

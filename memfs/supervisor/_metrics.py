@@ -74,7 +74,6 @@ SCALARS: tuple[tuple[type[CounterMetricFamily | GaugeMetricFamily], str, str, st
 
 
 def families(samples: Iterable[tuple[str, dict[str, Any]]]) -> Iterator[Metric]:
-    """The Prometheus families of the stores' raw numbers."""
     store = ["store_id"]
     passes = CounterMetricFamily(
         "memfs_sync_passes", "Sync passes since the mount, by result", labels=[*store, "result"]

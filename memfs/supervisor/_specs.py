@@ -114,7 +114,7 @@ def resolve_credentials(
     default_url: str = DEFAULT_API_URL,
     token_file_source: str = "--token-file",
     secret_file_source: str = "--secret-file",
-    fallback: ConfigFallback | None = None,
+    fallback: ConfigFallback = ConfigFallback(),
     work_item_secret: str | None = None,
     work_item_source: str = "the work item",
     for_session: bool = False,
@@ -139,7 +139,7 @@ def resolve_credentials(
         or work_item_secret
         or given("MEMFS_WORK_ITEM_SECRET")
         or given("ANTHROPIC_WORK_SECRET")
-        or (fallback is not None and fallback.secret_file)
+        or fallback.secret_file
     )
     found: tuple[str, _Found, str] | None = None  # (source, what it holds, text)
     if token_file:
@@ -155,7 +155,7 @@ def resolve_credentials(
             if given(name):
                 found = (name, kind, env[name].strip())
                 break
-    if found is None and fallback is not None:
+    if found is None:
         if fallback.token_file:
             text = _read_secret_file(fallback.token_file, "token")
             found = (f"token-file in {fallback.where}", "token", text)
@@ -175,7 +175,7 @@ def resolve_credentials(
     else:
         token, auth = text, kind
     url = api_url or next((env[n].strip() for n in URL_ENV if given(n)), None)
-    url = url or (fallback.api_url if fallback else None) or secret_url or default_url
+    url = url or fallback.api_url or secret_url or default_url
     return Credentials(url.rstrip("/"), token, auth, source)
 
 
