@@ -303,18 +303,17 @@ def run_run(args: argparse.Namespace, settings: Settings) -> int:
     )
     if result.not_started:
         sys.stderr.write(f"memfs: {result.not_started}\n")
-    left = 0
     for store in result.stores:
         for path in store.not_uploaded:
             sys.stderr.write(f"memfs: not uploaded from {store.spec.mount_path}: {path}\n")
-        left += len(store.not_uploaded)
         if store.failure:
             sys.stderr.write(
                 f"memfs: the final sync of {store.spec.mount_path} could not be confirmed: "
                 f"{store.failure}\n"
             )
-    for store in result.detached:  # each named by the follower when it unmounted it
-        left += len(store.not_uploaded)
+    # The follower named the files of each store detached when it unmounted it.
+    ended = result.stores + result.detached
+    left = sum(len(store.not_uploaded) for store in ended)
     if result.left_behind:
         what = f"{left} file{'s' if left != 1 else ''}" if left else "changes"
         then = (
@@ -324,7 +323,7 @@ def run_run(args: argparse.Namespace, settings: Settings) -> int:
         )
         sys.stderr.write(
             f"memfs: the final sync left {what} behind; they stay in the cache "
-            f"({(result.stores + result.detached)[0].spec.cache_dir}): {then}\n"
+            f"({ended[0].spec.cache_dir}): {then}\n"
         )
         if result.status == 0:
             return EXIT_LEFT_BEHIND
