@@ -16,13 +16,11 @@ from enum import StrEnum
 from typing import Any, Generic, Literal, TypeVar
 
 from .. import control
-from .._exceptions import ConfigError
 from .._logging import LOG_FORMATS, LOG_LEVELS, LogFormat, parse_format, parse_level
 from ..api import Deletions, session_id_problem
 from ..supervisor import (
     DEFAULT_SESSION_CHECK_INTERVAL,
     MIN_SESSION_CHECK_INTERVAL,
-    parse_metrics_addr,
     store_arg_problem,
 )
 
@@ -197,11 +195,11 @@ def store_specs(raw: object) -> tuple[str, ...]:
 
 
 def metrics_addr(raw: object) -> str:
+    """`HOST:PORT`, an IPv6 host in brackets."""
     text = _text(raw)
-    try:
-        parse_metrics_addr(text)
-    except ConfigError:
-        raise ValueError("is not HOST:PORT (e.g. 127.0.0.1:9477)") from None
+    host, sep, port = text.rpartition(":")
+    if not sep or not host.strip("[]") or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError("is not HOST:PORT (e.g. 127.0.0.1:9477)")
     return text
 
 

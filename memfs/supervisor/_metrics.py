@@ -26,7 +26,6 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from .._exceptions import MemfsError
 from ..control import ControlClient, MetricsReply, StoreState, read_state
-from ._specs import parse_metrics_addr
 
 log = logging.getLogger("memfs.metrics")
 
@@ -122,12 +121,12 @@ def main() -> int:
     settings (`addr`, `state_files`: the stores' state files) come as JSON on stdin."""
     logging.basicConfig(level=os.environ.get("MEMFS_LOG_LEVEL", "WARNING").upper())
     settings = json.loads(sys.stdin.readline())
-    host, port = parse_metrics_addr(settings["addr"])
+    host, _, port = settings["addr"].rpartition(":")  # checked by the command line
     collector = StoresCollector(list(settings["state_files"]))
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
     try:
-        start_http_server(port, addr=host, registry=registry)
+        start_http_server(int(port), addr=host.strip("[]"), registry=registry)
     except OSError as e:
         sys.stdout.write(f"ERROR cannot serve metrics at {settings['addr']}: {e.strerror or e}\n")
         sys.stdout.flush()

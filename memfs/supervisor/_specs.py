@@ -481,12 +481,3 @@ def build_specs(
             )
         )
     return specs
-
-
-def parse_metrics_addr(text: str) -> tuple[str, int]:
-    """`HOST:PORT` (an IPv6 host in brackets) → (host, port), or ConfigError."""
-    host, sep, port = text.rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError(f"--metrics-addr {text!r} is not HOST:PORT (e.g. 127.0.0.1:9477)")
-    return host, int(port)
