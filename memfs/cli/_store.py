@@ -84,8 +84,9 @@ def _add_connection_options(p: argparse.ArgumentParser, *, top: bool) -> None:
 
 
 Run = Callable[["StoreClient", argparse.Namespace], Awaitable[None]]
-Action = Callable[[str, str, Run | None], argparse.ArgumentParser]
-"""Adds an action (its name, its help, what it runs) to a parser: its parser."""
+Action = Callable[..., argparse.ArgumentParser]
+"""Adds an action (its name, its help, what it runs, its positional
+arguments, named in capitals) to a parser: its parser."""
 
 
 def _actions(p: argparse.ArgumentParser, dest: str) -> Action:
@@ -94,9 +95,13 @@ def _actions(p: argparse.ArgumentParser, dest: str) -> Action:
     sub = p.add_subparsers(dest=dest, metavar="ACTION", parser_class=type(p))
     sub.required = True
 
-    def action(name: str, help_text: str, run: Run | None) -> argparse.ArgumentParser:
+    def action(
+        name: str, help_text: str, run: Run | None, *positionals: str
+    ) -> argparse.ArgumentParser:
         a = sub.add_parser(name, help=help_text, description=help_text)
         _add_connection_options(a, top=False)
+        for positional in positionals:
+            a.add_argument(positional, metavar=positional.upper())
         a.set_defaults(store_action=run)
         return a
 
@@ -113,25 +118,17 @@ def setup(p: argparse.ArgumentParser) -> None:
 
     action("list", "list stores: id, name, created", _list)
 
-    a = action("ls", "list a store's memories: path, size", _ls)
-    a.add_argument("store_id", metavar="STORE_ID")
+    a = action("ls", "list a store's memories: path, size", _ls, "store_id")
     a.add_argument("prefix", nargs="?", default=None, metavar="PREFIX")
 
-    a = action("put", "create or update a memory from FILE, or stdin with '-' or no FILE", _put)
-    a.add_argument("store_id", metavar="STORE_ID")
-    a.add_argument("path", metavar="PATH")
+    put = "create or update a memory from FILE, or stdin with '-' or no FILE"
+    a = action("put", put, _put, "store_id", "path")
     a.add_argument("file", nargs="?", default="-", metavar="FILE")
 
-    a = action("cat", "print a memory's content", _cat)
-    a.add_argument("store_id", metavar="STORE_ID")
-    a.add_argument("path", metavar="PATH")
+    action("cat", "print a memory's content", _cat, "store_id", "path")
+    action("rm", "delete a memory", _rm, "store_id", "path")
 
-    a = action("rm", "delete a memory", _rm)
-    a.add_argument("store_id", metavar="STORE_ID")
-    a.add_argument("path", metavar="PATH")
-
-    a = action("log", "list versions, newest first: time, operation, path, sha", _log)
-    a.add_argument("store_id", metavar="STORE_ID")
+    a = action("log", "list versions, newest first: time, operation, path, sha", _log, "store_id")
     a.add_argument("path", nargs="?", default=None, metavar="PATH")
 
     _setup_session(
@@ -159,23 +156,19 @@ def _setup_session(p: argparse.ArgumentParser) -> None:
     )
     a.add_argument("--title", default=None, help="the session's title")
 
-    a = action(
-        "show", "list a session's stores: resource id, store id, access, mount path", _session_show
-    )
-    a.add_argument("session_id", metavar="SESSION_ID")
+    show = "list a session's stores: resource id, store id, access, mount path"
+    action("show", show, _session_show, "session_id")
 
-    a = action("attach", "attach a store to a running session", _session_attach)
-    a.add_argument("session_id", metavar="SESSION_ID")
+    a = action("attach", "attach a store to a running session", _session_attach, "session_id")
     a.add_argument(
         "--store", required=True, metavar="ID[:read_only][=PATH]", help="the store to attach"
     )
 
-    a = action("detach", "detach a store from a running session", _session_detach)
-    a.add_argument("session_id", metavar="SESSION_ID")
+    a = action("detach", "detach a store from a running session", _session_detach, "session_id")
     a.add_argument("resource_id", metavar="RESOURCE_ID|STORE_ID")
 
-    a = action("delete", "delete a session; its sessions token stops working", _session_delete)
-    a.add_argument("session_id", metavar="SESSION_ID")
+    delete = "delete a session; its sessions token stops working"
+    action("delete", delete, _session_delete, "session_id")
 
 
 def _client(args: argparse.Namespace) -> StoreClient:
