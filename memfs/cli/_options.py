@@ -220,10 +220,6 @@ def _seconds(name: str, help: str, default: float, minimum: float | None = None)
     return Option(name, help, seconds(minimum=minimum), default, "SECONDS")
 
 
-def _switch(name: str, help: str) -> Option[bool]:
-    return Option(name, help, switch, False, kind="switch")
-
-
 API_URL: Option[str | None] = Option(
     "api-url",
     "the Memory Store API's base URL; after this flag and MEMFS_API_URL come "
@@ -296,7 +292,7 @@ MOUNT_OPTIONS: tuple[Option[Any], ...] = (
     ),
     Option("uid", "owner shown for files", whole(0), None, "UID", shown_default="the caller"),
     Option("gid", "group shown for files", whole(0), None, "GID", shown_default="the caller's"),
-    _switch("allow-other", "let other users reach the mounts"),
+    Option("allow-other", "let other users reach the mounts", switch, False, kind="switch"),
     _seconds(
         "sync-interval",
         f"seconds between passes, at least {control.MIN_SYNC_INTERVAL:g}",
@@ -361,7 +357,7 @@ MOUNT_OPTIONS: tuple[Option[Any], ...] = (
         None,
         "HOST:PORT",
     ),
-    _switch("daemon", "return once every store is mounted"),
+    Option("daemon", "return once every store is mounted", switch, False, kind="switch"),
 )
 """Every setting of a mount, in the order `--help` and the docs list them:
 one per field of `MountSettings`, named as its dest."""
