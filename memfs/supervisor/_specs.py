@@ -42,8 +42,6 @@ log = logging.getLogger("memfs.supervisor")
 
 T = TypeVar("T")
 
-AUTH_BEARER: AuthHeader = "bearer"
-AUTH_API_KEY: AuthHeader = "x-api-key"
 API_KEY_PREFIX = "sk-ant-api"
 """A token that starts so is an API key, sent as `x-api-key`; any other as a bearer token."""
 
@@ -55,8 +53,8 @@ ENV_SOURCES: tuple[tuple[str, _Found], ...] = (
     ("MEMFS_TOKEN", "token"),
     ("MEMFS_WORK_ITEM_SECRET", "secret"),
     ("ANTHROPIC_WORK_SECRET", "secret"),
-    ("ANTHROPIC_API_KEY", AUTH_API_KEY),
-    ("ANTHROPIC_AUTH_TOKEN", AUTH_BEARER),
+    ("ANTHROPIC_API_KEY", "x-api-key"),
+    ("ANTHROPIC_AUTH_TOKEN", "bearer"),
 )
 """Where credentials come from after the flags, in their order of precedence."""
 WORKER_OWN_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
@@ -70,7 +68,7 @@ CREDENTIAL_SOURCES = (*(name for name, _ in ENV_SOURCES), SERVE_TOKEN_ENV)
 class Credentials:
     api_url: str
     token: str = field(repr=False)
-    auth: AuthHeader = AUTH_BEARER
+    auth: AuthHeader = "bearer"
     source: str = field(default="", compare=False)
     """Where the token came from: a flag or a variable's name (never the value)."""
 
@@ -169,9 +167,9 @@ def resolve_credentials(
     auth: AuthHeader
     if kind == "secret":
         secret = parse_work_item_secret(text)
-        token, auth, secret_url = secret.sessions_token, AUTH_BEARER, secret.api_base_url
+        token, auth, secret_url = secret.sessions_token, "bearer", secret.api_base_url
     elif kind == "token":
-        token, auth = text, AUTH_API_KEY if text.startswith(API_KEY_PREFIX) else AUTH_BEARER
+        token, auth = text, "x-api-key" if text.startswith(API_KEY_PREFIX) else "bearer"
     else:
         token, auth = text, kind
     url = api_url or next((env[n].strip() for n in URL_ENV if given(n)), None)
