@@ -28,8 +28,7 @@ from memfs.cli._options import (  # noqa: E402
     SECRET_KEYS,
     Option,
 )
-from memfs.supervisor import URL_ENV  # noqa: E402
-from memfs.supervisor._credentials import _ENV_SOURCES, WORKER_OWN_ENV  # noqa: E402
+from memfs.supervisor import ENV_SOURCES, URL_ENV, WORKER_OWN_ENV  # noqa: E402
 
 DOC = ROOT / "docs" / "configuration.md"
 
@@ -91,7 +90,7 @@ def _settings_table(parser: argparse.ArgumentParser) -> list[str]:
         option: Option | None = getattr(action, "memfs_option", None)
         if option is None:
             continue
-        key = "(not in the file)" if option is CONFIG_OPTION else _code(option.key)
+        key = "(not in the file)" if option is CONFIG_OPTION else _code(option.name)
         rows.append(
             f"| {_code(_flag(action))} | {_code(option.env)} | {key} | "
             f"{_cell(option.default_text())} | {_help(action)} |"
@@ -219,7 +218,7 @@ def render() -> str:
         "`work-item` in the config file) | as `--secret-file` |",
     ]
     n = 6
-    for name, kind in _ENV_SOURCES:
+    for name, kind in ENV_SOURCES:
         holds = HOLDS[kind]
         if name in WORKER_OWN_ENV:
             holds += "; not read when a work item secret is given by any source"

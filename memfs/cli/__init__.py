@@ -10,7 +10,6 @@ from ._main import build_parser, main
 
 
 def run() -> NoReturn:
-    """The `memfs` program: `main`, then its exit status."""
     sys.exit(main())
 
 

@@ -1,10 +1,8 @@
 """Where each setting comes from: its flag, else its `MEMFS_<FLAG>` variable,
-else the config file (commands that mount), else its default; the rules,
-and the config file's, are docs/configuration.md's. Every value present is
-read, even one a stronger source overrides, so that a bad one anywhere is
-refused (ConfigError, naming its source) before anything mounts. `settle`
-does it once, before the command runs.
-"""
+else the config file (commands that mount), else its default
+(docs/configuration.md). Every value present is read, even one a stronger
+source overrides, so that a bad one anywhere is refused (ConfigError, naming
+its source) before the command runs."""
 
 from __future__ import annotations
 
@@ -61,8 +59,6 @@ class ConfigFile:
 
 @dataclass(frozen=True)
 class Settings:
-    """What `settle` made of the sources for one command."""
-
     log_level: str | None
     """A level name for the store processes; None for their own default."""
     log_format: LogFormat
@@ -146,14 +142,14 @@ def _from_env(option: Option[T], env: Mapping[str, str]) -> Found[T] | None:
 
 
 def _from_file(option: Option[T], config: ConfigFile | None) -> Found[T] | None:
-    if config is None or option.key not in config.values:
+    if config is None or option.name not in config.values:
         return None
-    raw = config.values[option.key]
+    raw = config.values[option.name]
     value: Any
     try:
         value = option.parse(raw)
     except ValueError as e:
-        raise ConfigError(f"{option.key} = {_toml(raw)} in {config.path} {e}")
+        raise ConfigError(f"{option.name} = {_toml(raw)} in {config.path} {e}")
     if option.kind == "path":
         value = os.path.join(os.path.dirname(config.path), os.path.expanduser(value))
     return Found(value, FILE, config.path)
@@ -236,26 +232,23 @@ def mount_credentials(
     `api-url` only as its fallback, after every credential variable."""
     token, secret, url = (settings.sources[o.dest] for o in (TOKEN_FILE, SECRET_FILE, API_URL))
 
-    def given(found: Found[str | None], tiers: tuple[str, ...]) -> str | None:
-        return found.value if found.tier in tiers else None
+    def given(found: Found[str | None], in_file: bool) -> str | None:
+        return found.value if (found.tier == FILE) == in_file else None
 
-    fallback = None
-    if FILE in (token.tier, secret.tier, url.tier):
-        fallback = ConfigFallback(
-            token_file=given(token, (FILE,)),
-            secret_file=given(secret, (FILE,)),
-            api_url=given(url, (FILE,)),
-            where=settings.config_file or "",
-        )
-    return resolve_credentials(
-        api_url=given(url, (FLAG, ENV)),
-        token_file=given(token, (FLAG, ENV)),
-        secret_file=given(secret, (FLAG, ENV)),
+    creds = resolve_credentials(
+        api_url=given(url, False),
+        token_file=given(token, False),
+        secret_file=given(secret, False),
         token_file_source=token.source,
         secret_file_source=secret.source,
-        fallback=fallback,
+        fallback=ConfigFallback(
+            given(token, True), given(secret, True), given(url, True), settings.config_file or ""
+        ),
         env=env,
         work_item_secret=work_item_secret,
         work_item_source=work_item_source,
         for_session=for_session,
     )
+    if creds is not None:
+        log.info("the token comes from %s and travels as %s", creds.source, creds.auth)
+    return creds

@@ -223,7 +223,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The command named by `argv`; its exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
     args.verbose += args.verbose_after  # `memfs -v mount -v` is -vv

@@ -156,8 +156,16 @@ def mount_plan(settings: Settings) -> MountPlan:
     """What `memfs mount` and `memfs run` mount, and the session they follow;
     every refusal is raised before anything mounts."""
     session_id, item, named_by = _the_session(settings)
+    mount = mounting(settings)
     if session_id is None:
-        return MountPlan(mount_specs(settings))
+        resources = [sup.parse_store_arg(s) for s in mount.store]
+        if mount.resources:
+            resources += sup.load_resources(mount.resources)
+        if not resources:
+            raise ConfigError("no store to mount: give --store ID or --resources FILE")
+        sup.check_store_count(resources)
+        creds = mount_credentials(settings)
+        return MountPlan(sup.build_specs(resources, creds, mount.store_settings(), root=mount.root))
     creds = mount_credentials(
         settings,
         work_item_secret=item.secret if item else None,
@@ -172,38 +180,9 @@ def mount_plan(settings: Settings) -> MountPlan:
             "or ANTHROPIC_WORK_SECRET (the host's own ANTHROPIC_API_KEY and "
             "ANTHROPIC_AUTH_TOKEN are never used for a session)"
         )
-    log.info("the token comes from %s and travels as %s", creds.source, creds.auth)
-    mount = mounting(settings)
-    resources = sup.fetch_session_resources(creds, session_id, mount.start_timeout)
-    each = mount.store_settings()
-    specs = sup.build_specs(resources, creds, each, root=mount.root, from_session=True)
-    mounted = [
-        sup.FollowedStore(r, s.store_id, s.mount_path, s.read_only)
-        for r, s in zip(resources, specs, strict=True)
-    ]
+    specs, session = sup.session_plan(creds, session_id, mount)
     nothing = None if specs else f"session {session_id} has no memory store: nothing mounted"
-    return MountPlan(
-        specs,
-        sup.SessionToFollow(
-            session_id, creds, each, mount.root, mounted, mount.session_check_interval
-        ),
-        nothing,
-        read_stdin=bool(item) and mount.work_item == STDIN,
-    )
-
-
-def mount_specs(settings: Settings) -> list[StoreSpec]:
-    mount = mounting(settings)
-    resources = [sup.parse_store_arg(s) for s in mount.store]
-    if mount.resources:
-        resources += sup.load_resources(mount.resources)
-    if not resources:
-        raise ConfigError("no store to mount: give --store ID or --resources FILE")
-    sup.check_store_count(resources)
-    creds = mount_credentials(settings)
-    if creds is not None:
-        log.info("the token comes from %s and travels as %s", creds.source, creds.auth)
-    return sup.build_specs(resources, creds, mount.store_settings(), root=mount.root)
+    return MountPlan(specs, session, nothing, mount.work_item == STDIN)
 
 
 def _to_stdout(line: str, problem: bool) -> None:
@@ -263,19 +242,16 @@ def setup_unmount(p: argparse.ArgumentParser) -> None:
 def run_unmount(args: argparse.Namespace, settings: Settings) -> int:
     """The followers holding the paths stop first (so that none mounts a
     store attached meanwhile); a followed session's every mount goes with one."""
-    if args.all:
-        for record in sup.stop_followers():
-            print(f"stopped following session {record.session_id}")
-        return sup.unmount(args.mount_paths, all_=True)
     paths = [os.path.abspath(p) for p in args.mount_paths]
     running = {os.path.abspath(s.mount_path) for s in sup.running_stores()}
-    for record in sup.stop_followers(holding=[p for p in paths if p in running]):
+    holding = None if args.all else [p for p in paths if p in running]
+    for record in sup.stop_followers(holding=holding):
         print(f"stopped following session {record.session_id}")
         for held in record.mount_paths or []:
             real = os.path.abspath(held)
             if real not in paths and real in running:
                 paths.append(real)
-    return sup.unmount(paths, all_=False)
+    return sup.unmount(paths, all_=args.all)
 
 
 EXIT_LEFT_BEHIND = 75
@@ -327,18 +303,17 @@ def run_run(args: argparse.Namespace, settings: Settings) -> int:
     )
     if result.not_started:
         sys.stderr.write(f"memfs: {result.not_started}\n")
-    left = 0
     for store in result.stores:
         for path in store.not_uploaded:
             sys.stderr.write(f"memfs: not uploaded from {store.spec.mount_path}: {path}\n")
-        left += len(store.not_uploaded)
         if store.failure:
             sys.stderr.write(
                 f"memfs: the final sync of {store.spec.mount_path} could not be confirmed: "
                 f"{store.failure}\n"
             )
-    for store in result.detached:  # each named by the follower when it unmounted it
-        left += len(store.not_uploaded)
+    # The follower named the files of each store detached when it unmounted it.
+    ended = result.stores + result.detached
+    left = sum(len(store.not_uploaded) for store in ended)
     if result.left_behind:
         what = f"{left} file{'s' if left != 1 else ''}" if left else "changes"
         then = (
@@ -348,7 +323,7 @@ def run_run(args: argparse.Namespace, settings: Settings) -> int:
         )
         sys.stderr.write(
             f"memfs: the final sync left {what} behind; they stay in the cache "
-            f"({(result.stores + result.detached)[0].spec.cache_dir}): {then}\n"
+            f"({ended[0].spec.cache_dir}): {then}\n"
         )
         if result.status == 0:
             return EXIT_LEFT_BEHIND

@@ -1,10 +1,9 @@
 """Every setting of the commands that mount, once: a flag, a `MEMFS_<FLAG>`
-variable and a config file key, read by one reader from any of them, which
-returns the value or raises ValueError with the end of a sentence (`is not a
-number of seconds`) that the caller begins by naming the source; the one
-place memfs.control's bounds are checked. Each argparse action keeps its
-`Option` as `.memfs_option`, from which docs/configuration.md is written.
-"""
+variable and a config file key, all read by one reader, which raises
+ValueError with the end of a sentence (`is not a number of seconds`) that
+the caller begins by naming the source; memfs.control's bounds are checked
+here alone. Each argparse action keeps its `Option` as `.memfs_option`, from
+which docs/configuration.md is written."""
 
 from __future__ import annotations
 
@@ -17,13 +16,11 @@ from enum import StrEnum
 from typing import Any, Generic, Literal, TypeVar
 
 from .. import control
-from .._exceptions import ConfigError
 from .._logging import LOG_FORMATS, LOG_LEVELS, LogFormat, parse_format, parse_level
 from ..api import Deletions, session_id_problem
 from ..supervisor import (
     DEFAULT_SESSION_CHECK_INTERVAL,
     MIN_SESSION_CHECK_INTERVAL,
-    parse_metrics_addr,
     store_arg_problem,
 )
 
@@ -59,10 +56,6 @@ class Option(Generic[T]):
     @property
     def env(self) -> str:
         return f"MEMFS_{self.dest.upper()}"
-
-    @property
-    def key(self) -> str:
-        return self.name
 
     def default_text(self) -> str:
         if self.shown_default:
@@ -114,8 +107,6 @@ def seconds(*, minimum: float | None = None) -> Callable[[object], float]:
 
 
 def whole(low: int, high: int | None = None) -> Callable[[object], int]:
-    """A whole number from `low` (to `high`)."""
-
     def parse(raw: object) -> int:
         value = _converted(raw, (str, int), int, "is not a whole number")
         if high is not None and not low <= value <= high:
@@ -204,11 +195,11 @@ def store_specs(raw: object) -> tuple[str, ...]:
 
 
 def metrics_addr(raw: object) -> str:
+    """`HOST:PORT`, an IPv6 host in brackets."""
     text = _text(raw)
-    try:
-        parse_metrics_addr(text)
-    except ConfigError:
-        raise ValueError("is not HOST:PORT (e.g. 127.0.0.1:9477)") from None
+    host, sep, port = text.rpartition(":")
+    if not sep or not host.strip("[]") or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError("is not HOST:PORT (e.g. 127.0.0.1:9477)")
     return text
 
 
@@ -227,10 +218,6 @@ def _file(name: str, help: str, metavar: str = "FILE", **more: Any) -> Option[st
 
 def _seconds(name: str, help: str, default: float, minimum: float | None = None) -> Option[float]:
     return Option(name, help, seconds(minimum=minimum), default, "SECONDS")
-
-
-def _switch(name: str, help: str) -> Option[bool]:
-    return Option(name, help, switch, False, kind="switch")
 
 
 API_URL: Option[str | None] = Option(
@@ -305,7 +292,7 @@ MOUNT_OPTIONS: tuple[Option[Any], ...] = (
     ),
     Option("uid", "owner shown for files", whole(0), None, "UID", shown_default="the caller"),
     Option("gid", "group shown for files", whole(0), None, "GID", shown_default="the caller's"),
-    _switch("allow-other", "let other users reach the mounts"),
+    Option("allow-other", "let other users reach the mounts", switch, False, kind="switch"),
     _seconds(
         "sync-interval",
         f"seconds between passes, at least {control.MIN_SYNC_INTERVAL:g}",
@@ -370,7 +357,7 @@ MOUNT_OPTIONS: tuple[Option[Any], ...] = (
         None,
         "HOST:PORT",
     ),
-    _switch("daemon", "return once every store is mounted"),
+    Option("daemon", "return once every store is mounted", switch, False, kind="switch"),
 )
 """Every setting of a mount, in the order `--help` and the docs list them:
 one per field of `MountSettings`, named as its dest."""
@@ -408,7 +395,7 @@ CONFIG_OPTION = _file(
     shown_default="$XDG_CONFIG_HOME/memfs/config.toml or ~/.config/memfs/config.toml",
 )
 
-FILE_OPTIONS: dict[str, Option[Any]] = {o.key: o for o in (*MOUNT_OPTIONS, *LOG_OPTIONS)}
+FILE_OPTIONS: dict[str, Option[Any]] = {o.name: o for o in (*MOUNT_OPTIONS, *LOG_OPTIONS)}
 """The config file's keys."""
 
 SECRET_KEYS = ("token", "secret", "work-item-secret", "api-key")

@@ -1,11 +1,8 @@
-"""`memfs status`: for a person, within 80 columns whatever the terminal's
-width, per mounted store its mount path on a line of its own, one row of a
-table whose columns are as wide as their widest cell, and the details that
-do not fit a row indented below it, each file listed once; then each
-followed session and what it attached and detached. `--json` prints the
-same fields (`memfs.control.StoreStatus`, then
-`memfs.supervisor.SessionRecord`).
-"""
+"""`memfs status`: within 80 columns, per mounted store its mount path on a
+line of its own, a table row (columns as wide as their widest cell) and the
+details indented below, each file listed once; then each followed session
+and what it attached and detached. `--json` prints the same fields
+(`StoreStatus`, then `SessionRecord`)."""
 
 from __future__ import annotations
 
@@ -154,7 +151,6 @@ def _with_reason(label: str, path: str, reason: str) -> list[str]:
 
 
 def table(results: list[tuple[StoreState, StatusReply | ErrorReply]], now: float) -> list[str]:
-    """The lines `memfs status` prints."""
     rows = [[name for name, _ in COLUMNS]]
     for _, reply in results:
         if isinstance(reply, ErrorReply):
@@ -174,7 +170,6 @@ def table(results: list[tuple[StoreState, StatusReply | ErrorReply]], now: float
 
 
 def session_lines(records: list[SessionRecord], now: float) -> list[str]:
-    """The lines `memfs status` prints for the followed sessions."""
     lines = []
     for r in records:
         how = "memfs mount --daemon" if r.daemon else "its memfs mount or run"

@@ -2,10 +2,8 @@
 demos; each action's `--help` says what it prints, as tab-separated lines or
 JSON with `--json`. The URL and the token come from the same places as
 `memfs mount`'s (`resolve_credentials`), default the local `memfs serve`,
-never from a flag. `session create` prints what a worker's poll hands it,
-one line of JSON whose secret holds the sessions token: that line is the
-only place the token appears.
-"""
+never from a flag. `session create` prints a work item as a worker's poll
+hands it: the only place its sessions token appears."""
 
 from __future__ import annotations
 
@@ -38,7 +36,7 @@ from ..api import (
     normalize_path,
     normalize_prefix,
 )
-from ..supervisor import parse_store_arg, resolve_credentials
+from ..supervisor import api_client, parse_store_arg, resolve_credentials
 from ._options import SecretOnCommandLine
 
 if TYPE_CHECKING:
@@ -86,8 +84,9 @@ def _add_connection_options(p: argparse.ArgumentParser, *, top: bool) -> None:
 
 
 Run = Callable[["StoreClient", argparse.Namespace], Awaitable[None]]
-Action = Callable[[str, str, Run | None], argparse.ArgumentParser]
-"""Adds an action (its name, its help, what it runs) to a parser: its parser."""
+Action = Callable[..., argparse.ArgumentParser]
+"""Adds an action (its name, its help, what it runs, its positional
+arguments, named in capitals) to a parser: its parser."""
 
 
 def _actions(p: argparse.ArgumentParser, dest: str) -> Action:
@@ -96,9 +95,13 @@ def _actions(p: argparse.ArgumentParser, dest: str) -> Action:
     sub = p.add_subparsers(dest=dest, metavar="ACTION", parser_class=type(p))
     sub.required = True
 
-    def action(name: str, help_text: str, run: Run | None) -> argparse.ArgumentParser:
+    def action(
+        name: str, help_text: str, run: Run | None, *positionals: str
+    ) -> argparse.ArgumentParser:
         a = sub.add_parser(name, help=help_text, description=help_text)
         _add_connection_options(a, top=False)
+        for positional in positionals:
+            a.add_argument(positional, metavar=positional.upper())
         a.set_defaults(store_action=run)
         return a
 
@@ -115,25 +118,17 @@ def setup(p: argparse.ArgumentParser) -> None:
 
     action("list", "list stores: id, name, created", _list)
 
-    a = action("ls", "list a store's memories: path, size", _ls)
-    a.add_argument("store_id", metavar="STORE_ID")
+    a = action("ls", "list a store's memories: path, size", _ls, "store_id")
     a.add_argument("prefix", nargs="?", default=None, metavar="PREFIX")
 
-    a = action("put", "create or update a memory from FILE, or stdin with '-' or no FILE", _put)
-    a.add_argument("store_id", metavar="STORE_ID")
-    a.add_argument("path", metavar="PATH")
+    put = "create or update a memory from FILE, or stdin with '-' or no FILE"
+    a = action("put", put, _put, "store_id", "path")
     a.add_argument("file", nargs="?", default="-", metavar="FILE")
 
-    a = action("cat", "print a memory's content", _cat)
-    a.add_argument("store_id", metavar="STORE_ID")
-    a.add_argument("path", metavar="PATH")
+    action("cat", "print a memory's content", _cat, "store_id", "path")
+    action("rm", "delete a memory", _rm, "store_id", "path")
 
-    a = action("rm", "delete a memory", _rm)
-    a.add_argument("store_id", metavar="STORE_ID")
-    a.add_argument("path", metavar="PATH")
-
-    a = action("log", "list versions, newest first: time, operation, path, sha", _log)
-    a.add_argument("store_id", metavar="STORE_ID")
+    a = action("log", "list versions, newest first: time, operation, path, sha", _log, "store_id")
     a.add_argument("path", nargs="?", default=None, metavar="PATH")
 
     _setup_session(
@@ -161,28 +156,22 @@ def _setup_session(p: argparse.ArgumentParser) -> None:
     )
     a.add_argument("--title", default=None, help="the session's title")
 
-    a = action(
-        "show", "list a session's stores: resource id, store id, access, mount path", _session_show
-    )
-    a.add_argument("session_id", metavar="SESSION_ID")
+    show = "list a session's stores: resource id, store id, access, mount path"
+    action("show", show, _session_show, "session_id")
 
-    a = action("attach", "attach a store to a running session", _session_attach)
-    a.add_argument("session_id", metavar="SESSION_ID")
+    a = action("attach", "attach a store to a running session", _session_attach, "session_id")
     a.add_argument(
         "--store", required=True, metavar="ID[:read_only][=PATH]", help="the store to attach"
     )
 
-    a = action("detach", "detach a store from a running session", _session_detach)
-    a.add_argument("session_id", metavar="SESSION_ID")
+    a = action("detach", "detach a store from a running session", _session_detach, "session_id")
     a.add_argument("resource_id", metavar="RESOURCE_ID|STORE_ID")
 
-    a = action("delete", "delete a session; its sessions token stops working", _session_delete)
-    a.add_argument("session_id", metavar="SESSION_ID")
+    delete = "delete a session; its sessions token stops working"
+    action("delete", delete, _session_delete, "session_id")
 
 
 def _client(args: argparse.Namespace) -> StoreClient:
-    from ..client import StoreClient
-
     creds = resolve_credentials(
         api_url=args.api_url,
         token_file=args.token_file or os.environ.get("MEMFS_TOKEN_FILE"),
@@ -193,9 +182,7 @@ def _client(args: argparse.Namespace) -> StoreClient:
     auth = args.auth or os.environ.get("MEMFS_AUTH") or creds.auth
     if auth not in ("bearer", "x-api-key"):
         raise ConfigError(f"MEMFS_AUTH is {auth!r}: use bearer or x-api-key")
-    return StoreClient(
-        creds.api_url, creds.token, auth=cast(AuthHeader, auth), timeout=30.0, max_retries=3
-    )
+    return api_client(dataclasses.replace(creds, auth=cast(AuthHeader, auth)), retries=3)
 
 
 def _read_content(file: str) -> str:
@@ -220,7 +207,6 @@ def _read_content(file: str) -> str:
 
 
 def _answer(args: argparse.Namespace, obj: Any, lines: Iterable[str]) -> None:
-    """`obj` as JSON with --json, else `lines`."""
     if not args.json:
         sys.stdout.writelines(line + "\n" for line in lines)
         return

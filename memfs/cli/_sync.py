@@ -1,11 +1,7 @@
 """`memfs sync`: a pass now in each mount named (or every one), or files
-inside mounts pushed now, with one line per file saying whether the store
-holds it (docs/guide.md, "Confirm a save").
-
-Exit statuses with files: 0 every file saved; 75 some file not confirmed; 3
-some file overruled; 65 some file refused; with several files the first of
-75, 3, 65 that applies.
-"""
+inside mounts pushed now, one line each saying whether the store holds it
+(docs/guide.md, "Confirm a save"). Exit statuses with files: 0 all saved,
+else the first that applies of 75 (not confirmed), 3 (overruled), 65 (refused)."""
 
 from __future__ import annotations
 

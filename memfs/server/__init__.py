@@ -7,6 +7,6 @@ from __future__ import annotations
 
 from ._app import MemoryStoreApp
 from ._auth import Grant, parse_tokens
-from ._serve import TOKEN_ENV, default_db_path, serve
+from ._serve import default_db_path, serve
 
-__all__ = ["Grant", "MemoryStoreApp", "TOKEN_ENV", "default_db_path", "parse_tokens", "serve"]
+__all__ = ["Grant", "MemoryStoreApp", "default_db_path", "parse_tokens", "serve"]

@@ -7,14 +7,6 @@ from __future__ import annotations
 
 from ..control import running_stores
 from ._commands import file_in_mount, push_files, status, stop_followers, sync, unmount
-from ._credentials import (
-    CREDENTIAL_SOURCES,
-    URL_ENV,
-    ConfigFallback,
-    Credentials,
-    read_secret_file,
-    resolve_credentials,
-)
 from ._follow import (
     DEFAULT_SESSION_CHECK_INTERVAL,
     MIN_SESSION_CHECK_INTERVAL,
@@ -22,18 +14,26 @@ from ._follow import (
     SessionFollower,
     SessionRecord,
     SessionToFollow,
+    session_plan,
     session_records,
     start_daemon_follower,
 )
 from ._run import run
 from ._specs import (
+    CREDENTIAL_SOURCES,
+    ENV_SOURCES,
+    URL_ENV,
+    WORKER_OWN_ENV,
+    ConfigFallback,
+    Credentials,
     MountSettings,
+    api_client,
     build_specs,
     check_store_count,
-    fetch_session_resources,
     load_resources,
-    parse_metrics_addr,
     parse_store_arg,
+    read_secret_file,
+    resolve_credentials,
     store_arg_problem,
 )
 from ._supervisor import Supervisor
@@ -41,8 +41,10 @@ from ._supervisor import Supervisor
 __all__ = [
     "CREDENTIAL_SOURCES",
     "DEFAULT_SESSION_CHECK_INTERVAL",
+    "ENV_SOURCES",
     "MIN_SESSION_CHECK_INTERVAL",
     "URL_ENV",
+    "WORKER_OWN_ENV",
     "ConfigFallback",
     "Credentials",
     "FollowedStore",
@@ -51,18 +53,18 @@ __all__ = [
     "SessionRecord",
     "SessionToFollow",
     "Supervisor",
+    "api_client",
     "build_specs",
     "check_store_count",
-    "fetch_session_resources",
     "file_in_mount",
     "load_resources",
-    "parse_metrics_addr",
     "parse_store_arg",
     "push_files",
     "read_secret_file",
     "resolve_credentials",
     "run",
     "running_stores",
+    "session_plan",
     "session_records",
     "start_daemon_follower",
     "status",

@@ -38,7 +38,7 @@ log = logging.getLogger("memfs.supervisor")
 UNFOLLOW_SIGNAL = signal.SIGUSR2
 """Asks a foreground process that follows a session to stop following only."""
 
-_R = TypeVar("_R", StatusReply, SyncReply)
+_R = TypeVar("_R", StatusReply, SyncReply, PushFilesReply)
 
 
 def _at(stores: list[StoreState], path: str) -> list[StoreState]:
@@ -131,14 +131,11 @@ def file_in_mount(path: str) -> tuple[StoreState, str] | None:
 def push_files(store: StoreState, paths: list[str], timeout: float) -> PushFilesReply | ErrorReply:
     """These memory paths of `store` pushed now, each confirmed (or not)
     within `timeout` seconds; an ErrorReply when the store cannot be asked."""
-    try:
-        return ControlClient(store).push_files(paths, timeout=timeout)
-    except MemfsError as e:
-        return ErrorReply(str(e))
+    ((_, reply),) = _ask_each([store], lambda c: c.push_files(paths, timeout=timeout))
+    return reply
 
 
 def status() -> list[tuple[StoreState, StatusReply | ErrorReply]]:
-    """The status of every running store."""
     return _ask_each(running_stores(), ControlClient.status)
 
 

@@ -1,17 +1,12 @@
-"""Following a session while it runs: once per `--session-check-interval`
-the session is read (one request) and the stores detached since are
-final-synced and unmounted, then those attached since mounted with the same
-credentials and settings. A session seen going from `running` to `idle` has
-its read-write stores push now, as the SDK's worker flushes. A failed check
-never unmounts anything; it, a store memfs cannot use, and one that cannot
-be mounted are each logged once and tried again at the next check.
-
-The follower is a task of the foreground supervisor's trio program, or for
-`memfs mount --daemon` a process of its own (`_followd`) handed the session
-on stdin, so that the token is in no argv and no environment. What it saw is
-in the session's file in the runtime folder (`SessionRecord`), 0600, which
-`memfs status` prints and `memfs unmount` reads; it goes when the follower ends.
-"""
+"""Following a session: once per `--session-check-interval` it is read, the
+stores detached since final-synced and unmounted, those attached mounted;
+going from `running` to `idle`, its read-write stores push now. A failed
+check unmounts nothing; it, an unusable store and one that cannot be mounted
+are each logged once and tried again. The follower is a task of the
+foreground supervisor, or for `--daemon` a process of its own (`_followd`)
+handed the session on stdin. Its session file in the runtime folder (0600)
+is what `memfs status` prints and `memfs unmount` reads; it goes when the
+follower ends."""
 
 from __future__ import annotations
 
@@ -40,8 +35,15 @@ from ..control import (
     running_stores,
     runtime_dir,
 )
-from ._credentials import Credentials
-from ._specs import api_client, build_specs, mount_path_clash, session_state
+from ._specs import (
+    Credentials,
+    MountSettings,
+    api_client,
+    build_specs,
+    fetch_session_resources,
+    mount_path_clash,
+    session_state,
+)
 from ._supervisor import (
     GONE_TIMEOUT,
     FinalSync,
@@ -65,12 +67,14 @@ FOLLOWER_MODULE = "memfs.supervisor._followd"
 
 @dataclass(frozen=True)
 class FollowedStore:
-    """A store the follower holds mounted: which, where, how."""
+    """A store the follower holds mounted, and where."""
 
     resource: Resource
-    store_id: str
     mount_path: str
-    read_only: bool
+
+    @property
+    def store_id(self) -> str:
+        return self.resource.memory_store_id
 
 
 @dataclass
@@ -98,16 +102,23 @@ class SessionToFollow:
     def from_json(cls, d: dict[str, Any]) -> SessionToFollow:
         settings = dict(d["spec_settings"])
         root = settings.pop("root")
-        return cls(
-            session_id=d["session_id"],
-            creds=Credentials(**d["creds"]),
-            settings=StoreSettings.from_json(settings),
-            root=root,
-            mounted=[
-                FollowedStore(**{**m, "resource": Resource(**m["resource"])}) for m in d["mounted"]
-            ],
-            interval=float(d["interval"]),
-        )
+        mounted = [FollowedStore(Resource(**m["resource"]), m["mount_path"]) for m in d["mounted"]]
+        creds = Credentials(**d["creds"])
+        each = StoreSettings.from_json(settings)
+        return cls(d["session_id"], creds, each, root, mounted, float(d["interval"]))
+
+
+def session_plan(
+    creds: Credentials, session_id: str, mount: MountSettings
+) -> tuple[list[StoreSpec], SessionToFollow]:
+    """The specs of the session's stores and the session to follow, every
+    refusal made before anything is mounted."""
+    resources = fetch_session_resources(creds, session_id, mount.start_timeout)
+    each = mount.store_settings()
+    specs = build_specs(resources, creds, each, root=mount.root, from_session=True)
+    mounted = [FollowedStore(r, s.mount_path) for r, s in zip(resources, specs, strict=True)]
+    interval = mount.session_check_interval
+    return specs, SessionToFollow(session_id, creds, each, mount.root, mounted, interval)
 
 
 @dataclass
@@ -203,8 +214,6 @@ class SessionFollower:
         self,
         session: SessionToFollow,
         supervisor: Supervisor,
-        *,
-        daemon: bool = False,
         announce: Announce | None = None,
     ) -> None:
         self.session = session
@@ -215,7 +224,7 @@ class SessionFollower:
         cache_dir = os.fsencode(os.path.realpath(session.settings.cache_dir))
         name = f"session-{session.session_id}-{hashlib.sha256(cache_dir).hexdigest()[:12]}.session"
         self.path = os.path.join(self.runtime_dir, name)
-        self.record = SessionRecord(session.session_id, os.getpid(), daemon, time.time())
+        self.record = SessionRecord(session.session_id, os.getpid(), supervisor.daemon, time.time())
         import trio
 
         self._stop = trio.Event()
@@ -329,7 +338,7 @@ class SessionFollower:
         running = {(s.store_id, s.mount_path): s for s in running_stores(self.runtime_dir)}
         for store in self.mounted.values():
             state = running.get((store.store_id, store.mount_path))
-            if store.read_only or state is None or state.stopping:
+            if store.resource.read_only or state is None or state.stopping:
                 continue
             try:
                 reply = await ControlClient(state).push_now_async()
@@ -405,7 +414,7 @@ class SessionFollower:
             )
             return
         self._refused.pop(key, None)
-        self.mounted[key] = FollowedStore(resource, store_id, spec.mount_path, spec.read_only)
+        self.mounted[key] = FollowedStore(resource, spec.mount_path)
         self._event("attached", store_id, spec.mount_path, resource.access)
         where = f"{spec.mount_path} ({'read-only' if spec.read_only else 'read-write'})"
         log.info(

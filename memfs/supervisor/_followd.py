@@ -33,7 +33,7 @@ def main() -> int:
         sys.stdout.write("ERROR the follower's launch line is not one memfs wrote\n")
         return 2
     supervisor = Supervisor([], daemon=True, log_level=level, log_format=log_format)
-    follower = SessionFollower(session, supervisor, daemon=True)
+    follower = SessionFollower(session, supervisor)
     # A signal before the trio program's receiver is open asks the follower to stop.
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda signum, frame: follower.stop_soon())

@@ -1,10 +1,8 @@
-"""The metrics endpoint of one `memfs mount` (or `memfs run`): Prometheus text
-for all of its stores, at `--metrics-addr HOST:PORT`, every family prefixed
-`memfs_` and labelled with `store_id`. Each scrape asks every store over its
-control socket (`metrics`). It runs as a process of its own (`python -m
-memfs.supervisor._metrics`), so that it serves a `--daemon` mount too, and
-ends once none of its stores runs. Only this module imports prometheus-client.
-"""
+"""The metrics endpoint of one `memfs mount` or `memfs run`: Prometheus text
+for all of its stores, every family prefixed `memfs_` and labelled with
+`store_id`, each scrape asking every store over its control socket. A
+process of its own, so that it serves a `--daemon` mount too; it ends once
+none of its stores runs. Only this module imports prometheus-client."""
 
 from __future__ import annotations
 
@@ -28,7 +26,6 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from .._exceptions import MemfsError
 from ..control import ControlClient, MetricsReply, StoreState, read_state
-from ._specs import parse_metrics_addr
 
 log = logging.getLogger("memfs.metrics")
 
@@ -76,7 +73,6 @@ SCALARS: tuple[tuple[type[CounterMetricFamily | GaugeMetricFamily], str, str, st
 
 
 def families(samples: Iterable[tuple[str, dict[str, Any]]]) -> Iterator[Metric]:
-    """The Prometheus families of the stores' raw numbers."""
     store = ["store_id"]
     passes = CounterMetricFamily(
         "memfs_sync_passes", "Sync passes since the mount, by result", labels=[*store, "result"]
@@ -125,12 +121,12 @@ def main() -> int:
     settings (`addr`, `state_files`: the stores' state files) come as JSON on stdin."""
     logging.basicConfig(level=os.environ.get("MEMFS_LOG_LEVEL", "WARNING").upper())
     settings = json.loads(sys.stdin.readline())
-    host, port = parse_metrics_addr(settings["addr"])
+    host, _, port = settings["addr"].rpartition(":")  # checked by the command line
     collector = StoresCollector(list(settings["state_files"]))
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
     try:
-        start_http_server(port, addr=host, registry=registry)
+        start_http_server(int(port), addr=host.strip("[]"), registry=registry)
     except OSError as e:
         sys.stdout.write(f"ERROR cannot serve metrics at {settings['addr']}: {e.strerror or e}\n")
         sys.stdout.flush()

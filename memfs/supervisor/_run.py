@@ -1,16 +1,10 @@
-"""`memfs run`: mount the stores, run one command in the foreground, then the
-final sync and the unmount.
-
-The command runs in memfs's process group, so what the terminal sends
-reaches it as if it ran alone. A signal sent to memfs itself (SIGTERM,
-SIGINT, SIGHUP, SIGQUIT) is passed on, one the terminal sent to the whole
-group is not passed again: memfs holds these signals blocked and takes
-them with sigtimedwait, which says who sent each (trio's receiver cannot).
-SIGUSR2 (`memfs unmount`) stops the session's follower instead. Signals
-during the final sync are dropped. The command gets no credential variable,
-no `NOTIFY_SOCKET`, no descriptor but stdin, stdout and stderr, and
-/dev/null as stdin when the work item came on memfs's (`--work-item -`).
-"""
+"""`memfs run`: mount the stores, run one command in memfs's process group,
+then the final sync and the unmount. A signal sent to memfs alone is passed
+on, one the terminal sent the whole group is not (sigtimedwait says who sent
+it; trio's receiver cannot); SIGUSR2 stops the follower; signals during the
+final sync are dropped. The command gets no credential variable, no
+`NOTIFY_SOCKET`, no descriptor but 0-2, and /dev/null as stdin when the work
+item came on memfs's."""
 
 from __future__ import annotations
 

@@ -1,11 +1,9 @@
-"""From what the operator asked for (`MountSettings`) to one `StoreSpec` per
-store, every refusal made before anything is mounted; and the API calls of
-the supervisor: the stores' names and a session's stores at a mount's start
-(each a trio run of its own), and a session follower's client.
-
-Mount paths are compared where they lead. One a session gives must lead
-strictly under the mount root, since whoever creates the session chooses it
-and memfs, often root, creates and mounts it.
+"""From what the operator asked for (`MountSettings`) and where the token
+comes from (`resolve_credentials`) to one `StoreSpec` per store, every
+refusal made before anything is mounted; and the supervisor's API calls.
+Secrets reach a store process only on its stdin, never by its environment
+or argv. A mount path a session gives must lead strictly under the mount
+root: whoever creates the session chooses it, and memfs, often root, mounts it.
 """
 
 from __future__ import annotations
@@ -13,27 +11,29 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, fields
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from .._exceptions import AuthenticationFailed, ConfigError, MountError, StatusError, StoreError
 from .._private import ensure_private_dir
 from ..api import (
     ACCESS_READ_ONLY,
     ACCESS_READ_WRITE,
+    DEFAULT_API_URL,
     MAX_STORES_PER_SESSION,
+    SERVE_TOKEN_ENV,
     STORE_ID_FORM,
     Deletions,
     Resource,
     check_store_id,
     parse_resources,
+    parse_work_item_secret,
     slugify,
     store_id_problem,
 )
-from ..control import StoreSettings, StoreSpec, runtime_dir
+from ..control import AuthHeader, StoreSettings, StoreSpec, runtime_dir
 from ..mount import start_refusal
-from ._credentials import Credentials
 
 if TYPE_CHECKING:
     from ..client import StoreClient
@@ -41,6 +41,140 @@ if TYPE_CHECKING:
 log = logging.getLogger("memfs.supervisor")
 
 T = TypeVar("T")
+
+API_KEY_PREFIX = "sk-ant-api"
+"""A token that starts so is an API key, sent as `x-api-key`; any other as a bearer token."""
+
+_Found = Literal["token", "secret", "bearer", "x-api-key"]
+"""What a source holds: a token, a work item secret, or a token that always
+travels in one header."""
+
+ENV_SOURCES: tuple[tuple[str, _Found], ...] = (
+    ("MEMFS_TOKEN", "token"),
+    ("MEMFS_WORK_ITEM_SECRET", "secret"),
+    ("ANTHROPIC_WORK_SECRET", "secret"),
+    ("ANTHROPIC_API_KEY", "x-api-key"),
+    ("ANTHROPIC_AUTH_TOKEN", "bearer"),
+)
+"""Where credentials come from after the flags, in their order of precedence."""
+WORKER_OWN_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+"""A worker host's own credentials: never used when a work item secret is given."""
+URL_ENV = ("MEMFS_API_URL", "ANTHROPIC_BASE_URL")
+CREDENTIAL_SOURCES = (*(name for name, _ in ENV_SOURCES), SERVE_TOKEN_ENV)
+"""The variables memfs reads secrets from: every one is in `SECRET_ENV`."""
+
+
+@dataclass(frozen=True)
+class Credentials:
+    api_url: str
+    token: str = field(repr=False)
+    auth: AuthHeader = "bearer"
+    source: str = field(default="", compare=False)
+    """Where the token came from: a flag or a variable's name (never the value)."""
+
+
+@dataclass(frozen=True)
+class ConfigFallback:
+    """What the config file (`where`) names: used only when no flag and no
+    variable gives a token (or a URL)."""
+
+    token_file: str | None = None
+    secret_file: str | None = None
+    api_url: str | None = None
+    where: str = ""
+
+
+def read_secret_file(path: str, what: str) -> str:
+    """The text of the `what` file; ConfigError, quoting nothing of it, when
+    it cannot be read or is not UTF-8."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as e:
+        raise ConfigError(f"cannot read the {what} file {path}: {e.strerror or e}")
+    except UnicodeDecodeError:
+        raise ConfigError(f"the {what} file {path} is not UTF-8 text")
+
+
+def _read_secret_file(path: str, what: str) -> str:
+    value = read_secret_file(path, what).strip()
+    if not value:
+        raise ConfigError(f"the {what} file {path} is empty")
+    return value
+
+
+def resolve_credentials(
+    *,
+    api_url: str | None,
+    token_file: str | None = None,
+    secret_file: str | None = None,
+    env: Mapping[str, str] | None = None,
+    default_url: str = DEFAULT_API_URL,
+    token_file_source: str = "--token-file",
+    secret_file_source: str = "--secret-file",
+    fallback: ConfigFallback = ConfigFallback(),
+    work_item_secret: str | None = None,
+    work_item_source: str = "the work item",
+    for_session: bool = False,
+) -> Credentials | None:
+    """The token, how it travels, and the URL; None when there is no token.
+
+    Token, first found: --token-file, --secret-file (`*_source` names the
+    variable either came from), `work_item_secret`, then `ENV_SOURCES` in
+    order, then `fallback` (the config file's). When a work item secret is
+    given by any source, or `for_session` (a session's work), the host's own
+    `WORKER_OWN_ENV` are not read. A token is an API key (x-api-key) when it
+    starts with `sk-ant-api`, else a bearer token, as a secret's sessions
+    token is. URL, first found: `api_url`, `URL_ENV`, the fallback's, the
+    secret's api_base_url, `default_url`. A variable set to blanks is unset."""
+    env = os.environ if env is None else env
+
+    def given(name: str) -> bool:
+        return bool(env.get(name, "").strip())
+
+    secret_given = bool(
+        secret_file
+        or work_item_secret
+        or given("MEMFS_WORK_ITEM_SECRET")
+        or given("ANTHROPIC_WORK_SECRET")
+        or fallback.secret_file
+    )
+    found: tuple[str, _Found, str] | None = None  # (source, what it holds, text)
+    if token_file:
+        found = (token_file_source, "token", _read_secret_file(token_file, "token"))
+    elif secret_file:
+        found = (secret_file_source, "secret", _read_secret_file(secret_file, "work item secret"))
+    elif work_item_secret:
+        found = (work_item_source, "secret", work_item_secret.strip())
+    else:
+        for name, kind in ENV_SOURCES:
+            if (secret_given or for_session) and name in WORKER_OWN_ENV:
+                continue
+            if given(name):
+                found = (name, kind, env[name].strip())
+                break
+    if found is None:
+        if fallback.token_file:
+            text = _read_secret_file(fallback.token_file, "token")
+            found = (f"token-file in {fallback.where}", "token", text)
+        elif fallback.secret_file:
+            text = _read_secret_file(fallback.secret_file, "work item secret")
+            found = (f"secret-file in {fallback.where}", "secret", text)
+    if found is None:
+        return None
+    source, kind, text = found
+    secret_url = None
+    auth: AuthHeader
+    if kind == "secret":
+        secret = parse_work_item_secret(text)
+        token, auth, secret_url = secret.sessions_token, "bearer", secret.api_base_url
+    elif kind == "token":
+        token, auth = text, "x-api-key" if text.startswith(API_KEY_PREFIX) else "bearer"
+    else:
+        token, auth = text, kind
+    url = api_url or next((env[n].strip() for n in URL_ENV if given(n)), None)
+    url = url or fallback.api_url or secret_url or default_url
+    return Credentials(url.rstrip("/"), token, auth, source)
 
 
 def _say_waiting(sentence: str) -> None:
@@ -345,12 +479,3 @@ def build_specs(
             )
         )
     return specs
-
-
-def parse_metrics_addr(text: str) -> tuple[str, int]:
-    """`HOST:PORT` (an IPv6 host in brackets) → (host, port), or ConfigError."""
-    host, sep, port = text.rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError(f"--metrics-addr {text!r} is not HOST:PORT (e.g. 127.0.0.1:9477)")
-    return host, int(port)

@@ -34,4 +34,4 @@ def test_the_reference_names_every_setting_three_ways():
     text = (ROOT / "docs" / "configuration.md").read_text()
     for option in (*MOUNT_OPTIONS, *LOG_OPTIONS):
         row = next(line for line in text.splitlines() if line.startswith(f"| `{option.flag}"))
-        assert f"`{option.env}`" in row and f"`{option.key}`" in row, row
+        assert f"`{option.env}`" in row and f"`{option.name}`" in row, row

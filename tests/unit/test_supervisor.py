@@ -490,7 +490,7 @@ def test_a_followed_session_reaches_the_daemon_follower_with_its_settings_typed(
         CREDS,
         settings,
         "/mnt/memory",
-        [FollowedStore(resource, "memstore_a", "/m/a", True)],
+        [FollowedStore(resource, "/m/a")],
     )
     sent = json.loads(json.dumps(session.to_json()))
     assert sent["spec_settings"] == {
