@@ -5,15 +5,16 @@ What is promised:
 
 - Every file and folder of the mount is a `Node` with a stable id (the inode
   number the filesystem shows). Ids are never reused.
-- A file's content is a content file of the journal, its bytes committed
+- A file's content is a content file of the journal, its bytes written
   before `write()` returns (and held in memory while the file is open). The
-  journal (SQLite, WAL, and its redo log: memfs/cache/_journal.py, _redo.py,
-  _files.py) records for each file its base (the memory id,
-  `content_sha256` and path last agreed with the store), whether it changed
-  locally, the pending deletes (`Tombstone`) and the uploads in flight. The
-  journal says "edited" before the bytes are written, so a killed process
-  never leaves changed content that the journal calls clean. `fsync()` makes
-  all of it durable against power loss too.
+  journal (SQLite in WAL mode, a transaction per change, and the content
+  files: memfs/cache/_journal.py, _files.py) records for each file its base
+  (the memory id, `content_sha256` and path last agreed with the store),
+  whether it changed locally, the pending deletes (`Tombstone`) and the
+  uploads in flight. The journal says "edited" before the bytes are written,
+  so a killed process never leaves changed content that the journal calls
+  clean. `fsync()` makes the file and all of the journal durable against
+  power loss too, with one flush.
 - Clean contents are evicted least-recently-used past `--cache-size`; edited
   contents and open files never are.
 - The tree is held in memory as well (a store has at most a few thousand

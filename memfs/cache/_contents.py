@@ -102,6 +102,6 @@ class Contents:
             self.journal.save(node)
 
     def deleted(self, node: Node) -> None:
-        """The file left the tree: its content goes (its file once that is applied)."""
+        """The file left the tree: its content goes (its file once that is durable)."""
         self.kept(node)
         self.journal.drop_content(node.id)

@@ -10,8 +10,8 @@ indexes over it, which nothing else changes:
 - what is agreed with the store and what it must still be told
   (`Agreements`: the bases and the index by memory id, the pending files,
   the pending deletes);
-- durability (`Journal`: every change committed before the call that made it
-  returns, through its redo log, and the content files; memfs/cache/_journal.py);
+- durability (`Journal`: every change committed to SQLite before the call that
+  made it returns, and the content files; memfs/cache/_journal.py);
 - conflict copies (`ConflictCopies`).
 
 `CacheParts` holds them and does the steps that span parts: a node made
@@ -79,6 +79,12 @@ class CacheParts(Tree):
         self.budget_bytes = budget_bytes
         self.max_memories = max_memories
         self._said_full = False
+        self._writes = 0
+        """Writes and truncates since the cache opened (housekeeping looks more
+        often while they come)."""
+        self._unsaved: set[Node] = set()
+        """Files written since their row was last saved (their sizes and times:
+        the content files hold them meanwhile)."""
         ensure_private_dir(root_dir, "cache folder", follow=True)
         ensure_private_dir(self.dir, "cache folder")
         self.conflicts = ConflictCopies(os.path.join(self.dir, "conflicts"))
@@ -92,11 +98,16 @@ class CacheParts(Tree):
         self.load(nodes)
         files = [n for n in nodes if n.kind is NodeKind.FILE]
         self.journal.sweep_contents({n.id for n in files if n.cached or n.edited})
-        # Contents are the truth for sizes; a cached file without a content file is empty.
+        # Contents are the truth for sizes, and for an edited file's times (a kill
+        # may have left its row behind); a cached file without a content file is empty.
         for node in files:
             if node.cached or node.edited:
                 node.size = self.journal.content_size(node.id) or 0
                 node.cached = True
+                mtime = self.journal.content_mtime(node.id) if node.edited else None
+                if mtime is not None and mtime > node.mtime_ns:
+                    node.mtime_ns = mtime
+                    node.ctime_ns = max(node.ctime_ns, mtime)
             if node.cached and not node.edited:
                 self.contents.evictable(node)
         self.agreed.load(files, list(self.journal.tombstones()))
@@ -129,8 +140,7 @@ class CacheParts(Tree):
 
     @property
     def disk_full(self) -> bool:
-        """The cache's disk is full: changes to the files are refused (ENOSPC), and
-        the journal's redo log holds what SQLite could not take."""
+        """The cache's disk is full: changes to the files are refused (ENOSPC)."""
         return self.journal.disk_full
 
     def cached_bytes(self) -> int:
@@ -180,9 +190,10 @@ class CacheParts(Tree):
         self, every: float = 0.2, busy: Callable[[], bool] = lambda: False
     ) -> None:
         """Runs while mounted: while the filesystem is idle (`busy` says whether
-        requests came since the last call), applies the journal's redo log
-        (which takes the content files let go away) and copies the WAL into the
-        database, so that no request pays for any of it.
+        requests came since the last call), saves the rows of the files written,
+        flushes the content files, takes the contents let go away and copies the
+        WAL into the database (`Journal.when_idle`), so that no request pays for
+        any of it.
 
         It looks every `every` seconds while changes come, and less often (up to
         `HOUSEKEEPING_QUIET` seconds apart) while none does, so that an idle
@@ -192,24 +203,38 @@ class CacheParts(Tree):
         while True:
             try:
                 if not busy():
-                    self.journal.note_log_filled()
-                    self.journal.apply_log()
-                    if self.journal.unsaved_commits:
-                        self.journal.checkpoint()
+                    self.drop_contents()
             except (OSError, sqlite3.Error, CacheDiskFull) as e:
                 log.warning(
                     "housekeeping of %s: %s", self.store_id, e, extra={"event": "housekeeping"}
                 )
-            committed = self.journal.committed
+            committed = self.journal.committed + self._writes
             pause = min(2 * pause, HOUSEKEEPING_QUIET) if committed == seen else every
             seen = committed
             await trio.sleep(pause)
 
+    def save_written(self) -> None:
+        """Save the rows of the files written since (their sizes and times), in
+        one commit."""
+        if not self._unsaved or self.journal.disk_full:
+            return
+        with self.batch():
+            while self._unsaved:
+                node = self._unsaved.pop()
+                if not node.orphan and node.id in self.nodes:
+                    self.journal.save(node)
+
     def drop_contents(self) -> None:
-        """Take the content files let go away now (housekeeping does it while idle)."""
-        self.journal.apply_log()
+        """What housekeeping does while the filesystem is idle, now: look for room
+        on a full disk, save the rows of the files written, then the journal's
+        pass (`Journal.when_idle`: the content files let go go too)."""
+        self.journal.look_for_room()
+        self.save_written()
+        self.journal.when_idle()
 
     def close(self) -> None:
+        with contextlib.suppress(CacheDiskFull, sqlite3.Error):
+            self.save_written()
         for node in self.nodes.values():
             node.live.data = None
         self.journal.close()
@@ -269,6 +294,7 @@ class CacheParts(Tree):
 
     def _drop(self, node: Node) -> None:
         self.forget(node)
+        self._unsaved.discard(node)
         node.live.data = None
 
     def _prune_empty(self, dir_id: int, gone: Gone | None = None) -> None:

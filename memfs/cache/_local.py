@@ -3,10 +3,11 @@
 A file's content is a content file of the journal, and an open file's
 content is held in memory as well (`Live.data`), so reads never touch the
 disk. `write()` commits the journal's "edited" mark first (when the file was
-clean), then puts its bytes in the content file and commits them with the
-file's size and times before it returns (a SIGKILL loses nothing, and never
-leaves changed content that the journal calls clean); `fsync()` flushes the
-journal's redo log, which makes all of them durable with one `fdatasync`.
+clean), then puts its bytes in the content file before it returns (a SIGKILL
+loses nothing, and never leaves changed content that the journal calls
+clean); the file's size and times are the content file's, and its row
+follows while the filesystem is idle. `fsync()` is one flush: the content
+and the row go into the journal with a durable commit (`Journal.make_durable`).
 """
 
 from __future__ import annotations
@@ -357,13 +358,17 @@ class LocalChanges(CacheParts):
         )
 
     def _written(self, node: Node, now: int) -> None:
-        """The file's content changed at `now` (the journal has its size and times)."""
+        """The file's content changed at `now` (its row follows, `save_written`)."""
         node.mtime_ns = node.ctime_ns = now
         node.live.last_write = time.monotonic()
+        self._writes += 1
+        if node.orphan:
+            return
         if node.too_large:
             node.too_large = False
-            if not node.orphan:
-                self.journal.save(node)
+            self.journal.save(node)
+        else:
+            self._unsaved.add(node)
 
     def truncate(self, node_id: int, size: int) -> None:
         node = self.node(node_id)
@@ -404,6 +409,13 @@ class LocalChanges(CacheParts):
         self._written(node, now)
 
     def fsync(self, node: Node | None) -> None:
-        """Make the file's content, its row and the rest of the journal durable:
-        one flush of the redo log (they are all committed there already)."""
-        self.journal.make_durable()
+        """Make the file's content, its row and every commit before them durable:
+        one flush (`Journal.make_durable`). None: every content and commit."""
+        if node is None:
+            self.save_written()
+            self.journal.flush_all()
+        elif node.orphan or not node.cached or node.id not in self.nodes:
+            self.journal.make_durable()
+        else:
+            self._unsaved.discard(node)
+            self.journal.make_durable(node, self.read_content(node))

@@ -26,7 +26,7 @@ from .._exceptions import CacheCorrupt, CacheInUse, CacheLayoutRefused
 from .._private import open_file_at
 from ._node import FIRST_NODE_ID, ROOT_ID, Node, NodeKind
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 """The one layout of the journal (`PRAGMA user_version`): a journal of any
 other was made by a memfs that no release was, and is refused."""
 
@@ -73,12 +73,19 @@ CREATE TABLE meta (
     key TEXT PRIMARY KEY,
     value TEXT
 );
+CREATE TABLE durable (
+    node_id INTEGER PRIMARY KEY,
+    content BLOB NOT NULL,
+    mtime_ns INTEGER NOT NULL
+);
 PRAGMA user_version = {SCHEMA_VERSION};
 COMMIT;
 """
 """The journal's tables, made at once in a new cache folder. `uid`, `gid`: the
 owner kept locally (NULL: the mount's default); `atime_ns`: an access time
-set by utimensat (NULL: the modification time)."""
+set by utimensat (NULL: the modification time); `durable`: the content of a
+file as its last `fsync()` made it durable, kept only while its content file
+holds exactly these bytes (memfs/cache/_journal.py)."""
 
 WAL_PAGES = 1000
 """The WAL is checkpointed at this many pages (SQLite's default)."""
@@ -86,11 +93,6 @@ WAL_PAGES = 1000
 PAGE_CACHE_KIB = 512
 """SQLite's page cache of the journal, in KiB (its default is 2,000): the rows
 are read once per open, and the kernel's page cache holds them too."""
-
-LOG_ID = "redo_log_id"
-LOG_APPLIED = "redo_log_applied"
-LOG_FILLED = "redo_log_filled"
-"""Meta keys: the redo log's id, the last record applied, whether its space is written."""
 
 
 @dataclass(frozen=True)
@@ -145,7 +147,7 @@ _in_place = operator.attrgetter(*(f.name for f in _IN_PLACE[1:]), "id")
 
 
 def row_values(node: Node) -> tuple[Any, ...]:
-    """A node's column values (`NODE_FIELDS`), as plain values the redo log can hold."""
+    """A node's column values (`NODE_FIELDS`), as plain values SQLite holds."""
     v = _attributes(node)
     return (*v[:_KIND], str(v[_KIND]), *v[_KIND + 1 :])
 
@@ -179,7 +181,7 @@ def _connect(folder_fd: int, name: str, folder: str) -> sqlite3.Connection:
     (never through a symlink), then opened by SQLite through the folder's
     descriptor (`/proc/self/fd/N/name`, which SQLite resolves to the folder
     the descriptor holds, wherever it is now)."""
-    for entry in (name, name + "-wal", name + "-journal", name + "-shm", name + "-redo"):
+    for entry in (name, name + "-wal", name + "-journal", name + "-shm"):
         _own_file(folder_fd, entry, folder)
     os.close(open_file_at(folder_fd, name, os.O_RDWR | os.O_CREAT))
     through = f"/proc/self/fd/{folder_fd}"

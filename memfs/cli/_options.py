@@ -338,7 +338,7 @@ SECRET_FILE = file_option(
 )
 CACHE_DIR = file_option(
     "cache-dir",
-    "the local cache (per store: the contents, plus 16 MiB of redo log)",
+    "the local cache (per store: the contents, plus 2 MiB kept for a full disk)",
     metavar="DIR",
     shown_default="$XDG_CACHE_HOME/memfs or ~/.cache/memfs; /var/cache/memfs as root",
 )
