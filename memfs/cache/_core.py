@@ -97,17 +97,16 @@ class CacheParts(Tree):
         nodes = list(self.journal.nodes())
         self.load(nodes)
         files = [n for n in nodes if n.kind is NodeKind.FILE]
-        self.journal.sweep_contents({n.id for n in files if n.cached or n.edited})
+        self.journal.files.sweep({n.id for n in files if n.cached or n.edited})
         # Contents are the truth for sizes, and for an edited file's times (a kill
         # may have left its row behind); a cached file without a content file is empty.
         for node in files:
             if node.cached or node.edited:
-                node.size = self.journal.content_size(node.id) or 0
-                node.cached = True
-                mtime = self.journal.content_mtime(node.id) if node.edited else None
-                if mtime is not None and mtime > node.mtime_ns:
-                    node.mtime_ns = mtime
-                    node.ctime_ns = max(node.ctime_ns, mtime)
+                st = self.journal.files.stat(node.id)
+                node.cached, node.size = True, st.st_size if st is not None else 0
+                if st is not None and node.edited and st.st_mtime_ns > node.mtime_ns:
+                    node.mtime_ns = st.st_mtime_ns
+                    node.ctime_ns = max(node.ctime_ns, node.mtime_ns)
             if node.cached and not node.edited:
                 self.contents.evictable(node)
         self.agreed.load(files, list(self.journal.tombstones()))

@@ -2,18 +2,17 @@
 by its node's id, in the folder `files` of the cache folder (reached through
 the journal's checked folder descriptor, never through a symlink).
 
-A write `pwrite`s its bytes into the content file at the offset the program
-wrote, and stamps the file with the write's time: once the call returns the
-kernel holds them, and a SIGKILL of memfs cannot take them back. The file is
-the truth for its node's size (and an edited file's modification time). A
-content the store sent replaces the file whole (a new file renamed over it:
-a kill leaves the old or the new one).
+A write `pwrite`s its bytes at the offset the program wrote and stamps the
+file with the write's time: once the call returns the kernel holds them,
+and a SIGKILL of memfs cannot take them back. The file is the truth for its
+node's size (and an edited file's modification time). A content the store
+sent replaces the file whole (a new file renamed over it: a kill leaves the
+old or the new one).
 
-The files changed since the last flush are flushed while the filesystem is
-idle (`flush`: each file and the folder, or the whole filesystem at once with
-`syncfs` when many changed); `sync_one` flushes one file now (and the folder,
-once a file was made in it). A content let go (evicted, deleted) is unlinked
-only once the rows that let it go are durable (`drop_later`,
+The files changed are flushed while the filesystem is idle (`flush`: each
+file and the folder, or the whole filesystem with `syncfs` when many
+changed); `sync_one` flushes one now. A content let go (evicted, deleted) is
+unlinked only once the rows that let it go are durable (`drop_later`,
 `remove_dropped`), so that a row that calls a file cached never outlives its
 file. A file no cached node owns is taken away at open (`sweep`).
 """
@@ -81,14 +80,19 @@ class ContentFiles:
         finally:
             os.close(fd)
 
-    def size(self, node_id: int) -> int | None:
-        """A content's size, None when it has none (or it goes)."""
+    def stat(self, node_id: int) -> os.stat_result | None:
+        """A content file's size and times, None when it has none (or it goes)."""
         if node_id in self._dropped:
             return None
         try:
-            return os.stat(str(node_id), dir_fd=self.fd, follow_symlinks=False).st_size
+            return os.stat(str(node_id), dir_fd=self.fd, follow_symlinks=False)
         except FileNotFoundError:
             return None
+
+    def sizes(self) -> dict[int, int]:
+        """The size of every content file kept, by node id."""
+        found = {int(n): self.stat(int(n)) for n in os.listdir(self.fd) if n.isdigit()}
+        return {node_id: st.st_size for node_id, st in found.items() if st is not None}
 
     # -------------------------------------------------------------- writing
 
@@ -119,8 +123,7 @@ class ContentFiles:
         mtime_ns: int | None = None,
     ) -> None:
         """Write `data` at `offset` (zeros fill a gap); `exact`: then make the file
-        `size` bytes long (a write leaves it that long by itself); `mtime_ns`:
-        the file's modification time after it."""
+        `size` bytes long; `mtime_ns`: the file's modification time after it."""
         fd = self._fd(node_id)
         if data:
             self.space.run(_pwrite, fd, data, offset)
@@ -167,22 +170,16 @@ class ContentFiles:
 
     @property
     def dropping(self) -> bool:
-        """Contents let go wait to be unlinked."""
         return bool(self._dropped)
 
     def flush(self) -> None:
         """Make the content files changed since the last flush durable, and the
         folder's names for them."""
-        if not self._changed:
-            if self._made:
-                os.fsync(self.fd)
-                self._made = False
-            return
         if len(self._changed) > FLUSH_EACH_MOST and _SYNCFS is not None:
             if _SYNCFS(self.fd) != 0:
                 code = ctypes.get_errno()
                 raise OSError(code, os.strerror(code))
-        else:
+        elif self._changed or self._made:
             for node_id in self._changed:
                 self._flush_one(node_id)
             os.fsync(self.fd)
@@ -202,14 +199,12 @@ class ContentFiles:
         if fd is not None:
             os.fdatasync(fd)
             return
-        try:
+        with contextlib.suppress(FileNotFoundError):
             fd = open_file_at(self.fd, str(node_id), os.O_RDONLY)
-        except FileNotFoundError:
-            return
-        try:
-            os.fdatasync(fd)
-        finally:
-            os.close(fd)
+            try:
+                os.fdatasync(fd)
+            finally:
+                os.close(fd)
 
     def remove_dropped(self) -> None:
         """Unlink the contents let go, now that the rows saying so are durable."""

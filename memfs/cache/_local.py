@@ -31,7 +31,6 @@ from .._exceptions import (
 )
 from ..api import MAX_CONTENT_BYTES, join_path
 from ._core import CacheParts, log, now_ns
-from ._journal import Undo
 from ._node import Node, NodeKind, Owner
 
 _ALONE = contextlib.nullcontext()
@@ -334,7 +333,7 @@ class LocalChanges(CacheParts):
             try:
                 self._record_change(node, content=True)  # committed before the bytes go
                 self.journal.write(
-                    node.id, offset, data, len(content), now, Undo(offset, old, old_size)
+                    node.id, offset, data, len(content), now, (offset, old, old_size)
                 )
             except BaseException:
                 # Not committed: what the file shows stays what the journal holds.
@@ -402,7 +401,7 @@ class LocalChanges(CacheParts):
             if not node.orphan:
                 self._record_change(node, content=True)
         if not node.orphan:
-            self.journal.truncate(node.id, size, now, Undo(0, old, len(old)))
+            self.journal.truncate(node.id, size, now, (0, old, len(old)))
         if node.live.data is not None:
             node.live.data = content
         node.size = size

@@ -19,7 +19,6 @@ import sqlite3
 import stat
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from .._exceptions import CacheCorrupt, CacheInUse, CacheLayoutRefused
@@ -95,61 +94,33 @@ PAGE_CACHE_KIB = 512
 are read once per open, and the kernel's page cache holds them too."""
 
 
-@dataclass(frozen=True)
-class Field:
-    """One persisted attribute of a `Node`, kept in the column of its name."""
+NODE_FIELDS = (
+    "parent", "name", "kind", "mode", "mtime_ns", "ctime_ns", "size", "memory_id", "base_sha",
+    "base_path", "edited", "pending", "cached", "made_here", "refused_sha", "refused_reason",
+    "too_large", "uid", "gid", "atime_ns", "kept_copy",
+)  # fmt: skip
+"""Every persisted field of a node but its id, in column order, each kept in
+the column of its name (a StrEnum goes as text, a bool as an integer)."""
+_FROM_ROW: dict[str, Callable[[Any], Any]] = {
+    "kind": NodeKind,
+    **{f: bool for f in ("edited", "pending", "cached", "made_here", "too_large")},
+}
 
-    name: str
-    from_row: Callable[[Any], Any] = lambda v: v
-    """Values go to SQLite as they are (a StrEnum is text, a bool an integer)."""
-
-
-NODE_FIELDS: tuple[Field, ...] = (
-    Field("parent"),
-    Field("name"),
-    Field("kind", NodeKind),
-    Field("mode"),
-    Field("mtime_ns"),
-    Field("ctime_ns"),
-    Field("size"),
-    Field("memory_id"),
-    Field("base_sha"),
-    Field("base_path"),
-    Field("edited", bool),
-    Field("pending", bool),
-    Field("cached", bool),
-    Field("made_here", bool),
-    Field("refused_sha"),
-    Field("refused_reason"),
-    Field("too_large", bool),
-    Field("uid"),
-    Field("gid"),
-    Field("atime_ns"),
-    Field("kept_copy"),
-)
-"""Every persisted field of a node but its id, in column order."""
-
-_COLUMNS = ", ".join(f.name for f in NODE_FIELDS)
+_COLUMNS = ", ".join(NODE_FIELDS)
 SELECT_NODES = f"SELECT id, {_COLUMNS} FROM nodes ORDER BY id"
-INSERT_NODE = (
-    f"INSERT INTO nodes (id, {_COLUMNS}) VALUES (?, {', '.join('?' for _ in NODE_FIELDS)})"
-)
-UPDATE_NODE = f"UPDATE nodes SET {', '.join(f.name + '=?' for f in NODE_FIELDS)} WHERE id=?"
-_IN_PLACE = NODE_FIELDS[2:]
-assert [f.name for f in NODE_FIELDS[:2]] == ["parent", "name"]
-UPDATE_NODE_IN_PLACE = f"UPDATE nodes SET {', '.join(f.name + '=?' for f in _IN_PLACE)} WHERE id=?"
+INSERT_NODE = f"INSERT INTO nodes (id, {_COLUMNS}) VALUES (?{', ?' * len(NODE_FIELDS)})"
+UPDATE_NODE = f"UPDATE nodes SET {', '.join(f + '=?' for f in NODE_FIELDS)} WHERE id=?"
+assert NODE_FIELDS[:3] == ("parent", "name", "kind")
+UPDATE_NODE_IN_PLACE = f"UPDATE nodes SET {', '.join(f + '=?' for f in NODE_FIELDS[2:])} WHERE id=?"
 """A row whose name did not change: its (parent, name) index entry is left alone."""
-
-_KIND = 2
-assert NODE_FIELDS[_KIND].name == "kind" and _IN_PLACE[0].name == "kind"
-_attributes = operator.attrgetter(*(f.name for f in NODE_FIELDS))
-_in_place = operator.attrgetter(*(f.name for f in _IN_PLACE[1:]), "id")
+_attributes = operator.attrgetter(*NODE_FIELDS)
+_in_place = operator.attrgetter(*NODE_FIELDS[3:], "id")
 
 
 def row_values(node: Node) -> tuple[Any, ...]:
     """A node's column values (`NODE_FIELDS`), as plain values SQLite holds."""
     v = _attributes(node)
-    return (*v[:_KIND], str(v[_KIND]), *v[_KIND + 1 :])
+    return (*v[:2], str(v[2]), *v[3:])
 
 
 def row_values_in_place(node: Node) -> tuple[Any, ...]:
@@ -159,8 +130,12 @@ def row_values_in_place(node: Node) -> tuple[Any, ...]:
 
 def node_of(row: tuple[Any, ...]) -> Node:
     """The node a row of `SELECT_NODES` holds."""
-    values = {f.name: f.from_row(v) for f, v in zip(NODE_FIELDS, row[1:], strict=True)}
+    values = {f: _FROM_ROW.get(f, _same)(v) for f, v in zip(NODE_FIELDS, row[1:], strict=True)}
     return Node(id=row[0], **values)
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def _own_file(folder_fd: int, name: str, folder: str) -> None:
