@@ -25,7 +25,7 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
-from .._exceptions import CacheCorrupt
+from .._exceptions import CacheCorrupt, CacheDiskFull
 from .._private import open_private_dir
 from ._disk_space import DiskSpace
 from ._files import ContentFiles
@@ -203,12 +203,15 @@ class Journal:
         """Write the `durable` rows a stop left back into their content files
         where they differ, flush them all, and delete the rows."""
         rows = self.db.execute("SELECT node_id, content, mtime_ns FROM durable").fetchall()
-        for node_id, content, mtime_ns in rows:
-            if self.files.read(node_id) != content:
-                self.files.patch(node_id, 0, content, len(content), exact=True, mtime_ns=mtime_ns)
-        if rows:
-            self._durable = {row[0] for row in rows}
-            self._flush_durable()
+        self._durable = {row[0] for row in rows}
+        with contextlib.suppress(CacheDiskFull):  # the rows stay, for the idle pass
+            for node_id, content, mtime_ns in rows:
+                if self.files.read(node_id) != content:
+                    self.files.patch(
+                        node_id, 0, content, len(content), exact=True, mtime_ns=mtime_ns
+                    )
+            if rows:
+                self._flush_durable()
 
     def _flush_durable(self) -> None:
         """Flush the content files changed (and those of `durable` rows), then

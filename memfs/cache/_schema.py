@@ -13,6 +13,7 @@ through the checked descriptor of its folder, never through a symlink.
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import os
 import sqlite3
@@ -190,6 +191,33 @@ def _ensure_root(db: sqlite3.Connection) -> None:
         db.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = 'nodes'", (FIRST_NODE_ID - 1,))
 
 
+WAL_FILLED = (WAL_PAGES + 24) * 4096
+"""Bytes of zeros an empty WAL gets before SQLite opens it: commits then
+overwrite blocks the file has, which a flush writes with less work than
+blocks it must allocate (the WAL starts again from its beginning once a
+checkpoint copied it whole)."""
+
+
+def _fill_wal(folder_fd: int, name: str) -> None:
+    """Give an empty or missing WAL its blocks (`WAL_FILLED`), written and
+    flushed; a WAL that holds anything is left alone (SQLite reads a WAL of
+    zeros as empty)."""
+    try:
+        if os.stat(name, dir_fd=folder_fd, follow_symlinks=False).st_size:
+            return
+    except FileNotFoundError:
+        pass
+    with contextlib.suppress(OSError):  # a full disk: the WAL grows as it goes
+        fd = open_file_at(folder_fd, name, os.O_WRONLY | os.O_CREAT)
+        try:
+            zeros = bytes(1024 * 1024)
+            for at in range(0, WAL_FILLED, len(zeros)):
+                os.pwrite(fd, zeros[: WAL_FILLED - at], at)
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
+
+
 def open_journal_file(folder_fd: int, path: str, *, store_id: str) -> sqlite3.Connection:
     """The journal at `path` (in the folder `folder_fd` holds), with its root;
     `CacheInUse` when another process holds it, `CacheLayoutRefused` when it
@@ -197,6 +225,7 @@ def open_journal_file(folder_fd: int, path: str, *, store_id: str) -> sqlite3.Co
     folder, name = os.path.split(path)
     db: sqlite3.Connection | None = None
     try:
+        _fill_wal(folder_fd, name + "-wal")
         db = _connect(folder_fd, name, folder)
         db.execute("PRAGMA locking_mode=EXCLUSIVE")
         new = _is_new(db, folder)
