@@ -118,15 +118,16 @@ class DiskSpace:
             self.now_full()
             raise CacheDiskFull(self.reason) from e
 
-    def run(self, change: Callable[..., T], *args: object) -> T:
-        """`change(*args)`, done again once the room kept is given back if the disk
-        is full (then `CacheDiskFull`); `change` must be one that may be done twice."""
+    def run(self, change: Callable[..., T], *args: object, again: bool = True) -> T:
+        """`change(*args)`; on a full disk `CacheDiskFull`, after `change` is done
+        again once the room kept is given back when `again` (it must then be one
+        that may be done twice)."""
         try:
             return change(*args)
         except (sqlite3.Error, OSError) as e:
             if not _no_space(e):
                 raise
-            given_back = self._give_back()
+            given_back = again and self._give_back()
             self.now_full()
             if not given_back:
                 raise CacheDiskFull(self.reason) from e

@@ -29,17 +29,18 @@ from .._exceptions import CacheCorrupt, CacheDiskFull
 from .._private import open_private_dir
 from ._disk_space import DiskSpace
 from ._files import ContentFiles
-from ._node import Node, Tombstone, Upload
+from ._node import FIRST_NODE_ID, Node, Tombstone, Upload
 from ._schema import (
     INSERT_NODE,
     SELECT_NODES,
     UPDATE_NODE,
-    UPDATE_NODE_IN_PLACE,
     node_of,
     open_journal_file,
     row_values,
-    row_values_in_place,
 )
+
+ID_BLOCK = 1024
+"""Ids given out between two writes of the meta `ids_kept`."""
 
 Undo = tuple[int, bytes, int]
 """How a content file is put back when its change fails: these bytes at this
@@ -56,9 +57,6 @@ class Journal:
         self.lost_paths: list[str] = []
         self.damage: str | None = None
         """What opening found lost (nothing: a kill leaves no damage to name)."""
-        self._rows_known = 1
-        """Nodes whose `Live.row_known` is this know their row's name (`save`);
-        it grows when a transaction is rolled back."""
         self._wal_fd: int | None = None
         self._durable_changes = -1
         self._durable: set[int] = set()
@@ -74,10 +72,9 @@ class Journal:
             raise
         try:
             self.files = ContentFiles(self.folder_fd, folder, self._space)
-            (self._next_id,) = self.db.execute(
-                "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'nodes'), 0), "
-                "coalesce((SELECT max(id) FROM nodes), 0)) + 1"
-            ).fetchone()
+            highest = int(self.db.execute("SELECT max(id) FROM nodes").fetchone()[0])
+            self._ids_kept = int(self.get_meta("ids_kept") or FIRST_NODE_ID)
+            self._next_id = max(self._ids_kept, highest + 1)
             self._restore_durable()
         except BaseException as e:
             self.abandon()
@@ -95,11 +92,8 @@ class Journal:
     # -------------------------------------------------------------- commits
 
     def _run(self, sql: str, params: Any = ()) -> None:
-        if self.db.in_transaction:  # a failed statement may have ended it: not done again
-            with self._space.as_cache_disk_full():
-                self.db.execute(sql, params)
-        else:
-            self._space.run(self.db.execute, sql, params)
+        # Inside a transaction a failed statement may have ended it: not done again.
+        self._space.run(self.db.execute, sql, params, again=not self.db.in_transaction)
 
     def transaction(self) -> contextlib.AbstractContextManager[None]:
         """One commit for everything inside; nested uses join the outer one. An
@@ -142,7 +136,7 @@ class Journal:
         """What the rows were assumed to hold is unknown again."""
         if _in_transaction(self.db):  # a failed statement may have ended it
             self.db.execute("ROLLBACK")
-        self._rows_known += 1
+        self._ids_kept = int(self.get_meta("ids_kept") or FIRST_NODE_ID)
         self._durable = {r[0] for r in self.db.execute("SELECT node_id FROM durable")}
 
     # ----------------------------------------------------------- durability
@@ -278,31 +272,22 @@ class Journal:
 
     def nodes(self) -> Iterator[Node]:
         for row in self.db.execute(SELECT_NODES).fetchall():
-            node = node_of(row)
-            _note_row_name(node, self._rows_known)
-            yield node
+            yield node_of(row)
 
     def insert(self, node: Node) -> int:
-        """Insert a new node's row; returns its id (ids are never reused)."""
+        """Insert a new node's row; returns its id. Ids are never reused: the
+        meta `ids_kept` is an id no node had yet, moved a block ahead at a time
+        (one write per block, not per node)."""
         node_id = self._next_id
+        if node_id >= self._ids_kept:
+            self._ids_kept = node_id + ID_BLOCK
+            self.set_meta("ids_kept", str(self._ids_kept))
         self._run(INSERT_NODE, (node_id, *row_values(node)))
         self._next_id += 1
-        _note_row_name(node, self._rows_known)
-        return int(node_id)
+        return node_id
 
     def save(self, node: Node) -> None:
-        """Write a node's row (leaving its name's index entry alone when the name
-        is the one the row holds)."""
-        live = node.live
-        if (live.row_known, live.row_parent, live.row_name) == (
-            self._rows_known,
-            node.parent,
-            node.name,
-        ):
-            self._run(UPDATE_NODE_IN_PLACE, row_values_in_place(node))
-        else:
-            self._run(UPDATE_NODE, (*row_values(node), node.id))
-            _note_row_name(node, self._rows_known)
+        self._run(UPDATE_NODE, (*row_values(node), node.id))
 
     def delete(self, node_id: int) -> None:
         self._run("DELETE FROM nodes WHERE id = ?", (node_id,))
@@ -389,9 +374,3 @@ class Journal:
 def _in_transaction(db: sqlite3.Connection) -> bool:
     """Asked anew each time: a statement may have ended the transaction."""
     return db.in_transaction
-
-
-def _note_row_name(node: Node, known: int) -> None:
-    """The journal's row of `node` holds its parent and name (`Live.row_known`)."""
-    live = node.live
-    live.row_parent, live.row_name, live.row_known = node.parent, node.name, known

@@ -24,7 +24,7 @@ from typing import Any
 
 from .._exceptions import CacheCorrupt, CacheInUse, CacheLayoutRefused
 from .._private import open_file_at
-from ._node import FIRST_NODE_ID, ROOT_ID, Node, NodeKind
+from ._node import ROOT_ID, Node, NodeKind
 
 SCHEMA_VERSION = 9
 """The one layout of the journal (`PRAGMA user_version`): a journal of any
@@ -33,7 +33,7 @@ other was made by a memfs that no release was, and is refused."""
 SCHEMA = f"""
 BEGIN;
 CREATE TABLE nodes (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    id INTEGER PRIMARY KEY,
     parent INTEGER NOT NULL,
     name TEXT NOT NULL,
     kind TEXT NOT NULL,
@@ -54,15 +54,14 @@ CREATE TABLE nodes (
     uid INTEGER,
     gid INTEGER,
     atime_ns INTEGER,
-    kept_copy TEXT,
-    UNIQUE (parent, name)
+    kept_copy TEXT
 );
 CREATE TABLE tombstones (
     memory_id TEXT PRIMARY KEY,
     path TEXT NOT NULL,
     base_sha TEXT NOT NULL,
     deleted_at REAL NOT NULL
-);
+) WITHOUT ROWID;
 CREATE TABLE uploads (
     node_id INTEGER PRIMARY KEY,
     memory_id TEXT,
@@ -72,7 +71,7 @@ CREATE TABLE uploads (
 CREATE TABLE meta (
     key TEXT PRIMARY KEY,
     value TEXT
-);
+) WITHOUT ROWID;
 CREATE TABLE durable (
     node_id INTEGER PRIMARY KEY,
     content BLOB NOT NULL,
@@ -81,14 +80,20 @@ CREATE TABLE durable (
 PRAGMA user_version = {SCHEMA_VERSION};
 COMMIT;
 """
-"""The journal's tables, made at once in a new cache folder. `uid`, `gid`: the
+"""The journal's tables, made at once in a new cache folder. A change writes
+as few pages as it can: no index but the keys (the tree, in memory, keeps
+names unique), no AUTOINCREMENT (`Journal.insert` keeps ids unused). `uid`, `gid`: the
 owner kept locally (NULL: the mount's default); `atime_ns`: an access time
 set by utimensat (NULL: the modification time); `durable`: the content of a
 file as its last `fsync()` made it durable, kept only while its content file
 holds exactly these bytes (memfs/cache/_journal.py)."""
 
 WAL_PAGES = 1000
-"""The WAL is checkpointed at this many pages (SQLite's default)."""
+"""Pages of WAL the idle pass expects at most (its blocks are filled ahead)."""
+
+WAL_BOUND_PAGES = 16 * WAL_PAGES
+"""The WAL is checkpointed inside a change only past this many pages: the
+idle pass checkpoints it, out of the requests' way, long before."""
 
 PAGE_CACHE_KIB = 512
 """SQLite's page cache of the journal, in KiB (its default is 2,000): the rows
@@ -111,22 +116,13 @@ _COLUMNS = ", ".join(NODE_FIELDS)
 SELECT_NODES = f"SELECT id, {_COLUMNS} FROM nodes ORDER BY id"
 INSERT_NODE = f"INSERT INTO nodes (id, {_COLUMNS}) VALUES (?{', ?' * len(NODE_FIELDS)})"
 UPDATE_NODE = f"UPDATE nodes SET {', '.join(f + '=?' for f in NODE_FIELDS)} WHERE id=?"
-assert NODE_FIELDS[:3] == ("parent", "name", "kind")
-UPDATE_NODE_IN_PLACE = f"UPDATE nodes SET {', '.join(f + '=?' for f in NODE_FIELDS[2:])} WHERE id=?"
-"""A row whose name did not change: its (parent, name) index entry is left alone."""
 _attributes = operator.attrgetter(*NODE_FIELDS)
-_in_place = operator.attrgetter(*NODE_FIELDS[3:], "id")
 
 
 def row_values(node: Node) -> tuple[Any, ...]:
     """A node's column values (`NODE_FIELDS`), as plain values SQLite holds."""
     v = _attributes(node)
     return (*v[:2], str(v[2]), *v[3:])
-
-
-def row_values_in_place(node: Node) -> tuple[Any, ...]:
-    """The values of `UPDATE_NODE_IN_PLACE`: the columns after the name, then the id."""
-    return (str(node.kind), *_in_place(node))
 
 
 def node_of(row: tuple[Any, ...]) -> Node:
@@ -188,7 +184,6 @@ def _ensure_root(db: sqlite3.Connection) -> None:
             "VALUES (?, 0, '', 'dir', ?, ?, ?, 1)",
             (ROOT_ID, 0o755, time.time_ns(), time.time_ns()),
         )
-        db.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = 'nodes'", (FIRST_NODE_ID - 1,))
 
 
 WAL_FILLED = (WAL_PAGES + 24) * 4096
@@ -231,7 +226,7 @@ def open_journal_file(folder_fd: int, path: str, *, store_id: str) -> sqlite3.Co
         new = _is_new(db, folder)
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
-        db.execute(f"PRAGMA wal_autocheckpoint={WAL_PAGES}")
+        db.execute(f"PRAGMA wal_autocheckpoint={WAL_BOUND_PAGES}")
         db.execute(f"PRAGMA cache_size=-{PAGE_CACHE_KIB}")
         if new:
             db.executescript(SCHEMA)

@@ -306,6 +306,19 @@ async def test_journal_and_contents_survive_a_kill(tmp_path):
     again.close()
 
 
+def test_the_id_of_a_deleted_newest_file_is_not_given_again_after_a_kill(tmp_path):
+    cache = StoreCache(str(tmp_path), STORE)
+    names = [f"f{i}.md" for i in range(1100)]
+    with cache.batch():
+        ids = [cache.create(ROOT_ID, name, 0o644).id for name in names]
+    cache.unlink(ROOT_ID, names[-1])
+    cache.journal.abandon()
+    again = StoreCache(str(tmp_path), STORE)
+    assert again.find("/" + names[-2]).id == ids[-2]
+    assert again.create(ROOT_ID, "fresh.md", 0o644).id > ids[-1]
+    again.close()
+
+
 async def test_mark_pushed_cleans_only_what_was_not_written_meanwhile(tmp_path):
     cache = StoreCache(str(tmp_path), STORE)
     node = await write_file(cache, ROOT_ID, "a.md", b"one")
