@@ -200,10 +200,10 @@ class StoreStatus:
     """Memories of the store this folder cannot show (a name over 255 bytes, the
     marker's path), left as they are in the store: path -> reason."""
     cache_damage: str | None = None
-    """Why changes the cache held were lost when this mount opened it (its redo
-    log was damaged), as the log said it; None when nothing was lost."""
+    """Why changes the cache held were lost when this mount opened it (its
+    journal was damaged), as opening it said; None when nothing was lost."""
     lost_changes: list[str] = field(default_factory=list)
-    """The files whose changes were lost with it (those its remaining records name)."""
+    """The files whose changes were lost with it (those the journal names)."""
     cache_disk_full: str | None = None
     """Why changes to the files are refused (ENOSPC): the cache's disk is full;
     None when it has room. Reads and uploads go on meanwhile."""

@@ -223,8 +223,8 @@ class Download:
                 delivery.give(None)
 
     async def _room_on_the_cache_disk(self) -> None:
-        """The download waits while the cache's disk is full: the room its redo
-        log has left goes to the sync's uploads (a read still fetches what it
+        """The download waits while the cache's disk is full: the room its journal
+        has left goes to the sync's uploads (a read still fetches what it
         needs). It never waits for a busy filesystem: a reader of the tree reads
         what the download brings."""
         while self.cache.disk_full:
