@@ -1,24 +1,12 @@
-"""The parts of one store's cache, and the few steps that change several of
-them together.
+"""The parts of one store's cache, and the steps that change several at once.
 
-A store's cache is made of parts, each owning one kind of state and the
-indexes over it, which nothing else changes:
-
-- the tree of names (`Tree`, which the cache is: nodes by id, each folder's
-  entries, the paths; `attach`, `detach`, `move` keep them in step);
-- the contents (`Contents`: the files' bytes, which clean ones may go);
-- what is agreed with the store and what it must still be told
-  (`Agreements`: the bases and the index by memory id, the pending files,
-  the pending deletes);
-- durability (`Journal`: every change committed to SQLite before the call that
-  made it returns, and the content files; memfs/cache/_journal.py);
-- conflict copies (`ConflictCopies`).
-
-`CacheParts` holds them and does the steps that span parts: a node made
-(`_insert`), a local change recorded (`_record_change`), a node taken out of
-the tree (`_detach`). The two faces on top, `LocalChanges` (what the
-filesystem does) and `SyncChanges` (what the sync does), use the parts and
-these steps only; `StoreCache` (memfs/cache/_cache.py) is both.
+Each part owns one kind of state and its indexes: the tree of names (`Tree`,
+which the cache is), the contents (`Contents`), what is agreed with the store
+(`Agreements`), durability (`Journal`) and conflict copies
+(`ConflictCopies`). `CacheParts` holds them and does the steps that span
+parts: a node made (`_insert`), a local change recorded (`_record_change`),
+a node taken out of the tree (`_detach`). The faces `LocalChanges` and
+`SyncChanges` use these only; `StoreCache` is both.
 """
 
 from __future__ import annotations

@@ -1,20 +1,18 @@
-"""The journal of one store: its rows in SQLite (WAL), each change one
-transaction; its contents as files (memfs/cache/_files.py).
+"""The journal of one store: its rows in SQLite (WAL), its contents as files
+(memfs/cache/_files.py).
 
 A change (one method call, or everything inside `transaction()`) is one
-SQLite commit: with synchronous=NORMAL it reaches the WAL through write(2)
-before the call returns, so a SIGKILL of memfs cannot undo it.
+SQLite commit, which with synchronous=NORMAL reaches the WAL through
+write(2) before the call returns: a SIGKILL cannot undo it. The WAL is
+checkpointed while the filesystem is idle (`when_idle`), not by a change.
 
-`make_durable(node)`, for `fsync()`, is one flush: the file's whole content
-and its row go into the table `durable` in a transaction committed with
-synchronous=FULL, which flushes the WAL and so every commit before it. A
-`durable` row is kept only while the content file holds exactly its bytes:
-the first change to that content after it (a write, a truncate, a content
-the store sent, its removal) first flushes the content file and deletes the
-row (`_unpin`). Opening writes each row left back into its content file
-(what a power cut lost of it), flushes them and deletes the rows; while the
-filesystem is idle (`when_idle`) the content files are flushed and the rows
-deleted, with nothing to write back.
+`make_durable(node)`, for `fsync()`, is one flush: the file's content and row
+go into the table `durable` in a commit with synchronous=FULL, which flushes
+the WAL and so every commit before it. A `durable` row is kept only while the
+content file holds exactly its bytes: a change to that content first flushes
+the file and deletes the row (`_unpin`). Opening writes the rows left back
+into their files (what a power cut lost), flushes them and deletes the rows;
+so does the idle pass, with nothing to write back.
 """
 
 from __future__ import annotations
@@ -87,8 +85,6 @@ class Journal:
         """A count of rows changed: it changes whenever anything is committed."""
         return self.db.total_changes
 
-    commits = committed
-
     # -------------------------------------------------------------- commits
 
     def _run(self, sql: str, params: Any = ()) -> None:
@@ -123,7 +119,7 @@ class Journal:
         self._commit()
 
     def _commit(self) -> None:
-        if not _in_transaction(self.db):
+        if not self.db.in_transaction:
             return
         try:
             with self._space.as_cache_disk_full():
@@ -134,7 +130,7 @@ class Journal:
 
     def _rolled_back(self) -> None:
         """What the rows were assumed to hold is unknown again."""
-        if _in_transaction(self.db):  # a failed statement may have ended it
+        if self.db.in_transaction:  # a failed statement may have ended it
             self.db.execute("ROLLBACK")
         self._ids_kept = int(self.get_meta("ids_kept") or FIRST_NODE_ID)
         self._durable = {r[0] for r in self.db.execute("SELECT node_id FROM durable")}
@@ -369,8 +365,3 @@ class Journal:
             self._run("DELETE FROM durable WHERE node_id = ?", (node_id,))
             self._durable.discard(node_id)
         self.files.drop_later(node_id)
-
-
-def _in_transaction(db: sqlite3.Connection) -> bool:
-    """Asked anew each time: a statement may have ended the transaction."""
-    return db.in_transaction

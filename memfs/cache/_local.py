@@ -267,11 +267,7 @@ class LocalChanges(CacheParts):
         if node.cached or node.edited or node.orphan:
             return
         with self.transaction():
-            self.contents.put(node, content)
-            node.cached = True
-            node.size = len(content)
-            self.journal.save(node)
-        self.contents.evictable(node)
+            self._install(node, content)
 
     def install_listed(self, node: Node, memory_id: str, content: bytes) -> bool:
         """Cache a content a listing page carried (its sha checked by the caller) for
@@ -280,12 +276,15 @@ class LocalChanges(CacheParts):
         unchanged = node.memory_id == memory_id and node.live.fetching is None
         if node.cached or node.edited or node.orphan or not unchanged:
             return False
+        self._install(node, content)
+        return True
+
+    def _install(self, node: Node, content: bytes) -> None:
+        """A clean file's content is the store's `content`, cached."""
         self.contents.put(node, content)
-        node.cached = True
-        node.size = len(content)
+        node.cached, node.size = True, len(content)
         self.journal.save(node)
         self.contents.evictable(node)
-        return True
 
     async def ensure_cached(self, node_id: int) -> bool:
         """Fetch a file's content if it is not here yet; True when it was fetched."""

@@ -429,21 +429,21 @@ def test_a_second_opener_of_the_same_cache_is_refused_until_the_first_closes(tmp
 async def test_reads_never_write_the_journal_and_writes_commit_only_their_content(tmp_path):
     cache = StoreCache(str(tmp_path), STORE)
     node = remote(cache, "mem_1", "/a.md", b"text")
-    before = cache.journal.commits
+    before = cache.journal.committed
     for _ in range(3):
         await cache.open(node.id)
         assert cache.read(node, 0, 10) == b"text"
         cache.release(node.id)
-    assert cache.journal.commits == before
+    assert cache.journal.committed == before
     await cache.open(node.id)
     for i in range(50):
         cache.write(node, i, b"w")
     # The writes' bytes go to the content file (the truth for size and times): the
     # one commit is the flip to edited, before the first one's bytes (a kill never
     # leaves changed bytes the journal calls clean).
-    assert cache.journal.commits == before + 1
+    assert cache.journal.committed == before + 1
     cache.release(node.id)
-    assert cache.journal.commits == before + 1  # closing saves nothing more
+    assert cache.journal.committed == before + 1  # closing saves nothing more
     cache.truncate(node.id, 3)
     mtime = node.mtime_ns
     killed(cache)
