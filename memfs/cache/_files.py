@@ -1,20 +1,15 @@
-"""The content files of one store's cache: one file per cached content, named
-by its node's id, in the folder `files` of the cache folder (reached through
-the journal's checked folder descriptor, never through a symlink).
+"""The content files of one store's cache: one per cached content, named by
+its node's id, in the folder `files` (reached through the journal's checked
+folder descriptor, never through a symlink).
 
-A write `pwrite`s its bytes at the offset the program wrote and stamps the
-file with the write's time: once the call returns the kernel holds them,
-and a SIGKILL of memfs cannot take them back. The file is the truth for its
-node's size (and an edited file's modification time). A content the store
-sent replaces the file whole (a new file renamed over it: a kill leaves the
-old or the new one).
-
-The files changed are flushed while the filesystem is idle (`flush`: each
-file and the folder, or the whole filesystem with `syncfs` when many
-changed); `sync_one` flushes one now. A content let go (evicted, deleted) is
-unlinked only once the rows that let it go are durable (`drop_later`,
-`remove_dropped`), so that a row that calls a file cached never outlives its
-file. A file no cached node owns is taken away at open (`sweep`).
+A write `pwrite`s its bytes and stamps the file with the write's time: once
+the call returns the kernel holds them, and a SIGKILL cannot take them back.
+The file is the truth for its node's size (and an edited file's
+modification time). A content the store sent replaces the file whole (a
+new file renamed over it). Changed files are flushed while the filesystem
+is idle (`flush`); a content let go is unlinked only once the rows that let
+it go are durable (`drop_later`, `remove_dropped`); a file no cached node
+owns is taken away at open (`sweep`).
 """
 
 from __future__ import annotations
