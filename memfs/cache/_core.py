@@ -36,8 +36,7 @@ DEFAULT_BUDGET_BYTES = 256 * 1024 * 1024
 """The clean contents a cache keeps before it evicts (`--cache-size`)."""
 
 HOUSEKEEPING_QUIET = 5.0
-"""Seconds between housekeeping's looks at most, while nothing is committed
-(an idle mount then costs next to nothing)."""
+"""Seconds between housekeeping's looks at most, while nothing is committed."""
 
 ContentSource = Callable[[str], Awaitable[tuple[bytes, str]]]
 """Fetches a memory's content by id: returns (content, content_sha256)."""
@@ -177,14 +176,9 @@ class CacheParts(Tree):
         self, every: float = 0.2, busy: Callable[[], bool] = lambda: False
     ) -> None:
         """Runs while mounted: while the filesystem is idle (`busy` says whether
-        requests came since the last call), saves the rows of the files written,
-        flushes the content files, takes the contents let go away and copies the
-        WAL into the database (`Journal.when_idle`), so that no request pays for
-        any of it.
-
-        It looks every `every` seconds while changes come, and less often (up to
-        `HOUSEKEEPING_QUIET` seconds apart) while none does, so that an idle
-        mount costs next to nothing between passes."""
+        requests came since the last call), does `drop_contents`, so that no
+        request pays for it. It looks every `every` seconds while changes come,
+        less often (up to `HOUSEKEEPING_QUIET` apart) while none does."""
         pause = every
         seen = -1
         while True:

@@ -96,8 +96,7 @@ WAL_BOUND_PAGES = 16 * WAL_PAGES
 idle pass checkpoints it, out of the requests' way, long before."""
 
 PAGE_CACHE_KIB = 512
-"""SQLite's page cache of the journal, in KiB (its default is 2,000): the rows
-are read once per open, and the kernel's page cache holds them too."""
+"""SQLite's page cache of the journal, in KiB: the rows are read once per open."""
 
 
 NODE_FIELDS = (
@@ -187,10 +186,8 @@ def _ensure_root(db: sqlite3.Connection) -> None:
 
 
 WAL_FILLED = (WAL_PAGES + 24) * 4096
-"""Bytes of zeros an empty WAL gets before SQLite opens it: commits then
-overwrite blocks the file has, which a flush writes with less work than
-blocks it must allocate (the WAL starts again from its beginning once a
-checkpoint copied it whole)."""
+"""Bytes of zeros an empty WAL gets before SQLite opens it, so that commits
+overwrite blocks the file has (a flush of those is less work)."""
 
 
 def _fill_wal(folder_fd: int, name: str) -> None:
