@@ -106,11 +106,6 @@ class CacheParts(Tree):
         return self.agreed.tombstones
 
     @property
-    def pending_ids(self) -> set[int]:
-        """Files with local changes the store has not agreed to."""
-        return self.agreed.pending
-
-    @property
     def db(self) -> sqlite3.Connection:
         """The journal's connection (for tests and counters)."""
         return self.journal.db
