@@ -276,8 +276,8 @@ class Journal:
         (one write per block, not per node)."""
         node_id = self._next_id
         if node_id >= self._ids_kept:
+            self.set_meta("ids_kept", str(node_id + ID_BLOCK))
             self._ids_kept = node_id + ID_BLOCK
-            self.set_meta("ids_kept", str(self._ids_kept))
         self._run(INSERT_NODE, (node_id, *row_values(node)))
         self._next_id += 1
         return node_id
