@@ -27,7 +27,7 @@ class SyncChanges(CacheParts):
         has touched it for that many seconds (a writer may be half way through)."""
         out = []
         settled = time.monotonic() - quiet_for
-        for nid in sorted(self.agreed.pending):
+        for nid in sorted(self.pending):
             n = self.nodes.get(nid)
             if n is None or n.orphan or n.is_dir:
                 continue
@@ -69,17 +69,17 @@ class SyncChanges(CacheParts):
         if node is None or node.orphan or node.memory_id != change.memory_id:
             holder = self.node_of_memory(memory_id)
             if holder is not None:
-                self.agreed.bind(holder, memory_id, sha, path)
-                self.agreed.set_pending(holder)
+                self.bind(holder, memory_id, sha, path)
+                self.set_pending(holder)
                 self.journal.save(holder)
             else:
-                self.agreed.add_tombstone(memory_id, path, sha)
+                self.add_tombstone(memory_id, path, sha)
             return None
-        self.agreed.bind(node, memory_id, sha, path)
+        self.bind(node, memory_id, sha, path)
         node.refused_sha = node.refused_reason = None
         if node.live.edits == change.edits and node.path == path:
             node.edited = False
-            self.agreed.settle(node)
+            self.settle(node)
             if node.live.open_count == 0:
                 self.contents.evictable(node)
         self.journal.save(node)
@@ -100,14 +100,14 @@ class SyncChanges(CacheParts):
     def adopt_own_write(self, node: Node, memory_id: str, sha: str, path: str) -> None:
         """The store holds what memfs sent for this file (the answer was lost): that
         is the new base. The file stays changed; the next push sends what differs."""
-        self.agreed.bind(node, memory_id, sha, path)
-        self.agreed.set_pending(node)
+        self.bind(node, memory_id, sha, path)
+        self.set_pending(node)
         self.journal.save(node)
 
     def retarget_tombstone(self, memory_id: str, path: str, sha: str) -> None:
         """A pending delete whose memory now holds memfs's own lost write, or a memory
         memfs created (answer lost) whose file was deleted here since."""
-        self.agreed.add_tombstone(memory_id, path, sha)
+        self.add_tombstone(memory_id, path, sha)
 
     def deleted_in_store(self, memory_id: str) -> None:
         """memfs deleted this memory in the store. A file that took it back while
@@ -120,10 +120,10 @@ class SyncChanges(CacheParts):
 
     def forget_memory(self, node: Node) -> None:
         """The store no longer has this file's memory, but it changed locally: it is new again."""
-        self.agreed.bind(node, None, None, None)
+        self.bind(node, None, None, None)
         node.edited = True
         node.live.edits += 1
-        self.agreed.set_pending(node)
+        self.set_pending(node)
         self.contents.kept(node)
         self.journal.save(node)
 
@@ -165,10 +165,10 @@ class SyncChanges(CacheParts):
                 placed.node = self._insert_remote(memory, parent, name, content)
                 return placed
             placed.node = node
-            self.agreed.bind(node, memory.memory_id, sha, path)
+            self.bind(node, memory.memory_id, sha, path)
             node.edited = False
             node.live.edits += 1
-            self.agreed.settle(node)
+            self.settle(node)
             node.refused_sha = node.refused_reason = None
             node.too_large = False
             if content is not None:
@@ -225,9 +225,9 @@ class SyncChanges(CacheParts):
         """The file holds exactly the store's new bytes `sha`, but was moved here
         while the store kept its path: the bytes are agreed, the move is still
         to be pushed."""
-        self.agreed.bind(node, memory_id, sha, node.base_path)
+        self.bind(node, memory_id, sha, node.base_path)
         node.edited = False
-        self.agreed.set_pending(node)
+        self.set_pending(node)
         self.journal.save(node)
 
     def _insert_remote(

@@ -1,12 +1,10 @@
-"""The parts of one store's cache, and the steps that change several at once.
+"""The parts of one store's cache and the steps that change several at once.
 
-Each part owns one kind of state and its indexes: the tree of names (`Tree`,
-which the cache is), the contents (`Contents`), what is agreed with the store
-(`Agreements`), durability (`Journal`) and conflict copies
-(`ConflictCopies`). `CacheParts` holds them and does the steps that span
-parts: a node made (`_insert`), a local change recorded (`_record_change`),
-a node taken out of the tree (`_detach`). The faces `LocalChanges` and
-`SyncChanges` use these only; `StoreCache` is both.
+`CacheParts` is the tree of names (`Tree`) and holds the contents
+(`Contents`), durability (`Journal`) and conflict copies (`ConflictCopies`);
+it keeps what is agreed with the store itself: each file's base and the
+index by memory id, the pending files and the pending deletes. The faces
+`LocalChanges` and `SyncChanges` build on it; `StoreCache` is both.
 """
 
 from __future__ import annotations
@@ -23,7 +21,6 @@ import trio
 from .._exceptions import CacheDiskFull
 from .._private import ensure_private_dir
 from ..api import MAX_MEMORIES, check_store_id
-from ._agreed import Agreements
 from ._conflicts import ConflictCopies
 from ._contents import Contents
 from ._journal import Journal
@@ -77,7 +74,11 @@ class CacheParts(Tree):
         self.conflicts = ConflictCopies(os.path.join(self.dir, "conflicts"))
         self.journal = Journal(os.path.join(self.dir, "journal.sqlite3"), store_id=store_id)
         self.contents = Contents(self.journal, budget_bytes, self.nodes.get)
-        self.agreed = Agreements(self.journal)
+        self.tombstones: dict[str, Tombstone] = {}
+        """memory id -> a memory deleted here and not yet in the store."""
+        self.pending: set[int] = set()
+        """Ids of the files with local changes the store has not agreed to."""
+        self._holders: dict[str, Node] = {}
         self._load()
 
     def _load(self) -> None:
@@ -96,14 +97,13 @@ class CacheParts(Tree):
                     node.ctime_ns = max(node.ctime_ns, node.mtime_ns)
             if node.cached and not node.edited:
                 self.contents.evictable(node)
-        self.agreed.load(files, list(self.journal.tombstones()))
+            if node.pending:
+                self.pending.add(node.id)
+            if node.memory_id is not None:
+                self._holders[node.memory_id] = node
+        self.tombstones = {t.memory_id: t for t in self.journal.tombstones()}
 
     # ------------------------------------------------------------- views
-
-    @property
-    def tombstones(self) -> dict[str, Tombstone]:
-        """memory id -> a memory deleted here and not yet in the store."""
-        return self.agreed.tombstones
 
     @property
     def db(self) -> sqlite3.Connection:
@@ -129,14 +129,14 @@ class CacheParts(Tree):
 
     def node_of_memory(self, memory_id: str) -> Node | None:
         """The file that holds this memory here, if any (the memory-id index)."""
-        return self.agreed.holder(memory_id)
+        return self._holders.get(memory_id)
 
     def by_memory_id(self) -> dict[str, Node]:
-        return self.agreed.holders()
+        return dict(self._holders)
 
     def memory_count(self) -> int:
         """Files here that hold a memory of the store."""
-        return self.agreed.memory_count()
+        return len(self._holders)
 
     def read_content(self, node: Node) -> bytes:
         """The whole local content of a cached file."""
@@ -161,9 +161,50 @@ class CacheParts(Tree):
         wins, whole and durably; returns the copy's path (see `ConflictCopies`)."""
         return self.conflicts.keep(node.path, self.read_content(node) if node.cached else b"")
 
+    # ------------------------------------------- what is agreed with the store
+
+    def bind(self, node: Node, memory_id: str | None, sha: str | None, path: str | None) -> None:
+        """Set the base a file agrees on with the store, and index it by memory id
+        (the node's row is the caller's to save)."""
+        if node.memory_id is not None and self._holders.get(node.memory_id) is node:
+            del self._holders[node.memory_id]
+        node.memory_id, node.base_sha, node.base_path = memory_id, sha, path
+        if memory_id is not None:
+            self._holders[memory_id] = node
+
+    def set_pending(self, node: Node) -> None:
+        """Something of the file (content, path, the file itself) is not agreed yet."""
+        node.pending = True
+        self.pending.add(node.id)
+
+    def settle(self, node: Node) -> None:
+        """The store holds the file as it is here."""
+        node.pending = False
+        self.pending.discard(node.id)
+
+    def add_tombstone(self, memory_id: str, path: str, base_sha: str) -> None:
+        stone = Tombstone(memory_id, path, base_sha, time.time())
+        self.tombstones[memory_id] = stone
+        self.journal.add_tombstone(stone)
+
     def tombstone_done(self, memory_id: str) -> None:
         """The pending delete of this memory is settled (sent, undone or moot)."""
-        self.agreed.drop_tombstone(memory_id)
+        self.tombstones.pop(memory_id, None)
+        self.journal.drop_tombstone(memory_id)
+
+    def tombstone_at(self, path: str) -> Tombstone | None:
+        """The pending delete of the memory that was at `path`, if any."""
+        if not self.tombstones:
+            return None
+        return next((s for s in self.tombstones.values() if s.path == path), None)
+
+    def take_back(self, path: str) -> Tombstone | None:
+        """A file deleted and written again at the same path before the store saw
+        the delete is one update of the same memory: its pending delete goes."""
+        stone = self.tombstone_at(path)
+        if stone is not None:
+            self.tombstone_done(stone.memory_id)
+        return stone
 
     # -------------------------------------------------------- background
 
@@ -223,9 +264,9 @@ class CacheParts(Tree):
         node.id = self.journal.insert(node)
         self.attach(node)
         if node.memory_id is not None:
-            self.agreed.bind(node, node.memory_id, node.base_sha, node.base_path)
+            self._holders[node.memory_id] = node
         if node.pending:
-            self.agreed.set_pending(node)
+            self.set_pending(node)
         parent = self.nodes[node.parent]
         parent.mtime_ns = parent.ctime_ns = node.ctime_ns
         return node
@@ -238,7 +279,7 @@ class CacheParts(Tree):
         if content:
             node.edited = True
         node.kept_copy = None
-        self.agreed.set_pending(node)
+        self.set_pending(node)
         self.contents.kept(node)
         if (node.edited, node.pending, node.kept_copy) != was:
             self.journal.save(node)
@@ -258,11 +299,10 @@ class CacheParts(Tree):
             return
         self.contents.deleted(node)
         if node.memory_id is not None and tombstone:
-            self.agreed.add_tombstone(
-                node.memory_id, node.base_path or node.path, node.base_sha or ""
-            )
-        self.agreed.forget(node)
-        node.edited = False
+            self.add_tombstone(node.memory_id, node.base_path or node.path, node.base_sha or "")
+        self.pending.discard(node.id)
+        self.bind(node, None, node.base_sha, node.base_path)
+        node.edited = node.pending = False
         if node.live.open_count > 0:
             node.live.orphan = True
         else:

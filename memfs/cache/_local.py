@@ -62,7 +62,7 @@ class LocalChanges(CacheParts):
         node = self._new(NodeKind.FILE, parent_id, name, mode, owner)
         node.edited = node.pending = node.cached = True
         path = node.path
-        stone = self.agreed.tombstone_at(path)
+        stone = self.tombstone_at(path)
         if stone is None and self.full:
             if not self._said_full:
                 log.warning(
@@ -80,7 +80,7 @@ class LocalChanges(CacheParts):
         # One commit of the row is the common case (the content comes with the first
         # write); adopting a pending delete changes two tables, in one transaction.
         with self.transaction() if stone is not None else _ALONE:
-            adopted = self.agreed.take_back(path) if stone is not None else None
+            adopted = self.take_back(path) if stone is not None else None
             if adopted is not None:
                 node.memory_id, node.base_sha = adopted.memory_id, adopted.base_sha
                 node.base_path = adopted.path
@@ -142,14 +142,14 @@ class LocalChanges(CacheParts):
                     # The moved file takes the target's memory over (an editor's save is one
                     # update of the target); the memory it had itself is deleted instead.
                     inherit = (target.memory_id, target.base_sha, target.base_path)
-                    self.agreed.bind(target, None, None, None)
+                    self.bind(target, None, None, None)
                     if node.memory_id is not None:
-                        self.agreed.add_tombstone(
+                        self.add_tombstone(
                             node.memory_id, node.base_path or node.path, node.base_sha or ""
                         )
                 self._detach(target)
             elif not node.is_dir and node.memory_id is None:
-                stone = self.agreed.take_back(join_path(dest.path, new_name))
+                stone = self.take_back(join_path(dest.path, new_name))
                 if stone is not None:
                     inherit = (stone.memory_id, stone.base_sha, stone.path)
             self.move(node, new_parent, new_name)
@@ -158,7 +158,7 @@ class LocalChanges(CacheParts):
             for folder in (self.nodes[old_parent], self.nodes[new_parent]):
                 folder.mtime_ns = folder.ctime_ns = now
             if inherit is not None:
-                self.agreed.bind(node, *inherit)
+                self.bind(node, *inherit)
                 node.edited = True
             if node.is_dir:
                 node.made_here = True
@@ -168,7 +168,7 @@ class LocalChanges(CacheParts):
                         self._record_change(f, content=False)
             else:
                 node.live.edits += 1
-                self.agreed.set_pending(node)
+                self.set_pending(node)
                 self.journal.save(node)
         return node
 
