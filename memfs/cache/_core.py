@@ -1,10 +1,7 @@
-"""The parts of one store's cache and the steps that change several at once.
-
-`CacheParts` is the tree of names (`Tree`) and holds the contents
-(`Contents`), durability (`Journal`) and conflict copies (`ConflictCopies`);
-it keeps what is agreed with the store itself: each file's base and the
-index by memory id, the pending files and the pending deletes. The faces
-`LocalChanges` and `SyncChanges` build on it; `StoreCache` is both.
+"""`CacheParts`: the tree of one store's cache, holding its contents, journal
+and conflict copies, keeping what is agreed with the store (bases, the
+memory-id index, pending files and deletes), and doing the steps that change
+several parts at once. `LocalChanges` and `SyncChanges` build on it.
 """
 
 from __future__ import annotations
@@ -39,10 +36,6 @@ ContentSource = Callable[[str], Awaitable[tuple[bytes, str]]]
 """Fetches a memory's content by id: returns (content, content_sha256)."""
 
 
-def now_ns() -> int:
-    return time.time_ns()
-
-
 class CacheParts(Tree):
     """The parts of one store's cache, under `<cache_dir>/<store_id>/`."""
 
@@ -59,23 +52,18 @@ class CacheParts(Tree):
         self.store_id = check_store_id(store_id)
         self.dir = os.path.join(root_dir, store_id)
         self.source = source
-        """Where content that is not here yet comes from (the composition root sets it)."""
         self.budget_bytes = budget_bytes
         self.max_memories = max_memories
         self._said_full = False
         self._writes = 0
-        """Writes and truncates since the cache opened (housekeeping looks more
-        often while they come)."""
         self._unsaved: set[Node] = set()
-        """Files written since their row was last saved (their sizes and times:
-        the content files hold them meanwhile)."""
+        """Files written since their row was saved (the content files hold their
+        sizes and times meanwhile)."""
         ensure_private_dir(root_dir, "cache folder", follow=True)
         ensure_private_dir(self.dir, "cache folder")
         self.conflicts = ConflictCopies(os.path.join(self.dir, "conflicts"))
         self.journal = Journal(os.path.join(self.dir, "journal.sqlite3"), store_id=store_id)
         self.contents = Contents(self.journal, budget_bytes, self.nodes.get)
-        self.tombstones: dict[str, Tombstone] = {}
-        """memory id -> a memory deleted here and not yet in the store."""
         self.pending: set[int] = set()
         """Ids of the files with local changes the store has not agreed to."""
         self._holders: dict[str, Node] = {}
@@ -101,14 +89,8 @@ class CacheParts(Tree):
                 self.pending.add(node.id)
             if node.memory_id is not None:
                 self._holders[node.memory_id] = node
-        self.tombstones = {t.memory_id: t for t in self.journal.tombstones()}
-
-    # ------------------------------------------------------------- views
-
-    @property
-    def db(self) -> sqlite3.Connection:
-        """The journal's connection (for tests and counters)."""
-        return self.journal.db
+        self.tombstones: dict[str, Tombstone] = {t.memory_id: t for t in self.journal.tombstones()}
+        """memory id -> a memory deleted here and not yet in the store."""
 
     @property
     def conflicts_dir(self) -> str:
@@ -139,7 +121,6 @@ class CacheParts(Tree):
         return len(self._holders)
 
     def read_content(self, node: Node) -> bytes:
-        """The whole local content of a cached file."""
         return self.contents.read(node)
 
     def get_meta(self, key: str) -> str | None:
@@ -149,16 +130,14 @@ class CacheParts(Tree):
         self.journal.set_meta(key, value)
 
     def transaction(self) -> contextlib.AbstractContextManager[None]:
-        """Group several changes in one journal transaction (one commit)."""
         return self.journal.transaction()
 
     def batch(self) -> contextlib.AbstractContextManager[None]:
-        """One commit for many changes while nothing else runs (see `Journal.batch`)."""
         return self.journal.batch()
 
     def keep_conflict_copy(self, node: Node) -> str:
-        """Copy the local content of a file outside the mount before the store's
-        wins, whole and durably; returns the copy's path (see `ConflictCopies`)."""
+        """Keep the local content of a file outside the mount, whole and durably,
+        before the store's wins; returns the copy's path."""
         return self.conflicts.keep(node.path, self.read_content(node) if node.cached else b"")
 
     # ------------------------------------------- what is agreed with the store
@@ -211,10 +190,9 @@ class CacheParts(Tree):
     async def housekeeping(
         self, every: float = 0.2, busy: Callable[[], bool] = lambda: False
     ) -> None:
-        """Runs while mounted: while the filesystem is idle (`busy` says whether
-        requests came since the last call), does `drop_contents`, so that no
-        request pays for it. It looks every `every` seconds while changes come,
-        less often (up to `HOUSEKEEPING_QUIET` apart) while none does."""
+        """Runs while mounted: `drop_contents` while the filesystem is idle (`busy`:
+        requests came since the last call), so that no request pays for it;
+        every `every` seconds while changes come, less often while none does."""
         pause = every
         seen = -1
         while True:
@@ -231,8 +209,7 @@ class CacheParts(Tree):
             await trio.sleep(pause)
 
     def save_written(self) -> None:
-        """Save the rows of the files written since (their sizes and times), in
-        one commit."""
+        """Save the rows of the files written since, in one commit."""
         if not self._unsaved or self.journal.disk_full:
             return
         with self.batch():
@@ -242,9 +219,8 @@ class CacheParts(Tree):
                     self.journal.save(node)
 
     def drop_contents(self) -> None:
-        """What housekeeping does while the filesystem is idle, now: look for room
-        on a full disk, save the rows of the files written, then the journal's
-        pass (`Journal.when_idle`: the content files let go go too)."""
+        """Housekeeping's idle pass, now: look for room on a full disk, save the
+        rows of the files written, then `Journal.when_idle`."""
         self.journal.look_for_room()
         self.save_written()
         self.journal.when_idle()
@@ -259,8 +235,7 @@ class CacheParts(Tree):
     # ------------------------------------------- steps that span the parts
 
     def _insert(self, node: Node) -> Node:
-        """A new node: its row, its place in the tree, its memory and whether it is
-        pending in the indexes."""
+        """A new node: its row, its place in the tree, and the indexes."""
         node.id = self.journal.insert(node)
         self.attach(node)
         if node.memory_id is not None:
@@ -285,15 +260,14 @@ class CacheParts(Tree):
             self.journal.save(node)
 
     def _detach(self, node: Node, *, gone: Gone | None = None, tombstone: bool = True) -> None:
-        """Take a node out of the tree; a file still open lives on as an orphan until
-        released. A file with a memory becomes a pending delete (`tombstone`),
-        unless the store itself took it away. `gone` collects the names taken
-        out, for the kernel to forget."""
+        """Take a node out of the tree (an open file lives on as an orphan until
+        released); its memory becomes a pending delete if `tombstone`. `gone`
+        collects the names taken out, for the kernel to forget."""
         if gone is not None:
             gone.append((node.parent, node.name))
         self.detach(node)
         parent = self.nodes[node.parent]
-        parent.mtime_ns = parent.ctime_ns = now_ns()
+        parent.mtime_ns = parent.ctime_ns = time.time_ns()
         self.journal.delete(node.id)
         if node.is_dir:
             return
