@@ -135,7 +135,7 @@ class SyncChanges(CacheParts):
             parent = self._ensure_dirs(parent_path or "/", placed)
             if node is not None and (node.id not in self.nodes or node.orphan):
                 node = None  # it stood where the store has a folder, and went
-            existing = self.entry(parent.id, name)
+            existing = self.child(parent.id, name)
             if existing is not None and existing is not node:
                 self._set_aside(existing, placed)
             if node is not None and node.path != path:
@@ -170,13 +170,13 @@ class SyncChanges(CacheParts):
         here = self.nodes[ROOT_ID]
         parent_path, _, name = path.rpartition("/")
         for part in parent_path.strip("/").split("/") if parent_path else []:
-            child = self.entry(here.id, part)
+            child = self.child(here.id, part)
             if child is None:
                 return []
             if not child.is_dir:
                 return [child]
             here = child
-        existing = self.entry(here.id, name)
+        existing = self.child(here.id, name)
         if existing is None or existing is node:
             return []
         return list(self.files_under(existing)) if existing.is_dir else [existing]
@@ -291,7 +291,7 @@ class SyncChanges(CacheParts):
         if path == "/":
             return node
         for name in path.strip("/").split("/"):
-            child = self.entry(node.id, name)
+            child = self.child(node.id, name)
             if child is not None and not child.is_dir:
                 self._set_aside(child, placed)
                 child = None

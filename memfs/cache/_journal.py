@@ -322,9 +322,6 @@ class Journal:
                 self.files.patch(node_id, undo[0], undo[1], undo[2], exact=True)
             raise
 
-    def truncate(self, node_id: int, size: int, mtime_ns: int, undo: Undo) -> None:
-        self.write(node_id, size, b"", size, mtime_ns, undo)
-
     def drop_content(self, node_id: int) -> None:
         if node_id in self._durable:
             self._run("DELETE FROM durable WHERE node_id = ?", (node_id,))

@@ -114,7 +114,7 @@ class LocalChanges(CacheParts):
         if not dest.is_dir:
             raise NotADirectory(f"{dest.path} is not a folder")
         self.check_move(node, dest, new_name)
-        target = self.entry(new_parent, new_name)
+        target = self.child(new_parent, new_name)
         if target is node:
             return node
         if target is None:
@@ -384,7 +384,7 @@ class LocalChanges(CacheParts):
             if not node.orphan:
                 self._record_change(node, content=True)
         if not node.orphan:
-            self.journal.truncate(node.id, size, now, (0, old, len(old)))
+            self.journal.write(node.id, size, b"", size, now, (0, old, len(old)))
         if node.live.data is not None:
             node.live.data = content
         node.size = size
