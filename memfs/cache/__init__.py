@@ -3,14 +3,10 @@ journal of what is still to be agreed with the store. Knows nothing of FUSE
 or HTTP. `StoreCache` is one state with two faces: `FilesystemFace` (what the
 filesystem may do) and `SyncFace` (what the sync may do).
 
-What is promised: every file and folder is a `Node` whose id (the inode
-number) is never reused. A write's bytes are in the content file before
-`write()` returns, and the journal says "edited" before they go, so a killed
-process never leaves changed content it calls clean; `fsync()` makes the
-file and all of the journal durable with one flush. Clean contents are
-evicted least-recently-used past `--cache-size`; edited contents and open
-files never are. The tree is held in memory, so lookups and stats never
-touch the disk.
+Promised: a node's id (the inode number) is never reused; a killed process
+loses no write and never leaves changed content it calls clean; `fsync()`
+makes the file and all of the journal durable with one flush; only clean,
+closed contents are evicted, past `--cache-size`.
 """
 
 from __future__ import annotations

@@ -93,10 +93,6 @@ class CacheParts(Tree):
         """memory id -> a memory deleted here and not yet in the store."""
 
     @property
-    def conflicts_dir(self) -> str:
-        return self.conflicts.dir
-
-    @property
     def full(self) -> bool:
         """The store will hold as many memories as it may once pending changes land."""
         return self.file_total + len(self.tombstones) >= self.max_memories

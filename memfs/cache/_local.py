@@ -164,16 +164,8 @@ class LocalChanges(CacheParts):
                 self.journal.save(node)
         return node
 
-    def _attributes_changed(self, node: Node) -> None:
-        """The change time is now, and the row says so (an orphan has none)."""
-        node.ctime_ns = time.time_ns()
-        if not node.orphan:
-            self.journal.save(node)
-
     def chmod(self, node_id: int, mode: int) -> None:
-        node = self.node(node_id)
-        node.mode = mode & 0o7777
-        self._attributes_changed(node)
+        self._set_given(node_id, mode=mode & 0o7777)
 
     def chown(self, node_id: int, uid: int | None, gid: int | None) -> None:
         """Kept in the journal only: the store has no owners."""
@@ -183,12 +175,14 @@ class LocalChanges(CacheParts):
         self._set_given(node_id, mtime_ns=mtime_ns, atime_ns=atime_ns)
 
     def _set_given(self, node_id: int, **attributes: int | None) -> None:
-        """Set the node's attributes given (None: leave that one as it is)."""
+        """Set the attributes given (None: leave it); the change time is now."""
         node = self.node(node_id)
         for name, value in attributes.items():
             if value is not None:
                 setattr(node, name, value)
-        self._attributes_changed(node)
+        node.ctime_ns = time.time_ns()
+        if not node.orphan:
+            self.journal.save(node)
 
     async def open(self, node_id: int, *, truncate: bool = False, writable: bool = False) -> Node:
         """Hold a file open, its content fetched if need be. A `writable` open is a

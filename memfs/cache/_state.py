@@ -58,7 +58,7 @@ def overruled_copy(node: Node) -> str | None:
 def file_state(node: Node) -> FileState:
     """Where `node`, a regular file of a read-write store, stands with the store."""
     memory_id, sha = node.memory_id, node.base_sha if node.memory_id else None
-    copy = overruled_copy(node)
+    copy = node.kept_copy
     live = node.live
     if copy is not None:
         reason = f"the store's version replaced a local edit, kept at {copy}"
