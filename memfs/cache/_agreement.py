@@ -47,11 +47,10 @@ class SyncChanges(CacheParts):
                 self.journal.upload_answered(node_id)
 
     def mark_pushed(self, change: Change, *, memory_id: str, sha: str, path: str) -> Node | None:
-        """The store now holds this file's content `sha` at `path`: advance its base;
-        the file stays changed if it was written again meanwhile. When the file
-        went or took another memory meanwhile, that memory's base becomes what
-        the store holds on whichever file holds it now (so memfs's own push is
-        not taken for another writer's), or a pending delete of that sha."""
+        """The store holds this file's content `sha` at `path`: advance its base (it
+        stays changed if written again meanwhile). If the file went or took
+        another memory, the memory's new base goes to whichever file holds it
+        now, or to a pending delete, so memfs's push is not taken for another's."""
         node = self.nodes.get(change.node_id)
         if node is None or node.orphan or node.memory_id != change.memory_id:
             holder = self.node_of_memory(memory_id)
@@ -116,11 +115,10 @@ class SyncChanges(CacheParts):
     def place_remote(
         self, memory: StoredMemory, content: bytes | None, *, node: Node | None = None
     ) -> Placement:
-        """Show the store's memory at its path: create the file (and its folders),
-        or move and update `node`, the file holding this memory id. A file with no
-        memory holding exactly these bytes takes the memory. Whatever else is in
-        the way goes, its local changes kept as conflict copies first, whole and
-        durable before anything changes (ConflictCopyFailed: nothing changed)."""
+        """Show the store's memory at its path: create the file, or move and update
+        `node`, the file holding it (or a file with no memory holding its bytes).
+        Whatever else is in the way goes, its local changes kept as conflict
+        copies first, whole and durable (ConflictCopyFailed: nothing changed)."""
         path, sha, size = memory.path, memory.sha, memory.size
         if node is None:
             node = self._new_file_holding(path, sha)
@@ -164,9 +162,8 @@ class SyncChanges(CacheParts):
         return placed
 
     def in_the_way(self, path: str, node: Node | None = None) -> list[Node]:
-        """The files placing a memory at `path` takes out of the way: a file where a
-        folder of the path goes, and whatever is at the path (a folder: its
-        files) unless it is `node`."""
+        """The files placing a memory at `path` takes out of the way (a file where a
+        folder goes, whatever is at the path unless it is `node`)."""
         here = self.nodes[ROOT_ID]
         parent_path, _, name = path.rpartition("/")
         for part in parent_path.strip("/").split("/") if parent_path else []:

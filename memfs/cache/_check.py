@@ -53,7 +53,7 @@ def invariant_problems(cache: CacheParts) -> list[str]:
             if getattr(a, name) != getattr(b, name):
                 out.append(f"node {nid} ({b.path}): the journal's {name} differs from memory's")
     # Contents: every cached file has its content, and no other file; files count right.
-    sizes = cache.journal.content_sizes()
+    sizes = cache.journal.files.sizes()
     for nid in sizes.keys() - {n.id for n in live.values() if n.cached}:
         out.append(f"the journal holds a content for node {nid}, which is not a cached file")
     files = [n for n in live.values() if n.kind is NodeKind.FILE]

@@ -40,32 +40,29 @@ class ConflictCopies:
     def keep(self, path: str, content: bytes) -> str:
         """Keep `content`, the local version of `path`; returns the copy's path."""
         try:
-            return self._keep(path, content)
+            top = os.open(self.dir, _DIR_FLAGS)
+            try:
+                stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+                for n in itertools.count(1):
+                    name = f"{stamp}-{n}"
+                    try:
+                        os.mkdir(name, 0o700, dir_fd=top)
+                        break
+                    except FileExistsError:
+                        continue
+                try:
+                    dest = self._write_under(top, name, path, content)
+                    os.fsync(top)
+                except OSError:
+                    _remove_tree(top, name)
+                    raise
+                return os.path.join(self.dir, *dest)
+            finally:
+                os.close(top)
         except OSError as e:
             raise ConflictCopyFailed(
                 f"the conflict copy of {path} could not be written in {self.dir}: {e.strerror or e}"
             )
-
-    def _keep(self, path: str, content: bytes) -> str:
-        top = os.open(self.dir, _DIR_FLAGS)
-        try:
-            stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-            for n in itertools.count(1):
-                name = f"{stamp}-{n}"
-                try:
-                    os.mkdir(name, 0o700, dir_fd=top)
-                    break
-                except FileExistsError:
-                    continue
-            try:
-                dest = self._write_under(top, name, path, content)
-                os.fsync(top)
-            except OSError:
-                _remove_tree(top, name)
-                raise
-            return os.path.join(self.dir, *dest)
-        finally:
-            os.close(top)
 
     def _write_under(self, top: int, name: str, path: str, content: bytes) -> list[str]:
         folder = os.open(name, _DIR_FLAGS, dir_fd=top)

@@ -186,9 +186,8 @@ class CacheParts(Tree):
     async def housekeeping(
         self, every: float = 0.2, busy: Callable[[], bool] = lambda: False
     ) -> None:
-        """Runs while mounted: `drop_contents` while the filesystem is idle (`busy`:
-        requests came since the last call), so that no request pays for it;
-        every `every` seconds while changes come, less often while none does."""
+        """Runs while mounted: `drop_contents` while no request came since (`busy`),
+        so that none pays for it; every `every` seconds while changes come."""
         pause = every
         seen = -1
         while True:

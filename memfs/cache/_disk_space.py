@@ -40,15 +40,12 @@ class DiskSpace:
     def __init__(self, folder: str, folder_fd: int) -> None:
         self.folder = folder
         self.folder_fd = folder_fd
+        self.reason = f"the disk of the cache at {folder} is full"
         self.full = False
         if not self.has_room():
             self.now_full()
         else:
             self._reserve()
-
-    @property
-    def reason(self) -> str:
-        return f"the disk of the cache at {self.folder} is full"
 
     def now_full(self) -> None:
         """The disk is full: give the room kept back, and say it once."""

@@ -194,9 +194,8 @@ class Journal:
             self._durable.clear()
 
     def when_idle(self) -> None:
-        """While the filesystem is idle (and the disk not full): flush the content
-        files changed, delete the `durable` rows, unlink the contents let go
-        once the WAL is flushed, checkpoint."""
+        """While idle, with room: flush the content files, delete the `durable`
+        rows, unlink the contents let go once the WAL is flushed, checkpoint."""
         if self._space.full:
             return
         with self._space.as_cache_disk_full():
@@ -301,9 +300,6 @@ class Journal:
         """A file's content, or None when it has no content file."""
         with self._space.as_cache_disk_full():
             return self.files.read(node_id)
-
-    def content_sizes(self) -> dict[int, int]:
-        return self.files.sizes()
 
     def put_content(self, node_id: int, data: bytes | bytearray) -> None:
         self._unpin(node_id)

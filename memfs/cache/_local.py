@@ -185,9 +185,8 @@ class LocalChanges(CacheParts):
             self.journal.save(node)
 
     async def open(self, node_id: int, *, truncate: bool = False, writable: bool = False) -> Node:
-        """Hold a file open, its content fetched if need be. A `writable` open is a
-        writer until `release(writable=True)`: a file with writers is pushed
-        only once no write touched it for a while."""
+        """Hold a file open, its content fetched if need be; a `writable` open is a
+        writer (pushed once idle) until `release(writable=True)`."""
         node = self.node(node_id)
         if node.is_dir:
             raise IsADirectory(f"{node.path} is a folder")
@@ -250,9 +249,8 @@ class LocalChanges(CacheParts):
             self._install(node, content)
 
     def install_listed(self, node: Node, memory_id: str, content: bytes) -> bool:
-        """Cache a content a listing page carried for a clean file unless it
-        changed or is being fetched meanwhile; True when installed. The caller
-        holds a transaction."""
+        """Cache a content a listing page carried for a clean file, unchanged and
+        not being fetched; True when installed. The caller holds a transaction."""
         unchanged = node.memory_id == memory_id and node.live.fetching is None
         if node.cached or node.edited or node.orphan or not unchanged:
             return False

@@ -133,9 +133,8 @@ class Tombstone:
 
 @dataclass(frozen=True)
 class Upload:
-    """An upload not yet answered, recorded before it goes out, so that a store
-    holding exactly this is known as memfs's own write whose answer was lost
-    (`memory_id` is None for a create)."""
+    """An upload not yet answered, recorded before it goes out: a store holding
+    exactly this holds memfs's own write (`memory_id` None: a create)."""
 
     node_id: int
     memory_id: str | None

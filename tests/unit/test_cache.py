@@ -461,7 +461,7 @@ async def test_an_editor_s_save_leaves_one_content_behind(tmp_path):
     assert on_disk(cache, old.id) is None  # its file goes once that is applied, or at the next open
     killed(cache)
     again = StoreCache(str(tmp_path), STORE)
-    assert again.journal.content_sizes() == {saved.id: 5}
+    assert again.journal.files.sizes() == {saved.id: 5}
     assert again.read_content(again.find("/old.md")) == b"saved"
     again.close()
 
