@@ -263,9 +263,8 @@ class SyncChanges(CacheParts):
         return gone
 
     def set_aside_local_changes(self) -> list[tuple[str, str]]:
-        """For a read-only mount of a cache left with changes: keep each changed
-        file as a conflict copy and take the changes out, so that the next
-        listing shows the store's state. Returns (path, copy) of the copies."""
+        """For a read-only mount of a cache left with changes: keep each changed file
+        as a conflict copy and take the changes out; returns (path, copy) of them."""
         placed = Placement(self.nodes[ROOT_ID])
         with self.transaction():
             for node in [n for n in self.files() if n.pending]:

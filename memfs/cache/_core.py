@@ -255,9 +255,8 @@ class CacheParts(Tree):
             self.journal.save(node)
 
     def _detach(self, node: Node, *, gone: Gone | None = None, tombstone: bool = True) -> None:
-        """Take a node out of the tree (an open file lives on as an orphan until
-        released); its memory becomes a pending delete if `tombstone`. `gone`
-        collects the names taken out, for the kernel to forget."""
+        """Take a node out of the tree (an open file lives on as an orphan); its
+        memory becomes a pending delete if `tombstone`; `gone` collects names."""
         if gone is not None:
             gone.append((node.parent, node.name))
         self.detach(node)
