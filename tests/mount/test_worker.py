@@ -148,6 +148,19 @@ def secrets_of(item: dict) -> list[bytes]:
 # ------------------------------------------------------------------ the whole flow
 
 
+def daemon_mount(mounter, item: dict, env: dict) -> subprocess.CompletedProcess[str]:
+    """`memfs mount --daemon --work-item -` of `item`, as a worker runs it."""
+    args = ["mount", "--daemon", "--work-item", "-", "--cache-dir", str(mounter.cache_dir)]
+    return subprocess.run(
+        [sys.executable, "-m", "memfs", *args],
+        input=json.dumps(item),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 def test_a_worker_flow_end_to_end(mounter, memfs_server, tmp_path):
     """As docs/worker.md types it: `memfs store session create`, then
     `memfs run --work-item - -- sh -c '...'` fed that JSON on standard input
@@ -379,15 +392,7 @@ def test_a_session_going_idle_has_its_stores_push_at_once(mounter, memfs_server)
     item = new_session(server, mounter, f"{store}={path}")
     session_id = item["data"]["id"]
     env = worker_env(mounter, MEMFS_SYNC_INTERVAL="60", MEMFS_WRITE_BEHIND="no")
-    args = ["mount", "--daemon", "--work-item", "-", "--cache-dir", str(mounter.cache_dir)]
-    r = subprocess.run(
-        [sys.executable, "-m", "memfs", *args],
-        input=json.dumps(item),
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = daemon_mount(mounter, item, env)
     assert r.returncode == 0, r.stderr
     server.set_session_status(session_id, "running")
     time.sleep(1.5)  # three checks: the follower has seen it running
@@ -410,15 +415,7 @@ def test_a_store_the_daemon_mount_began_with_is_unmounted_when_detached(mounter,
     path = mounter.root / "start"
     item = new_session(server, mounter, f"{store}={path}")
     env = worker_env(mounter)
-    args = ["mount", "--daemon", "--work-item", "-", "--cache-dir", str(mounter.cache_dir)]
-    r = subprocess.run(
-        [sys.executable, "-m", "memfs", *args],
-        input=json.dumps(item),
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = daemon_mount(mounter, item, env)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith(f"mounted {store} at {path} (read-write)\n")
     (path / "kept.md").write_text("before the detach\n")
@@ -583,15 +580,7 @@ def test_unmount_of_one_mount_of_a_followed_session_unmounts_all_of_its_mounts(
     item = new_session(server, mounter, f"{one}={one_path}", f"{two}={two_path}")
     session_id = item["data"]["id"]
     env = worker_env(mounter)
-    args = ["mount", "--daemon", "--work-item", "-", "--cache-dir", str(mounter.cache_dir)]
-    r = subprocess.run(
-        [sys.executable, "-m", "memfs", *args],
-        input=json.dumps(item),
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = daemon_mount(mounter, item, env)
     assert r.returncode == 0, r.stderr
     _, (followed,) = status(mounter, env)
     follower = followed["pid"]
