@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..api import AuthHeader as AuthHeader
-from ._client import ControlClient as ControlClient
 from ._protocol import Command as Command
+from ._protocol import ControlClient as ControlClient
 from ._protocol import ErrorReply as ErrorReply
 from ._protocol import MetricsReply as MetricsReply
 from ._protocol import PushFilesReply as PushFilesReply
@@ -48,12 +48,11 @@ from ._spec import StoreSpec as StoreSpec
 
 if TYPE_CHECKING:
     from ._server import ControlServer as ControlServer
-    from ._server import Handler as Handler
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("ControlServer", "Handler"):
-        from . import _server
+    if name == "ControlServer":
+        from ._server import ControlServer
 
-        return getattr(_server, name)
+        return ControlServer
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
