@@ -85,6 +85,10 @@ class StoreError(MemfsError): ...
 class TransportError(StoreError): ...
 
 
+STATUS_ERRORS: list[type[StatusError]] = []
+"""Every error answer the contract lists, one class a type, in the order defined."""
+
+
 class StatusError(StoreError):
     """An error answer from the API, with the fields of its error envelope."""
 
@@ -111,6 +115,7 @@ class StatusError(StoreError):
 
     def __init_subclass__(cls, *, status: int, error_type: str) -> None:
         cls.status, cls.error_type = status, error_type
+        STATUS_ERRORS.append(cls)
 
     @property
     def type(self) -> str:
@@ -166,24 +171,6 @@ class GatewayTimeout(ServerError, status=504, error_type="timeout_error"): ...
 
 
 class Overloaded(StatusError, status=529, error_type="overloaded_error"): ...
-
-
-STATUS_ERRORS: tuple[type[StatusError], ...] = (
-    InvalidRequest,
-    AuthenticationFailed,
-    BillingError,
-    PermissionDenied,
-    NotFound,
-    PreconditionFailed,
-    PathConflict,
-    Conflict,
-    RequestTooLarge,
-    RateLimited,
-    ServerError,
-    GatewayTimeout,
-    Overloaded,
-)
-"""Every error answer the contract lists, one class a type (see memfs.api's envelope)."""
 
 
 class CacheError(MemfsError): ...

@@ -54,13 +54,13 @@ def _check(st: os.stat_result, path: str, what: str) -> None:
         )
 
 
-def open_private_dir(path: str, what: str, *, follow: bool = False) -> int:
+def open_private_dir(path: str, what: str) -> int:
     """A descriptor of memfs's own folder (as `ensure_private_dir`), checked
     through the descriptor itself: a folder swapped afterwards cannot
     redirect the entries reached relative to it."""
-    ensure_private_dir(path, what, follow=follow)
+    ensure_private_dir(path, what)
     try:
-        fd = _open_dir(path, follow)
+        fd = _open_dir(path, False)
     except OSError as e:
         raise ConfigError(f"cannot open the {what} {path}: {e.strerror or e}")
     try:
@@ -86,8 +86,7 @@ def open_file_at(dir_fd: int, name: str, flags: int, mode: int = 0o600) -> int:
 
 
 LOG_ROOM = 256 * 1024
-"""Bytes a log file keeps allocated past its end: what memfs says about a
-full disk still reaches the log."""
+"""Bytes a log file keeps allocated past its end, so that a full disk is still logged."""
 
 _FALLOC_FL_KEEP_SIZE = 1
 
@@ -105,11 +104,9 @@ def libc_function(name: str, argtypes: list[Any]) -> Any:
 
 
 def open_log_file(path: str, *, follow: bool = False) -> int:
-    """A descriptor appending to the log file `path`, created 0600 relative to
-    its folder's checked descriptor (`follow`: as `ensure_private_dir`),
-    never through a symlink, with `LOG_ROOM` allocated past its end (best
-    effort). ConfigError when the folder is not memfs's own; OSError when
-    the file cannot be opened."""
+    """A descriptor appending to the log file `path`, created 0600 in its
+    checked folder (`follow`: as `ensure_private_dir`), never through a
+    symlink, with `LOG_ROOM` allocated past its end (best effort)."""
     folder, name = os.path.split(path)
     dir_fd = _open_dir(folder, follow)
     try:

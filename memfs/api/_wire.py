@@ -1,8 +1,6 @@
 """What travels on the wire: headers, limits, words, the objects answers hold
 (their `from_json` tolerates fields a newer API adds or an older one leaves
-out), and the error envelope, read and written by both ends here so that
-every refusal means the same on both sides.
-"""
+out), and the error envelope, read and written by both ends here."""
 
 from __future__ import annotations
 
@@ -19,10 +17,8 @@ from ._session import ACCESS_READ_ONLY
 AuthHeader = Literal["bearer", "x-api-key"]
 
 ANTHROPIC_VERSION = "2023-06-01"
-"""What memfs's own client sends."""
-SDK_ANTHROPIC_VERSION = "2026-10-21"
-"""What the Python SDK (`anthropic` 2.10 and later) sends."""
-ANTHROPIC_VERSIONS = (ANTHROPIC_VERSION, SDK_ANTHROPIC_VERSION)
+"""memfs's own; the Python SDK (`anthropic` 2.10 and later) sends the other."""
+ANTHROPIC_VERSIONS = (ANTHROPIC_VERSION, "2026-10-21")
 BETA = "agent-memory-2026-07-22"
 OLD_BETA = "managed-agents-2026-04-01"
 SESSIONS_BETA = OLD_BETA
@@ -78,9 +74,8 @@ def _read(reader: Reader) -> dict[str, Reader]:
 
 
 def _from_fields(cls: type[W], d: dict[str, Any], **read: Any) -> W:
-    """The wire object `cls` of the JSON object `d`: each field from the key of
-    its name (its default when missing), but those `read` holds, those whose
-    metadata names a reader (`_read`), and `type`, the class's own."""
+    """`cls` of the JSON object `d`, each field from the key of its name (its
+    default when missing) but those in `read`, those with a reader, and `type`."""
     own = [f for f in fields(cls) if f.name not in read and f.name != "type"]
     values = {f.name: f.metadata["read"](d, f.name) for f in own if "read" in f.metadata}
     for f in own:
@@ -256,10 +251,7 @@ class CreatedSession:
     sessions token it minted (never shown by `repr()`)."""
 
     session: Session
-    sessions_token: str
-
-    def __repr__(self) -> str:
-        return f"CreatedSession(session={self.session!r}, sessions_token=<hidden>)"
+    sessions_token: str = field(repr=False)
 
 
 STATUS_ERRORS_BY_TYPE: dict[str, type[StatusError]] = {cls.error_type: cls for cls in STATUS_ERRORS}
@@ -294,11 +286,10 @@ def parse_error_envelope(
     reason_phrase: str = "",
     retry_after: float | None = None,
 ) -> StatusError:
-    """The exception an error answer stands for, whatever its body (its
-    decoded JSON, or None) holds. The body's `request_id` overrides the
-    header's; the message is the server's, or names the status, and ends with
-    the request id, so that a logged refusal can be traced on the server. An
-    unknown error type is kept as it came (`unknown_error` when none came)."""
+    """The exception an error answer stands for, whatever its body (decoded
+    JSON, or None) holds. The body's `request_id` overrides the header's and
+    ends the message, so that a logged refusal can be traced on the server;
+    an unknown error type is kept as it came (`unknown_error` when none came)."""
     error: dict[str, Any] = {}
     if isinstance(body, dict):
         if isinstance(body.get("error"), dict):
