@@ -49,8 +49,6 @@ from ._wire import SERVE_DEFAULT_HOST as SERVE_DEFAULT_HOST
 from ._wire import SERVE_DEFAULT_PORT as SERVE_DEFAULT_PORT
 from ._wire import SERVE_TOKEN_ENV as SERVE_TOKEN_ENV
 from ._wire import SESSIONS_BETA as SESSIONS_BETA
-from ._wire import STATUS_ERRORS_BY_STATUS as STATUS_ERRORS_BY_STATUS
-from ._wire import STATUS_ERRORS_BY_TYPE as STATUS_ERRORS_BY_TYPE
 from ._wire import ActorType as ActorType
 from ._wire import AuthHeader as AuthHeader
 from ._wire import CreatedSession as CreatedSession

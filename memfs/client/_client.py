@@ -1,7 +1,6 @@
-"""`StoreClient`: the only way memfs talks to a store, under trio, one class of
-endpoints per resource (stores, memories, versions, sessions). Its promises
-(headers, one bounded pool, retries, `stats`, a `StoreError` for every
-failure, a token never logged nor shown) are docs/client.md's.
+"""`StoreClient`: the only way memfs talks to a store, under trio. Its
+promises (headers, one bounded pool, retries, `stats`, a `StoreError` for
+every failure, a token never logged nor shown) are docs/client.md's.
 """
 
 from __future__ import annotations
@@ -111,9 +110,8 @@ async def _every_item(
         result = await fetch_page(page)
         for item in result.data:
             yield item
-        if not result.next_page:
+        if not (page := result.next_page):
             return
-        page = result.next_page
 
 
 def _holds(memory: Memory, path: str | None, content: str | None) -> bool:
@@ -124,6 +122,8 @@ def _holds(memory: Memory, path: str | None, content: str | None) -> bool:
 
 
 class _Endpoints:
+    """Stores, memories and versions."""
+
     _send: Sender
 
     async def _delete(self, operation: str, url: str, **request: Unpack[Request]) -> bool:
@@ -135,8 +135,6 @@ class _Endpoints:
         self._send.decode(answer)
         return False
 
-
-class StoreEndpoints(_Endpoints):
     async def create_store(
         self, name: str, *, description: str | None = None, metadata: dict[str, str] | None = None
     ) -> MemoryStore:
@@ -187,8 +185,6 @@ class StoreEndpoints(_Endpoints):
     ) -> AsyncGenerator[MemoryStore, None]:
         return _every_item(lambda page: self.list_stores_page(limit=limit, page=page, **filters))
 
-
-class MemoryEndpoints(_Endpoints):
     async def create_memory(
         self, store_id: str, path: str, content: str, *, view: str | None = None
     ) -> Memory:
@@ -304,8 +300,6 @@ class MemoryEndpoints(_Endpoints):
                     return item
         return None
 
-
-class VersionEndpoints(_Endpoints):
     async def list_versions_page(
         self,
         store_id: str,
@@ -470,7 +464,7 @@ def _tls_for(base_url: str) -> ssl.SSLContext | bool:
     return True
 
 
-class StoreClient(StoreEndpoints, MemoryEndpoints, VersionEndpoints, SessionEndpoints):
+class StoreClient(SessionEndpoints):
     """`async with StoreClient(url, token) as c:`, or `aclose()` when done.
     `auth`: the token travels as `Authorization: Bearer` or `x-api-key`."""
 

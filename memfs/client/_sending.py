@@ -1,7 +1,6 @@
 """Sending one call of the client: its attempts and the waits between them
-(as docs/client.md says), what they cost (`ClientStats`), and the one place
-where httpx's exceptions and error answers become memfs's exception tree.
-"""
+(as docs/client.md says), what they cost, and the one place where httpx's
+exceptions and error answers become memfs's exception tree."""
 
 from __future__ import annotations
 
@@ -128,18 +127,16 @@ def transport_reason(exc: BaseException, timeout: float) -> str:
     return str(exc) or type(exc).__name__
 
 
-def _header_number(response: httpx.Response, name: str) -> float | None:
-    try:
-        number = float(response.headers.get(name, "nan"))
-    except ValueError:
-        return None
-    return None if number != number else max(0.0, number)  # NaN is no number
-
-
 def retry_after_seconds(response: httpx.Response) -> float | None:
     """`retry-after-ms` when it is a number, else `retry-after` (seconds)."""
-    ms = _header_number(response, "retry-after-ms")
-    return ms / 1000 if ms is not None else _header_number(response, "retry-after")
+    for name, unit in (("retry-after-ms", 1000), ("retry-after", 1)):
+        try:
+            number = float(response.headers.get(name, "nan"))
+        except ValueError:
+            continue
+        if not math.isnan(number):
+            return max(0.0, number) / unit
+    return None
 
 
 def error_from(

@@ -23,7 +23,6 @@ from ._protocol import StatusReply as StatusReply
 from ._protocol import StopReply as StopReply
 from ._protocol import StoreStatus as StoreStatus
 from ._protocol import SyncReply as SyncReply
-from ._protocol import UnknownCommand as UnknownCommand
 from ._protocol import known_fields as known_fields
 from ._runtime import StateFile as StateFile
 from ._runtime import StoreState as StoreState
@@ -31,7 +30,6 @@ from ._runtime import process_alive as process_alive
 from ._runtime import read_state as read_state
 from ._runtime import running_stores as running_stores
 from ._runtime import runtime_dir as runtime_dir
-from ._runtime import runtime_name as runtime_name
 from ._runtime import socket_path as socket_path
 from ._runtime import state_path as state_path
 from ._spec import DEFAULT_CACHE_SIZE as DEFAULT_CACHE_SIZE

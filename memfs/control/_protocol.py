@@ -77,9 +77,6 @@ _COMMANDS = frozenset(c.value for c in Command)
 class UnknownCommand(ValueError):
     """A request whose command this memfs does not know; it is answered."""
 
-    def __init__(self, value: object) -> None:
-        super().__init__(f"unknown command {value!r}")
-
 
 BY_MAX_CHARS = 100
 MAX_PATHS = 10_000
@@ -114,7 +111,7 @@ class Request:
             raise ValueError("a request is a JSON object")
         value = message.get("cmd")
         if not isinstance(value, str) or value not in _COMMANDS:
-            raise UnknownCommand(value)
+            raise UnknownCommand(f"unknown command {value!r}")
         by = message.get("by")
         if not isinstance(by, str) or not by.isprintable() or len(by) > BY_MAX_CHARS:
             by = None  # an asker's name is only ever logged: one unfit for a log line is dropped
