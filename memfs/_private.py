@@ -1,10 +1,9 @@
-"""Folders only memfs may write: the cache, the runtime folder.
-
-memfs often runs as root beside an agent running as another user: a folder
-that user could write into could have its entries replaced (the journal by
-a symlink to /etc/shadow) and turn memfs's writes against the host. So
-every folder memfs keeps state in must be a folder (not a symlink) of the
-user memfs runs as, writable by nobody else; those memfs creates are 0700.
+"""Folders only memfs may write: the cache, the runtime folder. memfs often
+runs as root beside an agent running as another user, who could replace the
+entries of a folder they may write into (the journal by a symlink to
+/etc/shadow) and turn memfs's writes against the host. So every folder memfs
+keeps state in is a real folder of its own user that nobody else may write;
+those memfs creates are 0700.
 """
 
 from __future__ import annotations

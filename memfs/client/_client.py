@@ -35,7 +35,7 @@ from ..api import (
     normalize_path,
     parent_path,
 )
-from ._sending import ClientStats, Request, RetryPolicy, Sender, StartWait, error_from
+from ._sending import ClientStats, Request, RetryPolicy, Sender, StartWait, status_error
 
 log = logging.getLogger("memfs.client")
 
@@ -199,7 +199,7 @@ class _Endpoints:
             json={"path": path, "content": content},
         )
         if answer.response.status_code == 409 and answer.attempts > 1:
-            error = error_from(response=answer.response)
+            error = status_error(answer.response)
             if isinstance(error, PathConflict) and error.conflicting_memory_id:
                 try:
                     existing = await self.get_memory(
@@ -242,7 +242,7 @@ class _Endpoints:
             json=body,
         )
         if answer.response.status_code == 409 and answer.attempts > 1:
-            error = error_from(response=answer.response)
+            error = status_error(answer.response)
             if isinstance(error, PreconditionFailed):
                 current = await self.get_memory(store_id, memory_id, view=view or "basic")
                 if _holds(current, path, content):

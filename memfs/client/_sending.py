@@ -17,7 +17,7 @@ from typing import Any, Literal, TypedDict, Unpack
 import httpx
 import trio
 
-from .._exceptions import StoreError, TransportError
+from .._exceptions import StatusError, StoreError, TransportError
 from ..api import parse_error_envelope
 
 log = logging.getLogger("memfs.client")
@@ -139,20 +139,16 @@ def retry_after_seconds(response: httpx.Response) -> float | None:
     return None
 
 
-def error_from(
-    *,
-    response: httpx.Response | None = None,
-    exc: BaseException | None = None,
-    base_url: str = "",
-    timeout: float = 0.0,
-    attempts: int = 1,
-) -> StoreError:
-    """An error answer as the StatusError its envelope stands for, or an httpx
-    exception as a TransportError naming the URL and the reason."""
-    if response is None:
-        reason = transport_reason(exc, timeout) if exc is not None else "no answer"
-        tries = f" (after {attempts} attempts)" if attempts > 1 else ""
-        return TransportError(f"cannot reach {base_url}: {reason}{tries}")
+def transport_error(
+    exc: BaseException, base_url: str, timeout: float, attempts: int = 1
+) -> TransportError:
+    """An httpx exception as a TransportError naming the URL and the reason."""
+    tries = f" (after {attempts} attempts)" if attempts > 1 else ""
+    return TransportError(f"cannot reach {base_url}: {transport_reason(exc, timeout)}{tries}")
+
+
+def status_error(response: httpx.Response) -> StatusError:
+    """An error answer as the StatusError its envelope stands for."""
     try:
         body: Any = response.json()
     except (ValueError, UnicodeDecodeError):
@@ -228,9 +224,7 @@ class Sender:
                     await self._wait_at_start(start, e, timeout)
                     continue  # the start's attempts are not the call's retries
                 if attempt >= self.policy.max_retries or isinstance(e, _NEVER_RETRIED):
-                    raise error_from(
-                        exc=e, base_url=self.base_url, timeout=self.timeout, attempts=attempt + 1
-                    )
+                    raise transport_error(e, self.base_url, self.timeout, attempt + 1)
                 reason = transport_reason(e, self.timeout)
                 await self._wait(attempt, None, f"{method} {url}: {reason}")
             else:
@@ -308,7 +302,7 @@ class Sender:
         """The JSON body of a success; the error answer as its exception."""
         response = answer.response
         if response.status_code >= 400 or response.status_code < 200:
-            raise error_from(response=response, attempts=answer.attempts)
+            raise status_error(response)
         try:
             return response.json()
         except (ValueError, UnicodeDecodeError):

@@ -1,9 +1,7 @@
 """Between the CLI and the store processes: the control protocol, the store
-spec and shared settings, the runtime folder and its state files.
-
-Importing this package loads neither trio nor httpx (`ControlServer`, on
-trio, is loaded when first named), so that `memfs unmount`, `memfs sync`
-and `memfs status` start fast.
+spec and shared settings, the runtime folder and its state files. Importing
+it loads neither trio nor httpx (`ControlServer`, on trio, is loaded when
+first named), so that `memfs unmount`, `memfs sync` and `memfs status` start fast.
 """
 
 from __future__ import annotations
