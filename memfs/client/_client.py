@@ -355,6 +355,12 @@ class SessionEndpoints(_Endpoints):
     """A worker holding a sessions token reads its session and resources;
     creating, attaching, detaching and deleting take an API key."""
 
+    async def _session_get(
+        self, operation: str, *parts: str, params: dict[str, str] | None = None
+    ) -> Any:
+        url = _url("sessions", *parts)
+        return await self._send.call(operation, "GET", url, params=params, headers=_SESSION_HEADERS)
+
     async def create_session(
         self,
         resources: Iterable[Resource],
@@ -382,10 +388,7 @@ class SessionEndpoints(_Endpoints):
         return CreatedSession(Session.from_json(data), token)
 
     async def get_session(self, session_id: str) -> Session:
-        data = await self._send.call(
-            "get_session", "GET", _url("sessions", session_id), headers=_SESSION_HEADERS
-        )
-        return Session.from_json(data)
+        return Session.from_json(await self._session_get("get_session", session_id))
 
     async def delete_session(self, session_id: str) -> None:
         """Its sessions token stops working (a 404 after a retry is done)."""
@@ -395,12 +398,9 @@ class SessionEndpoints(_Endpoints):
         self, session_id: str, *, limit: int | None = None, page: str | None = None
     ) -> Page[SessionResource]:
         """One page of the session's resources, in the order they were attached."""
-        data = await self._send.call(
-            "list_session_resources_page",
-            "GET",
-            _url("sessions", session_id, "resources"),
-            params=_params(limit=limit, page=page),
-            headers=_SESSION_HEADERS,
+        params = _params(limit=limit, page=page)
+        data = await self._session_get(
+            "list_session_resources_page", session_id, "resources", params=params
         )
         items = [SessionResource.from_json(d) for d in data.get("data", []) if isinstance(d, dict)]
         return Page(items, data.get("next_page"))
@@ -420,12 +420,8 @@ class SessionEndpoints(_Endpoints):
 
     async def get_session_resource(self, session_id: str, resource_id: str) -> SessionResource:
         """One resource by its id (`memfs serve` also takes its store's id)."""
-        data = await self._send.call(
-            "get_session_resource",
-            "GET",
-            _url("sessions", session_id, "resources", resource_id),
-            headers=_SESSION_HEADERS,
-        )
+        parts = (session_id, "resources", resource_id)
+        data = await self._session_get("get_session_resource", *parts)
         return SessionResource.from_json(data)
 
     async def add_session_resource(self, session_id: str, resource: Resource) -> SessionResource:
