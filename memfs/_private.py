@@ -53,13 +53,13 @@ def _check(st: os.stat_result, path: str, what: str) -> None:
         )
 
 
-def open_private_dir(path: str, what: str) -> int:
+def open_private_dir(path: str, what: str, *, follow: bool = False) -> int:
     """A descriptor of memfs's own folder (as `ensure_private_dir`), checked
     through the descriptor itself: a folder swapped afterwards cannot
     redirect the entries reached relative to it."""
-    ensure_private_dir(path, what)
+    ensure_private_dir(path, what, follow=follow)
     try:
-        fd = _open_dir(path, False)
+        fd = _open_dir(path, follow)
     except OSError as e:
         raise ConfigError(f"cannot open the {what} {path}: {e.strerror or e}")
     try:
