@@ -41,6 +41,7 @@ only the CLI to exit statuses and sentences. The tree::
     │   ├── CacheCorrupt             the journal or a content in it is unusable
     │   ├── CacheDiskFull            the cache's disk is full: a change could not be kept
     │   ├── ConflictCopyFailed       a conflict copy could not be written whole and durably
+    │   │                            (the local version stays, its replacement waits)
     │   ├── CacheInUse               another process of the store holds the cache
     │   └── CacheLayoutRefused       a cache folder of a layout no release wrote
     └── MountError                   a store could not be mounted or unmounted, or reached (mount, supervisor, control)
@@ -84,6 +85,10 @@ class StoreError(MemfsError): ...
 class TransportError(StoreError): ...
 
 
+STATUS_ERRORS: list[type[StatusError]] = []
+"""Every error answer the contract lists, one class a type, in the order defined."""
+
+
 class StatusError(StoreError):
     """An error answer from the API, with the fields of its error envelope."""
 
@@ -108,6 +113,10 @@ class StatusError(StoreError):
         self.extra = dict(extra or {})
         self.retry_after = retry_after
 
+    def __init_subclass__(cls, *, status: int, error_type: str) -> None:
+        cls.status, cls.error_type = status, error_type
+        STATUS_ERRORS.append(cls)
+
     @property
     def type(self) -> str:
         return self.error_type
@@ -116,33 +125,27 @@ class StatusError(StoreError):
         return f"{self.message} ({self.status} {self.error_type})"
 
 
-class InvalidRequest(StatusError):
-    status, error_type = 400, "invalid_request_error"
+class InvalidRequest(StatusError, status=400, error_type="invalid_request_error"): ...
 
 
-class AuthenticationFailed(StatusError):
-    status, error_type = 401, "authentication_error"
+class AuthenticationFailed(StatusError, status=401, error_type="authentication_error"): ...
 
 
-class BillingError(StatusError):
-    status, error_type = 402, "billing_error"
+class BillingError(StatusError, status=402, error_type="billing_error"): ...
 
 
-class PermissionDenied(StatusError):
-    status, error_type = 403, "permission_error"
+class PermissionDenied(StatusError, status=403, error_type="permission_error"): ...
 
 
-class NotFound(StatusError):
-    status, error_type = 404, "not_found_error"
+class NotFound(StatusError, status=404, error_type="not_found_error"): ...
 
 
-class PreconditionFailed(StatusError):
-    status, error_type = 409, "memory_precondition_failed_error"
+class PreconditionFailed(
+    StatusError, status=409, error_type="memory_precondition_failed_error"
+): ...
 
 
-class PathConflict(StatusError):
-    status, error_type = 409, "memory_path_conflict_error"
-
+class PathConflict(StatusError, status=409, error_type="memory_path_conflict_error"):
     @property
     def conflicting_memory_id(self) -> str | None:
         return self.extra.get("conflicting_memory_id")
@@ -152,46 +155,22 @@ class PathConflict(StatusError):
         return self.extra.get("conflicting_path")
 
 
-class Conflict(StatusError):
-    status, error_type = 409, "conflict_error"
+class Conflict(StatusError, status=409, error_type="conflict_error"): ...
 
 
-class RequestTooLarge(StatusError):
-    status, error_type = 413, "request_too_large"
+class RequestTooLarge(StatusError, status=413, error_type="request_too_large"): ...
 
 
-class RateLimited(StatusError):
-    status, error_type = 429, "rate_limit_error"
+class RateLimited(StatusError, status=429, error_type="rate_limit_error"): ...
 
 
-class ServerError(StatusError):
-    status, error_type = 500, "api_error"
+class ServerError(StatusError, status=500, error_type="api_error"): ...
 
 
-class GatewayTimeout(ServerError):
-    status, error_type = 504, "timeout_error"
+class GatewayTimeout(ServerError, status=504, error_type="timeout_error"): ...
 
 
-class Overloaded(StatusError):
-    status, error_type = 529, "overloaded_error"
-
-
-STATUS_ERRORS: tuple[type[StatusError], ...] = (
-    InvalidRequest,
-    AuthenticationFailed,
-    BillingError,
-    PermissionDenied,
-    NotFound,
-    PreconditionFailed,
-    PathConflict,
-    Conflict,
-    RequestTooLarge,
-    RateLimited,
-    ServerError,
-    GatewayTimeout,
-    Overloaded,
-)
-"""Every error answer the contract lists, one class a type (see memfs.api's envelope)."""
+class Overloaded(StatusError, status=529, error_type="overloaded_error"): ...
 
 
 class CacheError(MemfsError): ...
@@ -233,8 +212,7 @@ class CacheCorrupt(CacheError): ...
 class CacheDiskFull(CacheError): ...
 
 
-class ConflictCopyFailed(CacheError):
-    """The local version it was to keep stays as it is; its replacement waits."""
+class ConflictCopyFailed(CacheError): ...
 
 
 class CacheInUse(CacheError): ...

@@ -1,7 +1,5 @@
 """A histogram cheap enough for every FUSE request, with Prometheus's meaning
-(`le`, cumulative when read), so that only the supervisor's metrics endpoint
-imports prometheus-client.
-"""
+(`le`, cumulative when read): only the metrics endpoint imports prometheus-client."""
 
 from __future__ import annotations
 

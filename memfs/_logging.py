@@ -1,17 +1,8 @@
-"""What memfs writes on stderr: its log, as readable lines or as JSON, and
-the progress line of a long download or final sync on a terminal.
-
-The same two formats in `memfs`, its store processes (the supervisor passes
-`MEMFS_LOG_FORMAT` and `MEMFS_LOG_LEVEL` on) and so the daemon logs:
-
-- `text` (the default): `2025-01-02 03:04:05,678 memfs.sync WARNING <message>`.
-- `json`: one object per line, `time` (RFC 3339, UTC, milliseconds), `level`,
-  `logger`, `message`, and where they apply `store_id`, `path`, `event` (a
-  stable name, listed in docs/troubleshooting.md) and `exception`.
-
-Log calls name what they concern with `extra={"event": ..., "path": ...}`;
-no secret is ever a record's argument. A log record written while the
-progress line shows clears it first and draws it again after.
+"""What memfs writes on stderr: its log, as readable lines or as JSON (the
+formats docs/troubleshooting.md shows, the same in every process), and the
+progress line of a long download or final sync on a terminal, which a log
+record clears and draws again. Log calls name what they concern with
+`extra={"event": ..., "path": ...}`; no secret is ever a record's argument.
 """
 
 from __future__ import annotations
@@ -46,10 +37,9 @@ def parse_level(text: str) -> int:
 def parse_format(text: str) -> LogFormat:
     """A format's name (any case); ValueError naming the choices."""
     name = text.strip().lower()
-    for log_format in LOG_FORMATS:
-        if name == log_format:
-            return log_format
-    raise ValueError(f"is not one of {', '.join(LOG_FORMATS)}")
+    if name not in LOG_FORMATS:
+        raise ValueError(f"is not one of {', '.join(LOG_FORMATS)}")
+    return name
 
 
 class JsonFormatter(logging.Formatter):
@@ -146,8 +136,7 @@ class ProgressReport:
                 self.draw()
         if done == self.done and total == self.total:
             return
-        self.done = done
-        self.total = total
+        self.done, self.total = done, total
         if time.monotonic() - self._drawn_at >= self.INTERVAL:
             with _lock:
                 self.draw()

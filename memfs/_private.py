@@ -1,10 +1,9 @@
-"""Folders only memfs may write: the cache, the runtime folder.
-
-memfs often runs as root beside an agent running as another user: a folder
-that user could write into could have its entries replaced (the journal by
-a symlink to /etc/shadow) and turn memfs's writes against the host. So
-every folder memfs keeps state in must be a folder (not a symlink) of the
-user memfs runs as, writable by nobody else; those memfs creates are 0700.
+"""Folders only memfs may write: the cache, the runtime folder. memfs often
+runs as root beside an agent running as another user, who could replace the
+entries of a folder they may write into (the journal by a symlink to
+/etc/shadow) and turn memfs's writes against the host. So every folder memfs
+keeps state in is a real folder of its own user that nobody else may write;
+those memfs creates are 0700.
 """
 
 from __future__ import annotations
@@ -86,8 +85,7 @@ def open_file_at(dir_fd: int, name: str, flags: int, mode: int = 0o600) -> int:
 
 
 LOG_ROOM = 256 * 1024
-"""Bytes a log file keeps allocated past its end: what memfs says about a
-full disk still reaches the log."""
+"""Bytes a log file keeps allocated past its end, so that a full disk is still logged."""
 
 _FALLOC_FL_KEEP_SIZE = 1
 
@@ -105,11 +103,9 @@ def libc_function(name: str, argtypes: list[Any]) -> Any:
 
 
 def open_log_file(path: str, *, follow: bool = False) -> int:
-    """A descriptor appending to the log file `path`, created 0600 relative to
-    its folder's checked descriptor (`follow`: as `ensure_private_dir`),
-    never through a symlink, with `LOG_ROOM` allocated past its end (best
-    effort). ConfigError when the folder is not memfs's own; OSError when
-    the file cannot be opened."""
+    """A descriptor appending to the log file `path`, created 0600 in its
+    checked folder (`follow`: as `ensure_private_dir`), never through a
+    symlink, with `LOG_ROOM` allocated past its end (best effort)."""
     folder, name = os.path.split(path)
     dir_fd = _open_dir(folder, follow)
     try:

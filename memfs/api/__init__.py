@@ -1,12 +1,14 @@
 """The Memory Store API's rules as pure code, shared by the client and the
 server so the two cannot drift apart; nothing here does I/O (see
-docs/design.md for its modules)."""
+docs/design.md for its modules). Here too, memfs's own modes that layers
+from the command line down to the sync name between them, so that
+memfs.control, which carries them, need not load the sync."""
 
 from __future__ import annotations
 
-from ._modes import Confirmation as Confirmation
-from ._modes import Deletions as Deletions
-from ._modes import Outcome as Outcome
+import enum
+from dataclasses import dataclass
+
 from ._paths import MARKER_NAME as MARKER_NAME
 from ._paths import MARKER_PATH as MARKER_PATH
 from ._paths import MAX_NAME_BYTES as MAX_NAME_BYTES
@@ -47,8 +49,6 @@ from ._wire import SERVE_DEFAULT_HOST as SERVE_DEFAULT_HOST
 from ._wire import SERVE_DEFAULT_PORT as SERVE_DEFAULT_PORT
 from ._wire import SERVE_TOKEN_ENV as SERVE_TOKEN_ENV
 from ._wire import SESSIONS_BETA as SESSIONS_BETA
-from ._wire import STATUS_ERRORS_BY_STATUS as STATUS_ERRORS_BY_STATUS
-from ._wire import STATUS_ERRORS_BY_TYPE as STATUS_ERRORS_BY_TYPE
 from ._wire import ActorType as ActorType
 from ._wire import AuthHeader as AuthHeader
 from ._wire import CreatedSession as CreatedSession
@@ -65,3 +65,36 @@ from ._wire import content_sha256 as content_sha256
 from ._wire import error_class as error_class
 from ._wire import error_envelope as error_envelope
 from ._wire import parse_error_envelope as parse_error_envelope
+
+
+class Deletions(enum.StrEnum):
+    """What a local delete does in the store (`--sync-deletions`)."""
+
+    ENABLED = "enabled"
+    LOG_ONLY = "log_only"
+    DISABLED = "disabled"
+
+
+class Outcome(enum.StrEnum):
+    SAVED = "saved"
+    REFUSED = "refused"
+    NOT_CONFIRMED = "not_confirmed"
+    OVERRULED = "overruled"
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """What became of one file `memfs sync FILE` named, field for field an
+    object of `memfs sync FILE --json` (there `path` is the path as the user
+    gave it; in the store process, the memory path)."""
+
+    path: str
+    outcome: str
+    """An `Outcome`'s word."""
+    memory_id: str | None = None
+    sha256: str | None = None
+    """Of what the store holds."""
+    reason: str | None = None
+    """Why it was refused or not confirmed."""
+    kept_copy: str | None = None
+    """Where an overruled file's local edit is kept (an absolute path)."""

@@ -10,7 +10,7 @@ import base64
 import binascii
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .._exceptions import InvalidResources, InvalidSecret, InvalidStoreId, InvalidWorkItem
@@ -61,11 +61,8 @@ ACCESS_READ_ONLY = "read_only"
 
 @dataclass(frozen=True)
 class WorkItemSecret:
-    sessions_token: str
+    sessions_token: str = field(repr=False)
     api_base_url: str | None = None
-
-    def __repr__(self) -> str:
-        return f"WorkItemSecret(sessions_token=<hidden>, api_base_url={self.api_base_url!r})"
 
 
 _BASE64_TEXT = re.compile(r"[A-Za-z0-9+/_-]*")
@@ -187,14 +184,7 @@ class WorkItem:
     id: str
     environment_id: str
     session_id: str
-    secret: str | None = None
-
-    def __repr__(self) -> str:
-        secret = "<hidden>" if self.secret else None
-        return (
-            f"WorkItem(id={self.id!r}, environment_id={self.environment_id!r}, "
-            f"session_id={self.session_id!r}, secret={secret})"
-        )
+    secret: str | None = field(default=None, repr=False)
 
 
 def parse_work_item(obj: Any, where: str = "the work item") -> WorkItem:

@@ -1,17 +1,14 @@
 """What travels on the wire: headers, limits, words, the objects answers hold
 (their `from_json` tolerates fields a newer API adds or an older one leaves
-out), and the error envelope, read and written by both ends here so that
-every refusal means the same on both sides.
-"""
+out), and the error envelope, read and written by both ends here."""
 
 from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields
 from enum import StrEnum
-from typing import Any, ClassVar, Generic, Literal, Protocol, Self, TypeVar
+from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
 from .._exceptions import STATUS_ERRORS, ServerError, StatusError
 from ._session import ACCESS_READ_ONLY
@@ -19,10 +16,8 @@ from ._session import ACCESS_READ_ONLY
 AuthHeader = Literal["bearer", "x-api-key"]
 
 ANTHROPIC_VERSION = "2023-06-01"
-"""What memfs's own client sends."""
-SDK_ANTHROPIC_VERSION = "2026-10-21"
-"""What the Python SDK (`anthropic` 2.10 and later) sends."""
-ANTHROPIC_VERSIONS = (ANTHROPIC_VERSION, SDK_ANTHROPIC_VERSION)
+"""memfs's own; the Python SDK (`anthropic` 2.10 and later) sends the other."""
+ANTHROPIC_VERSIONS = (ANTHROPIC_VERSION, "2026-10-21")
 BETA = "agent-memory-2026-07-22"
 OLD_BETA = "managed-agents-2026-04-01"
 SESSIONS_BETA = OLD_BETA
@@ -69,89 +64,54 @@ class _Dataclass(Protocol):
 
 W = TypeVar("W", bound=_Dataclass)
 
-Reader = Callable[[dict[str, Any], str], Any]
-
-
-def _read(reader: Reader) -> dict[str, Reader]:
-    """The metadata of a field `from_json` reads its own way."""
-    return {"read": reader}
-
 
 def _from_fields(cls: type[W], d: dict[str, Any], **read: Any) -> W:
-    """The wire object `cls` of the JSON object `d`: each field from the key of
-    its name (its default when missing), but those `read` holds, those whose
-    metadata names a reader (`_read`), and `type`, the class's own."""
-    own = [f for f in fields(cls) if f.name not in read and f.name != "type"]
-    values = {f.name: f.metadata["read"](d, f.name) for f in own if "read" in f.metadata}
-    for f in own:
-        if f.name in values:
+    """`cls` of the JSON object `d`: the values `read` holds, and each other
+    field from the key of its name (its default when missing); `type` is the
+    class's own."""
+    for f in fields(cls):
+        if f.name in read or f.name == "type":
             continue
         if f.name in d or (f.default is MISSING and f.default_factory is MISSING):
-            values[f.name] = d[f.name]
-    return cls(**values, **read)
-
-
-class _FromJSON:
-    __slots__ = ()
-
-    __dataclass_fields__: ClassVar[dict[str, Any]]
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Self:
-        return _from_fields(cls, d)
-
-
-def _blank_if_absent(d: dict[str, Any], key: str) -> Any:
-    return d.get(key, "")
-
-
-def _blank_if_null(d: dict[str, Any], key: str) -> Any:
-    return d.get(key) or ""
-
-
-def _text(d: dict[str, Any], key: str) -> str:
-    return str(d.get(key) or "")
-
-
-def _text_or_none(d: dict[str, Any], key: str) -> str | None:
-    value = d.get(key)
-    return value if isinstance(value, str) else None
-
-
-def _mapping(d: dict[str, Any], key: str) -> dict[str, Any]:
-    return dict(d.get(key) or {})
-
-
-def _count(d: dict[str, Any], key: str) -> int:
-    return int(d.get(key) or 0)
+            read[f.name] = d[f.name]
+    return cls(**read)
 
 
 @dataclass(frozen=True)
-class MemoryStore(_FromJSON):
+class MemoryStore:
     id: str
-    name: str = field(metadata=_read(_blank_if_absent))
-    description: str = field(default="", metadata=_read(_blank_if_null))
-    metadata: dict[str, str] = field(default_factory=dict, metadata=_read(_mapping))
+    name: str = ""
+    description: str = ""
+    metadata: dict[str, str] = field(default_factory=dict)
     created_at: str = ""
     updated_at: str = ""
     archived_at: str | None = None
     type: str = "memory_store"
 
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> MemoryStore:
+        metadata = dict(d.get("metadata") or {})
+        return _from_fields(cls, d, description=d.get("description") or "", metadata=metadata)
+
 
 @dataclass(frozen=True, slots=True)
-class Memory(_FromJSON):
+class Memory:
     """A memory; `content` is None in the basic view."""
 
     id: str
-    memory_store_id: str = field(metadata=_read(_blank_if_absent))
     path: str
-    content_sha256: str = field(metadata=_read(_blank_if_absent))
-    content_size_bytes: int = field(metadata=_read(_count))
-    memory_version_id: str = field(metadata=_read(_blank_if_absent))
+    memory_store_id: str = ""
+    content_sha256: str = ""
+    content_size_bytes: int = 0
+    memory_version_id: str = ""
     created_at: str = ""
     updated_at: str = ""
     content: str | None = None
     type: str = "memory"
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Memory:
+        return _from_fields(cls, d, content_size_bytes=int(d.get("content_size_bytes") or 0))
 
 
 @dataclass(frozen=True)
@@ -163,12 +123,12 @@ class MemoryPrefix:
 
 
 @dataclass(frozen=True)
-class MemoryVersion(_FromJSON):
+class MemoryVersion:
     id: str
     memory_id: str
-    memory_store_id: str = field(metadata=_read(_blank_if_absent))
     operation: str
-    created_at: str = field(metadata=_read(_blank_if_absent))
+    memory_store_id: str = ""
+    created_at: str = ""
     content: str | None = None
     content_sha256: str | None = None
     content_size_bytes: int | None = None
@@ -177,6 +137,10 @@ class MemoryVersion(_FromJSON):
     redacted_at: str | None = None
     redacted_by: dict[str, Any] | None = None
     type: str = "memory_version"
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> MemoryVersion:
+        return _from_fields(cls, d)
 
 
 T = TypeVar("T")
@@ -205,10 +169,6 @@ class SessionResource:
     updated_at: str = ""
 
     @property
-    def is_memory_store(self) -> bool:
-        return self.type == "memory_store" and bool(self.memory_store_id)
-
-    @property
     def read_only(self) -> bool:
         return self.access == ACCESS_READ_ONLY
 
@@ -219,27 +179,16 @@ class SessionResource:
         return _from_fields(cls, texts, type=str(d.get("type") or ""))
 
 
-def _session_resources(d: dict[str, Any], key: str) -> list[SessionResource]:
-    listed = d.get(key)
-    return [
-        SessionResource.from_json(r)
-        for r in (listed if isinstance(listed, list) else [])
-        if isinstance(r, dict)
-    ]
-
-
 @dataclass(frozen=True)
-class Session(_FromJSON):
+class Session:
     """The fields of a session memfs reads."""
 
     id: str
-    status: str = field(default="", metadata=_read(_text))
-    resources: list[SessionResource] = field(
-        default_factory=list, metadata=_read(_session_resources)
-    )
-    environment_id: str = field(default="", metadata=_read(_text))
-    title: str | None = field(default=None, metadata=_read(_text_or_none))
-    metadata: dict[str, str] = field(default_factory=dict, metadata=_read(_mapping))
+    status: str = ""
+    resources: list[SessionResource] = field(default_factory=list)
+    environment_id: str = ""
+    title: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
     created_at: str = ""
     updated_at: str = ""
     archived_at: str | None = None
@@ -247,7 +196,24 @@ class Session(_FromJSON):
 
     @property
     def memory_stores(self) -> list[SessionResource]:
-        return [r for r in self.resources if r.is_memory_store]
+        return [r for r in self.resources if r.type == "memory_store" and r.memory_store_id]
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Session:
+        listed, title = d.get("resources"), d.get("title")
+        return _from_fields(
+            cls,
+            d,
+            status=str(d.get("status") or ""),
+            resources=[
+                SessionResource.from_json(r)
+                for r in (listed if isinstance(listed, list) else [])
+                if isinstance(r, dict)
+            ],
+            environment_id=str(d.get("environment_id") or ""),
+            title=title if isinstance(title, str) else None,
+            metadata=dict(d.get("metadata") or {}),
+        )
 
 
 @dataclass(frozen=True)
@@ -256,10 +222,7 @@ class CreatedSession:
     sessions token it minted (never shown by `repr()`)."""
 
     session: Session
-    sessions_token: str
-
-    def __repr__(self) -> str:
-        return f"CreatedSession(session={self.session!r}, sessions_token=<hidden>)"
+    sessions_token: str = field(repr=False)
 
 
 STATUS_ERRORS_BY_TYPE: dict[str, type[StatusError]] = {cls.error_type: cls for cls in STATUS_ERRORS}
@@ -294,11 +257,10 @@ def parse_error_envelope(
     reason_phrase: str = "",
     retry_after: float | None = None,
 ) -> StatusError:
-    """The exception an error answer stands for, whatever its body (its
-    decoded JSON, or None) holds. The body's `request_id` overrides the
-    header's; the message is the server's, or names the status, and ends with
-    the request id, so that a logged refusal can be traced on the server. An
-    unknown error type is kept as it came (`unknown_error` when none came)."""
+    """The exception an error answer stands for, whatever its body (decoded
+    JSON, or None) holds. The body's `request_id` overrides the header's and
+    ends the message, so that a logged refusal can be traced on the server;
+    an unknown error type is kept as it came (`unknown_error` when none came)."""
     error: dict[str, Any] = {}
     if isinstance(body, dict):
         if isinstance(body.get("error"), dict):

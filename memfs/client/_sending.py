@@ -1,7 +1,6 @@
 """Sending one call of the client: its attempts and the waits between them
-(as docs/client.md says), what they cost (`ClientStats`), and the one place
-where httpx's exceptions and error answers become memfs's exception tree.
-"""
+(as docs/client.md says), what they cost, and the one place where httpx's
+exceptions and error answers become memfs's exception tree."""
 
 from __future__ import annotations
 
@@ -18,7 +17,7 @@ from typing import Any, Literal, TypedDict, Unpack
 import httpx
 import trio
 
-from .._exceptions import StoreError, TransportError
+from .._exceptions import StatusError, StoreError, TransportError
 from ..api import parse_error_envelope
 
 log = logging.getLogger("memfs.client")
@@ -128,34 +127,28 @@ def transport_reason(exc: BaseException, timeout: float) -> str:
     return str(exc) or type(exc).__name__
 
 
-def _header_number(response: httpx.Response, name: str) -> float | None:
-    try:
-        number = float(response.headers.get(name, "nan"))
-    except ValueError:
-        return None
-    return None if number != number else max(0.0, number)  # NaN is no number
-
-
 def retry_after_seconds(response: httpx.Response) -> float | None:
     """`retry-after-ms` when it is a number, else `retry-after` (seconds)."""
-    ms = _header_number(response, "retry-after-ms")
-    return ms / 1000 if ms is not None else _header_number(response, "retry-after")
+    for name, unit in (("retry-after-ms", 1000), ("retry-after", 1)):
+        try:
+            number = float(response.headers.get(name, "nan"))
+        except ValueError:
+            continue
+        if not math.isnan(number):
+            return max(0.0, number) / unit
+    return None
 
 
-def error_from(
-    *,
-    response: httpx.Response | None = None,
-    exc: BaseException | None = None,
-    base_url: str = "",
-    timeout: float = 0.0,
-    attempts: int = 1,
-) -> StoreError:
-    """An error answer as the StatusError its envelope stands for, or an httpx
-    exception as a TransportError naming the URL and the reason."""
-    if response is None:
-        reason = transport_reason(exc, timeout) if exc is not None else "no answer"
-        tries = f" (after {attempts} attempts)" if attempts > 1 else ""
-        return TransportError(f"cannot reach {base_url}: {reason}{tries}")
+def transport_error(
+    exc: BaseException, base_url: str, timeout: float, attempts: int = 1
+) -> TransportError:
+    """An httpx exception as a TransportError naming the URL and the reason."""
+    tries = f" (after {attempts} attempts)" if attempts > 1 else ""
+    return TransportError(f"cannot reach {base_url}: {transport_reason(exc, timeout)}{tries}")
+
+
+def status_error(response: httpx.Response) -> StatusError:
+    """An error answer as the StatusError its envelope stands for."""
     try:
         body: Any = response.json()
     except (ValueError, UnicodeDecodeError):
@@ -231,9 +224,7 @@ class Sender:
                     await self._wait_at_start(start, e, timeout)
                     continue  # the start's attempts are not the call's retries
                 if attempt >= self.policy.max_retries or isinstance(e, _NEVER_RETRIED):
-                    raise error_from(
-                        exc=e, base_url=self.base_url, timeout=self.timeout, attempts=attempt + 1
-                    )
+                    raise transport_error(e, self.base_url, self.timeout, attempt + 1)
                 reason = transport_reason(e, self.timeout)
                 await self._wait(attempt, None, f"{method} {url}: {reason}")
             else:
@@ -311,7 +302,7 @@ class Sender:
         """The JSON body of a success; the error answer as its exception."""
         response = answer.response
         if response.status_code >= 400 or response.status_code < 200:
-            raise error_from(response=response, attempts=answer.attempts)
+            raise status_error(response)
         try:
             return response.json()
         except (ValueError, UnicodeDecodeError):

@@ -1,9 +1,7 @@
 """Between the CLI and the store processes: the control protocol, the store
-spec and shared settings, the runtime folder and its state files.
-
-Importing this package loads neither trio nor httpx (`ControlServer`, on
-trio, is loaded when first named), so that `memfs unmount`, `memfs sync`
-and `memfs status` start fast.
+spec and shared settings, the runtime folder and its state files. Importing
+it loads neither trio nor httpx (`ControlServer`, on trio, is loaded when
+first named), so that `memfs unmount`, `memfs sync` and `memfs status` start fast.
 """
 
 from __future__ import annotations
@@ -11,8 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..api import AuthHeader as AuthHeader
-from ._client import ControlClient as ControlClient
 from ._protocol import Command as Command
+from ._protocol import ControlClient as ControlClient
 from ._protocol import ErrorReply as ErrorReply
 from ._protocol import MetricsReply as MetricsReply
 from ._protocol import PushFilesReply as PushFilesReply
@@ -23,7 +21,6 @@ from ._protocol import StatusReply as StatusReply
 from ._protocol import StopReply as StopReply
 from ._protocol import StoreStatus as StoreStatus
 from ._protocol import SyncReply as SyncReply
-from ._protocol import UnknownCommand as UnknownCommand
 from ._protocol import known_fields as known_fields
 from ._runtime import StateFile as StateFile
 from ._runtime import StoreState as StoreState
@@ -31,7 +28,6 @@ from ._runtime import process_alive as process_alive
 from ._runtime import read_state as read_state
 from ._runtime import running_stores as running_stores
 from ._runtime import runtime_dir as runtime_dir
-from ._runtime import runtime_name as runtime_name
 from ._runtime import socket_path as socket_path
 from ._runtime import state_path as state_path
 from ._spec import DEFAULT_CACHE_SIZE as DEFAULT_CACHE_SIZE
@@ -48,12 +44,11 @@ from ._spec import StoreSpec as StoreSpec
 
 if TYPE_CHECKING:
     from ._server import ControlServer as ControlServer
-    from ._server import Handler as Handler
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("ControlServer", "Handler"):
-        from . import _server
+    if name == "ControlServer":
+        from ._server import ControlServer
 
-        return getattr(_server, name)
+        return ControlServer
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

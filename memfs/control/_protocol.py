@@ -1,6 +1,6 @@
-"""The control protocol: what the CLI asks a store process and what it answers.
-
-One request and one reply per connection, each one line of JSON::
+"""The control protocol: what the CLI asks a store process and what it
+answers, and the CLI's end of it. One request and one reply per connection,
+each one line of JSON::
 
     -> {"cmd": "status"}
     <- {"ok": true, "status": {...StoreStatus...}}
@@ -12,24 +12,29 @@ One request and one reply per connection, each one line of JSON::
     <- {"ok": true, "metrics": {...raw counters and histograms...}}
     -> {"cmd": "push_files", "paths": ["/a/b.md", ...], "timeout": 30}
     <- {"ok": true, "files": [{...memfs.api.Confirmation...}, ...]}
-
-    -> {"cmd": "push_now"}
-    <- {"ok": true}
+    -> {"cmd": "push_now"}       (push local changes, no listing nor pull)
+    <- {"ok": true}              (at once)
 
 and `{"ok": false, "error": "<sentence>"}` when a command could not be
 carried out. `by`, optional, names the asking command for the store
 process's log. `memfs status --json` and `memfs sync --json` print these
-shapes: fields are only ever added.
+shapes: fields are only ever added. The CLI's end is blocking, as the
+commands that use it run no event loop (the supervisor's trio program uses
+the `_async` methods); a process that cannot be reached, or that gives no
+whole reply, is a `SyncError` naming its mount path.
 """
 
 from __future__ import annotations
 
 import enum
 import json
+import socket
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
+from .._exceptions import SyncError
 from ..api import Confirmation
+from ._runtime import StoreState, socket_address
 
 if TYPE_CHECKING:
     import trio
@@ -60,14 +65,10 @@ class Command(enum.StrEnum):
 
     STATUS = "status"
     SYNC = "sync"
-    """Run a sync pass now; answered when it is done."""
     STOP = "stop"
-    """The final sync, then unmount; answered once the final sync is done."""
     METRICS = "metrics"
     PUSH_FILES = "push_files"
-    """Push the named files now; answered with what the store made of each."""
     PUSH_NOW = "push_now"
-    """Push the local changes now, without listing or pulling; answered at once."""
 
 
 _COMMANDS = frozenset(c.value for c in Command)
@@ -75,9 +76,6 @@ _COMMANDS = frozenset(c.value for c in Command)
 
 class UnknownCommand(ValueError):
     """A request whose command this memfs does not know; it is answered."""
-
-    def __init__(self, value: object) -> None:
-        super().__init__(f"unknown command {value!r}")
 
 
 BY_MAX_CHARS = 100
@@ -113,7 +111,7 @@ class Request:
             raise ValueError("a request is a JSON object")
         value = message.get("cmd")
         if not isinstance(value, str) or value not in _COMMANDS:
-            raise UnknownCommand(value)
+            raise UnknownCommand(f"unknown command {value!r}")
         by = message.get("by")
         if not isinstance(by, str) or not by.isprintable() or len(by) > BY_MAX_CHARS:
             by = None  # an asker's name is only ever logged: one unfit for a log line is dropped
@@ -298,3 +296,76 @@ def decode_reply(data: bytes, kind: type[ReplyKind]) -> ReplyKind | ErrorReply:
 
 def _line(message: dict[str, Any]) -> bytes:
     return json.dumps(message).encode() + b"\n"
+
+
+STATUS_TIMEOUT = 10.0
+SYNC_TIMEOUT = 600.0
+STOP_TIMEOUT = 600.0
+PUSH_FILES_MARGIN = 15.0
+"""How much longer than its own timeout `push_files` waits for the answer."""
+
+
+class ControlClient:
+    """Asks one running store process, through the socket its state file names."""
+
+    def __init__(self, store: StoreState) -> None:
+        self.store = store
+
+    def status(self, *, timeout: float = STATUS_TIMEOUT) -> StatusReply | ErrorReply:
+        return self._send(Request(Command.STATUS), StatusReply, timeout)
+
+    def sync(self, *, timeout: float = SYNC_TIMEOUT) -> SyncReply | ErrorReply:
+        """Run a pass now; answered when it is done."""
+        return self._send(Request(Command.SYNC), SyncReply, timeout)
+
+    def stop(
+        self, *, timeout: float = STOP_TIMEOUT, by: str | None = None
+    ) -> StopReply | ErrorReply:
+        """The final sync; answered when it is done, before the process
+        unmounts and exits. `by`, the asking command, goes into its log."""
+        return self._send(Request(Command.STOP, by), StopReply, timeout)
+
+    def metrics(self, *, timeout: float = STATUS_TIMEOUT) -> MetricsReply | ErrorReply:
+        return self._send(Request(Command.METRICS), MetricsReply, timeout)
+
+    def push_files(self, paths: list[str], *, timeout: float) -> PushFilesReply | ErrorReply:
+        """Push the files at these memory paths now; the store process answers
+        within `timeout` seconds, this end waits a little longer for it."""
+        request = Request(Command.PUSH_FILES, paths=tuple(paths), timeout=timeout)
+        return self._send(request, PushFilesReply, timeout + PUSH_FILES_MARGIN)
+
+    async def stop_async(self, *, timeout: float = STOP_TIMEOUT) -> StopReply | ErrorReply:
+        return await self._in_thread(Request(Command.STOP), StopReply, timeout)
+
+    async def push_now_async(self, *, timeout: float = STATUS_TIMEOUT) -> PushReply | ErrorReply:
+        return await self._in_thread(Request(Command.PUSH_NOW), PushReply, timeout)
+
+    def _send(
+        self, request: Request, kind: type[ReplyKind], timeout: float
+    ) -> ReplyKind | ErrorReply:
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.settimeout(timeout)
+                with socket_address(self.store.socket) as address:
+                    s.connect(address)
+                s.sendall(request.encode())
+                with s.makefile("rb") as replies:
+                    data = replies.readline()
+        except OSError as e:
+            where = self.store.mount_path
+            raise SyncError(f"cannot reach the memfs process of {where}: {e.strerror or e}")
+        try:
+            return decode_reply(data, kind)
+        except ValueError:
+            raise SyncError(f"the memfs process of {self.store.mount_path} gave no answer")
+
+    async def _in_thread(
+        self, request: Request, kind: type[ReplyKind], timeout: float
+    ) -> ReplyKind | ErrorReply:
+        """`_send` from a trio program, which a cancel leaves at once; trio is
+        loaded only here."""
+        import trio
+
+        return await trio.to_thread.run_sync(
+            self._send, request, kind, timeout, abandon_on_cancel=True
+        )

@@ -1,11 +1,8 @@
-"""The runtime folder, where store processes and the CLI meet.
-
-Each store process leaves there, named `<store_id>-<hash of the cache
-folder's real path>` (one name per store and cache folder), its state file
-`<name>.json`, written once mounted, rewritten with `"stopping": true` when
-the final sync begins and removed last, after the cache is closed; and its
-control socket `<name>.sock`. A state file whose process is gone counts for
-nothing.
+"""The runtime folder, where store processes and the CLI meet. Each store
+process leaves there, named `<store_id>-<hash of the cache folder's real
+path>`, its control socket `<name>.sock` and its state file `<name>.json`:
+written once mounted, rewritten with `"stopping": true` when the final sync
+begins, removed last. A state file whose process is gone counts for nothing.
 """
 
 from __future__ import annotations
@@ -89,8 +86,6 @@ class StoreState:
     def from_json(cls, text: str | bytes) -> StoreState:
         """Raises ValueError when the text is not a state file's."""
         data = json.loads(text)
-        if not isinstance(data, dict):
-            raise ValueError("a state file holds a JSON object")
         try:
             return cls(
                 store_id=str(data["store_id"]),

@@ -1,8 +1,6 @@
-"""The store process's end of its control socket (trio), mode 0600.
-
-A reply, once made, is sent even while the server is being cancelled (for
-at most `SEND_TIMEOUT`): a `stop` is answered when the final sync is done,
-the moment the store process begins to tear down, this server included.
+"""The store process's end of its control socket (trio), mode 0600. A reply,
+once made, is sent even while the server is being cancelled (for at most
+`SEND_TIMEOUT`): a `stop` is answered as the store process begins to tear down.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """What the supervisor tells a store process, and the settings every store of
-one mount shares, with their defaults and bounds (the command line checks
-each value against them as it reads it, so that a refusal names its source).
-
-A `StoreSpec` travels inside a `StoreLaunch`, one line of JSON on the store
-process's stdin, so the token never shows in argv or the environment.
-"""
+one mount shares with their defaults and bounds. A `StoreSpec` travels in a
+`StoreLaunch`, one line of JSON on the store process's stdin, so the token
+never shows in argv or the environment."""
 
 from __future__ import annotations
 

@@ -14,13 +14,8 @@ from memfs._exceptions import (
     ServerError,
     StatusError,
 )
-from memfs.api import (
-    STATUS_ERRORS_BY_STATUS,
-    STATUS_ERRORS_BY_TYPE,
-    error_class,
-    error_envelope,
-    parse_error_envelope,
-)
+from memfs.api import error_class, error_envelope, parse_error_envelope
+from memfs.api._wire import STATUS_ERRORS_BY_STATUS, STATUS_ERRORS_BY_TYPE
 
 
 @pytest.mark.parametrize("cls", sorted(STATUS_ERRORS_BY_TYPE.values(), key=lambda c: c.__name__))

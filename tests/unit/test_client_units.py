@@ -25,8 +25,7 @@ from memfs._exceptions import (
     TransportError,
 )
 from memfs.client import StoreClient
-from memfs.client._sending import RetryPolicy
-from memfs.client._sending import error_from as _error_from
+from memfs.client._sending import RetryPolicy, status_error, transport_error
 from memfs.client._sending import should_retry as _should_retry
 
 TOKEN = "sk-unit-secret-0123456789"
@@ -61,7 +60,7 @@ def _answer(status: int, error_type: str | None, message: str = "m", headers=Non
     ],
 )
 def test_error_table_rows_map_to_their_class(status, error_type, cls):
-    err = _error_from(response=_answer(status, error_type, "no memory mem_x"))
+    err = status_error(_answer(status, error_type, "no memory mem_x"))
     assert type(err) is cls
     assert err.status == status
     assert err.type == error_type
@@ -71,19 +70,19 @@ def test_error_table_rows_map_to_their_class(status, error_type, cls):
 
 
 def test_type_wins_over_status_and_unknown_5xx_is_server_error():
-    assert type(_error_from(response=_answer(400, "not_found_error"))) is NotFound
-    bare = _error_from(response=_answer(502, None, headers={"request-id": "req_hdr"}))
+    assert type(status_error(_answer(400, "not_found_error"))) is NotFound
+    bare = status_error(_answer(502, None, headers={"request-id": "req_hdr"}))
     assert type(bare) is ServerError
     assert bare.status == 502
     assert bare.request_id == "req_hdr"
     assert "502" in str(bare)
-    odd = _error_from(response=_answer(418, None))
+    odd = status_error(_answer(418, None))
     assert type(odd) is StatusError and odd.status == 418
 
 
 def test_path_conflict_carries_the_conflicting_memory():
-    err = _error_from(
-        response=_answer(
+    err = status_error(
+        _answer(
             409,
             "memory_path_conflict_error",
             conflicting_memory_id="mem_1",
@@ -96,18 +95,18 @@ def test_path_conflict_carries_the_conflicting_memory():
 
 
 def test_retry_after_is_read_in_seconds():
-    err = _error_from(response=_answer(429, "rate_limit_error", headers={"retry-after": "1.5"}))
+    err = status_error(_answer(429, "rate_limit_error", headers={"retry-after": "1.5"}))
     assert err.retry_after == 1.5
-    assert _error_from(response=_answer(429, "rate_limit_error")).retry_after is None
+    assert status_error(_answer(429, "rate_limit_error")).retry_after is None
 
 
 def test_transport_errors_become_one_sentence():
     refused = httpx.ConnectError("All connection attempts failed")
     refused.__cause__ = ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused")
-    err = _error_from(exc=refused, base_url="http://127.0.0.1:9", attempts=3)
+    err = transport_error(refused, "http://127.0.0.1:9", 0.0, 3)
     assert isinstance(err, TransportError)
     assert str(err) == "cannot reach http://127.0.0.1:9: connection refused (after 3 attempts)"
-    timed_out = _error_from(exc=httpx.ReadTimeout("x"), base_url="http://h", timeout=2)
+    timed_out = transport_error(httpx.ReadTimeout("x"), "http://h", 2)
     assert str(timed_out) == "cannot reach http://h: no answer within 2 s"
 
 
@@ -148,7 +147,7 @@ def test_bad_url_or_auth_is_a_config_error():
     ],
 )
 def test_retry_after_ms_is_preferred_to_retry_after(headers, seconds):
-    err = _error_from(response=_answer(429, "rate_limit_error", headers=headers))
+    err = status_error(_answer(429, "rate_limit_error", headers=headers))
     assert err.retry_after == seconds
 
 

@@ -25,14 +25,13 @@ from memfs.control import (
     StoreState,
     StoreStatus,
     SyncReply,
-    UnknownCommand,
     read_state,
     running_stores,
-    runtime_name,
     socket_path,
     state_path,
 )
-from memfs.control._protocol import decode_reply, encode_reply
+from memfs.control._protocol import UnknownCommand, decode_reply, encode_reply
+from memfs.control._runtime import runtime_name
 from tests.support.control import a_status
 
 STATUS_FIELDS = [
