@@ -335,10 +335,10 @@ class ControlClient:
         return self._send(request, PushFilesReply, timeout + PUSH_FILES_MARGIN)
 
     async def stop_async(self, *, timeout: float = STOP_TIMEOUT) -> StopReply | ErrorReply:
-        return await self._in_thread(Request(Command.STOP), StopReply, timeout)
+        return await self._send_async(Command.STOP, StopReply, timeout)
 
     async def push_now_async(self, *, timeout: float = STATUS_TIMEOUT) -> PushReply | ErrorReply:
-        return await self._in_thread(Request(Command.PUSH_NOW), PushReply, timeout)
+        return await self._send_async(Command.PUSH_NOW, PushReply, timeout)
 
     def _send(
         self, request: Request, kind: type[ReplyKind], timeout: float
@@ -352,20 +352,34 @@ class ControlClient:
                 with s.makefile("rb") as replies:
                     data = replies.readline()
         except OSError as e:
-            where = self.store.mount_path
-            raise SyncError(f"cannot reach the memfs process of {where}: {e.strerror or e}")
+            raise self._unreachable(e)
+        return self._decode(data, kind)
+
+    async def _send_async(
+        self, command: Command, kind: type[ReplyKind], timeout: float
+    ) -> ReplyKind | ErrorReply:
+        """`_send` on trio's sockets; trio is loaded only here."""
+        import trio
+
+        try:
+            with trio.fail_after(timeout), trio.socket.socket(socket.AF_UNIX) as s:
+                with socket_address(self.store.socket) as address:
+                    await s.connect(address)
+                stream = trio.SocketStream(s)
+                await stream.send_all(Request(command).encode())
+                data = await receive_line(stream)
+        except trio.TooSlowError:
+            raise SyncError(f"cannot reach the memfs process of {self.store.mount_path}: timed out")
+        except OSError as e:
+            raise self._unreachable(e)
+        return self._decode(data, kind)
+
+    def _unreachable(self, e: OSError) -> SyncError:
+        where = self.store.mount_path
+        return SyncError(f"cannot reach the memfs process of {where}: {e.strerror or e}")
+
+    def _decode(self, data: bytes, kind: type[ReplyKind]) -> ReplyKind | ErrorReply:
         try:
             return decode_reply(data, kind)
         except ValueError:
             raise SyncError(f"the memfs process of {self.store.mount_path} gave no answer")
-
-    async def _in_thread(
-        self, request: Request, kind: type[ReplyKind], timeout: float
-    ) -> ReplyKind | ErrorReply:
-        """`_send` from a trio program, which a cancel leaves at once; trio is
-        loaded only here."""
-        import trio
-
-        return await trio.to_thread.run_sync(
-            self._send, request, kind, timeout, abandon_on_cancel=True
-        )
