@@ -1,9 +1,8 @@
-"""One process per store (pyfuse3 holds one FUSE session per process), under
-one supervisor: it hands each its spec and token on stdin, waits until all
-say READY (or stops them and names the store that failed and why), then
-returns (`--daemon`) or waits in the foreground for SIGTERM/SIGINT and passes
-it on. A foreground store process's stdin is its lifeline: when the
-supervisor dies, the store stops with its final sync.
+"""One process per store (pyfuse3 holds one FUSE session per process): the
+supervisor hands each its spec and token on stdin, waits until all say READY
+(or stops them and names the store that failed and why), then returns
+(`--daemon`) or waits in the foreground. A foreground store process's stdin
+is its lifeline: when the supervisor dies, the store stops with its final sync.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ import subprocess
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from .._children import NOTIFY_ENV, STORE_MODULE, child_env, start_process
 from .._exceptions import MountError, SyncError
@@ -39,6 +38,8 @@ from ..mount import force_unmount
 
 if TYPE_CHECKING:
     import trio
+
+    from ._follow import SessionFollower
 
 log = logging.getLogger("memfs.supervisor")
 
@@ -112,19 +113,6 @@ class _Child:
     """Its failure was logged already (foreground only)."""
 
 
-class Follower(Protocol):
-    """A session follower (`_follow`), run beside the foreground wait."""
-
-    @property
-    def session_id(self) -> str: ...
-
-    async def follow(self) -> None: ...
-
-    def stop_soon(self) -> None: ...
-
-    def drop(self) -> None: ...
-
-
 @dataclass
 class FinalSync:
     """What the final sync of one store left behind."""
@@ -191,7 +179,7 @@ class Supervisor:
         self._old_handlers: dict[int, Any] | None = None
         self.removed: list[FinalSync] = []
         """The final syncs of the stores `remove` stopped, in order."""
-        self.follower: Follower | None = None
+        self.follower: SessionFollower | None = None
         """With one, a foreground `wait` goes on when no store runs."""
 
     def _start(self, spec: StoreSpec) -> _Child:
