@@ -18,19 +18,13 @@ from typing import TYPE_CHECKING, Any
 pytest_plugins = ["memfs.testing._fixtures"]
 
 if TYPE_CHECKING:
-    from ._processes import FaultProxyProcess, ServerProcess, api_headers
-    from ._proxy import FaultCounters, FaultProxy, FaultSettings
-    from ._store import FakeStore
-
-__all__ = [
-    "FakeStore",
-    "FaultCounters",
-    "FaultProxy",
-    "FaultProxyProcess",
-    "FaultSettings",
-    "ServerProcess",
-    "api_headers",
-]
+    from ._processes import FaultProxyProcess as FaultProxyProcess
+    from ._processes import ServerProcess as ServerProcess
+    from ._processes import api_headers as api_headers
+    from ._proxy import FaultCounters as FaultCounters
+    from ._proxy import FaultProxy as FaultProxy
+    from ._proxy import FaultSettings as FaultSettings
+    from ._store import FakeStore as FakeStore
 
 _HOMES = {
     "FakeStore": "._store",
@@ -41,6 +35,7 @@ _HOMES = {
     "ServerProcess": "._processes",
     "api_headers": "._processes",
 }
+__all__ = sorted(_HOMES)
 
 
 def __getattr__(name: str) -> Any:
