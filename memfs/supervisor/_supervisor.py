@@ -18,7 +18,7 @@ import subprocess
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import TYPE_CHECKING, Any, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypeVar
 
 from .._children import NOTIFY_ENV, STORE_MODULE, child_env, start_process
 from .._exceptions import MountError, SyncError
@@ -38,8 +38,6 @@ from ..mount import force_unmount
 
 if TYPE_CHECKING:
     import trio
-
-    from ._follow import SessionFollower
 
 log = logging.getLogger("memfs.supervisor")
 
@@ -111,6 +109,19 @@ class _Child:
     """Its failure was logged already (foreground only)."""
 
 
+class Follower(Protocol):
+    """A session follower (`_follow`, which imports this module)."""
+
+    @property
+    def session_id(self) -> str: ...
+
+    async def follow(self) -> None: ...
+
+    def stop_soon(self) -> None: ...
+
+    def drop(self) -> None: ...
+
+
 @dataclass
 class FinalSync:
     """What the final sync of one store left behind."""
@@ -176,7 +187,7 @@ class Supervisor:
         self._old_handlers: dict[int, Any] | None = None
         self.removed: list[FinalSync] = []
         """The final syncs of the stores `remove` stopped, in order."""
-        self.follower: SessionFollower | None = None
+        self.follower: Follower | None = None
         """With one, a foreground `wait` goes on when no store runs."""
 
     def _start(self, spec: StoreSpec) -> _Child:
