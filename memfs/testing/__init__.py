@@ -1,10 +1,7 @@
 """memfs.testing: a fake Memory Store server and a fault proxy for other
-projects' tests (docs/testing.md): a pytest plugin whose fixtures appear
-only when a project asks for them (`pytest_plugins = ["memfs.testing"]`,
-`-p memfs.testing`, `--memfs` or `memfs = true`), and its classes, usable
-without pytest too. They are imported on first use, so that pytest's switch
-(`_switch`), loaded in every project that installs memfs, costs nothing.
-Nothing in memfs imports this package.
+projects' tests (docs/testing.md), as a pytest plugin and as classes. They
+are imported on first use, so that pytest's switch (`_switch`), loaded in
+every project that installs memfs, costs nothing.
 
 PYTEST_DONT_REWRITE: this module holds no assertion, and pytest's switch has
 imported it before the plugin is registered, which pytest would warn about.

@@ -1,9 +1,7 @@
-"""The child processes of a fake store: `memfs serve` (`ServerProcess`) and
-the fault proxy in front of it (`FaultProxyProcess`). Both are plain
-blocking objects (no event loop), so they work in any test. Each child
-prints its URL as the first line of its stdout; `start()` waits for it, and
-`stop()` leaves no process behind. The server's token reaches it in its
-environment, never on its command line, where `ps` would show it.
+"""The child processes of a fake store, `memfs serve` (`ServerProcess`) and
+the fault proxy (`FaultProxyProcess`): blocking objects, so they work in any
+test. The server's token reaches it in its environment, never on its
+command line, where `ps` would show it.
 """
 
 from __future__ import annotations
@@ -32,7 +30,7 @@ from ..api import (
 from ._proxy import CONTROL_PATH, FaultCounters
 
 START_TIMEOUT = 15.0
-"""Seconds a child process has to print its URL."""
+"""Seconds a child process has to print its URL, the first line of its stdout."""
 
 
 def api_headers(token: str, *, beta: str | None = BETA) -> dict[str, str]:
@@ -64,15 +62,14 @@ def _first_line(stream: IO[bytes], timeout: float) -> str:
 
 
 def _start(cmd: list[str], timeout: float, **popen: Any) -> tuple[subprocess.Popen[bytes], str]:
-    """Start `cmd` and read the first line it prints within `timeout` seconds."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, **popen)
     assert proc.stdout is not None
     return proc, _first_line(proc.stdout, timeout)
 
 
 def _end(proc: subprocess.Popen[bytes] | None, timeout: float, *, kill: bool = False) -> int | None:
-    """Stop `proc` (SIGTERM, or SIGKILL when `kill`), wait, SIGKILL after
-    `timeout`; its exit status (None when there was no process)."""
+    """Stop `proc` (SIGTERM, or SIGKILL when `kill`), SIGKILL after `timeout`;
+    its exit status (None when there was no process)."""
     if proc is None:
         return None
     if proc.poll() is None:
@@ -190,8 +187,8 @@ class ServerProcess:
         self, *store_ids: str, read_only: tuple[str, ...] = (), **fields: Any
     ) -> dict[str, Any]:
         """Create a session holding `store_ids` read-write and `read_only`
-        read-only, over HTTP; its JSON, whose `sessions_token` (only this
-        answer carries it) reaches those stores as `Authorization: Bearer`."""
+        read-only; its JSON, whose `sessions_token` (only here) reaches those
+        stores as `Authorization: Bearer`."""
         resources = [
             {"type": "memory_store", "memory_store_id": sid, "access": access}
             for sids, access in ((store_ids, ACCESS_READ_WRITE), (read_only, ACCESS_READ_ONLY))
@@ -200,8 +197,8 @@ class ServerProcess:
         return self._post("/v1/sessions", {"resources": resources, **fields}, SESSIONS_BETA)
 
     def set_session_status(self, session_id: str, status: str) -> dict[str, Any]:
-        """Set the session's `status` (`running`, `idle`...) with memfs serve's
-        own extension, as the hosted API moves it while its agent works; the session."""
+        """Set the session's `status` (`running`, `idle`...), memfs serve's own
+        extension; the session."""
         return self._post(f"/v1/sessions/{session_id}/status", {"status": status}, SESSIONS_BETA)
 
     def work_item(self, session: dict[str, Any]) -> dict[str, Any]:
@@ -243,9 +240,8 @@ class FaultProxyProcess:
         return self
 
     def set(self, **changes: Any) -> dict[str, Any]:
-        """Change settings (see `FaultSettings`) and return the new state. An
-        unknown name is a TypeError, a bad value a ValueError; then nothing
-        changes."""
+        """Change settings (see `FaultSettings`) and return the new state; an
+        unknown name is a TypeError, a bad value a ValueError."""
         r = httpx.post(self.url + CONTROL_PATH, json=changes, timeout=5.0)
         if r.status_code == 400:
             message = r.json().get("error", r.text)

@@ -1,7 +1,6 @@
-"""`FakeStore`: one store on a `memfs serve`, with what a test does to it
-directly. Every call goes straight to the server, never through a fault
-proxy, so a test's own set-up and checks cannot be hit by its faults.
-"""
+"""`FakeStore`: one store on a `memfs serve`. Every call goes straight to the
+server, never through a fault proxy, so a test's own set-up and checks
+cannot be hit by its faults."""
 
 from __future__ import annotations
 
@@ -14,10 +13,8 @@ from ._processes import ServerProcess
 
 
 class FakeStore:
-    """A store on `server`: `.url` and `.token` to hand the program under
-    test (or the fault proxy's URL instead of `.url`), `.store_id`, and
-    blocking helpers over HTTP. Paths are the API's (`/notes/a.md`);
-    contents are text."""
+    """A store on `server`: `.url`, `.token` and `.store_id` to hand the program
+    under test, and blocking helpers over HTTP. Paths are the API's (`/a.md`)."""
 
     def __init__(self, server: ServerProcess, store_id: str) -> None:
         self.server = server
@@ -39,9 +36,8 @@ class FakeStore:
         return self.server.headers()
 
     def seed(self, memories: Mapping[str, str]) -> dict[str, str]:
-        """Write each `path: content` (creating it, or replacing what is
-        there) and return `path: memory id`. A path or content the store
-        refuses is a ValueError with the store's sentence."""
+        """Write each `path: content` (create or replace); `path: memory id`. A
+        path or content the store refuses is a ValueError with its sentence."""
         with self.server.http() as http:
             return {path: self._put(http, path, content) for path, content in memories.items()}
 
@@ -70,8 +66,7 @@ class FakeStore:
 
     def versions(self) -> list[dict[str, Any]]:
         """The store's version log, oldest first: one object per change
-        (`operation` is "created", "modified" or "deleted"; `path`,
-        `content` and `memory_id` say what it changed)."""
+        (`operation`, `path`, `content`, `memory_id`)."""
         with self.server.http() as http:
             pages = self._pages(http, "/memory_versions", {"view": "full", "limit": "20"})
             return list(reversed(list(pages)))
