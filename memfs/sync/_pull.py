@@ -226,32 +226,11 @@ class Puller(Part):
             return
         if action is Action.AGREE:
             self._agree(r, node)
-        elif action is Action.ADOPT:
-            assert node is not None and r.path is not None and r.sha is not None
-            await self._adopt(r, node, report)
-        elif action is Action.FORGET_DELETE:
+            return
+        if action is Action.FORGET_DELETE:
             cache.tombstone_done(r.memory_id)
-        elif action is Action.REMOVE_LOCAL:
-            assert node is not None
-            await self.remove_local(node, report)
-        elif action in (Action.RECREATE, Action.KEEP_LOCAL):
-            assert node is not None
-            if action is Action.RECREATE:
-                log.warning(
-                    "%s was deleted in the store but changed here: it will be created again",
-                    node.path,
-                    extra={"event": "recreated", "path": node.path},
-                )
-            else:
-                log.warning(
-                    f"{node.path} was deleted in the store; the local copy is kept",
-                    extra={"event": "remote_delete_kept", "path": node.path},
-                )
-            cache.forget_memory(node)
-        elif action is Action.FOLLOW_MOVE:
-            assert node is not None and r.path is not None
-            await self._follow_move(node, r.path, report)
-        elif action is Action.RESTORE:
+            return
+        if action is Action.RESTORE:
             log.warning(
                 "%s was deleted here but changed in the store: the store's version is restored",
                 r.path,
@@ -259,8 +238,32 @@ class Puller(Part):
             )
             cache.tombstone_done(r.memory_id)
             await self.place(r, report, fetch=True)
+            return
+        if action is Action.SHOW:
+            await self.place(r, report, fetch=False)
+            return
+        assert node is not None
+        if action is Action.ADOPT:
+            await self._adopt(r, node, report)
+        elif action is Action.REMOVE_LOCAL:
+            await self.remove_local(node, report)
+        elif action is Action.RECREATE:
+            log.warning(
+                "%s was deleted in the store but changed here: it will be created again",
+                node.path,
+                extra={"event": "recreated", "path": node.path},
+            )
+            cache.forget_memory(node)
+        elif action is Action.KEEP_LOCAL:
+            log.warning(
+                f"{node.path} was deleted in the store; the local copy is kept",
+                extra={"event": "remote_delete_kept", "path": node.path},
+            )
+            cache.forget_memory(node)
+        elif action is Action.FOLLOW_MOVE:
+            assert r.path is not None
+            await self._follow_move(node, r.path, report)
         elif action is Action.PULL_KEEP_LOCAL:
-            assert node is not None
             try:
                 copy = cache.keep_conflict_copy(node)
             except ConflictCopyFailed as e:
@@ -277,12 +280,9 @@ class Puller(Part):
             placed = await self.place(r, report, fetch=node.cached or node.live.open_count > 0)
             if placed is not None:
                 self.cache.note_overruled(placed, copy)
-        elif action is Action.PULL:
-            assert node is not None
-            await self.place(r, report, fetch=node.cached or node.live.open_count > 0)
         else:
-            assert action is Action.SHOW
-            await self.place(r, report, fetch=False)
+            assert action is Action.PULL
+            await self.place(r, report, fetch=node.cached or node.live.open_count > 0)
 
     def _wait_for_writers(self, r: RemoteMemory, node: Node) -> None:
         self.ledger.deferred[r.memory_id] = r
