@@ -43,14 +43,6 @@ class Chain:
     """Waiting for room on the cache's disk: its readers fetch for themselves."""
     done: bool = False
 
-    @property
-    def pages(self) -> int:
-        return -(-max(1, max(self.position.values(), default=0) + 1) // FULL_PAGE)
-
-    def near(self, memory_id: str) -> bool:
-        """Whether the content of `memory_id` is on the page being read or close after."""
-        return self.position[memory_id] // FULL_PAGE <= self.pages_read + WAIT_PAGES_AHEAD
-
 
 @dataclass(eq=False)
 class Delivery:
@@ -96,7 +88,8 @@ class Download:
         self._tell()
         if len(missing) > PREFETCH_BY_LISTING:
             chains = plan_chains(self.cache, missing)
-            self._queue.extend(c for c in chains if len(c.missing) > c.pages)
+            # A chain goes when it brings more contents than it costs pages.
+            self._queue.extend(c for c in chains if len(c.missing) > _pages(c))
             self._chain_of = {m: c for c in self._queue for m in c.missing}
             try:
                 async with trio.open_nursery() as nursery:
@@ -123,7 +116,7 @@ class Download:
         if not chain.started:
             chain.started = True
             self._nursery.start_soon(self._read_chain, chain)
-        if not chain.near(memory_id):
+        if chain.position[memory_id] // FULL_PAGE > chain.pages_read + WAIT_PAGES_AHEAD:
             return None
         delivery = self._waiting.setdefault(memory_id, Delivery())
         await delivery.ready.wait()
@@ -215,6 +208,10 @@ class Download:
                 self._tell()
         except CacheError as e:
             log.info("prefetch skipped: %s", e, extra={"event": "prefetch_skipped"})
+
+
+def _pages(chain: Chain) -> int:
+    return -(-max(1, max(chain.position.values(), default=0) + 1) // FULL_PAGE)
 
 
 def _missing(node: Node) -> bool:
