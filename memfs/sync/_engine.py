@@ -90,8 +90,8 @@ class SyncEngine:
         self.pacer.deletions = Deletions(mode)
 
     async def fetch_content(self, memory_id: str) -> tuple[bytes, str]:
-        """A memory's content and its sha: the cache's content source, from the
-        background download's pages while it runs (`Download.content`), or one GET."""
+        """A memory's content and its sha (the cache's content source): from the
+        background download's pages while it runs, or one GET."""
         if self._download is not None:
             content = await self._download.content(memory_id)
             if content is not None:
@@ -134,16 +134,14 @@ class SyncEngine:
         before_mount: bool = False,
         push_only: bool = False,
     ) -> PassReport:
-        """One whole pass; raises SyncError (its cause the StoreError, when one
-        ended the pass) when the store could not be reached or refused us.
-
-        `final`: a pass of the final sync, which pushes files still being written
-        and sends deletes as `end` says (the passes of one final sync share one).
-        `asked`: a pass a person asked for (`memfs sync`), which tries every
-        refused file and delete again at once. `before_mount`: nothing else uses
-        the cache yet, so the store's state is placed in one commit, and a
-        failure is left to the caller to tell. `push_only`: the local changes
-        alone are pushed."""
+        """One whole pass; SyncError (its cause the StoreError that ended the
+        pass, if one did) when the store could not be reached or refused us.
+        `final`: a pass of the final sync, which pushes files still being
+        written and sends deletes as `end` (shared by its passes) says.
+        `asked`: a person asked (`memfs sync`): refused files and deletes are
+        tried again at once. `before_mount`: the store's state is placed in one
+        commit, a failure left to the caller to tell. `push_only`: the local
+        changes alone, but for uploads still unanswered."""
         async with self._lock:
             report = PassReport(push_only=push_only)
             before = self.client.stats.requests
@@ -255,9 +253,8 @@ class SyncEngine:
         return out
 
     def left_behind(self) -> dict[str, str]:
-        """What the store does not hold yet, path -> what will become of it (the
-        final sync logs it, the stop prints it). A file whose content the store
-        refused is not left behind: that was said when it was refused."""
+        """What the store does not hold yet, path -> what will become of it; a
+        file whose content the store refused was told then, and is not in it."""
         out: dict[str, str] = {}
         for change in self.cache.changes():
             node = self.cache.nodes.get(change.node_id)

@@ -68,9 +68,8 @@ class Puller(Part):
         limit: int,
         in_one_commit: bool = False,
     ) -> None:
-        """Fetch what must be pulled in parallel, then decide memory by memory.
-        `in_one_commit`: nothing else uses the cache yet (the pass before the
-        mount), so the whole listing is placed with one commit."""
+        """Fetch what must be pulled in parallel, then decide memory by memory;
+        `in_one_commit` before the mount, when nothing else uses the cache."""
         wanted = [r for r in remote.values() if self._wants_content(r)]
         await each(wanted, self._fetch_ahead, limit)
         with self.cache.batch() if in_one_commit else contextlib.nullcontext():

@@ -47,9 +47,8 @@ class Pusher(Part):
     async def push(
         self, change: Change, report: PassReport, *, final: bool, asked: bool = False
     ) -> None:
-        """Push one changed file. `change` names the file; what is sent is the
-        file's state now (the filesystem may have moved on since the pass began).
-        `asked`: a pass a person asked for tries a refused file again at once."""
+        """Push the file `change` names, as it is now. `asked`: a person asked,
+        and a refused file is tried again at once."""
         cache = self.cache
         node = cache.nodes.get(change.node_id)
         if node is None or node.orphan or not node.pending:
@@ -212,8 +211,7 @@ class Pusher(Part):
 
     def _refuse(self, change: Change, sha: str, reason: str, *, local: bool = False) -> None:
         """The store refused this content (`local`: memfs cannot send it): said
-        once, as a warning, and retried only after it changes. It is no failure:
-        no stop leaves it behind."""
+        once, and retried only after it changes; no stop leaves it behind."""
         self.ledger.log_once(
             change.node_id,
             f"{change.path} is not uploaded: {reason}; it is retried after it changes",

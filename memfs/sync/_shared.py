@@ -32,9 +32,7 @@ FINAL_CONCURRENCY = 32
 """Requests at once in a periodic pass and in the final sync."""
 HOLD_FIRST = 15.0
 HOLD_MAX = 600.0
-"""A memory the store refused for a reason other than its content is tried
-again after HOLD_FIRST seconds, doubling up to HOLD_MAX, or at once when it
-changes."""
+"""The wait before a held file or delete is tried again, doubling (`Hold`)."""
 
 _REQUEST_ID = re.compile(r" \[request [^\]]*\]")
 """The request id an error message ends with: each attempt has its own."""
