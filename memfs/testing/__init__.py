@@ -15,16 +15,16 @@ from typing import TYPE_CHECKING, Any
 pytest_plugins = ["memfs.testing._fixtures"]
 
 if TYPE_CHECKING:
+    from ._processes import FakeStore as FakeStore
     from ._processes import FaultProxyProcess as FaultProxyProcess
     from ._processes import ServerProcess as ServerProcess
     from ._processes import api_headers as api_headers
     from ._proxy import FaultCounters as FaultCounters
     from ._proxy import FaultProxy as FaultProxy
     from ._proxy import FaultSettings as FaultSettings
-    from ._store import FakeStore as FakeStore
 
 _HOMES = {
-    "FakeStore": "._store",
+    "FakeStore": "._processes",
     "FaultCounters": "._proxy",
     "FaultProxy": "._proxy",
     "FaultProxyProcess": "._processes",

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ._processes import FaultProxyProcess, ServerProcess
-from ._store import FakeStore
+from ._processes import FakeStore, FaultProxyProcess, ServerProcess
 
 FAULT_SEED = 0
 """So a `*_rate` fault hits the same requests on every run of a test."""
