@@ -1,4 +1,4 @@
-"""What every job of a sync pass shares (design.md, "Sync")."""
+"""What every job of a sync pass shares (design.md, the `sync/_shared.py` row)."""
 
 from __future__ import annotations
 
