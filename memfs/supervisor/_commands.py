@@ -118,8 +118,7 @@ def sync(paths: list[str]) -> list[tuple[StoreState, SyncReply | ErrorReply]]:
 
 
 def file_in_mount(path: str) -> tuple[StoreState, str] | None:
-    """The running store whose mount holds `path` (below its mount path), and
-    the memory path of `path` in it; None when no mount holds it."""
+    """The running store whose mount holds `path`, and its memory path there."""
     real = os.path.realpath(path)
     for store in running_stores():
         top = os.path.realpath(store.mount_path)
@@ -130,7 +129,7 @@ def file_in_mount(path: str) -> tuple[StoreState, str] | None:
 
 def push_files(store: StoreState, paths: list[str], timeout: float) -> PushFilesReply | ErrorReply:
     """These memory paths of `store` pushed now, each confirmed (or not)
-    within `timeout` seconds; an ErrorReply when the store cannot be asked."""
+    within `timeout` seconds."""
     ((_, reply),) = _ask_each([store], lambda c: c.push_files(paths, timeout=timeout))
     return reply
 

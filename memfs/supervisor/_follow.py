@@ -1,12 +1,7 @@
-"""Following a session: once per `--session-check-interval` it is read, the
-stores detached since final-synced and unmounted, those attached mounted;
-going from `running` to `idle`, its read-write stores push now. A failed
-check unmounts nothing; it, an unusable store and one that cannot be mounted
-are each logged once and tried again. The follower is a task of the
-foreground supervisor, or for `--daemon` a process of its own (`_followd`)
-handed the session on stdin. Its session file in the runtime folder (0600)
-is what `memfs status` prints and `memfs unmount` reads; it goes when the
-follower ends."""
+"""Following a session (design.md): once per `--session-check-interval` it
+is read, the stores detached since final-synced and unmounted, those attached
+mounted. A failed check unmounts nothing. Its session file in the runtime
+folder is what `memfs status` prints and `memfs unmount` reads."""
 
 from __future__ import annotations
 
@@ -57,18 +52,14 @@ from ._supervisor import (
 log = logging.getLogger("memfs.supervisor")
 
 DEFAULT_SESSION_CHECK_INTERVAL = 60.0
-"""Seconds between two reads of a followed session: at most one a minute."""
 MIN_SESSION_CHECK_INTERVAL = 0.5
 MAX_EVENTS = 200
 """Events a session's file keeps (the oldest go first)."""
 FOLLOWER_MODULE = "memfs.supervisor._followd"
-"""The daemon follower's program, which the package does not import."""
 
 
 @dataclass(frozen=True)
 class FollowedStore:
-    """A store the follower holds mounted, and where."""
-
     resource: Resource
     mount_path: str
 
@@ -111,8 +102,7 @@ class SessionToFollow:
 def session_plan(
     creds: Credentials, session_id: str, mount: MountSettings
 ) -> tuple[list[StoreSpec], SessionToFollow]:
-    """The specs of the session's stores and the session to follow, every
-    refusal made before anything is mounted."""
+    """The specs of the session's stores and the session to follow."""
     resources = fetch_session_resources(creds, session_id, mount.start_timeout)
     each = mount.store_settings()
     specs = build_specs(resources, creds, each, root=mount.root, from_session=True)
@@ -169,7 +159,7 @@ class SessionRecord:
 
 
 def session_files(folder: str | None = None) -> list[tuple[str, SessionRecord]]:
-    """Each session file of the runtime folder whose follower is alive, and its record."""
+    """Each session file of the runtime folder whose follower is alive, with its record."""
     folder = runtime_dir() if folder is None else folder
     try:
         names = sorted(os.listdir(folder))
@@ -196,8 +186,7 @@ def session_records() -> list[SessionRecord]:
 
 
 Announce = Callable[[str, bool], None]
-"""Where a follower tells a person what it did: a line, and whether it is a
-problem (a file a final sync left behind) rather than news."""
+"""Where a follower tells a person what it did: a line, and whether it is a problem."""
 
 Key = tuple[str, str, str, str]
 
@@ -257,8 +246,8 @@ class SessionFollower:
         self._stop.set()
 
     async def follow(self) -> None:
-        """Check the session once per period until `stop_soon`: a check under
-        way finishes first, a store still starting is abandoned."""
+        """Check the session once per period until `stop_soon`, which a check
+        under way sees through; a store still starting is abandoned."""
         import trio
 
         try:
@@ -478,8 +467,8 @@ class SessionFollower:
         )
 
     async def _unmount(self, store: FollowedStore) -> FinalSync:
-        """Through the supervisor when it started the store, else over the
-        store's control socket (the daemon follower's first stores)."""
+        """Through the supervisor when it started the store, else over its
+        control socket (the daemon follower's first stores)."""
         result = await self.supervisor.remove(store.mount_path)
         if result is not None:
             return result
@@ -506,7 +495,7 @@ def start_daemon_follower(
     session: SessionToFollow, *, log_level: str, log_format: LogFormat
 ) -> int:
     """Start the follower of a `--daemon` mount, a process of its own, and
-    wait until it follows; its pid. MountError when it could not start."""
+    wait until it follows; its pid."""
     stderr = daemon_log(session.settings.cache_dir, f"session-{session.session_id}.log")
     env = {**child_env(), "MEMFS_LOG_LEVEL": log_level, "MEMFS_LOG_FORMAT": log_format}
     launch = json.dumps(session.to_json())

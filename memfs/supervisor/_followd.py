@@ -1,7 +1,6 @@
 """`python -m memfs.supervisor._followd`: the session follower of a `memfs
-mount --daemon`, a process of its own. It reads the session to follow as
-one line of JSON on stdin, writes the session's file, answers `READY` on
-stdout (or `ERROR <sentence>`), and follows until SIGTERM or SIGINT.
+mount --daemon`. It reads the session as a line of JSON on stdin, answers
+`READY` (or `ERROR <sentence>`), and follows until SIGTERM or SIGINT.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-"""The metrics endpoint of one `memfs mount` or `memfs run`: Prometheus text
-for all of its stores, every family prefixed `memfs_` and labelled with
-`store_id`, each scrape asking every store over its control socket. A
-process of its own, so that it serves a `--daemon` mount too; it ends once
-none of its stores runs. Only this module imports prometheus-client."""
+"""The metrics endpoint of one `memfs mount` or `memfs run`, a process of its
+own so that it serves a `--daemon` mount too: Prometheus text for all of its
+stores, each scrape asking every store over its control socket. It ends once
+none of its stores runs."""
 
 from __future__ import annotations
 
@@ -117,8 +116,7 @@ def families(samples: Iterable[tuple[str, dict[str, Any]]]) -> Iterator[Metric]:
 
 
 def main() -> int:
-    """Serve the endpoint until none of the stores runs any more; its
-    settings (`addr`, `state_files`: the stores' state files) come as JSON on stdin."""
+    """Serve the endpoint; its settings (`addr`, `state_files`) come as JSON on stdin."""
     logging.basicConfig(level=os.environ.get("MEMFS_LOG_LEVEL", "WARNING").upper())
     settings = json.loads(sys.stdin.readline())
     host, _, port = settings["addr"].rpartition(":")  # checked by the command line

@@ -1,10 +1,8 @@
 """`memfs run`: mount the stores, run one command in memfs's process group,
 then the final sync and the unmount. A signal sent to memfs alone is passed
 on, one the terminal sent the whole group is not (sigtimedwait says who sent
-it; trio's receiver cannot); SIGUSR2 stops the follower; signals during the
-final sync are dropped. The command gets no credential variable, no
-`NOTIFY_SOCKET`, no descriptor but 0-2, and /dev/null as stdin when the work
-item came on memfs's."""
+it); signals during the final sync are dropped. The command gets no
+credential variable, no `NOTIFY_SOCKET` and no descriptor but 0-2."""
 
 from __future__ import annotations
 
@@ -32,7 +30,6 @@ FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 _HELD = {*FORWARDED, signal.SIGCHLD, UNFOLLOW_SIGNAL}
 """SIGCHLD too: it says at once that the command or a store process ended."""
 SIGNAL_CHECK = 0.1
-"""Seconds between two looks, while the command runs, for a signal memfs holds."""
 _SI_KERNEL = 0x80
 """`si_code` of a signal the kernel sent (the terminal's), never kill(2)'s:
 Linux's value, which Python's signal module does not name."""
@@ -73,8 +70,7 @@ def run(
 ) -> RunResult:
     """Mount every store (MountError, with nothing left mounted, when one
     cannot be), run `argv` to its end, then the final sync and the unmount.
-    `session`: follow it meanwhile, telling `announce` what it mounts and
-    unmounts. `stdin_devnull`: the command's stdin is /dev/null."""
+    `session`: follow it meanwhile, telling `announce` what it does."""
     supervisor = Supervisor(
         specs, log_level=log_level, log_format=log_format, metrics_addr=metrics_addr
     )

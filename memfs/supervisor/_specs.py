@@ -1,9 +1,7 @@
-"""From what the operator asked for (`MountSettings`) and where the token
-comes from (`resolve_credentials`) to one `StoreSpec` per store, every
-refusal made before anything is mounted; and the supervisor's API calls.
-Secrets reach a store process only on its stdin, never by its environment
-or argv. A mount path a session gives must lead strictly under the mount
-root: whoever creates the session chooses it, and memfs, often root, mounts it.
+"""From the settings (`MountSettings`) and the token (`resolve_credentials`)
+to one `StoreSpec` per store, every refusal made before anything is mounted;
+and the supervisor's API calls. A mount path a session gives must lead
+strictly under the mount root: whoever creates the session chooses it.
 """
 
 from __future__ import annotations
@@ -46,8 +44,7 @@ API_KEY_PREFIX = "sk-ant-api"
 """A token that starts so is an API key, sent as `x-api-key`; any other as a bearer token."""
 
 _Found = Literal["token", "secret", "bearer", "x-api-key"]
-"""What a source holds: a token, a work item secret, or a token that always
-travels in one header."""
+"""What a source holds: a token, a work item secret, or a token for one header."""
 
 ENV_SOURCES: tuple[tuple[str, _Found], ...] = (
     ("MEMFS_TOKEN", "token"),
@@ -177,10 +174,6 @@ def resolve_credentials(
     return Credentials(url.rstrip("/"), token, auth, source)
 
 
-def _say_waiting(sentence: str) -> None:
-    log.warning("%s", sentence, extra={"event": "waiting_for_api"})
-
-
 def api_client(
     creds: Credentials, *, retries: int, timeout: float = 30.0, start_timeout: float | None = None
 ) -> StoreClient:
@@ -195,7 +188,7 @@ def api_client(
         max_retries=retries,
         timeout=timeout,
         start_timeout=start_timeout,
-        on_wait=_say_waiting,
+        on_wait=lambda sentence: log.warning("%s", sentence, extra={"event": "waiting_for_api"}),
     )
 
 
@@ -204,8 +197,7 @@ def call_api(
     request: Callable[[StoreClient], Awaitable[T]],
     start_timeout: float | None,
 ) -> T:
-    """What `request` returns, from code that runs no event loop (one trio
-    run); the client's errors as they are raised."""
+    """What `request` returns, from code that runs no event loop."""
     import trio
 
     async def with_client() -> T:
@@ -217,7 +209,7 @@ def call_api(
 
 async def session_state(client: StoreClient, session_id: str) -> tuple[str, list[dict[str, Any]]]:
     """The session's `status` and its memory stores as JSON objects for
-    `parse_resources`, from one read; StoreError when it cannot be read."""
+    `parse_resources`, from one read."""
     session = await client.get_session(session_id)
     return session.status, [asdict(r) for r in session.memory_stores]
 
@@ -225,8 +217,7 @@ async def session_state(client: StoreClient, session_id: str) -> tuple[str, list
 def fetch_session_resources(
     creds: Credentials, session_id: str, start_timeout: float | None = None
 ) -> list[Resource]:
-    """The session's memory stores, checked as a resources file is; MountError
-    with one sentence when the session cannot be read."""
+    """The session's memory stores, checked as a resources file is."""
     try:
         _, stores = call_api(creds, lambda client: session_state(client, session_id), start_timeout)
     except StoreError as e:
@@ -241,9 +232,8 @@ its id: the hosted API may refuse a sessions token there alone."""
 
 @dataclass(frozen=True, kw_only=True)
 class MountSettings:
-    """Every setting of a command that mounts, one field per setting, named
-    as its flag is (`--sync-interval`: `sync_interval`), each value checked
-    as the command line read it."""
+    """Every setting of a command that mounts, named as its flag is
+    (`--sync-interval`: `sync_interval`), checked as the command line read it."""
 
     store: tuple[str, ...]
     resources: str | None
@@ -322,8 +312,8 @@ def default_cache_dir() -> str:
 
 
 def check_mount_path(path: str, store_id: str) -> str:
-    """`path` with repeated slashes (a leading `//` too), `.` and a trailing
-    slash dropped, when it is absolute and without `..`; ConfigError otherwise."""
+    """`path` normalised (`//`, `.` and a trailing slash dropped), when it is
+    absolute and without `..`; ConfigError otherwise."""
     if not os.path.isabs(path):
         raise ConfigError(f"the mount path {path!r} of {store_id} must be absolute")
     if ".." in path.split("/"):
@@ -349,8 +339,7 @@ def check_session_mount_path(path: str, store_id: str, root: str) -> None:
 
 def mount_path_clash(one: tuple[str, str], other: tuple[str, str]) -> str | None:
     """Why two stores, (store id, normalised mount path) each, cannot both be
-    mounted, compared where their paths lead; None when they can. One inside
-    the other is refused whichever mounts first."""
+    mounted where their paths lead, one inside the other included; None when they can."""
     (one_id, one_path), (other_id, other_path) = one, other
     one_place, other_place = os.path.realpath(one_path), os.path.realpath(other_path)
     if one_place == other_place:
@@ -409,9 +398,8 @@ def build_specs(
     from_session: bool = False,
 ) -> list[StoreSpec]:
     """One spec per store, every refusal made before anything is mounted.
-    `from_session`: the resources are a session's, so each mount path must
-    lead under `root`, and the store process creates its folders from a
-    descriptor of the root."""
+    `from_session`: each mount path must lead under `root`, and the store
+    process creates its folders from a descriptor of the root."""
     check_store_count(resources)
     seen = set()
     for r in resources:

@@ -1,9 +1,8 @@
-"""One process per store (pyfuse3 holds one FUSE session per process), under
-one supervisor: it hands each its spec and token on stdin, waits until all
-say READY (or stops them and names the store that failed and why), then
-returns (`--daemon`) or waits in the foreground for SIGTERM/SIGINT and passes
-it on. A foreground store process's stdin is its lifeline: when the
-supervisor dies, the store stops with its final sync.
+"""One process per store (pyfuse3 holds one FUSE session per process): the
+supervisor hands each its spec and token on stdin, waits until all say READY
+(or stops them and names the store that failed and why), then returns
+(`--daemon`) or waits in the foreground. A foreground store process's stdin
+is its lifeline: when the supervisor dies, the store stops with its final sync.
 """
 
 from __future__ import annotations
@@ -46,16 +45,14 @@ T = TypeVar("T")
 
 READY_TIMEOUT = 300.0
 FOLLOWER_CHECK = 0.2
-"""Seconds between two looks of a foreground wait at its flags and its stores."""
 GONE_TIMEOUT = 60.0
 """How long `memfs unmount` waits for a store process to exit after its final sync."""
 STOP_MARGIN = 30.0
-"""How much longer than its final sync bound a store process may take to stop before it is killed."""
+"""How much longer than its final sync's bound a store process may take to stop."""
 
 
 def notify(message: str) -> None:
-    """Tell systemd `message` over `$NOTIFY_SOCKET`, when set; a socket that
-    cannot be reached is logged, the mounts work without it."""
+    """Tell systemd `message` over `$NOTIFY_SOCKET`, when set; the mounts work without it."""
     address = os.environ.get(NOTIFY_ENV, "")
     if not address:
         return
@@ -85,7 +82,7 @@ def start_helper(
 ) -> subprocess.Popen[str]:
     """Start a helper process (the metrics endpoint, a daemon follower), hand
     it `launch` on stdin and wait for its READY; MountError `cannot <what>:
-    <cause>`, its process ended, when it says ERROR or exits instead."""
+    <cause>` when it says ERROR or exits instead."""
     proc = start_process(module, env, stderr)
     assert proc.stdin is not None and proc.stdout is not None
     with contextlib.suppress(BrokenPipeError):
@@ -113,7 +110,7 @@ class _Child:
 
 
 class Follower(Protocol):
-    """A session follower (`_follow`), run beside the foreground wait."""
+    """A session follower (`_follow`, which imports this module)."""
 
     @property
     def session_id(self) -> str: ...
@@ -131,7 +128,6 @@ class FinalSync:
 
     spec: StoreSpec
     not_uploaded: list[str] = field(default_factory=list)
-    """The files the store does not hold: they stay in the cache for its next mount."""
     failure: str | None = None
     """Why the final sync could not be confirmed; None when it answered."""
     sync_error: str | None = None
@@ -143,8 +139,8 @@ class FinalSync:
 
 
 async def ask_final_sync(spec: StoreSpec, state: StoreState) -> FinalSync:
-    """Stop a running store with its final sync, asked over its control
-    socket as `memfs unmount` asks; SyncError when it does not answer."""
+    """Stop a running store with its final sync over its control socket;
+    SyncError when it does not answer."""
     reply = await ControlClient(state).stop_async(timeout=spec.final_sync_timeout + STOP_MARGIN)
     if isinstance(reply, ErrorReply):
         return FinalSync(spec, failure=reply.error)
@@ -234,8 +230,8 @@ class Supervisor:
             notify("READY=1")
 
     async def _answers(self, children: list[_Child], abandon: trio.Event) -> None:
-        """Each child's answer, read at once, until all have answered, the
-        wait is over or `abandon` is set."""
+        """Each child's answer, until all have answered, the wait is over or
+        `abandon` is set."""
         import trio
 
         async def cancel_when_abandoned() -> None:
@@ -291,8 +287,7 @@ class Supervisor:
 
     async def add(self, spec: StoreSpec, abandon: trio.Event) -> bool:
         """Mount one more store while the others run; MountError when it
-        cannot be. When `abandon` is set before its READY, its process is
-        stopped and False is returned."""
+        cannot be, False when `abandon` is set before its READY."""
         child = self._start(spec)
         try:
             await self._answers([child], abandon)
@@ -319,8 +314,7 @@ class Supervisor:
         return result
 
     async def run_follower(self, until: Callable[[], Awaitable[None]]) -> None:
-        """Run the session follower, if any, while `until` runs; then stop it
-        and wait for what it is doing to finish."""
+        """Run the session follower, if any, while `until` runs; then stop it."""
         import trio
 
         async with trio.open_nursery() as nursery:
@@ -369,8 +363,8 @@ class Supervisor:
         return 0 if all(code == 0 for code in codes) else 1
 
     def final_sync(self) -> list[FinalSync]:
-        """Stop every store with its final sync, all at once, and wait for
-        each process to exit; what each left behind, in their order."""
+        """Stop every store with its final sync, all at once; what each left
+        behind, in their order."""
         self._stopping()
         results = _each_at_once(self._final_sync, self.children)
         self._stop_metrics()
@@ -427,8 +421,8 @@ class Supervisor:
         return result
 
     def report_ended(self) -> int:
-        """Log, once each, the store processes that stopped with an error
-        before they were asked to; the number still running."""
+        """Log, once each, the store processes that failed before they were
+        asked to stop; the number still running."""
         alive = 0
         for c in self.children:
             if c.proc.poll() is None:
@@ -462,9 +456,8 @@ class Supervisor:
             self._stop_asked = True
 
     def wait(self) -> int:
-        """Foreground: run until SIGTERM/SIGINT (or every store has ended, when
-        no session follower may add one), then stop all. SIGUSR2 stops the
-        session follower and lets the stores run."""
+        """Foreground: run until SIGTERM/SIGINT (or every store has ended and no
+        follower may add one), then stop all; SIGUSR2 stops the follower only."""
         import trio
 
         self.catch_stop_signals()

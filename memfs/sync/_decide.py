@@ -1,9 +1,6 @@
 """The decision table of design.md as a pure function: from what changed here
-and in the store, against the base last agreed, to what the sync does.
-
-Both states are decided by bytes: a file here is changed only when its bytes
-differ from its base, and a file that already holds exactly the store's new
-bytes agrees with the store (`same_bytes`): no conflict copy, no fetch, no upload.
+and in the store, against the base last agreed, to what the sync does. Both
+states are decided by bytes.
 """
 
 from __future__ import annotations
@@ -14,8 +11,7 @@ import enum
 class Local(enum.Enum):
     """A memory's state here, against its base."""
 
-    ABSENT = "not here"
-    """No file holds it and no delete is pending: the store's memory is new here."""
+    ABSENT = "not here, no delete pending: the store's memory is new here"
     UNCHANGED = "unchanged"
     EDITED = "content changed: its bytes differ from the base's"
     MOVED = "moved or renamed, its bytes the base's"
@@ -92,15 +88,10 @@ def decide(
     own_write: bool = False,
     same_bytes: bool = False,
 ) -> Action:
-    """What to do with one memory.
-
-    `own_write`: the store holds exactly what memfs sent for it last (an
-    upload whose answer was lost), which is agreed rather than decided.
-    `same_bytes`: the file here holds exactly the store's bytes, which is
-    agreed too (only a changed remote can differ from an unchanged base).
-    `read_only`: nothing is created in the store; a local change the store
-    deleted stays here.
-    """
+    """What to do with one memory. `own_write`: the store holds exactly what
+    memfs sent for it last (an upload whose answer was lost); `same_bytes`:
+    the file here holds exactly the store's new bytes. Both are agreed rather
+    than decided. `read_only`: a local change the store deleted stays here."""
     if own_write and remote is not Remote.DELETED:
         return Action.AGREE
     if same_bytes and local is Local.EDITED and remote is Remote.CHANGED:

@@ -1,13 +1,8 @@
-"""Deleting in the store what was deleted here: slowly, and never a wipe.
-
-A tool that deletes and re-creates a tree (`git checkout`) must not empty a
-shared store. So a delete is sent only once a pass at least `DELETE_WINDOW`
-seconds after the first pass that saw it still finds the file missing, at
-most `delete_cap` a pass, with `expected_content_sha256`; a 409 or 412
-restores the store's version. A wipe (no file left of a store that had two
-or more) deletes nothing and the files are restored. `log_only` logs where
-`enabled` deletes. The end of a session (`EndOfSession`) sends at most one
-pass's cap in all; what it holds back stays pending for the next mount.
+"""Deleting in the store what was deleted here: slowly, and never a wipe, so
+that a tool that deletes and re-creates a tree (`git checkout`) cannot empty
+a shared store. A delete is sent once a pass `DELETE_WINDOW` seconds after
+the first that saw it still finds the file missing, at most `delete_cap` a
+pass, with `expected_content_sha256`; a 409 or 412 restores the store's version.
 """
 
 from __future__ import annotations
@@ -34,13 +29,12 @@ from ._shared import (
 
 @dataclass
 class EndOfSession:
-    """How the final sync of a session sends deletes: whether it waives the
-    window, and how many of the cap are left for its passes (None: not counted yet)."""
+    """How the final sync sends deletes: whether it waives the window, and how
+    many of one pass's cap are left for all its passes (None: not counted yet)."""
 
     waive_window: bool = True
     deletes_left: int | None = None
     cap: int = 0
-    """The cap of the first pass: all the final sync may send."""
 
 
 class DeletePacer(Part):
@@ -64,8 +58,7 @@ class DeletePacer(Part):
         return self.cache.file_count() == 0
 
     def undo_wipe(self) -> None:
-        """Delete nothing and forget the pending deletes (the caller lists the
-        store again, so that its files come back)."""
+        """Forget the pending deletes (the caller lists the store again)."""
         stones = list(self.cache.tombstones.values())
         log.warning(
             "every file of %s was deleted here at once (%d files): that looks like a wipe, "
@@ -88,9 +81,8 @@ class DeletePacer(Part):
         asked: bool,
         known: int,
     ) -> None:
-        """Send the deletes that are due this pass (`end`: the final sync's;
-        `asked`: a pass a person asked for, which does not wait for holds);
-        `known`, the n of the cap: the store's memories as last agreed."""
+        """Send the deletes due this pass (`asked`: a person asked, holds are
+        waived); `known`, the n of the cap: the store's memories as last agreed."""
         cache = self.cache
         self.held_at_end.clear()
         if not cache.tombstones or self.deletions is Deletions.DISABLED:
@@ -159,8 +151,8 @@ class DeletePacer(Part):
             )
 
     async def send_now(self, memory_id: str | None) -> bool:
-        """Whether the pending delete of `memory_id`, whose path a push needs, was
-        sent now: the local tree corroborates it, so it does not wait for its window."""
+        """Whether the pending delete of `memory_id`, whose path a push needs,
+        was sent now (the push corroborates it: no window)."""
         stone = self.cache.tombstones.get(memory_id or "")
         if stone is None or self.deletions is not Deletions.ENABLED:
             return False

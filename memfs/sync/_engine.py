@@ -1,10 +1,7 @@
 """The sync pass: read the store's changes (`_remote`), apply them (`_pull`),
-restore a wipe instead of deleting it, push local changes (`_push`), send
-the deletes that are due (`_deletes`). A push-only pass leaves out files
-whose upload is unanswered: only a pass that reads the store can tell whether
-it landed. The base advances only on success; only whole-store conditions end
-a pass early, with everything kept, and no failure of a pass ends the store
-process.
+restore a wipe instead of deleting it, push local changes (`_push`), send the
+deletes that are due (`_deletes`). Only whole-store conditions end a pass
+early, with everything kept; no failure of a pass ends the store process.
 """
 
 from __future__ import annotations
@@ -14,14 +11,29 @@ from collections.abc import Callable
 
 import trio
 
-from .._exceptions import AuthenticationFailed, NotFound, PermissionDenied, StoreError, SyncError
-from ..api import MAX_CONTENT_BYTES
-from ..cache import SyncFace
+from .._exceptions import (
+    AuthenticationFailed,
+    NotFound,
+    PermissionDenied,
+    StatusError,
+    StoreError,
+    SyncError,
+)
+from ..api import MARKER_NAME, MAX_CONTENT_BYTES, Confirmation, Outcome
+from ..cache import (
+    READ_ONLY_REASON,
+    Change,
+    SyncFace,
+    SyncState,
+    file_state,
+    marker_state,
+    overruled_copy,
+)
 from ..client import StoreClient
 from ._deletes import DeletePacer, EndOfSession
 from ._prefetch import Download
 from ._pull import Puller
-from ._push import Confirmer, Pusher
+from ._push import Pusher
 from ._remote import RemoteChanges
 from ._shared import (
     DEFAULT_CONCURRENCY,
@@ -68,15 +80,6 @@ class SyncEngine:
         self.puller = Puller(shared, read_only=read_only)
         self.pacer = DeletePacer(shared, self.puller, deletions=Deletions(deletions))
         self.pusher = Pusher(shared, self.pacer)
-        self.confirm = Confirmer(
-            cache,
-            self.ledger,
-            self.pusher,
-            read_only=read_only,
-            lock=self._lock,
-            full_pass=lambda: self.run_pass(full=True, asked=True),
-        ).confirm
-        """Push named files now and say what the store made of each (`memfs sync FILE`)."""
 
     @property
     def deletions(self) -> Deletions:
@@ -87,8 +90,8 @@ class SyncEngine:
         self.pacer.deletions = Deletions(mode)
 
     async def fetch_content(self, memory_id: str) -> tuple[bytes, str]:
-        """A memory's content and its sha: the cache's content source, from the
-        background download's pages while it runs (`Download.content`), or one GET."""
+        """A memory's content and its sha (the cache's content source): from the
+        background download's pages while it runs, or one GET."""
         if self._download is not None:
             content = await self._download.content(memory_id)
             if content is not None:
@@ -131,16 +134,14 @@ class SyncEngine:
         before_mount: bool = False,
         push_only: bool = False,
     ) -> PassReport:
-        """One whole pass; raises SyncError (its cause the StoreError, when one
-        ended the pass) when the store could not be reached or refused us.
-
-        `final`: a pass of the final sync, which pushes files still being written
-        and sends deletes as `end` says (the passes of one final sync share one).
-        `asked`: a pass a person asked for (`memfs sync`), which tries every
-        refused file and delete again at once. `before_mount`: nothing else uses
-        the cache yet, so the store's state is placed in one commit, and a
-        failure is left to the caller to tell. `push_only`: the local changes
-        alone are pushed."""
+        """One whole pass; SyncError (its cause the StoreError that ended the
+        pass, if one did) when the store could not be reached or refused us.
+        `final`: a pass of the final sync, which pushes files still being
+        written and sends deletes as `end` (shared by its passes) says.
+        `asked`: a person asked (`memfs sync`): refused files and deletes are
+        tried again at once. `before_mount`: the store's state is placed in one
+        commit, a failure left to the caller to tell. `push_only`: the local
+        changes alone, but for uploads still unanswered."""
         async with self._lock:
             report = PassReport(push_only=push_only)
             before = self.client.stats.requests
@@ -252,9 +253,8 @@ class SyncEngine:
         return out
 
     def left_behind(self) -> dict[str, str]:
-        """What the store does not hold yet, path -> what will become of it (the
-        final sync logs it, the stop prints it). A file whose content the store
-        refused is not left behind: that was said when it was refused."""
+        """What the store does not hold yet, path -> what will become of it; a
+        file whose content the store refused was told then, and is not in it."""
         out: dict[str, str] = {}
         for change in self.cache.changes():
             node = self.cache.nodes.get(change.node_id)
@@ -286,7 +286,7 @@ class SyncEngine:
 
     def not_shown(self) -> dict[str, str]:
         """Memories of the store this folder does not show: path -> reason."""
-        return dict(self.puller.not_shown.memories.values())
+        return dict(self.puller.not_shown.values())
 
     def refused(self) -> dict[str, str]:
         """Files and deletes the store refused or memfs holds back: path -> reason."""
@@ -309,6 +309,72 @@ class SyncEngine:
             if stone is not None:
                 out[f"{stone.path} (deleted)"] = hold.reason
         return out
+
+    async def confirm(self, paths: list[str], timeout: float) -> list[Confirmation]:
+        """Push `paths` (memory paths, `/a/b.md`) now and say what the store made
+        of each within `timeout` seconds (`memfs sync FILE`): as a pass pushes,
+        the quiet time and the backoff of refused files waived; a file a 409
+        stops is settled by one full pass; what is not answered stays pending."""
+        if self.read_only:
+            return [Confirmation(p, Outcome.REFUSED, reason=READ_ONLY_REASON) for p in paths]
+        failure: StoreError | None = None
+        cause = "it is still pending: a later pass pushes it"
+        with trio.move_on_after(timeout) as scope:
+            try:
+                await self._push_now(paths)
+                if any(self._unsettled(p) for p in paths):
+                    await self.run_pass(full=True, asked=True)
+                    await self._push_now(paths)
+            except StoreError as e:
+                failure = e
+            except SyncError as e:
+                failure = e.__cause__ if isinstance(e.__cause__, StoreError) else None
+                cause = str(e)
+        refused = False
+        if scope.cancelled_caught:
+            cause = f"no answer from the store within {timeout:g} s"
+        elif isinstance(failure, StatusError):
+            cause = f"the store answered {failure.status}: {failure.message}"
+            # A 401 or a 403 of the store refuses the push; a 5xx, 408 or 429 leaves it pending.
+            refused = failure.status < 500 and failure.status not in (408, 429)
+        elif failure is not None:
+            cause = f"the store could not be reached: {failure}"
+        return [self._outcome(p, refused, cause) for p in paths]
+
+    async def _push_now(self, paths: list[str]) -> None:
+        async with self._lock:
+            for path in paths:
+                node = self.cache.find(path)
+                if node is not None and not node.is_dir and node.pending:
+                    await self.pusher.push(Change.of(node), PassReport(), final=True, asked=True)
+
+    def _unsettled(self, path: str) -> bool:
+        """Whether the file is pending for a reason a listing of the store may
+        settle (a conflict), not for its content or size."""
+        node = self.cache.find(path)
+        if node is None or node.is_dir or not node.pending or node.too_large:
+            return False
+        return not self.ledger.content_refused(node) and overruled_copy(node) is None
+
+    def _outcome(self, path: str, refused: bool, cause: str) -> Confirmation:
+        if path == "/" + MARKER_NAME:
+            return Confirmation(path, Outcome.REFUSED, reason=marker_state().reason)
+        node = self.cache.find(path)
+        if node is None or node.is_dir:
+            return Confirmation(
+                path, Outcome.NOT_CONFIRMED, reason="the file was moved or removed meanwhile"
+            )
+        state = file_state(node)
+        if state.state is SyncState.OVERRULED:
+            return Confirmation(
+                path, Outcome.OVERRULED, state.memory_id, state.sha256, kept_copy=state.kept_copy
+            )
+        if state.state is SyncState.SYNCED:
+            return Confirmation(path, Outcome.SAVED, state.memory_id, state.sha256)
+        if state.state is SyncState.PENDING:
+            outcome = Outcome.REFUSED if refused else Outcome.NOT_CONFIRMED
+            return Confirmation(path, outcome, state.memory_id, state.sha256, cause)
+        return Confirmation(path, Outcome.REFUSED, state.memory_id, state.sha256, state.reason)
 
 
 def _failure(e: StoreError, store_id: str) -> str:

@@ -1,13 +1,7 @@
-"""Prefetch: every content not cached yet, in the background after a mount.
-
-A few missing contents are fetched one by one; many come through chains of
-full-view listing pages (`Chain`, design.md tells how the tree is cut),
-read in path order, a few at a time. A reader that opens a file not cached
-yet asks the download first (`Download.content`): its chain starts at once,
-and when its content is on the page being read or the next, it waits for
-that page; otherwise it fetches the content itself. The download waits while
-the cache's disk is full, never for a busy filesystem; a whole-store failure
-stops it.
+"""The background download of every content not cached yet after a mount: a
+few one by one, many through chains of full-view listing pages that readers
+take their contents from (design.md, "A large store materialises by folder").
+It waits while the cache's disk is full; a whole-store failure stops it.
 """
 
 from __future__ import annotations
@@ -26,12 +20,10 @@ from ._shared import each, log, whole_store
 
 PREFETCH_BY_LISTING = 20
 FULL_PAGE = 20
-"""Memories per full-view listing page (the API's cap)."""
 SPLIT_ABOVE = 3 * FULL_PAGE
 LISTING_CONCURRENCY = 8
 FULL_DISK_WAIT = 1.0
 WAIT_PAGES_AHEAD = 1
-"""How many pages past the one being read a reader waits for its content."""
 
 Content = tuple[bytes, str]
 
@@ -43,21 +35,13 @@ class Chain:
     prefix: str
     depth: int | None
     position: dict[str, int]
-    """Memory id -> its place in the listing (a depth-1 listing holds subfolders too)."""
+    """Memory id -> its place in the listing (subfolders count in a depth-1 one)."""
     missing: dict[str, Node]
     started: bool = False
     pages_read: int = 0
     paused: bool = False
     """Waiting for room on the cache's disk: its readers fetch for themselves."""
     done: bool = False
-
-    @property
-    def pages(self) -> int:
-        return -(-max(1, max(self.position.values(), default=0) + 1) // FULL_PAGE)
-
-    def near(self, memory_id: str) -> bool:
-        """Whether the content of `memory_id` is on the page being read or close after."""
-        return self.position[memory_id] // FULL_PAGE <= self.pages_read + WAIT_PAGES_AHEAD
 
 
 @dataclass(eq=False)
@@ -73,7 +57,7 @@ class Delivery:
 
 
 class Download:
-    """The background download of one mount's missing contents (see the module)."""
+    """The background download of one mount's missing contents."""
 
     def __init__(
         self,
@@ -96,16 +80,16 @@ class Download:
         self._failure: StoreError | None = None
 
     async def run(self) -> int:
-        """Fetch every content not cached yet; returns how many were fetched.
-        `progress(done, total)` hears of each page and each content (`done` may
-        end below `total`: readers fetch some meanwhile)."""
+        """How many contents it fetched. `progress(done, total)` hears of each
+        page and content (`done` may end below `total`: readers fetch some)."""
         await self._room_on_the_cache_disk()
         missing = {n.memory_id: n for n in self.cache.files() if n.memory_id and not n.cached}
         self.total = len(missing)
         self._tell()
         if len(missing) > PREFETCH_BY_LISTING:
             chains = plan_chains(self.cache, missing)
-            self._queue.extend(c for c in chains if len(c.missing) > c.pages)
+            # A chain goes when it brings more contents than it costs pages.
+            self._queue.extend(c for c in chains if len(c.missing) > _pages(c))
             self._chain_of = {m: c for c in self._queue for m in c.missing}
             try:
                 async with trio.open_nursery() as nursery:
@@ -124,15 +108,15 @@ class Download:
         return self.fetched
 
     async def content(self, memory_id: str) -> Content | None:
-        """A reader's turn: the content of `memory_id` from the page that brings
-        it, when a chain brings it soon; None when the reader should fetch it."""
+        """The content of `memory_id` from the page that brings it, when a chain
+        brings it soon (its chain jumps the queue); None: fetch it yourself."""
         chain = self._chain_of.get(memory_id)
         if chain is None or chain.done or chain.paused or self._nursery is None:
             return None
         if not chain.started:
             chain.started = True
             self._nursery.start_soon(self._read_chain, chain)
-        if not chain.near(memory_id):
+        if chain.position[memory_id] // FULL_PAGE > chain.pages_read + WAIT_PAGES_AHEAD:
             return None
         delivery = self._waiting.setdefault(memory_id, Delivery())
         await delivery.ready.wait()
@@ -150,7 +134,6 @@ class Download:
                 await self._read_chain(chain)
 
     async def _read_chain(self, chain: Chain) -> None:
-        """Read one chain's pages, putting each page's contents in place."""
         cursor: str | None = None
         try:
             while True:
@@ -196,8 +179,8 @@ class Download:
             await trio.sleep(FULL_DISK_WAIT)
 
     def _take(self, chain: Chain, page: list[Memory]) -> None:
-        """Hand a page's contents to the readers waiting for them, and cache the
-        others (a clean file whose base the content matches), in one transaction."""
+        """A page's contents to the readers waiting for them; the others cached
+        (a clean file whose base they match), in one transaction."""
         todo: list[tuple[Node, str, bytes]] = []
         for item in page:
             node = chain.missing.pop(item.id, None)
@@ -227,12 +210,16 @@ class Download:
             log.info("prefetch skipped: %s", e, extra={"event": "prefetch_skipped"})
 
 
+def _pages(chain: Chain) -> int:
+    return -(-max(1, max(chain.position.values(), default=0) + 1) // FULL_PAGE)
+
+
 def _missing(node: Node) -> bool:
     return not node.cached and node.memory_id is not None
 
 
 def plan_chains(cache: SyncFace, missing: dict[str, Node]) -> list[Chain]:
-    """The chains of pages that bring `missing`, in path order (see the module)."""
+    """The chains of pages that bring `missing`, in path order."""
     paths: dict[str, str] = {}
     for node in cache.files():
         if node.memory_id is not None:
@@ -251,9 +238,8 @@ def _cut(
     *,
     split: bool,
 ) -> None:
-    """Chains for the memories `under` (ids in path order) below `prefix`: one
-    chain of the subtree, or when `split`, one of the folder's own files and
-    the subfolders' cut in turn."""
+    """Chains for the memories `under` (ids in path order) below `prefix`: the
+    subtree's, or when `split`, the folder's own files' and its subfolders'."""
     folders: dict[str, list[str]] = {}
     own: list[str] = []
     for memory_id in under:

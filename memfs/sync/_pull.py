@@ -1,15 +1,8 @@
-"""Applying the store's changes here: the decision table, memory by memory.
-
-Contents that will be pulled are fetched ahead, in parallel; then each
-memory's states are computed against its base, by bytes (`decide`), and
-this module does what it says and tells the kernel to forget exactly what
-changed.
-
-What the store lists is trusted for nothing it names (`NotShown`). A change
-that would replace or remove a file open for writing waits until its last
-writer closes it (or no write touched it for `QUIET_SECONDS`), so that the
-decision is taken on the whole local version; a change whose conflict copy
-cannot be written whole waits too (`waiting`), the local version kept as it is.
+"""Applying the store's changes here, memory by memory, as `decide` says;
+the kernel is told to forget exactly what changed. A change that would
+replace or remove a file open for writing waits until no writer is half way
+through it; one whose conflict copy cannot be written whole waits too, the
+local version kept as it is.
 """
 
 from __future__ import annotations
@@ -24,7 +17,6 @@ from ._decide import Action, Local, Remote, decide, remote_state
 from ._shared import (
     QUIET_SECONDS,
     KernelNotifier,
-    Ledger,
     NoKernel,
     Part,
     PassReport,
@@ -39,57 +31,6 @@ WAITS_FOR_WRITERS = frozenset({Action.PULL, Action.PULL_KEEP_LOCAL, Action.REMOV
 """Actions that replace or remove a file's content: they wait for its writers."""
 
 
-class NotShown:
-    """The memories this folder does not show: id -> (path, reason), for `memfs status`.
-
-    A path that is not a clean memory path (`listed_path_problem`), the
-    marker's path, or a name over 255 bytes never stands for a file here: such
-    a memory is never shown, written or deleted, and is logged once."""
-
-    def __init__(self, ledger: Ledger) -> None:
-        self.ledger = ledger
-        self.memories: dict[str, tuple[str, str]] = {}
-
-    def check(self, r: RemoteMemory) -> bool:
-        """Whether the store's path for `r` cannot stand for a file here (then it
-        is recorded, and logged once); a memory that can is no longer listed."""
-        path = r.path
-        key = ("not_shown", r.memory_id)
-        problem = listed_path_problem(path)
-        if path == MARKER_PATH:
-            self.ledger.log_once(
-                key,
-                f"the store holds a memory at {MARKER_PATH}, the marker's path; it is not shown",
-                event="marker_taken",
-                path=MARKER_PATH,
-            )
-            self.memories[r.memory_id] = (MARKER_PATH, "the marker's path, which memfs keeps")
-        elif problem is None and path is not None:
-            if all(len(part.encode("utf-8")) <= MAX_NAME_BYTES for part in path.split("/")):
-                self.memories.pop(r.memory_id, None)
-                return False
-            self.ledger.log_once(
-                key,
-                f"the store holds {path}, with a name over {MAX_NAME_BYTES} bytes that no "
-                "folder here can show; it is not shown, and left as it is in the store",
-                event="name_unshowable",
-                path=path,
-            )
-            self.memories[r.memory_id] = (path, f"a name over {MAX_NAME_BYTES} bytes")
-        else:
-            shown = path if isinstance(path, str) else repr(path)
-            reason = problem or "it has no path"
-            self.ledger.log_once(
-                key,
-                f"the store lists the memory {r.memory_id} at {shown!r}, which is not shown: "
-                f"{reason}; it is left as it is in the store",
-                event="path_unshowable",
-                path=shown,
-            )
-            self.memories[r.memory_id] = (shown, reason)
-        return True
-
-
 class Puller(Part):
     """Shows the store's state in the cache (and tells the kernel)."""
 
@@ -100,7 +41,8 @@ class Puller(Part):
         self._fetched: dict[str, tuple[bytes, str]] = {}
         self._sent_by_memory: dict[str, Upload] = {}
         self._sent_creates: dict[tuple[str, str], Upload] = {}
-        self.not_shown = NotShown(shared.ledger)
+        self.not_shown: dict[str, tuple[str, str]] = {}
+        """id -> (path, reason): memories this folder does not show, for `memfs status`."""
         self.waiting: dict[str, tuple[str, str]] = {}
         """id -> (path, reason): changes that wait for a conflict copy to be written."""
 
@@ -126,9 +68,8 @@ class Puller(Part):
         limit: int,
         in_one_commit: bool = False,
     ) -> None:
-        """Fetch what must be pulled in parallel, then decide memory by memory.
-        `in_one_commit`: nothing else uses the cache yet (the pass before the
-        mount), so the whole listing is placed with one commit."""
+        """Fetch what must be pulled in parallel, then decide memory by memory;
+        `in_one_commit` before the mount, when nothing else uses the cache."""
         wanted = [r for r in remote.values() if self._wants_content(r)]
         await each(wanted, self._fetch_ahead, limit)
         with self.cache.batch() if in_one_commit else contextlib.nullcontext():
@@ -163,7 +104,48 @@ class Puller(Part):
             e,
             extra={"event": "not_shown", "path": r.path},
         )
-        self.not_shown.memories[r.memory_id] = (path, str(e))
+        self.not_shown[r.memory_id] = (path, str(e))
+
+    def _unshowable(self, r: RemoteMemory) -> bool:
+        """Whether the store's path for `r` cannot stand for a file here: not a
+        clean memory path (`listed_path_problem`), the marker's, or a name over
+        255 bytes. Such a memory is never shown, written or deleted; it is
+        recorded in `not_shown` and logged once."""
+        path = r.path
+        key = ("not_shown", r.memory_id)
+        problem = listed_path_problem(path)
+        if path == MARKER_PATH:
+            self.ledger.log_once(
+                key,
+                f"the store holds a memory at {MARKER_PATH}, the marker's path; it is not shown",
+                event="marker_taken",
+                path=MARKER_PATH,
+            )
+            self.not_shown[r.memory_id] = (MARKER_PATH, "the marker's path, which memfs keeps")
+        elif problem is None and path is not None:
+            if all(len(part.encode("utf-8")) <= MAX_NAME_BYTES for part in path.split("/")):
+                self.not_shown.pop(r.memory_id, None)
+                return False
+            self.ledger.log_once(
+                key,
+                f"the store holds {path}, with a name over {MAX_NAME_BYTES} bytes that no "
+                "folder here can show; it is not shown, and left as it is in the store",
+                event="name_unshowable",
+                path=path,
+            )
+            self.not_shown[r.memory_id] = (path, f"a name over {MAX_NAME_BYTES} bytes")
+        else:
+            shown = path if isinstance(path, str) else repr(path)
+            reason = problem or "it has no path"
+            self.ledger.log_once(
+                key,
+                f"the store lists the memory {r.memory_id} at {shown!r}, which is not shown: "
+                f"{reason}; it is left as it is in the store",
+                event="path_unshowable",
+                path=shown,
+            )
+            self.not_shown[r.memory_id] = (shown, reason)
+        return True
 
     def _wants_content(self, r: RemoteMemory) -> bool:
         """Whether applying `r` will likely pull its content (fetched ahead, in parallel)."""
@@ -220,8 +202,8 @@ class Puller(Part):
         stone = cache.tombstones.get(r.memory_id)
         listed = r
         if r.deleted:
-            self.not_shown.memories.pop(r.memory_id, None)
-        elif self.not_shown.check(r):
+            self.not_shown.pop(r.memory_id, None)
+        elif self._unshowable(r):
             if node is None and stone is None:
                 return
             # What is here of it goes as if the store had deleted it, and nothing
@@ -243,32 +225,11 @@ class Puller(Part):
             return
         if action is Action.AGREE:
             self._agree(r, node)
-        elif action is Action.ADOPT:
-            assert node is not None and r.path is not None and r.sha is not None
-            await self._adopt(r, node, report)
-        elif action is Action.FORGET_DELETE:
+            return
+        if action is Action.FORGET_DELETE:
             cache.tombstone_done(r.memory_id)
-        elif action is Action.REMOVE_LOCAL:
-            assert node is not None
-            await self.remove_local(node, report)
-        elif action in (Action.RECREATE, Action.KEEP_LOCAL):
-            assert node is not None
-            if action is Action.RECREATE:
-                log.warning(
-                    "%s was deleted in the store but changed here: it will be created again",
-                    node.path,
-                    extra={"event": "recreated", "path": node.path},
-                )
-            else:
-                log.warning(
-                    f"{node.path} was deleted in the store; the local copy is kept",
-                    extra={"event": "remote_delete_kept", "path": node.path},
-                )
-            cache.forget_memory(node)
-        elif action is Action.FOLLOW_MOVE:
-            assert node is not None and r.path is not None
-            await self._follow_move(node, r.path, report)
-        elif action is Action.RESTORE:
+            return
+        if action is Action.RESTORE:
             log.warning(
                 "%s was deleted here but changed in the store: the store's version is restored",
                 r.path,
@@ -276,8 +237,32 @@ class Puller(Part):
             )
             cache.tombstone_done(r.memory_id)
             await self.place(r, report, fetch=True)
+            return
+        if action is Action.SHOW:
+            await self.place(r, report, fetch=False)
+            return
+        assert node is not None
+        if action is Action.ADOPT:
+            await self._adopt(r, node, report)
+        elif action is Action.REMOVE_LOCAL:
+            await self.remove_local(node, report)
+        elif action is Action.RECREATE:
+            log.warning(
+                "%s was deleted in the store but changed here: it will be created again",
+                node.path,
+                extra={"event": "recreated", "path": node.path},
+            )
+            cache.forget_memory(node)
+        elif action is Action.KEEP_LOCAL:
+            log.warning(
+                f"{node.path} was deleted in the store; the local copy is kept",
+                extra={"event": "remote_delete_kept", "path": node.path},
+            )
+            cache.forget_memory(node)
+        elif action is Action.FOLLOW_MOVE:
+            assert r.path is not None
+            await self._follow_move(node, r.path, report)
         elif action is Action.PULL_KEEP_LOCAL:
-            assert node is not None
             try:
                 copy = cache.keep_conflict_copy(node)
             except ConflictCopyFailed as e:
@@ -294,12 +279,9 @@ class Puller(Part):
             placed = await self.place(r, report, fetch=node.cached or node.live.open_count > 0)
             if placed is not None:
                 self.cache.note_overruled(placed, copy)
-        elif action is Action.PULL:
-            assert node is not None
-            await self.place(r, report, fetch=node.cached or node.live.open_count > 0)
         else:
-            assert action is Action.SHOW
-            await self.place(r, report, fetch=False)
+            assert action is Action.PULL
+            await self.place(r, report, fetch=node.cached or node.live.open_count > 0)
 
     def _wait_for_writers(self, r: RemoteMemory, node: Node) -> None:
         self.ledger.deferred[r.memory_id] = r
@@ -374,7 +356,7 @@ class Puller(Part):
     async def place(self, r: RemoteMemory, report: PassReport, *, fetch: bool) -> Node | None:
         """Show the store's memory `r` here, a local file in its way with changes the
         store has not seen kept as a conflict copy; None when it waits."""
-        if self.not_shown.check(r):
+        if self._unshowable(r):
             return None
         assert r.path is not None and r.sha is not None
         old = self.cache.node_of_memory(r.memory_id)

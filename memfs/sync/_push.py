@@ -1,27 +1,16 @@
-"""Pushing local changes: creates, updates with the base as precondition, moves;
-and confirmed saves (`memfs sync FILE`), which push named files now.
-
-Every upload is recorded in the journal before it is sent, so that a pass
-can recognise it in the store when its answer is lost. A refusal of one
-memory is that memory's alone: content refusals (400, 413, not UTF-8) wait
-for the file to change; other refusals (402, 403, 409 of any type, 412,
-unknown) are held and tried again later or when the file changes; a 404 on
-an update creates the memory again at once. Only whole-store failures escape.
-
-A confirmed save pushes as a pass does, with the quiet time and the backoff of
-refused files waived (a person asked); a file a 409 stops is settled by one
-full pass. Whatever is not answered within the timeout, or meets a failure of
-the whole store, stays pending: later passes push it.
+"""Pushing local changes: creates, updates with the base as precondition,
+moves. Every upload is journalled before it is sent, so that a pass can
+recognise it in the store when its answer is lost. A refusal of one memory
+is that memory's alone: content refusals (400, 413, not UTF-8) wait for the
+file to change; other refusals (402, 403, 409, 412, unknown) are held and
+tried again later or when the file changes; a 404 on an update creates the
+memory again at once. Only whole-store failures escape.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable
-from dataclasses import KW_ONLY, dataclass
 from functools import partial
-
-import trio
 
 from .._exceptions import (
     CacheCorrupt,
@@ -32,26 +21,13 @@ from .._exceptions import (
     PathConflict,
     PreconditionFailed,
     RequestTooLarge,
-    StatusError,
     StoreError,
-    SyncError,
 )
-from ..api import MARKER_NAME, MAX_CONTENT_BYTES, Confirmation, Outcome, content_sha256
-from ..cache import (
-    READ_ONLY_REASON,
-    Change,
-    Node,
-    SyncFace,
-    SyncState,
-    Upload,
-    file_state,
-    marker_state,
-    overruled_copy,
-)
+from ..api import MAX_CONTENT_BYTES, content_sha256
+from ..cache import Change, Node, Upload
 from ._deletes import DeletePacer
-from ._shared import Hold, Ledger, Part, PassReport, Shared, log, whole_store
+from ._shared import Hold, Part, PassReport, Shared, log, whole_store
 
-STILL_PENDING = "it is still pending: a later pass pushes it"
 NOT_UTF8 = "its content is not UTF-8 text"
 
 
@@ -71,9 +47,8 @@ class Pusher(Part):
     async def push(
         self, change: Change, report: PassReport, *, final: bool, asked: bool = False
     ) -> None:
-        """Push one changed file. `change` names the file; what is sent is the
-        file's state now (the filesystem may have moved on since the pass began).
-        `asked`: a pass a person asked for tries a refused file again at once."""
+        """Push the file `change` names, as it is now. `asked`: a person asked,
+        and a refused file is tried again at once."""
         cache = self.cache
         node = cache.nodes.get(change.node_id)
         if node is None or node.orphan or not node.pending:
@@ -236,8 +211,7 @@ class Pusher(Part):
 
     def _refuse(self, change: Change, sha: str, reason: str, *, local: bool = False) -> None:
         """The store refused this content (`local`: memfs cannot send it): said
-        once, as a warning, and retried only after it changes. It is no failure:
-        no stop leaves it behind."""
+        once, and retried only after it changes; no stop leaves it behind."""
         self.ledger.log_once(
             change.node_id,
             f"{change.path} is not uploaded: {reason}; it is retried after it changes",
@@ -249,81 +223,3 @@ class Pusher(Part):
         node = self.cache.nodes.get(change.node_id)
         if node is not None:
             _note_refusal(node, reason, change.edits, local=local)
-
-
-@dataclass
-class Confirmer:
-    """Pushes named files now and tells what the store made of each."""
-
-    cache: SyncFace
-    ledger: Ledger
-    pusher: Pusher
-    _: KW_ONLY
-    read_only: bool
-    lock: trio.Lock
-    full_pass: Callable[[], Awaitable[object]]
-
-    async def confirm(self, paths: list[str], timeout: float) -> list[Confirmation]:
-        """Each of `paths` (memory paths, `/a/b.md`) pushed and answered within
-        `timeout` seconds; a read-only store answers at once."""
-        if self.read_only:
-            return [Confirmation(p, Outcome.REFUSED, reason=READ_ONLY_REASON) for p in paths]
-        failure: StoreError | None = None
-        cause = STILL_PENDING
-        with trio.move_on_after(timeout) as scope:
-            try:
-                await self._push_all(paths)
-                if any(self._unsettled(p) for p in paths):
-                    await self.full_pass()
-                    await self._push_all(paths)
-            except StoreError as e:
-                failure = e
-            except SyncError as e:
-                failure = e.__cause__ if isinstance(e.__cause__, StoreError) else None
-                cause = str(e)
-        refused = False
-        if scope.cancelled_caught:
-            cause = f"no answer from the store within {timeout:g} s"
-        elif isinstance(failure, StatusError):
-            cause = f"the store answered {failure.status}: {failure.message}"
-            # A 401 or a 403 of the store refuses the push; a 5xx, 408 or 429 leaves it pending.
-            refused = failure.status < 500 and failure.status not in (408, 429)
-        elif failure is not None:
-            cause = f"the store could not be reached: {failure}"
-        return [self._outcome(p, refused, cause) for p in paths]
-
-    async def _push_all(self, paths: list[str]) -> None:
-        async with self.lock:
-            for path in paths:
-                node = self.cache.find(path)
-                if node is None or node.is_dir or not node.pending:
-                    continue
-                await self.pusher.push(Change.of(node), PassReport(), final=True, asked=True)
-
-    def _unsettled(self, path: str) -> bool:
-        """Whether the file is still pending for a reason a listing of the
-        store may settle (a conflict), not for its content or size."""
-        node = self.cache.find(path)
-        if node is None or node.is_dir or not node.pending or node.too_large:
-            return False
-        return not self.ledger.content_refused(node) and overruled_copy(node) is None
-
-    def _outcome(self, path: str, refused: bool, cause: str) -> Confirmation:
-        if path == "/" + MARKER_NAME:
-            return Confirmation(path, Outcome.REFUSED, reason=marker_state().reason)
-        node = self.cache.find(path)
-        if node is None or node.is_dir:
-            return Confirmation(
-                path, Outcome.NOT_CONFIRMED, reason="the file was moved or removed meanwhile"
-            )
-        state = file_state(node)
-        if state.state is SyncState.OVERRULED:
-            return Confirmation(
-                path, Outcome.OVERRULED, state.memory_id, state.sha256, kept_copy=state.kept_copy
-            )
-        if state.state is SyncState.SYNCED:
-            return Confirmation(path, Outcome.SAVED, state.memory_id, state.sha256)
-        if state.state is SyncState.PENDING:
-            outcome = Outcome.REFUSED if refused else Outcome.NOT_CONFIRMED
-            return Confirmation(path, outcome, state.memory_id, state.sha256, cause)
-        return Confirmation(path, Outcome.REFUSED, state.memory_id, state.sha256, state.reason)

@@ -1,13 +1,9 @@
-"""Remote change detection: what changed in the store since the last pass.
-
-Normally the version feed since the last version seen (`created_at[gte]`,
-skipping the ids already seen at that instant). A full listing in the basic
-view heals what a feed can miss: at mount, after a conflict, every
-`FULL_LISTING_EVERY` passes, and for good once the store refuses the feed.
-A listing of a store of several top-level folders reads them in parallel,
-unless there are more than `MAX_PREFIX_LISTINGS` or the store refuses one.
-A memory a listing does not show (or shows twice with different states) is
-deleted only once the store confirms it by id (404).
+"""What changed in the store since the last pass: the version feed, or a
+full basic listing at mount, after a conflict, every `FULL_LISTING_EVERY`
+passes and for good once the feed is refused (design.md, "Remote changes
+come from the version feed"). A memory a listing does not show, or shows
+twice with different states, is deleted only once the store confirms it by
+id (404).
 """
 
 from __future__ import annotations
@@ -36,9 +32,9 @@ from ._shared import (
 )
 
 FEED_START = "1970-01-01T00:00:00Z"
-"""The feed position of a store that has no versions yet: every later version is new."""
+"""The feed position of a store that has no versions yet."""
 FEED_REFUSALS = (InvalidRequest, AuthenticationFailed, BillingError, PermissionDenied, NotFound)
-"""Answers to the version feed that mean "not for this token": listings instead."""
+"""Answers to the version feed that mean "not for this token"."""
 FULL_LISTING_EVERY = 40
 LISTING_PAGE = 100
 MAX_PREFIX_LISTINGS = 64
@@ -49,8 +45,7 @@ FeedHead = tuple[str | None, list[str]]
 
 @dataclass
 class Listing:
-    """What a listing found (each page goes as soon as it is read); `doubtful`:
-    ids listed twice with different states."""
+    """What a listing found; `doubtful`: ids listed twice with different states."""
 
     memories: dict[str, RemoteMemory] = field(default_factory=dict)
     doubtful: set[str] = field(default_factory=set)
@@ -90,8 +85,7 @@ class RemoteChanges(Part):
         return remote, head, True
 
     def applied(self, head: FeedHead, listed: bool) -> None:
-        """What `read` returned was applied: keep the feed's head; after a
-        listing, the next ones wait for their turn."""
+        """What `read` returned was applied: keep the feed's head."""
         ts, ids = head
         if ts is not None:
             self.cache.set_meta("feed_ts", ts)
@@ -171,8 +165,8 @@ class RemoteChanges(Part):
         page: str | None = None,
         just_one: bool = False,
     ) -> str | None:
-        """Pages from `page` on (None: the first) into `out`, the subfolders a
-        depth-1 listing names into `folders`; `just_one`: the cursor after one page."""
+        """Pages from `page` on into `out`, the subfolders a depth-1 listing
+        names into `folders`; `just_one`: the cursor after one page."""
         while True:
             got = await self.client.list_memories_page(
                 self.store_id,
@@ -197,16 +191,8 @@ class RemoteChanges(Part):
         if since is None:
             return await self.listing()
         seen = set((self.cache.get_meta("feed_ids") or "").split(",")) - {""}
-        versions: list[MemoryVersion] = []
-        page_token = None
-        while True:
-            page = await self.client.list_versions_page(
-                self.store_id, created_at_gte=since, limit=100, page=page_token
-            )
-            versions += page.data
-            if not page.next_page:
-                break
-            page_token = page.next_page
+        feed = self.client.iter_versions(self.store_id, created_at_gte=since)
+        versions = [v async for v in feed]
         newest: dict[str, MemoryVersion] = {}
         for v in versions:
             if v.id not in seen:

@@ -1,6 +1,4 @@
-"""What every job of a sync pass shares: the rules' numbers, what a pass
-reports, what the store holds of one memory, what the engine remembers
-between passes (`Ledger`), and bounded parallelism (`each`)."""
+"""What every job of a sync pass shares (design.md, the `sync/_shared.py` row)."""
 
 from __future__ import annotations
 
@@ -34,9 +32,7 @@ FINAL_CONCURRENCY = 32
 """Requests at once in a periodic pass and in the final sync."""
 HOLD_FIRST = 15.0
 HOLD_MAX = 600.0
-"""A memory the store refused for a reason other than its content is tried
-again after HOLD_FIRST seconds, doubling up to HOLD_MAX, or at once when it
-changes."""
+"""The wait before a held file or delete is tried again, doubling (`Hold`)."""
 
 _REQUEST_ID = re.compile(r" \[request [^\]]*\]")
 """The request id an error message ends with: each attempt has its own."""
@@ -175,21 +171,13 @@ class Ledger:
         """Whether the store refused the file's content as it is now."""
         return bool(node.refused_reason) and self.refused.get(node.id) == node.live.edits
 
-    def log_once(
-        self,
-        key: object,
-        message: str,
-        level: int = logging.WARNING,
-        *,
-        event: str,
-        path: str | None = None,
-    ) -> None:
-        """Log `message` for `key` unless it is what was last logged for it (the
-        request ids of error answers aside: the same refusal again is not news)."""
+    def log_once(self, key: object, message: str, *, event: str, path: str | None = None) -> None:
+        """A warning, unless it is what was last logged for `key` (request ids
+        aside: the same refusal again is not news)."""
         said = _REQUEST_ID.sub("", message)
         if self.logged.get(key) != said:
             self.logged[key] = said
-            log.log(level, "%s", message, extra={"event": event, "path": path})
+            log.log(logging.WARNING, "%s", message, extra={"event": event, "path": path})
 
 
 @dataclass

@@ -1,10 +1,7 @@
 """memfs.testing: a fake Memory Store server and a fault proxy for other
-projects' tests (docs/testing.md): a pytest plugin whose fixtures appear
-only when a project asks for them (`pytest_plugins = ["memfs.testing"]`,
-`-p memfs.testing`, `--memfs` or `memfs = true`), and its classes, usable
-without pytest too. They are imported on first use, so that pytest's switch
-(`_switch`), loaded in every project that installs memfs, costs nothing.
-Nothing in memfs imports this package.
+projects' tests (docs/testing.md), as a pytest plugin and as classes. They
+are imported on first use, so that pytest's switch (`_switch`), loaded in
+every project that installs memfs, costs nothing.
 
 PYTEST_DONT_REWRITE: this module holds no assertion, and pytest's switch has
 imported it before the plugin is registered, which pytest would warn about.
@@ -18,22 +15,16 @@ from typing import TYPE_CHECKING, Any
 pytest_plugins = ["memfs.testing._fixtures"]
 
 if TYPE_CHECKING:
-    from ._processes import FaultProxyProcess, ServerProcess, api_headers
-    from ._proxy import FaultCounters, FaultProxy, FaultSettings
-    from ._store import FakeStore
-
-__all__ = [
-    "FakeStore",
-    "FaultCounters",
-    "FaultProxy",
-    "FaultProxyProcess",
-    "FaultSettings",
-    "ServerProcess",
-    "api_headers",
-]
+    from ._processes import FakeStore as FakeStore
+    from ._processes import FaultProxyProcess as FaultProxyProcess
+    from ._processes import ServerProcess as ServerProcess
+    from ._processes import api_headers as api_headers
+    from ._proxy import FaultCounters as FaultCounters
+    from ._proxy import FaultProxy as FaultProxy
+    from ._proxy import FaultSettings as FaultSettings
 
 _HOMES = {
-    "FakeStore": "._store",
+    "FakeStore": "._processes",
     "FaultCounters": "._proxy",
     "FaultProxy": "._proxy",
     "FaultProxyProcess": "._processes",
@@ -41,6 +32,7 @@ _HOMES = {
     "ServerProcess": "._processes",
     "api_headers": "._processes",
 }
+__all__ = sorted(_HOMES)
 
 
 def __getattr__(name: str) -> Any:

@@ -1,8 +1,5 @@
-"""The fixtures of the `memfs.testing` pytest plugin (docs/testing.md).
-
-Every fixture is synchronous and lasts one test, so that trio and other
-async tests can use them too, and each test gets its own server process and
-database. Teardown stops every process a fixture started.
+"""The fixtures of the `memfs.testing` pytest plugin (docs/testing.md):
+synchronous, so that async tests can use them too, and each for one test.
 """
 
 from __future__ import annotations
@@ -12,12 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from ._processes import FaultProxyProcess, ServerProcess
-from ._store import FakeStore
+from ._processes import FakeStore, FaultProxyProcess, ServerProcess
 
 FAULT_SEED = 0
-"""The fault proxy's dice start the same in every test, so a `*_rate`
-fault hits the same requests on every run of the same test."""
+"""So a `*_rate` fault hits the same requests on every run of a test."""
 
 MakeMemoryStore = Callable[..., FakeStore]
 

@@ -1,9 +1,9 @@
-"""The child processes of a fake store: `memfs serve` (`ServerProcess`) and
-the fault proxy in front of it (`FaultProxyProcess`). Both are plain
-blocking objects (no event loop), so they work in any test. Each child
-prints its URL as the first line of its stdout; `start()` waits for it, and
-`stop()` leaves no process behind. The server's token reaches it in its
-environment, never on its command line, where `ps` would show it.
+"""The child processes of a fake store, `memfs serve` (`ServerProcess`) and
+the fault proxy (`FaultProxyProcess`), and one store on the server
+(`FakeStore`): blocking objects, so they work in any test. The server's
+token reaches it in its environment, never on its command line, where `ps`
+would show it. A `FakeStore` goes straight to the server, never through a
+fault proxy, so a test's own set-up and checks cannot be hit by its faults.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -32,7 +33,7 @@ from ..api import (
 from ._proxy import CONTROL_PATH, FaultCounters
 
 START_TIMEOUT = 15.0
-"""Seconds a child process has to print its URL."""
+"""Seconds a child process has to print its URL, the first line of its stdout."""
 
 
 def api_headers(token: str, *, beta: str | None = BETA) -> dict[str, str]:
@@ -64,15 +65,14 @@ def _first_line(stream: IO[bytes], timeout: float) -> str:
 
 
 def _start(cmd: list[str], timeout: float, **popen: Any) -> tuple[subprocess.Popen[bytes], str]:
-    """Start `cmd` and read the first line it prints within `timeout` seconds."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, **popen)
     assert proc.stdout is not None
     return proc, _first_line(proc.stdout, timeout)
 
 
 def _end(proc: subprocess.Popen[bytes] | None, timeout: float, *, kill: bool = False) -> int | None:
-    """Stop `proc` (SIGTERM, or SIGKILL when `kill`), wait, SIGKILL after
-    `timeout`; its exit status (None when there was no process)."""
+    """Stop `proc` (SIGTERM, or SIGKILL when `kill`), SIGKILL after `timeout`;
+    its exit status (None when there was no process)."""
     if proc is None:
         return None
     if proc.poll() is None:
@@ -190,8 +190,8 @@ class ServerProcess:
         self, *store_ids: str, read_only: tuple[str, ...] = (), **fields: Any
     ) -> dict[str, Any]:
         """Create a session holding `store_ids` read-write and `read_only`
-        read-only, over HTTP; its JSON, whose `sessions_token` (only this
-        answer carries it) reaches those stores as `Authorization: Bearer`."""
+        read-only; its JSON, whose `sessions_token` (only here) reaches those
+        stores as `Authorization: Bearer`."""
         resources = [
             {"type": "memory_store", "memory_store_id": sid, "access": access}
             for sids, access in ((store_ids, ACCESS_READ_WRITE), (read_only, ACCESS_READ_ONLY))
@@ -200,8 +200,8 @@ class ServerProcess:
         return self._post("/v1/sessions", {"resources": resources, **fields}, SESSIONS_BETA)
 
     def set_session_status(self, session_id: str, status: str) -> dict[str, Any]:
-        """Set the session's `status` (`running`, `idle`...) with memfs serve's
-        own extension, as the hosted API moves it while its agent works; the session."""
+        """Set the session's `status` (`running`, `idle`...), memfs serve's own
+        extension; the session."""
         return self._post(f"/v1/sessions/{session_id}/status", {"status": status}, SESSIONS_BETA)
 
     def work_item(self, session: dict[str, Any]) -> dict[str, Any]:
@@ -243,9 +243,8 @@ class FaultProxyProcess:
         return self
 
     def set(self, **changes: Any) -> dict[str, Any]:
-        """Change settings (see `FaultSettings`) and return the new state. An
-        unknown name is a TypeError, a bad value a ValueError; then nothing
-        changes."""
+        """Change settings (see `FaultSettings`) and return the new state; an
+        unknown name is a TypeError, a bad value a ValueError."""
         r = httpx.post(self.url + CONTROL_PATH, json=changes, timeout=5.0)
         if r.status_code == 400:
             message = r.json().get("error", r.text)
@@ -279,3 +278,100 @@ class FaultProxyProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class FakeStore:
+    """A store on `server`: `.url`, `.token` and `.store_id` to hand the program
+    under test, and blocking helpers over HTTP. Paths are the API's (`/a.md`)."""
+
+    def __init__(self, server: ServerProcess, store_id: str) -> None:
+        self.server = server
+        self.store_id = store_id
+        self._memories = f"/v1/memory_stores/{store_id}/memories"
+
+    @property
+    def url(self) -> str:
+        """The server's base URL (no fault proxy in between)."""
+        return self.server.url
+
+    @property
+    def token(self) -> str:
+        """A token the server accepts for this store (x-api-key or Bearer)."""
+        return self.server.token
+
+    def headers(self) -> dict[str, str]:
+        """The API's headers with the token: what every request carries."""
+        return self.server.headers()
+
+    def seed(self, memories: Mapping[str, str]) -> dict[str, str]:
+        """Write each `path: content` (create or replace); `path: memory id`. A
+        path or content the store refuses is a ValueError with its sentence."""
+        with self.server.http() as http:
+            return {path: self._put(http, path, content) for path, content in memories.items()}
+
+    def put(self, path: str, content: str) -> str:
+        """Write one memory (create or replace); its id."""
+        with self.server.http() as http:
+            return self._put(http, path, content)
+
+    def delete(self, path: str) -> bool:
+        """Delete the memory at `path`; False when there was none."""
+        with self.server.http() as http:
+            memory = self._find(http, path)
+            if memory is None:
+                return False
+            r = http.delete(f"{self._memories}/{memory['id']}")
+            r.raise_for_status()
+            return True
+
+    def memories(self) -> dict[str, str]:
+        """`path: content` of every memory the store holds now, by path."""
+        with self.server.http() as http:
+            return {
+                m["path"]: m["content"]
+                for m in self._pages(http, "/memories", {"view": "full", "limit": "20"})
+            }
+
+    def versions(self) -> list[dict[str, Any]]:
+        """The store's version log, oldest first: one object per change
+        (`operation`, `path`, `content`, `memory_id`)."""
+        with self.server.http() as http:
+            pages = self._pages(http, "/memory_versions", {"view": "full", "limit": "20"})
+            return list(reversed(list(pages)))
+
+    def __repr__(self) -> str:
+        return f"FakeStore({self.store_id!r} on {self.url})"
+
+    def _put(self, http: httpx.Client, path: str, content: str) -> str:
+        r = http.post(self._memories, json={"path": path, "content": content})
+        if r.status_code == 409:
+            error = r.json().get("error", {})
+            if error.get("conflicting_path") == path:
+                memory_id: str = error["conflicting_memory_id"]
+                r = http.post(f"{self._memories}/{memory_id}", json={"content": content})
+        if r.is_client_error:
+            message = r.json().get("error", {}).get("message", r.text)
+            raise ValueError(f"the store refused {path!r}: {message}")
+        r.raise_for_status()
+        written: str = r.json()["id"]
+        return written
+
+    def _find(self, http: httpx.Client, path: str) -> dict[str, Any] | None:
+        for memory in self._pages(http, "/memories", {"limit": "100"}):
+            if memory["path"] == path:
+                return memory
+        return None
+
+    def _pages(
+        self, http: httpx.Client, resource: str, query: dict[str, str]
+    ) -> Iterator[dict[str, Any]]:
+        page: str | None = None
+        while True:
+            params = {**query, **({"page": page} if page else {})}
+            r = http.get(f"/v1/memory_stores/{self.store_id}{resource}", params=params)
+            r.raise_for_status()
+            body = r.json()
+            yield from (item for item in body["data"] if item.get("type") != "memory_prefix")
+            page = body.get("next_page")
+            if not page:
+                return

@@ -1,9 +1,6 @@
-"""`FaultProxy`: a small HTTP/1.1 proxy (h11 on both sides, keep-alive
-included) that makes a store misbehave on purpose, for trio code in the same
-process; `python -m memfs.testing.faults` runs it as a process, driven over
-`/__faults__`. What each `FaultSettings` name does and what `FaultCounters`
-count is in docs/testing.md. Each request and answer is read whole, then
-relayed.
+"""`FaultProxy`: an HTTP/1.1 proxy (h11 on both sides, keep-alive included)
+that makes a store misbehave on purpose (docs/testing.md). Each request and
+answer is read whole, then relayed.
 """
 
 from __future__ import annotations
@@ -59,9 +56,8 @@ class FaultSettings:
     match_path: str | None = None
 
     def change(self, **changes: Any) -> None:
-        """Apply `changes` after checking every one: an unknown name is a
-        TypeError, a value of the wrong type or out of range a ValueError,
-        each one sentence, and nothing is changed when one is refused."""
+        """Apply `changes` once every one is checked: an unknown name is a
+        TypeError, a bad value a ValueError, each one sentence."""
         known = {f.name: f for f in dataclass_fields(self)}
         for name, value in changes.items():
             if name not in known:
@@ -176,8 +172,7 @@ def _next_cycle(connection: h11.Connection) -> bool:
 
 
 def _response(status: int, body: bytes, extra: dict[str, str] | None = None) -> Any:
-    """An h11 Response of the proxy's own, with a JSON `body`; the reason is
-    `Error` for a status the standard library does not name (529)."""
+    """An h11 Response of the proxy's own, with a JSON `body`."""
     headers = {
         "content-type": "application/json",
         "content-length": str(len(body)),
@@ -191,9 +186,8 @@ def _response(status: int, body: bytes, extra: dict[str, str] | None = None) -> 
 
 
 class FaultProxy:
-    """The proxy in the caller's trio run: an async context manager that
-    serves on `url` until its block ends (or `serve` in a nursery of the
-    caller's). `seed` makes the `*_rate` dice repeat from run to run."""
+    """The proxy in the caller's trio run: an async context manager serving on
+    `url` until its block ends. `seed` makes the `*_rate` dice repeat."""
 
     def __init__(
         self, target: str, *, host: str = "127.0.0.1", port: int = 0, seed: int | None = None
@@ -208,8 +202,7 @@ class FaultProxy:
         self.counters = FaultCounters()
         self.random = random.Random(seed)
         self.before_forward: Callable[[str, str], Awaitable[None]] | None = None
-        """Awaited with (method, target) just before a matching request is
-        forwarded: a test makes a change land at that instant."""
+        """Awaited with (method, target) just before a matching request is forwarded."""
         self._stack = AsyncExitStack()
 
     def set(self, **changes: Any) -> None:

@@ -1,9 +1,6 @@
-"""The `memfs` entry point of the `pytest11` group: the switch, off by default.
-
-pytest loads it in every project that installs memfs. It adds the `--memfs`
-flag and the `memfs` setting and nothing else; either registers the
-`memfs.testing` plugin. It imports none of memfs.testing's machinery.
-"""
+"""The `pytest11` entry point, which pytest loads in every project that
+installs memfs: the `--memfs` flag and the `memfs` setting, either of which
+registers the `memfs.testing` plugin; nothing else."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """`python -m memfs.testing.faults --target URL`: the fault proxy as a
-process. It prints its URL as the first line on stdout, then serves until
-SIGTERM or SIGINT; `/__faults__` on that URL reads (GET) and changes (POST)
-its settings (docs/testing.md, "Other languages").
-"""
+process (docs/testing.md, "Other languages"): its URL on the first line of
+stdout, then it serves until SIGTERM or SIGINT."""
 
 from __future__ import annotations
 
