@@ -1,11 +1,8 @@
-"""The parser and what every command shares: exit statuses 0 (success), 1
-(the work failed) and 2 (bad usage), besides `memfs sync FILE...`'s and
-`memfs run`'s own; errors as one sentence on stderr, `memfs: <sentence>`,
-never a traceback and never a refused value that looks like a token
-(`_looks_like_token`: it may be a secret typed in the wrong place); the
-closest command, choice or flag suggested, and no flag abbreviated
-(`--token X` must not be read as `--token-file X`).
-"""
+"""The parser and what every command shares: exit statuses 0, 1 (the work
+failed) and 2 (bad usage); errors as one sentence, `memfs: <sentence>`, never
+echoing a refused value that may be a secret typed in the wrong place; the
+closest command, choice or flag suggested, and no flag abbreviated (`--token
+X` must not be read as `--token-file X`)."""
 
 from __future__ import annotations
 
@@ -68,8 +65,7 @@ def _did_you_mean(flag: str, known: Sequence[str]) -> str:
 
 def _unrecognized(extras: list[str], known_flags: Sequence[str]) -> str:
     """The flags and values memfs could not place, each flag with the closest
-    it knows, never a flag's `=VALUE`, and only counting values that may be a
-    secret."""
+    it knows; never a flag's `=VALUE`, nor a value that may be a secret."""
     shown: list[str] = []
     hidden = 0
     for arg in extras:
@@ -132,9 +128,9 @@ class _Parser(argparse.ArgumentParser):
         return namespace
 
     def _check_value(self, action: argparse.Action, value: Any) -> None:
-        """An invalid choice names the closest choice, and itself unless it
-        looks like a token. When an unknown flag stands before it (`memfs
-        store --tok X list` makes X the action), the flag is the mistake named."""
+        """An invalid choice names the closest choice, and itself unless it may
+        be a token; an unknown flag before it (`memfs store --tok X list`) is
+        the mistake named."""
         if action.choices is None or value in action.choices:
             return
         unknown = [
@@ -247,8 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _refuse(settings: Settings, e: MemfsError, code: int) -> int:
-    """The command's one sentence: `memfs: <sentence>`, or in a JSON log one
-    more record (so that every line of stderr stays JSON)."""
+    """The command's one sentence, or in a JSON log one more record."""
     if settings.log_format != "json":
         sys.stderr.write(f"memfs: {e}\n")
     elif code == EXIT_USAGE:

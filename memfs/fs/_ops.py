@@ -209,13 +209,7 @@ class MemoryStoreFS(pyfuse3.Operations):
         sname = os.fsdecode(name)
         if parent_inode == ROOT_ID and sname == MARKER_NAME:
             return self.attributes.of_marker()
-        if sname == ".":
-            return self.attributes.of(self.cache.node(parent_inode))
-        if sname == "..":
-            node = self.cache.node(parent_inode)
-            return self.attributes.of(
-                self.cache.node(node.parent if node.id != ROOT_ID else ROOT_ID)
-            )
+        # No "." or "..": without `supports_dot_lookup` the kernel resolves them itself.
         child = self.cache.child(parent_inode, sname)
         if child is None:
             raise pyfuse3.FUSEError(errno.ENOENT)
