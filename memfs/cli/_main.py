@@ -13,7 +13,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from .._exceptions import ConfigError, MemfsError, UsageError
 from .._logging import setup_logging
@@ -157,38 +157,30 @@ Run = Callable[[argparse.Namespace, Settings], int]
 """A command: its arguments and its settings -> its exit status."""
 
 
-def _commands() -> dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Run]]:
-    """name -> (help, setup(parser), run(args, settings) -> exit status)."""
-    from . import _mount, _serve, _status, _store, _sync
+_HELP = {
+    "serve": "run the Memory Store API locally on SQLite",
+    "store": "talk to a Memory Store API: create stores, put, cat, ls, rm, log",
+    "mount": "mount Memory Stores as folders (one FUSE mount per store)",
+    "unmount": "unmount memfs mounts, after a final sync",
+    "sync": "run a sync pass now and wait for it, or push files now and confirm each",
+    "status": "show the mounted stores and what is pending",
+    "run": "mount the stores, run a command, then the final sync and unmount",
+}
+"""Each command's help, in the order `memfs --help` lists them."""
+
+
+def _commands() -> dict[str, tuple[Callable[[argparse.ArgumentParser], None], Run]]:
+    """name -> (setup(parser), run(args, settings) -> exit status)."""
+    from . import _mount, _serve, _status, _store
 
     return {
-        "serve": ("run the Memory Store API locally on SQLite", _serve.setup, _serve.run),
-        "store": (
-            "talk to a Memory Store API: create stores, put, cat, ls, rm, log",
-            _store.setup,
-            _store.run,
-        ),
-        "mount": (
-            "mount Memory Stores as folders (one FUSE mount per store)",
-            _mount.setup_mount,
-            _mount.run_mount,
-        ),
-        "unmount": (
-            "unmount memfs mounts, after a final sync",
-            _mount.setup_unmount,
-            _mount.run_unmount,
-        ),
-        "sync": (
-            "run a sync pass now and wait for it, or push files now and confirm each",
-            _sync.setup,
-            _sync.run,
-        ),
-        "status": ("show the mounted stores and what is pending", _status.setup, _status.run),
-        "run": (
-            "mount the stores, run a command, then the final sync and unmount",
-            _mount.setup_run,
-            _mount.run_run,
-        ),
+        "serve": (_serve.setup, _serve.run),
+        "store": (_store.setup, _store.run),
+        "mount": (_mount.setup_mount, _mount.run_mount),
+        "unmount": (_mount.setup_unmount, _mount.run_unmount),
+        "sync": (_status.setup_sync, _status.run_sync),
+        "status": (_status.setup_status, _status.run_status),
+        "run": (_mount.setup_run, _mount.run_run),
     }
 
 
@@ -201,7 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_log_options(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    for name, (help_text, setup, run) in _commands().items():
+    commands = _commands()
+    for name, help_text in _HELP.items():
+        setup, run = commands[name]
         p = sub.add_parser(name, help=help_text, description=help_text)
         # Its own dest: a subparser's default would overwrite the count of `memfs -v`.
         p.add_argument(
@@ -240,6 +234,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_FAILED
+
+
+def run() -> NoReturn:
+    sys.exit(main())
 
 
 def _refuse(settings: Settings, e: MemfsError, code: int) -> int:
