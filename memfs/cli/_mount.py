@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import sys
 from dataclasses import dataclass
@@ -21,8 +20,6 @@ from ..api import WorkItem, parse_work_item, parse_work_item_secret, session_id_
 from ..control import StoreSpec
 from ._config import Settings, mount_credentials
 from ._options import SecretOnCommandLine, add_options
-
-log = logging.getLogger("memfs")
 
 
 def setup_mount(p: argparse.ArgumentParser) -> None:

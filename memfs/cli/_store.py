@@ -202,16 +202,11 @@ def _read_content(file: str) -> str:
 
 
 def _answer(args: argparse.Namespace, obj: Any, lines: Iterable[str]) -> None:
-    if not args.json:
+    if args.json:
+        text = json.dumps(obj, default=dataclasses.asdict, ensure_ascii=False, indent=2)
+        sys.stdout.write(text + "\n")
+    else:
         sys.stdout.writelines(line + "\n" for line in lines)
-        return
-
-    def plain(x: Any) -> Any:
-        is_instance = dataclasses.is_dataclass(x) and not isinstance(x, type)
-        return dataclasses.asdict(x) if is_instance else x
-
-    obj = [plain(x) for x in obj] if isinstance(obj, list) else plain(obj)
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
 
 
 async def _find(client: StoreClient, store_id: str, path: str) -> Memory:

@@ -459,11 +459,9 @@ class MemoryStoreFS(pyfuse3.Operations):
         s = pyfuse3.StatvfsData()
         s.f_bsize = s.f_frsize = BLOCK_SIZE
         budget = self.cache.budget_bytes
-        used = self.cache.cached_bytes()
         s.f_blocks = budget // BLOCK_SIZE
-        s.f_bfree = s.f_bavail = max(0, budget - used) // BLOCK_SIZE
-        files = self.cache.file_count()
+        s.f_bfree = s.f_bavail = max(0, budget - self.cache.cached_bytes()) // BLOCK_SIZE
         s.f_files = MAX_FILES
-        s.f_ffree = s.f_favail = max(0, MAX_FILES - files)
+        s.f_ffree = s.f_favail = max(0, MAX_FILES - self.cache.file_count())
         s.f_namemax = 255
         return s

@@ -57,10 +57,7 @@ def mount_table(table: str = MOUNTS_TABLE) -> list[MountEntry]:
 def mounted_source(path: str) -> str | None:
     """The source shown in the mounts table for a mount at `path`, if any."""
     path = os.path.abspath(path)
-    for m in reversed(mount_table()):
-        if m.point == path:
-            return m.source
-    return None
+    return next((m.source for m in reversed(mount_table()) if m.point == path), None)
 
 
 def memfs_mounts() -> list[tuple[str, str, str]]:

@@ -237,9 +237,9 @@ class MountedStore:
 
     async def final_sync(
         self,
-        progress: Callable[[int, int], None] | None = None,
+        progress: Callable[[int, int], None],
         *,
-        waive_window: bool = True,
+        waive_window: bool,
     ) -> dict[str, str]:
         """Two-way passes within the timeout while they make progress and
         something is pending (`waive_window`: deletes younger than the window
@@ -250,8 +250,7 @@ class MountedStore:
         end = EndOfSession(waive_window=waive_window)
         with trio.move_on_after(spec.final_sync_timeout) as scope:
             async with trio.open_nursery() as watching:
-                if progress is not None:
-                    watching.start_soon(self._tell_pending, progress)
+                watching.start_soon(self._tell_pending, progress)
                 try:
                     report = await self.engine.run_pass(final=True, end=end)
                     while self.engine.pending() and (report.pushed or report.deleted_remote):
@@ -274,7 +273,7 @@ class MountedStore:
                 extra={"event": "final_sync_timeout"},
             )
         left = self.engine.left_behind()
-        if progress is not None and self._pending_at_start:
+        if self._pending_at_start:
             progress(max(0, self._pending_at_start - len(left)), self._pending_at_start)
         for path, fate in left.items():
             log.error(
