@@ -19,7 +19,7 @@ from .._exceptions import ConfigError, MountError
 from ..api import WorkItem, parse_work_item, parse_work_item_secret, session_id_problem
 from ..control import StoreSpec
 from ._config import Settings, mount_credentials
-from ._options import SecretOnCommandLine, add_options
+from ._options import CONFIG_OPTION, MOUNT_OPTIONS, SecretOnCommandLine, add_option
 
 
 def setup_mount(p: argparse.ArgumentParser) -> None:
@@ -31,7 +31,9 @@ def setup_mount(p: argparse.ArgumentParser) -> None:
         const="give --token-file FILE or set MEMFS_TOKEN (or the work item secret in "
         "--secret-file FILE or MEMFS_WORK_ITEM_SECRET)",
     )
-    add_options(p)
+    for option in (*MOUNT_OPTIONS, CONFIG_OPTION):
+        add_option(p, option)
+    p.set_defaults(_settings=MOUNT_OPTIONS)
     p.epilog = (
         "Every flag may also be set as MEMFS_<FLAG> (MEMFS_SYNC_INTERVAL=30) or in the "
         "config file (sync-interval = 30); a flag wins over its variable, a variable over "

@@ -425,13 +425,6 @@ def add_option(p: argparse.ArgumentParser, option: Option[Any], default: Any = N
     p.add_argument(option.flag, **kwargs).memfs_option = option  # type: ignore[attr-defined]
 
 
-def add_options(p: argparse.ArgumentParser) -> None:
-    """The mount settings and `--config` on `p`: `memfs mount`, `memfs run`."""
-    for option in (*MOUNT_OPTIONS, CONFIG_OPTION):
-        add_option(p, option)
-    p.set_defaults(_settings=MOUNT_OPTIONS)
-
-
 def add_log_options(p: argparse.ArgumentParser, *, top: bool) -> None:
     """`--log-level` and `--log-format`, on `memfs` and on every command: one
     given after the command's name wins over one given before it."""
