@@ -56,22 +56,17 @@ def _flag_name(arg: str) -> str | None:
     return None
 
 
-def _did_you_mean(flag: str, known: Sequence[str]) -> str:
-    """` (did you mean --store?)` for `--stor`; "" when no flag is close."""
-    names = {name.lstrip("-"): name for name in known}
-    close = difflib.get_close_matches(flag.lstrip("-"), list(names), n=1)
-    return f" (did you mean {names[close[0]]}?)" if close else ""
-
-
 def _unrecognized(extras: list[str], known_flags: Sequence[str]) -> str:
     """The flags and values memfs could not place, each flag with the closest
     it knows; never a flag's `=VALUE`, nor a value that may be a secret."""
+    names = {name.lstrip("-"): name for name in known_flags}
     shown: list[str] = []
     hidden = 0
     for arg in extras:
         flag = _flag_name(arg)
         if flag:
-            shown.append(flag + _did_you_mean(flag, known_flags))
+            close = difflib.get_close_matches(flag.lstrip("-"), list(names), n=1)
+            shown.append(flag + (f" (did you mean {names[close[0]]}?)" if close else ""))
         elif _looks_like_token(arg):
             hidden += 1
         else:
