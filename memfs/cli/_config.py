@@ -1,8 +1,7 @@
-"""Where each setting comes from: its flag, else its `MEMFS_<FLAG>` variable,
-else the config file (commands that mount), else its default
-(docs/configuration.md). Every value present is read, even one a stronger
-source overrides, so that a bad one anywhere is refused (ConfigError, naming
-its source) before the command runs."""
+"""Where each setting comes from: its flag, else its variable, else the
+config file, else its default (docs/configuration.md). Every value present
+is read, even one a stronger source overrides, so that a bad one anywhere is
+refused, naming its source, before the command runs."""
 
 from __future__ import annotations
 
@@ -90,8 +89,7 @@ def _toml(raw: Any) -> str:
 
 
 def load_config_file(path: str, *, named: bool) -> ConfigFile | None:
-    """The config file's settings, every key checked; None when the default
-    file does not exist."""
+    """The config file's settings, every key checked; None for a missing default file."""
     try:
         with open(path, "rb") as f:
             st = os.fstat(f.fileno())
@@ -170,8 +168,7 @@ def choose(
     env: Mapping[str, str],
     config: ConfigFile | None,
 ) -> dict[str, Found[Any]]:
-    """Each option's value by dest: the strongest source that sets it (for a
-    group, that sets any of its options)."""
+    """Each option's value by dest, from the strongest source that sets it (or any of its group)."""
     candidates: dict[str, dict[str, Found[Any]]] = {}
     for option in options:
         found = (_from_flag(option, args), _from_env(option, env), _from_file(option, config))
@@ -187,8 +184,8 @@ def choose(
 
 
 def settle(args: argparse.Namespace, env: Mapping[str, str]) -> Settings:
-    """Every setting of the command `args` holds; ConfigError for a bad value
-    from any source. `-v`/`-vv` count as a log level flag below `--log-level`."""
+    """Every setting of the command `args` holds. `-v`/`-vv` count as a log
+    level flag below `--log-level`."""
     options: Sequence[Option[Any]] = getattr(args, "_settings", ())
     config = None
     if options:
@@ -227,9 +224,8 @@ def mount_credentials(
     work_item_source: str = "the work item",
     for_session: bool = False,
 ) -> Credentials | None:
-    """The credentials for a mount (`resolve_credentials`): the flags and
-    their variables first; the config file's `token-file`, `secret-file` and
-    `api-url` only as its fallback, after every credential variable."""
+    """The credentials for a mount: the config file's `token-file`,
+    `secret-file` and `api-url` count only after every credential variable."""
     token, secret, url = (settings.sources[o.dest] for o in (TOKEN_FILE, SECRET_FILE, API_URL))
 
     def given(found: Found[str | None], in_file: bool) -> str | None:

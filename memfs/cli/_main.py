@@ -1,11 +1,8 @@
-"""The parser and what every command shares: exit statuses 0 (success), 1
-(the work failed) and 2 (bad usage), besides `memfs sync FILE...`'s and
-`memfs run`'s own; errors as one sentence on stderr, `memfs: <sentence>`,
-never a traceback and never a refused value that looks like a token
-(`_looks_like_token`: it may be a secret typed in the wrong place); the
-closest command, choice or flag suggested, and no flag abbreviated
-(`--token X` must not be read as `--token-file X`).
-"""
+"""The parser and what every command shares: exit statuses 0, 1 (the work
+failed) and 2 (bad usage); errors as one sentence, `memfs: <sentence>`, never
+echoing a refused value that may be a secret typed in the wrong place; the
+closest command, choice or flag suggested, and no flag abbreviated (`--token
+X` must not be read as `--token-file X`)."""
 
 from __future__ import annotations
 
@@ -16,7 +13,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from .._exceptions import ConfigError, MemfsError, UsageError
 from .._logging import setup_logging
@@ -59,23 +56,17 @@ def _flag_name(arg: str) -> str | None:
     return None
 
 
-def _did_you_mean(flag: str, known: Sequence[str]) -> str:
-    """` (did you mean --store?)` for `--stor`; "" when no flag is close."""
-    names = {name.lstrip("-"): name for name in known}
-    close = difflib.get_close_matches(flag.lstrip("-"), list(names), n=1)
-    return f" (did you mean {names[close[0]]}?)" if close else ""
-
-
 def _unrecognized(extras: list[str], known_flags: Sequence[str]) -> str:
     """The flags and values memfs could not place, each flag with the closest
-    it knows, never a flag's `=VALUE`, and only counting values that may be a
-    secret."""
+    it knows; never a flag's `=VALUE`, nor a value that may be a secret."""
+    names = {name.lstrip("-"): name for name in known_flags}
     shown: list[str] = []
     hidden = 0
     for arg in extras:
         flag = _flag_name(arg)
         if flag:
-            shown.append(flag + _did_you_mean(flag, known_flags))
+            close = difflib.get_close_matches(flag.lstrip("-"), list(names), n=1)
+            shown.append(flag + (f" (did you mean {names[close[0]]}?)" if close else ""))
         elif _looks_like_token(arg):
             hidden += 1
         else:
@@ -132,9 +123,9 @@ class _Parser(argparse.ArgumentParser):
         return namespace
 
     def _check_value(self, action: argparse.Action, value: Any) -> None:
-        """An invalid choice names the closest choice, and itself unless it
-        looks like a token. When an unknown flag stands before it (`memfs
-        store --tok X list` makes X the action), the flag is the mistake named."""
+        """An invalid choice names the closest choice, and itself unless it may
+        be a token; an unknown flag before it (`memfs store --tok X list`) is
+        the mistake named."""
         if action.choices is None or value in action.choices:
             return
         unknown = [
@@ -161,38 +152,30 @@ Run = Callable[[argparse.Namespace, Settings], int]
 """A command: its arguments and its settings -> its exit status."""
 
 
-def _commands() -> dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Run]]:
-    """name -> (help, setup(parser), run(args, settings) -> exit status)."""
-    from . import _mount, _serve, _status, _store, _sync
+_HELP = {
+    "serve": "run the Memory Store API locally on SQLite",
+    "store": "talk to a Memory Store API: create stores, put, cat, ls, rm, log",
+    "mount": "mount Memory Stores as folders (one FUSE mount per store)",
+    "unmount": "unmount memfs mounts, after a final sync",
+    "sync": "run a sync pass now and wait for it, or push files now and confirm each",
+    "status": "show the mounted stores and what is pending",
+    "run": "mount the stores, run a command, then the final sync and unmount",
+}
+"""Each command's help, in the order `memfs --help` lists them."""
+
+
+def _commands() -> dict[str, tuple[Callable[[argparse.ArgumentParser], None], Run]]:
+    """name -> (setup(parser), run(args, settings) -> exit status)."""
+    from . import _mount, _serve, _status, _store
 
     return {
-        "serve": ("run the Memory Store API locally on SQLite", _serve.setup, _serve.run),
-        "store": (
-            "talk to a Memory Store API: create stores, put, cat, ls, rm, log",
-            _store.setup,
-            _store.run,
-        ),
-        "mount": (
-            "mount Memory Stores as folders (one FUSE mount per store)",
-            _mount.setup_mount,
-            _mount.run_mount,
-        ),
-        "unmount": (
-            "unmount memfs mounts, after a final sync",
-            _mount.setup_unmount,
-            _mount.run_unmount,
-        ),
-        "sync": (
-            "run a sync pass now and wait for it, or push files now and confirm each",
-            _sync.setup,
-            _sync.run,
-        ),
-        "status": ("show the mounted stores and what is pending", _status.setup, _status.run),
-        "run": (
-            "mount the stores, run a command, then the final sync and unmount",
-            _mount.setup_run,
-            _mount.run_run,
-        ),
+        "serve": (_serve.setup, _serve.run),
+        "store": (_store.setup, _store.run),
+        "mount": (_mount.setup_mount, _mount.run_mount),
+        "unmount": (_mount.setup_unmount, _mount.run_unmount),
+        "sync": (_status.setup_sync, _status.run_sync),
+        "status": (_status.setup_status, _status.run_status),
+        "run": (_mount.setup_run, _mount.run_run),
     }
 
 
@@ -205,7 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_log_options(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    for name, (help_text, setup, run) in _commands().items():
+    commands = _commands()
+    for name, help_text in _HELP.items():
+        setup, run = commands[name]
         p = sub.add_parser(name, help=help_text, description=help_text)
         # Its own dest: a subparser's default would overwrite the count of `memfs -v`.
         p.add_argument(
@@ -246,9 +231,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
 
 
+def run() -> NoReturn:
+    sys.exit(main())
+
+
 def _refuse(settings: Settings, e: MemfsError, code: int) -> int:
-    """The command's one sentence: `memfs: <sentence>`, or in a JSON log one
-    more record (so that every line of stderr stays JSON)."""
+    """The command's one sentence, or in a JSON log one more record."""
     if settings.log_format != "json":
         sys.stderr.write(f"memfs: {e}\n")
     elif code == EXIT_USAGE:

@@ -1,17 +1,15 @@
 """`memfs mount`, `memfs unmount` and `memfs run`. The stores to mount are
 those `--store` and `--resources` name, or a session's (`--work-item`,
 `--session`, else `ANTHROPIC_SESSION_ID`), read with the work item secret's
-sessions token and then followed. `memfs run -- COMMAND` mounts them for
-the length of the command and exits with its status (128+N for signal N);
-75 when it succeeded but the final sync left files behind; 127 or 126 when
-it could not be started; 1 when a store could not be mounted; 2 bad usage.
-"""
+sessions token and then followed. `memfs run` exits with its command's
+status (128+N for signal N), 75 when it succeeded but the final sync left
+files behind, 127 or 126 when it could not start, 1 when a store could not
+be mounted."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import sys
 from dataclasses import dataclass
@@ -21,9 +19,7 @@ from .._exceptions import ConfigError, MountError
 from ..api import WorkItem, parse_work_item, parse_work_item_secret, session_id_problem
 from ..control import StoreSpec
 from ._config import Settings, mount_credentials
-from ._options import SecretOnCommandLine, add_options
-
-log = logging.getLogger("memfs")
+from ._options import CONFIG_OPTION, MOUNT_OPTIONS, SecretOnCommandLine, add_option
 
 
 def setup_mount(p: argparse.ArgumentParser) -> None:
@@ -35,7 +31,9 @@ def setup_mount(p: argparse.ArgumentParser) -> None:
         const="give --token-file FILE or set MEMFS_TOKEN (or the work item secret in "
         "--secret-file FILE or MEMFS_WORK_ITEM_SECRET)",
     )
-    add_options(p)
+    for option in (*MOUNT_OPTIONS, CONFIG_OPTION):
+        add_option(p, option)
+    p.set_defaults(_settings=MOUNT_OPTIONS)
     p.epilog = (
         "Every flag may also be set as MEMFS_<FLAG> (MEMFS_SYNC_INTERVAL=30) or in the "
         "config file (sync-interval = 30); a flag wins over its variable, a variable over "
@@ -51,8 +49,6 @@ MAX_WORK_ITEM_BYTES = 1 << 20
 
 @dataclass
 class MountPlan:
-    """What a command that mounts will mount, and the session it follows."""
-
     specs: list[StoreSpec]
     session: sup.SessionToFollow | None = None
     nothing: str | None = None
@@ -62,8 +58,7 @@ class MountPlan:
 
 
 def _read_stdin_json(where: str) -> str:
-    """One JSON value from standard input, read up to its end and no further:
-    the writer may keep its end open after it."""
+    """One JSON value from standard input, read up to its end and no further."""
     decoder = json.JSONDecoder()
     data = b""
     while len(data) <= MAX_WORK_ITEM_BYTES:
@@ -91,8 +86,8 @@ def _read_stdin_json(where: str) -> str:
 
 
 def read_work_item(path: str) -> WorkItem:
-    """The work item in `path` (`-`: standard input), its secret checked;
-    one sentence, quoting nothing of it, when it cannot be used."""
+    """The work item in `path` (`-`: standard input), its secret checked,
+    refused in a sentence that quotes nothing of it."""
     if path == STDIN:
         where = "the work item on standard input"
         text = _read_stdin_json(where)
@@ -125,7 +120,7 @@ def mounting(settings: Settings) -> sup.MountSettings:
 
 def _the_session(settings: Settings) -> tuple[str | None, WorkItem | None, str]:
     """The session whose stores to mount, the work item that named it, and
-    where it came from; (None, None, "") when the stores are named otherwise."""
+    where it came from; (None, None, "") for none."""
     mount = mounting(settings)
     if mount.work_item and mount.session:
         raise ConfigError(
@@ -153,8 +148,7 @@ def _the_session(settings: Settings) -> tuple[str | None, WorkItem | None, str]:
 
 
 def mount_plan(settings: Settings) -> MountPlan:
-    """What `memfs mount` and `memfs run` mount, and the session they follow;
-    every refusal is raised before anything mounts."""
+    """What to mount and the session to follow, refused before anything mounts."""
     session_id, item, named_by = _the_session(settings)
     mount = mounting(settings)
     if session_id is None:
@@ -240,8 +234,8 @@ def setup_unmount(p: argparse.ArgumentParser) -> None:
 
 
 def run_unmount(args: argparse.Namespace, settings: Settings) -> int:
-    """The followers holding the paths stop first (so that none mounts a
-    store attached meanwhile); a followed session's every mount goes with one."""
+    """The followers holding the paths stop first, so that none mounts a store
+    attached meanwhile, and their every mount goes too."""
     paths = [os.path.abspath(p) for p in args.mount_paths]
     running = {os.path.abspath(s.mount_path) for s in sup.running_stores()}
     holding = None if args.all else [p for p in paths if p in running]
@@ -255,8 +249,7 @@ def run_unmount(args: argparse.Namespace, settings: Settings) -> int:
 
 
 EXIT_LEFT_BEHIND = 75
-"""`memfs run`'s command succeeded but some files are not in their store
-(sysexits' EX_TEMPFAIL: a later mount of the store uploads them)."""
+"""sysexits' EX_TEMPFAIL: a later mount of the store uploads what is left."""
 
 
 def setup_run(p: argparse.ArgumentParser) -> None:

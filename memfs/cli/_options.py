@@ -1,9 +1,8 @@
 """Every setting of the commands that mount, once: a flag, a `MEMFS_<FLAG>`
-variable and a config file key, all read by one reader, which raises
-ValueError with the end of a sentence (`is not a number of seconds`) that
-the caller begins by naming the source; memfs.control's bounds are checked
-here alone. Each argparse action keeps its `Option` as `.memfs_option`, from
-which docs/configuration.md is written."""
+variable and a config file key, all read by one reader, the one place
+memfs.control's bounds are checked; it raises ValueError with the end of a
+sentence (`is not a number of seconds`) that the caller begins. Each argparse
+action keeps its `Option` as `.memfs_option`, for docs/configuration.md."""
 
 from __future__ import annotations
 
@@ -203,14 +202,6 @@ def metrics_addr(raw: object) -> str:
     return text
 
 
-def _level(raw: object) -> str:
-    return str(logging.getLevelName(parse_level(_text(raw))))
-
-
-def _format(raw: object) -> LogFormat:
-    return parse_format(_text(raw))
-
-
 def _file(name: str, help: str, metavar: str = "FILE", **more: Any) -> Option[str | None]:
     """A setting that names a file or a folder: none by default."""
     return Option(name, help, path_value, None, metavar, kind="path", **more)
@@ -359,8 +350,8 @@ MOUNT_OPTIONS: tuple[Option[Any], ...] = (
     ),
     Option("daemon", "return once every store is mounted", switch, False, kind="switch"),
 )
-"""Every setting of a mount, in the order `--help` and the docs list them:
-one per field of `MountSettings`, named as its dest."""
+"""Every setting of a mount, in the order `--help` lists them: one per field
+of `MountSettings`, named as its dest."""
 
 CONFIRM_TIMEOUT = _seconds(
     "confirm-timeout",
@@ -373,7 +364,7 @@ LOG_LEVEL: Option[str | None] = Option(
     "log-level",
     "the least severe records logged, by memfs and the store processes it starts; "
     "-v is INFO, -vv DEBUG",
-    _level,
+    lambda raw: str(logging.getLevelName(parse_level(_text(raw)))),
     None,
     "|".join(LOG_LEVELS),
     shown_default="WARNING; store processes INFO",
@@ -381,13 +372,12 @@ LOG_LEVEL: Option[str | None] = Option(
 LOG_FORMAT: Option[LogFormat] = Option(
     "log-format",
     "text: readable lines; json: one JSON object per line",
-    _format,
+    lambda raw: parse_format(_text(raw)),
     "text",
     "|".join(LOG_FORMATS),
 )
 LOG_OPTIONS: tuple[Option[Any], ...] = (LOG_LEVEL, LOG_FORMAT)
-"""Settings every command takes (before or after its name); the config file
-sets them for the commands that mount."""
+"""Settings every command takes (before or after its name)."""
 
 CONFIG_OPTION = _file(
     "config",
@@ -415,8 +405,7 @@ def _flag_type(read: Callable[[object], T]) -> Callable[[str], T]:
 
 
 def _one_store(raw: object) -> list[str]:
-    """One `--store` flag: exactly one spec, spaces and all (argparse extends
-    the flags' list with it)."""
+    """One `--store` flag's value: exactly one spec, spaces and all."""
     return [_checked(store_arg_problem)(raw)]
 
 
@@ -436,17 +425,9 @@ def add_option(p: argparse.ArgumentParser, option: Option[Any], default: Any = N
     p.add_argument(option.flag, **kwargs).memfs_option = option  # type: ignore[attr-defined]
 
 
-def add_options(p: argparse.ArgumentParser) -> None:
-    """The mount settings and `--config` on `p`: `memfs mount`, `memfs run`."""
-    for option in (*MOUNT_OPTIONS, CONFIG_OPTION):
-        add_option(p, option)
-    p.set_defaults(_settings=MOUNT_OPTIONS)
-
-
 def add_log_options(p: argparse.ArgumentParser, *, top: bool) -> None:
-    """`--log-level` and `--log-format`, on `memfs` itself and on every
-    command: a command's own (given after its name) leaves the one given
-    before it alone unless given too."""
+    """`--log-level` and `--log-format`, on `memfs` and on every command: one
+    given after the command's name wins over one given before it."""
     for option in LOG_OPTIONS:
         add_option(p, option, None if top else argparse.SUPPRESS)
 
@@ -491,8 +472,7 @@ variables are `memfs.supervisor`'s (`SECRET_ENV`, `URL_ENV`)."""
 
 class SecretOnCommandLine(argparse.Action):
     """A flag that would put a secret on the command line, where `ps` shows
-    it to every user: refused, without echoing its value; `const` says what
-    to give instead."""
+    it: refused, without echoing its value; `const` says what to give instead."""
 
     def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
         super().__init__(option_strings, dest, nargs="?", help=argparse.SUPPRESS, **kwargs)

@@ -1,9 +1,7 @@
-"""`memfs serve`: the Memory Store API locally on SQLite. The first line on
-stdout is its URL; everything else goes to stderr. Tokens come from
-`--token-file` and `MEMFS_SERVE_TOKEN`; `--token` shows in `ps`, so it is
-taken only with a loopback `--host`, with a warning, and serve executes
-itself again with those tokens moved into its environment.
-"""
+"""`memfs serve`: the Memory Store API locally on SQLite (docs/serve.md).
+`--token` shows in `ps`, so it is taken only with a loopback `--host`, with
+a warning, and serve executes itself again with those tokens moved into its
+environment."""
 
 from __future__ import annotations
 
@@ -58,43 +56,35 @@ def setup(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="FILE",
-        help=(
-            "accept the tokens this file holds, one per line (or comma-separated), as x-api-key "
-            "or Bearer; repeatable; TOKEN@STORE_ID[,STORE_ID...] limits one to those stores; "
-            f"blank lines and lines starting with # are skipped. Also read from {SERVE_TOKEN_ENV} "
-            "(comma-separated). With neither, a random token is generated and printed on stderr"
-        ),
+        help="accept the tokens this file holds, one per line (or comma-separated), as x-api-key "
+        "or Bearer; repeatable; TOKEN@STORE_ID[,STORE_ID...] limits one to those stores; "
+        f"blank lines and lines starting with # are skipped. Also read from {SERVE_TOKEN_ENV} "
+        "(comma-separated). With neither, a random token is generated and printed on stderr",
     )
     p.add_argument(
         "--token",
         action="append",
         default=[],
         metavar="TOKEN",
-        help=(
-            "accept this token (as --token-file's lines); every local user can read it in ps "
-            "until serve moves it into its environment, so it is taken only with a loopback "
-            "--host, with a warning"
-        ),
+        help="accept this token (as --token-file's lines); every local user can read it in ps "
+        "until serve moves it into its environment, so it is taken only with a loopback "
+        "--host, with a warning",
     )
     p.add_argument(
         "--max-connections",
         type=int,
         default=DEFAULT_MAX_CONNECTIONS,
         metavar="N",
-        help=(
-            "connections open at once; one more is answered 503 and closed "
-            f"(default {DEFAULT_MAX_CONNECTIONS}, lowered to fit the descriptor limit)"
-        ),
+        help="connections open at once; one more is answered 503 and closed "
+        f"(default {DEFAULT_MAX_CONNECTIONS}, lowered to fit the descriptor limit)",
     )
     p.add_argument(
         "--client-timeout",
         type=float,
         default=DEFAULT_CLIENT_TIMEOUT,
         metavar="SECONDS",
-        help=(
-            "drop a client that stops reading its answer, or sending its request body, this long "
-            f"(default {DEFAULT_CLIENT_TIMEOUT:g})"
-        ),
+        help="drop a client that stops reading its answer, or sending its request body, this long "
+        f"(default {DEFAULT_CLIENT_TIMEOUT:g})",
     )
     p.add_argument(
         "--demo-store",
@@ -113,15 +103,6 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def _token_file_entries(path: str) -> list[str]:
-    """The token entries of a `--token-file`: its lines, but blank ones and comments."""
-    entries = [line.strip() for line in read_secret_file(path, "token").splitlines()]
-    entries = [e for e in entries if e and not e.startswith("#")]
-    if not entries:
-        raise ConfigError(f"the token file {path} holds no token")
-    return entries
-
-
 def _without_token_flags(argv: list[str]) -> list[str]:
     """`argv` less its `--token VALUE` and `--token=VALUE`."""
     kept: list[str] = []
@@ -138,9 +119,8 @@ def _without_token_flags(argv: list[str]) -> list[str]:
 
 def _reexec_with_tokens_in_environment(tokens: list[str]) -> None:
     """Replace this process (same PID) by the same command without its
-    `--token` flags, their values put in front of those of `MEMFS_SERVE_TOKEN`, so that no
-    token stays in /proc/PID/cmdline. Returns when the command line holds no
-    `--token` (`main` was handed its arguments by a caller)."""
+    `--token` flags, their values put before `MEMFS_SERVE_TOKEN`'s, so that no
+    token stays in /proc/PID/cmdline; unless they are not on the command line."""
     argv = sys.argv[1:]
     kept = _without_token_flags(argv)
     if kept == argv or sys.orig_argv[len(sys.orig_argv) - len(argv) :] != argv:
@@ -155,8 +135,7 @@ def _reexec_with_tokens_in_environment(tokens: list[str]) -> None:
 
 
 def _connection_cap(asked: int) -> int:
-    """`--max-connections`, lowered so that the connections cannot use up the
-    process's descriptors."""
+    """`--max-connections`, lowered so that they cannot use up the descriptors."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         return asked
@@ -178,7 +157,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         )
     entries: list[str] = []
     for path in args.token_file:
-        entries += _token_file_entries(path)
+        lines = [line.strip() for line in read_secret_file(path, "token").splitlines()]
+        found = [line for line in lines if line and not line.startswith("#")]
+        if not found:
+            raise ConfigError(f"the token file {path} holds no token")
+        entries += found
     if args.token:
         if not _is_loopback(args.host):
             raise ConfigError(

@@ -1,22 +1,31 @@
-"""`memfs status`: within 80 columns, per mounted store its mount path on a
-line of its own, a table row (columns as wide as their widest cell) and the
-details indented below, each file listed once; then each followed session
-and what it attached and detached. `--json` prints the same fields
-(`StoreStatus`, then `SessionRecord`)."""
+"""`memfs status` and `memfs sync`, over the running stores' control sockets.
+`memfs status` fits 80 columns: per store its mount path on a line of its
+own, a table row (columns as wide as their widest cell) and the details
+below, each file listed once; then each followed session. `memfs sync` runs
+a pass now in each mount named (or every one), or pushes files now, one line
+each saying whether the store holds it (docs/guide.md, "Confirm a save").
+`--json` prints the same fields."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 import textwrap
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, replace
 from typing import Any
 
 from .. import supervisor as sup
+from .._exceptions import UsageError
+from ..api import Confirmation, Outcome
 from ..control import ErrorReply, StatusReply, StoreState, StoreStatus
 from ..supervisor import SessionRecord
-from ._config import Settings
+from ._config import Settings, choose
+from ._options import CONFIRM_TIMEOUT, add_option
 
 WIDTH = 80
 COLUMNS = (
@@ -193,11 +202,11 @@ def session_lines(records: list[SessionRecord], now: float) -> list[str]:
     return lines
 
 
-def setup(p: argparse.ArgumentParser) -> None:
+def setup_status(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the status as JSON")
 
 
-def run(args: argparse.Namespace, settings: Settings) -> int:
+def run_status(args: argparse.Namespace, settings: Settings) -> int:
     results = sup.status()
     sessions = sup.session_records()
     if args.json:
@@ -218,3 +227,101 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     for line in [*(table(results, now) if results else []), *session_lines(sessions, now)]:
         print(line)
     return 0
+
+
+_WORST_FIRST = ((Outcome.NOT_CONFIRMED, 75), (Outcome.OVERRULED, 3), (Outcome.REFUSED, 65))
+
+
+def setup_sync(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "mount_paths",
+        nargs="*",
+        metavar="MOUNT_PATH|FILE",
+        help="mount paths: a pass in each (default: every mounted store); or files inside "
+        "mounts: each pushed now and confirmed, one line each (not both kinds at once)",
+    )
+    p.add_argument("--json", action="store_true", help="print the reports as JSON")
+    add_option(p, CONFIRM_TIMEOUT)
+
+
+def run_sync(args: argparse.Namespace, settings: Settings) -> int:
+    # Files to confirm, not mount paths: anything below a running mount, or any regular file.
+    files = [p for p in args.mount_paths if sup.file_in_mount(p) or os.path.isfile(p)]
+    if files and len(files) < len(args.mount_paths):
+        raise UsageError(
+            "give mount paths (a pass in each) or files inside mounts (each pushed and "
+            "confirmed), not both in one call"
+        )
+    if files:
+        timeout = choose([CONFIRM_TIMEOUT], args, os.environ, None)[CONFIRM_TIMEOUT.dest].value
+        return confirm_files(files, timeout, as_json=args.json)
+    results = sup.sync(args.mount_paths)
+    code = 0
+    out = []
+    for store, reply in results:
+        if isinstance(reply, ErrorReply):
+            code = 1
+            sys.stderr.write(f"memfs: sync of {store.mount_path} failed: {reply.error}\n")
+        elif not args.json:
+            r = reply.report
+            print(
+                f"{store.mount_path}: pushed {r['pushed']}, pulled {r['pulled']}, "
+                f"deleted {r['deleted_remote']}, removed {r['removed_local']}, "
+                f"conflicts {r['conflicts']}, refused {r['refused']}"
+            )
+        out.append({"mount_path": store.mount_path, "store_id": store.store_id, **reply.to_json()})
+    if args.json:
+        print(json.dumps(out, indent=2))
+    return code
+
+
+def confirm_files(paths: list[str], timeout: float, *, as_json: bool) -> int:
+    """Push each file now, wait at most `timeout` seconds for each store, and
+    print what became of each."""
+    asked: dict[str, list[tuple[int, str]]] = {}
+    stores: dict[str, StoreState] = {}
+    for i, path in enumerate(paths):
+        store, memory_path = _regular_file_in_mount(path)
+        stores[store.mount_path] = store
+        asked.setdefault(store.mount_path, []).append((i, memory_path))
+    answers: list[Confirmation | None] = [None] * len(paths)
+
+    def ask(mount_path: str) -> None:
+        wanted = asked[mount_path]
+        reply = sup.push_files(stores[mount_path], [p for _, p in wanted], timeout)
+        for n, (i, memory_path) in enumerate(wanted):
+            if isinstance(reply, ErrorReply) or n >= len(reply.files):
+                why = reply.error if isinstance(reply, ErrorReply) else "no answer for this file"
+                answers[i] = Confirmation(memory_path, Outcome.NOT_CONFIRMED, reason=why)
+            else:
+                answers[i] = reply.files[n]
+
+    with ThreadPoolExecutor(max_workers=len(asked)) as pool:
+        list(pool.map(ask, asked))
+    done = [replace(a, path=p) for a, p in zip(answers, paths, strict=True) if a is not None]
+    if as_json:
+        print(json.dumps([asdict(a) for a in done], indent=2))
+    else:
+        for a in done:
+            print(_line(a), flush=True)
+    outcomes = {a.outcome for a in done}
+    return next((code for outcome, code in _WORST_FIRST if outcome in outcomes), 0)
+
+
+def _regular_file_in_mount(path: str) -> tuple[StoreState, str]:
+    found = sup.file_in_mount(path)
+    if found is None or not os.path.isfile(path):
+        raise UsageError(f"{path} is not a regular file inside a mounted store")
+    return found
+
+
+def _line(a: Confirmation) -> str:
+    if a.outcome == Outcome.SAVED:
+        return f"saved {a.path} memory_id={a.memory_id} sha256={a.sha256}"
+    if a.outcome == Outcome.OVERRULED:
+        return (
+            f"overruled {a.path}: the store's version is now in the file; your edit is kept "
+            f"at {a.kept_copy}"
+        )
+    word = "not-confirmed" if a.outcome == Outcome.NOT_CONFIRMED else "refused"
+    return f"{word} {a.path}: {a.reason}"

@@ -1,9 +1,7 @@
 """`memfs store`: a small client of any Memory Store API, for people and
-demos; each action's `--help` says what it prints, as tab-separated lines or
-JSON with `--json`. The URL and the token come from the same places as
-`memfs mount`'s (`resolve_credentials`), default the local `memfs serve`,
-never from a flag. `session create` prints a work item as a worker's poll
-hands it: the only place its sessions token appears."""
+demos. The URL and the token come from where `memfs mount`'s do, default the
+local `memfs serve`, never from a flag. `session create` prints a work item
+as a worker's poll hands it: the only place its sessions token appears."""
 
 from __future__ import annotations
 
@@ -48,8 +46,7 @@ SHA_PREFIX = 12
 
 
 def _add_connection_options(p: argparse.ArgumentParser, *, top: bool) -> None:
-    """The same options on `memfs store` and on each of its subcommands, so
-    they may stand before or after the subcommand's name."""
+    """On `memfs store` and each action, so they may stand before or after its name."""
     default = None if top else argparse.SUPPRESS
     p.add_argument(
         "--token",
@@ -84,14 +81,11 @@ def _add_connection_options(p: argparse.ArgumentParser, *, top: bool) -> None:
 
 
 Run = Callable[["StoreClient", argparse.Namespace], Awaitable[None]]
-Action = Callable[..., argparse.ArgumentParser]
-"""Adds an action (its name, its help, what it runs, its positional
-arguments, named in capitals) to a parser: its parser."""
 
 
-def _actions(p: argparse.ArgumentParser, dest: str) -> Action:
-    """The actions of `p`, one required, named in `args.<dest>`; each takes
-    the connection options too."""
+def _actions(p: argparse.ArgumentParser, dest: str) -> Callable[..., argparse.ArgumentParser]:
+    """What adds an action to `p` (its name, help, run, positional arguments)
+    and returns its parser; one action is required, named in `args.<dest>`."""
     sub = p.add_subparsers(dest=dest, metavar="ACTION", parser_class=type(p))
     sub.required = True
 
@@ -139,17 +133,18 @@ def setup(p: argparse.ArgumentParser) -> None:
 def _setup_session(p: argparse.ArgumentParser) -> None:
     action = _actions(p, "session_command")
 
-    store_help = (
-        "a store of the session, read-write unless :read_only, mounted at PATH"
-        " (default /mnt/memory/<slug of its name>); repeatable, at most 8"
-    )
     a = action(
         "create",
         "create a session holding these stores and print its work item JSON",
         _session_create,
     )
     a.add_argument(
-        "--store", action="append", default=[], metavar="ID[:read_only][=PATH]", help=store_help
+        "--store",
+        action="append",
+        default=[],
+        metavar="ID[:read_only][=PATH]",
+        help="a store of the session, read-write unless :read_only, mounted at PATH"
+        " (default /mnt/memory/<slug of its name>); repeatable, at most 8",
     )
     a.add_argument(
         "--environment-id", default=None, metavar="ENV", help="the session's environment_id"
@@ -207,16 +202,11 @@ def _read_content(file: str) -> str:
 
 
 def _answer(args: argparse.Namespace, obj: Any, lines: Iterable[str]) -> None:
-    if not args.json:
+    if args.json:
+        text = json.dumps(obj, default=dataclasses.asdict, ensure_ascii=False, indent=2)
+        sys.stdout.write(text + "\n")
+    else:
         sys.stdout.writelines(line + "\n" for line in lines)
-        return
-
-    def plain(x: Any) -> Any:
-        is_instance = dataclasses.is_dataclass(x) and not isinstance(x, type)
-        return dataclasses.asdict(x) if is_instance else x
-
-    obj = [plain(x) for x in obj] if isinstance(obj, list) else plain(obj)
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
 
 
 async def _find(client: StoreClient, store_id: str, path: str) -> Memory:

@@ -1,44 +1,126 @@
-"""The FUSE filesystem of one store: pyfuse3 Operations over the cache.
-
-- Handlers talk only to the cache, through its filesystem face. Two may wait
-  on the network, and only for a file whose content is not cached yet:
-  `open` (but not one that truncates the file for writing), and a `setattr`
-  that truncates it to a size above 0.
-- A read-only store refuses every change with EROFS, whatever the route;
-  while the cache's disk is full, every change is refused with ENOSPC (reads
-  go on), so that the room left goes to the sync.
-- The store's marker `.anthropic-memory-store` is served from memory, never
-  written, renamed, removed or given another mode (EPERM); only its owner
-  may change, so that a `chown -R` of the mount works.
-- Handle numbers count up from 1 and are never reused while the mount runs:
-  a request with a released handle gets EBADF, never another file.
-- A folder listing is the folder as it stood at `opendir` (in the root, the
-  marker first); an entry removed since is left out, and no other entry
-  repeats or goes missing.
-- Kernel caching follows `pyfuse3-notes.md`: long entry and attribute
-  timeouts, `keep_cache` on open, FLUSH switched off with ENOSYS once, and
-  `KernelCache` to invalidate exactly what a pull changed.
-"""
+"""The FUSE filesystem of one store: pyfuse3 Operations over the cache's
+filesystem face (docs/semantics.md), how every handler is wrapped, and what
+the kernel must forget after a pull. Only `open` and a `setattr` that
+truncates to a size above 0 may wait on the network, for a content not cached
+yet. Handle numbers are never reused while the mount runs (a released one
+gets EBADF), and a listing is the folder as it stood at `opendir`. Kernel
+caching follows `pyfuse3-notes.md`."""
 
 from __future__ import annotations
 
 import collections
 import errno
+import functools
 import itertools
+import logging
 import os
 import stat as statmod
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import pyfuse3
+import trio
 
+from .. import _exceptions as exc
 from .._histogram import FUSE_BUCKETS, Histogram
-from ..api import MARKER_NAME, MAX_NAME_BYTES, marker_content
+from ..api import MARKER_NAME, MAX_NAME_BYTES, check_store_id, marker_content
 from ..cache import ROOT_ID, FilesystemFace, Node, file_state, marker_state
 from ._attributes import BLOCK_SIZE, MARKER_INODE, XATTR_PREFIX, Attributes, extended_attributes
-from ._handlers import handler
-from ._owners import Owners
+
+log = logging.getLogger("memfs.fs")
+
+F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
+
+_CLASSES_BY_ERRNO: dict[int, tuple[type[exc.MemfsError], ...]] = {
+    errno.ENOENT: (exc.NoSuchEntry,),
+    errno.EEXIST: (exc.EntryExists,),
+    errno.ENOTDIR: (exc.NotADirectory,),
+    errno.EISDIR: (exc.IsADirectory,),
+    errno.ENOTEMPTY: (exc.DirectoryNotEmpty,),
+    errno.EINVAL: (exc.InvalidMove, exc.InvalidPath),
+    errno.EFBIG: (exc.FileTooLarge,),
+    errno.ENAMETOOLONG: (exc.NameTooLong,),
+    errno.ENOSPC: (exc.StoreFull, exc.CacheDiskFull),
+    errno.EIO: (exc.ContentUnavailable, exc.CacheCorrupt),
+}
+
+
+def errno_for(e: BaseException) -> int:
+    """The errno a program gets for `e`, raised in a handler: the one place
+    memfs's exceptions become errno values. EIO, which says nothing a program
+    can act on, is logged with its reason; a stray local OSError keeps its
+    own errno; anything else is a bug, logged with its traceback."""
+    for code, classes in _CLASSES_BY_ERRNO.items():
+        if isinstance(e, classes):
+            if code == errno.EIO:
+                log.error("%s", e, extra={"event": "io_error"})
+            return code
+    if isinstance(e, OSError) and e.errno:
+        log.error("local I/O error: %s", e, extra={"event": "local_io_error"})
+        return e.errno
+    log.error(
+        "unexpected error in a filesystem handler", exc_info=e, extra={"event": "handler_bug"}
+    )
+    return errno.EIO
+
+
+def handler(fn: F) -> F:
+    """Wrap a handler so that nothing but FUSEError leaves it (one bad request
+    never ends the mount), and time it, refused or not, in `times`."""
+    name = fn.__name__
+
+    @functools.wraps(fn)
+    async def wrapper(self: Any, *args: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return await fn(self, *args)
+        except pyfuse3.FUSEError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the mount must survive any bug
+            raise pyfuse3.FUSEError(errno_for(e)) from None
+        finally:
+            self.times[name].observe(time.perf_counter() - started)
+
+    return wrapper  # type: ignore[return-value]
+
+
+class KernelCache:
+    """Tells the kernel to forget what a pull changed. Called by the sync engine,
+    never from inside a handler; the calls that may block run in a worker thread."""
+
+    async def forget_content(self, inode: int) -> None:
+        call = partial(pyfuse3.invalidate_inode, inode, attr_only=False)
+        await trio.to_thread.run_sync(_invalidate, f"inode {inode}", call)
+
+    async def forget_entry(self, parent_inode: int, name: str) -> None:
+        call = partial(pyfuse3.invalidate_entry, parent_inode, os.fsencode(name))
+        await trio.to_thread.run_sync(_invalidate, f"entry {name!r}", call)
+
+
+def _invalidate(what: str, call: Callable[[], object]) -> None:
+    try:
+        call()
+    except OSError as e:
+        if e.errno not in (errno.ENOENT, errno.ENOSYS):
+            log.warning("could not invalidate %s: %s", what, e, extra={"event": "invalidate"})
+
+
+def mount_options(store_id: str, *, allow_other: bool = False, read_only: bool = False) -> set[str]:
+    """FUSE options: `memfs:<store_id>` in /proc/mounts; `default_permissions`
+    only when other users can reach the mount (it costs a GETATTR per change);
+    `ro` for a read-only store, so the kernel itself refuses writes and
+    `access(W_OK)` says no even to root. A store id not of the API's form (a
+    comma would add options) is refused."""
+    opts = {f"fsname=memfs:{check_store_id(store_id)}", "subtype=memfs", "noatime"}
+    if read_only:
+        opts.add("ro")
+    if allow_other:
+        opts |= {"allow_other", "default_permissions"}
+    return opts
+
 
 MAX_FILES = 2000
 """The file count `statfs` shows as the most the store takes."""
@@ -70,10 +152,14 @@ class MemoryStoreFS(pyfuse3.Operations):
         super().__init__()
         self.cache = cache
         self.read_only = read_only
-        self.owners = Owners(cache, uid, gid, kernel_checks=kernel_checks)
         self.marker = marker_content(cache.store_id)
         self.attributes = Attributes(
-            cache, self.owners, read_only=read_only, marker_size=len(self.marker)
+            cache,
+            uid,
+            gid,
+            read_only=read_only,
+            kernel_checks=kernel_checks,
+            marker_size=len(self.marker),
         )
         self._handle_numbers = itertools.count(1)
         self.files: dict[int, OpenFile] = {}
@@ -123,13 +209,7 @@ class MemoryStoreFS(pyfuse3.Operations):
         sname = os.fsdecode(name)
         if parent_inode == ROOT_ID and sname == MARKER_NAME:
             return self.attributes.of_marker()
-        if sname == ".":
-            return self.attributes.of(self.cache.node(parent_inode))
-        if sname == "..":
-            node = self.cache.node(parent_inode)
-            return self.attributes.of(
-                self.cache.node(node.parent if node.id != ROOT_ID else ROOT_ID)
-            )
+        # No "." or "..": without `supports_dot_lookup` the kernel resolves them itself.
         child = self.cache.child(parent_inode, sname)
         if child is None:
             raise pyfuse3.FUSEError(errno.ENOENT)
@@ -159,14 +239,14 @@ class MemoryStoreFS(pyfuse3.Operations):
             self._check_writable()
             if not chown or fields.update_size or fields.update_mode:
                 raise pyfuse3.FUSEError(errno.EPERM)
-            self.owners.chown(None, uid, gid, ctx)
+            self.attributes.chown(None, uid, gid, ctx)
             return self.attributes.of_marker()
         node = self.cache.node(inode)
         times = fields.update_mtime or fields.update_atime
         if chown or times or fields.update_size or fields.update_mode:
             self._check_writable()
         if chown:
-            self.owners.chown(node, uid, gid, ctx)
+            self.attributes.chown(node, uid, gid, ctx)
         if fields.update_size:
             if node.is_dir:
                 raise pyfuse3.FUSEError(errno.EISDIR)
@@ -224,7 +304,7 @@ class MemoryStoreFS(pyfuse3.Operations):
         self, parent_inode: int, name: bytes, mode: int, ctx: Any
     ) -> pyfuse3.EntryAttributes:
         sname = self._name_to_change(parent_inode, name, errno.EEXIST)
-        owner, mode = self.owners.for_new(parent_inode, ctx, mode, is_dir=True)
+        owner, mode = self.attributes.for_new(parent_inode, ctx, mode, is_dir=True)
         return self.attributes.of(self.cache.mkdir(parent_inode, sname, mode, owner))
 
     @handler
@@ -332,7 +412,9 @@ class MemoryStoreFS(pyfuse3.Operations):
         )
         if statmod.S_IFMT(mode) not in (0, statmod.S_IFREG):
             raise pyfuse3.FUSEError(errno.EPERM)
-        owner, mode = self.owners.for_new(parent_inode, ctx, statmod.S_IMODE(mode), is_dir=False)
+        owner, mode = self.attributes.for_new(
+            parent_inode, ctx, statmod.S_IMODE(mode), is_dir=False
+        )
         writable = (flags & os.O_ACCMODE) != os.O_RDONLY
         node = self.cache.create_open(parent_inode, sname, mode, owner, writable=writable)
         return self._new_file_handle(node, writable), self.attributes.of(node)
@@ -377,11 +459,9 @@ class MemoryStoreFS(pyfuse3.Operations):
         s = pyfuse3.StatvfsData()
         s.f_bsize = s.f_frsize = BLOCK_SIZE
         budget = self.cache.budget_bytes
-        used = self.cache.cached_bytes()
         s.f_blocks = budget // BLOCK_SIZE
-        s.f_bfree = s.f_bavail = max(0, budget - used) // BLOCK_SIZE
-        files = self.cache.file_count()
+        s.f_bfree = s.f_bavail = max(0, budget - self.cache.cached_bytes()) // BLOCK_SIZE
         s.f_files = MAX_FILES
-        s.f_ffree = s.f_favail = max(0, MAX_FILES - files)
+        s.f_ffree = s.f_favail = max(0, MAX_FILES - self.cache.file_count())
         s.f_namemax = 255
         return s

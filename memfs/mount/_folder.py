@@ -57,10 +57,7 @@ def mount_table(table: str = MOUNTS_TABLE) -> list[MountEntry]:
 def mounted_source(path: str) -> str | None:
     """The source shown in the mounts table for a mount at `path`, if any."""
     path = os.path.abspath(path)
-    for m in reversed(mount_table()):
-        if m.point == path:
-            return m.source
-    return None
+    return next((m.source for m in reversed(mount_table()) if m.point == path), None)
 
 
 def memfs_mounts() -> list[tuple[str, str, str]]:
@@ -159,8 +156,13 @@ class MountFolder:
         try:
             if self.confined:
                 self._make_under_root()
-            else:
-                self._make_by_path()
+                return
+            folder = "/"
+            for name in filter(None, self.path.split("/")):
+                folder = os.path.join(folder, name)
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(folder)
+                    self.made.append(folder)
         except OSError as e:
             if self.confined and e.errno in (errno.ELOOP, errno.ENOTDIR):
                 raise MountError(
@@ -175,42 +177,23 @@ class MountFolder:
     def _place(self) -> str:
         return os.path.realpath(self.path) if self.confined else self.path
 
-    def _make_by_path(self) -> None:
-        folder = "/"
-        for name in self.path.split("/"):
-            if not name:
-                continue
-            folder = os.path.join(folder, name)
-            try:
-                os.mkdir(folder)
-            except FileExistsError:
-                continue
-            self.made.append(folder)
-
-    def _parts_under_root(self) -> list[str]:
-        """The names from the root down to where the path leads, or MountError
-        when it leads elsewhere."""
+    def _make_under_root(self) -> None:
         place = self._place()
         if not place.startswith(self.root.rstrip("/") + "/"):
             raise MountError(
                 f"cannot mount {self.store_id} at {self.path}: it leads to {place}, "
                 f"not to a folder under the mount root {self.root}"
             )
-        return place[len(self.root.rstrip("/")) + 1 :].split("/")
-
-    def _make_under_root(self) -> None:
-        names = self._parts_under_root()
+        names = place[len(self.root.rstrip("/")) + 1 :].split("/")
         os.makedirs(self.root, exist_ok=True)
         fd = os.open(self.root, _DIRECTORY)
         try:
             folder = self.root
             for name in names:
                 folder = os.path.join(folder, name)
-                try:
+                with contextlib.suppress(FileExistsError):
                     os.mkdir(name, dir_fd=fd)
                     self.made.append(folder)
-                except FileExistsError:
-                    pass
                 inner = _open_folder_at(fd, name)
                 os.close(fd)
                 fd = inner

@@ -1,16 +1,10 @@
-"""The store process (`python -m memfs.mount`): one store's whole life in one
-process, one per store since pyfuse3 holds one session per process.
-
-It reads its `StoreLaunch` as one line of JSON on stdin, so the token never
-shows in `ps`, and reports on stdout one line: `READY` once the store is
-mounted, or `ERROR <sentence>`; before it, a `WAITING <sentence>` line for
-each attempt of the start that the API did not answer. One whose stdin ends
-before the line (its supervisor went) exits 0 without a word.
-
-On SIGTERM, SIGINT or `stop`, a final sync runs while still mounted, then
-the teardown, the state file last. The exit status is 0 only when the store
-holds everything; what is left is named in the log and stays in the cache.
-"""
+"""The store process (`python -m memfs.mount`), one per store since pyfuse3
+holds one session per process. It reads its `StoreLaunch` as one JSON line on
+stdin, so the token never shows in `ps` (no line: it exits 0), and answers on
+stdout `READY` once mounted or `ERROR <sentence>`, after a `WAITING <sentence>`
+for each start attempt the API did not answer. On SIGTERM, SIGINT or `stop`
+the final sync runs while still mounted, then the teardown, the state file
+last; the exit status is 0 only when the store holds everything."""
 
 from __future__ import annotations
 
@@ -40,12 +34,11 @@ from ._store import PROGRESS_AFTER, MountedStore, store_client
 log = logging.getLogger("memfs.mount")
 
 CACHE_WAIT_MARGIN = 30.0
-"""How much longer than its final sync bound an earlier process of the store may hold the cache."""
 
 
 class StoreProcess:
-    """One store mounted in this process: each resource's teardown is declared
-    where it is made, on one `AsyncExitStack`."""
+    """One store mounted in this process, each resource's teardown declared
+    where it is made."""
 
     def __init__(self, spec: StoreSpec) -> None:
         self.spec = spec
@@ -55,14 +48,11 @@ class StoreProcess:
         self._not_uploaded: dict[str, str] = {}
         self.exit_code = 1
         self._waive_window = False
-        """Set by `stop`, which no writer outlives: the final sync waives the
-        delete window. After SIGTERM, SIGINT or the lifeline it does not."""
+        """Set by `stop`, which no writer outlives: the final sync waives the delete window."""
         self.state = control.StateFile(spec.runtime_dir, spec.store_id, spec.cache_dir)
         self.socket_path = control.socket_path(spec.runtime_dir, spec.store_id, spec.cache_dir)
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Mount the store and serve it until asked to stop, then the final
-        sync and the teardown; `exit_code` 0 when the store holds everything."""
         spec = self.spec
         async with contextlib.AsyncExitStack() as life:
             cache = await open_cache(spec)
@@ -116,10 +106,8 @@ class StoreProcess:
         self.exit_code = 0 if not self._not_uploaded else 1
 
     def _make_folder(self, life: contextlib.AsyncExitStack, store: MountedStore) -> None:
-        """Prepare the mount path. The folder is memfs's from here: it goes at
-        the end, with the folders above it this process made for it, and the
-        journal remembers it meanwhile (a killed run leaves it empty, and the
-        next run of this store may reuse it)."""
+        """Prepare the mount path, memfs's from here to the end; the journal
+        remembers it meanwhile, so that the next run may reuse it after a kill."""
         spec, cache = self.spec, store.cache
         left_by_us = cache.get_meta("mount_folder") == spec.mount_path
         folder = MountFolder(
@@ -225,10 +213,9 @@ class StoreProcess:
 
 
 async def open_cache(spec: StoreSpec) -> StoreCache:
-    """The store's cache. While an earlier process of this store still holds it
-    because it is finishing (its final sync), wait for it, at most the final
-    sync's bound and a margin; a cache held by a process that is not stopping
-    is refused at once."""
+    """The store's cache, once an earlier process of this store that is
+    stopping lets it go (at most its final sync's bound and a margin); one
+    held by a process that is not stopping is refused at once."""
     deadline = time.monotonic() + spec.final_sync_timeout + CACHE_WAIT_MARGIN
     waited = False
     while True:
@@ -278,8 +265,7 @@ async def _store_main(spec: StoreSpec) -> int:
 
 
 def _memfs_error(e: BaseException) -> MemfsError | None:
-    """The MemfsError behind `e`: trio's nurseries wrap what a task raised in
-    an ExceptionGroup, which would hide the sentence the supervisor needs."""
+    """The MemfsError behind `e`, unwrapped from trio's ExceptionGroups."""
     while isinstance(e, BaseExceptionGroup) and len(e.exceptions) == 1:
         e = e.exceptions[0]
     return e if isinstance(e, MemfsError) else None
@@ -319,8 +305,7 @@ def main() -> int:
 
 
 def _setup_logging(store_id: str) -> None:
-    """The level and format the supervisor passed on (INFO and text when it
-    passed none it could use); every record carries the store id."""
+    """The level and format the supervisor passed on (else INFO and text)."""
     try:
         level = parse_level(os.environ.get("MEMFS_LOG_LEVEL", "INFO"))
     except ValueError:

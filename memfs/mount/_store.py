@@ -1,9 +1,6 @@
-"""One store's parts, wired: the sync engine over the client and the cache,
-the filesystem over the cache, and what they do while the store is mounted
-(the periodic pass, the write-behind, the background prefetch, the final
-sync, the status, giving freed memory back). The store process (`_process`)
-decides when each of them starts and stops.
-"""
+"""One store's parts, wired (the sync engine over the client and the cache,
+the filesystem over the cache), and what they do while the store is mounted;
+the store process decides when each starts and stops."""
 
 from __future__ import annotations
 
@@ -26,7 +23,7 @@ from ..client import StoreClient
 from ..control import MIN_SYNC_INTERVAL, StoreSpec, StoreStatus
 from ..fs import MemoryStoreFS
 from ..sync import FINAL_CONCURRENCY, QUIET_SECONDS, EndOfSession, SyncEngine, backoff_delay
-from ._start import start_refusal
+from . import start_refusal
 
 log = logging.getLogger("memfs.mount")
 
@@ -35,12 +32,8 @@ PROGRESS_MIN_FILES = 200
 PROGRESS_AFTER = 1.0
 """A final sync that takes longer than this shows its progress on a terminal."""
 PROGRESS_EVERY = 0.2
-
 WRITE_BEHIND_LOOK = 0.5
-"""How often the write-behind looks at the cache for local changes: local work, no request."""
-WRITE_BEHIND_EVERY = MIN_SYNC_INTERVAL
-"""The write-behind pushes at most once per this many seconds: the least sync interval."""
-
+"""How often the write-behind looks at the cache for local changes (no request)."""
 QUIET_AFTER = 5.0
 """Seconds without a FUSE request after which freed memory is given back."""
 
@@ -51,16 +44,14 @@ _MALLOC_TRIM = libc_function("malloc_trim", [ctypes.c_size_t])
 
 
 def _give_back_freed_memory() -> None:
-    """Return the C allocator's free pages to the system (glibc only): Python
-    and the allocator keep what a download or a read of every file used."""
+    """Return the C allocator's free pages to the system (glibc only)."""
     if _MALLOC_TRIM is not None:
         _MALLOC_TRIM(0)
 
 
 def store_client(spec: StoreSpec, on_wait: Callable[[str], None] | None = None) -> StoreClient:
     """The client of one store process: few retries, since the sync loop has
-    its own backoff; a pool that holds what the final sync sends at once;
-    each attempt of the start without an answer goes to `on_wait`."""
+    its own backoff; a pool that holds what the final sync sends at once."""
     return StoreClient(
         spec.api_url,
         spec.token,
@@ -74,13 +65,11 @@ def store_client(spec: StoreSpec, on_wait: Callable[[str], None] | None = None) 
 
 
 LISTING_AT_LEAST = 4
-"""Requests at once while listing the whole store, however many stores share the mount."""
 
 
 def listing_concurrency(spec: StoreSpec) -> int:
     """Requests at once while a pass lists the whole store by folder: the final
-    sync's number shared out among the stores mounted together, at least
-    `LISTING_AT_LEAST` (bench/README.md)."""
+    sync's number shared out among the stores mounted together (bench/README.md)."""
     return max(LISTING_AT_LEAST, FINAL_CONCURRENCY // max(1, spec.stores_mounted))
 
 
@@ -121,8 +110,7 @@ class MountedStore:
         self._push_asked = trio.Event()
 
     async def first_pass(self) -> None:
-        """One full pass before mounting. A store that cannot be reached mounts
-        from its cache, if there is one."""
+        """One full pass before mounting; a store out of reach mounts from its cache, if any."""
         if self.spec.read_only:
             self.engine.set_aside_local_changes()
         try:
@@ -166,8 +154,7 @@ class MountedStore:
                 delay = backoff_delay(self.spec.sync_interval, self.engine.status.failures_in_a_row)
 
     def ask_push(self) -> None:
-        """Push the local changes now (the followed session went idle), whatever
-        the quiet time, the interval and `--write-behind`."""
+        """Push the local changes now, whatever the quiet time, the interval and `--write-behind`."""
         self._push_asked.set()
 
     def _local_changes(self) -> Changes:
@@ -175,10 +162,9 @@ class MountedStore:
 
     async def write_behind(self) -> None:
         """Push-only passes between the periodic ones: once the mount has been
-        quiet for `QUIET_SECONDS` after a local change it has not tried yet, at
-        most once per `WRITE_BEHIND_EVERY`, and at once when asked. A mount
-        where nothing changes sends no request; while passes fail, only the
-        periodic pass's backoff tries again."""
+        quiet for `QUIET_SECONDS` after a local change not tried yet, at most
+        once per `MIN_SYNC_INTERVAL`, and at once when asked; none while
+        passes fail (the periodic pass's backoff tries again)."""
         seen = tried = self._local_changes()
         changed_at = time.monotonic()
         pushed_at = -math.inf
@@ -197,7 +183,7 @@ class MountedStore:
             due = (
                 bool(changes - tried)
                 and now - changed_at >= QUIET_SECONDS
-                and now - pushed_at >= WRITE_BEHIND_EVERY
+                and now - pushed_at >= MIN_SYNC_INTERVAL
                 and not self.engine.status.failures_in_a_row
             )
             if not (asked or due):
@@ -212,8 +198,7 @@ class MountedStore:
                 changed_at = time.monotonic()
 
     async def prefetch(self) -> None:
-        """Every content not cached yet, in the background, with its progress
-        on a terminal."""
+        """Every content not cached yet, in the background."""
         shown = ProgressReport(
             f"memfs: downloading {self.spec.store_id}", minimum_total=PROGRESS_MIN_FILES
         )
@@ -239,8 +224,7 @@ class MountedStore:
         _give_back_freed_memory()
 
     async def give_back_memory_when_quiet(self) -> None:
-        """Give freed memory back whenever the filesystem falls quiet after
-        answering requests (bench/README.md, "A store process's memory")."""
+        """Give freed memory back whenever the filesystem falls quiet after requests."""
         seen, given_back = self.fs.request_total(), True
         while True:
             await trio.sleep(QUIET_AFTER)
@@ -253,21 +237,20 @@ class MountedStore:
 
     async def final_sync(
         self,
-        progress: Callable[[int, int], None] | None = None,
+        progress: Callable[[int, int], None],
         *,
-        waive_window: bool = True,
+        waive_window: bool,
     ) -> dict[str, str]:
-        """A full two-way pass within the timeout, then more while they make
-        progress and something is still pending; `waive_window` sends deletes
-        younger than the window too. Returns what is left, path -> what
-        becomes of it, each logged. `progress(done, total)` hears how many of
-        the files pending at the start the store holds now."""
+        """Two-way passes within the timeout while they make progress and
+        something is pending (`waive_window`: deletes younger than the window
+        too); what is left, path -> what becomes of it, each logged.
+        `progress(done, total)` hears how many files pending at the start the
+        store holds now."""
         spec = self.spec
         end = EndOfSession(waive_window=waive_window)
         with trio.move_on_after(spec.final_sync_timeout) as scope:
             async with trio.open_nursery() as watching:
-                if progress is not None:
-                    watching.start_soon(self._tell_pending, progress)
+                watching.start_soon(self._tell_pending, progress)
                 try:
                     report = await self.engine.run_pass(final=True, end=end)
                     while self.engine.pending() and (report.pushed or report.deleted_remote):
@@ -290,7 +273,7 @@ class MountedStore:
                 extra={"event": "final_sync_timeout"},
             )
         left = self.engine.left_behind()
-        if progress is not None and self._pending_at_start:
+        if self._pending_at_start:
             progress(max(0, self._pending_at_start - len(left)), self._pending_at_start)
         for path, fate in left.items():
             log.error(
@@ -347,8 +330,7 @@ class MountedStore:
         )
 
     def metrics(self) -> dict[str, Any]:
-        """Raw counters, gauges and histograms for the metrics endpoint, which
-        names them (`memfs_...`) and labels them with the store's id."""
+        """Raw counters, gauges and histograms for the metrics endpoint, which names them."""
         st = self.engine.status
         now = self.status()
         return {
