@@ -5,6 +5,8 @@ carries a `request-id`."""
 
 from __future__ import annotations
 
+import sqlite3
+
 import pytest
 from starlette.testclient import TestClient
 
@@ -50,3 +52,17 @@ def test_a_wrong_method_or_a_trailing_slash_answers_with_a_request_id(client):
     assert r.headers["request-id"].startswith("req_")
     r = client.head("/v1/memory_stores")
     assert r.status_code == 200 and r.content == b""
+
+
+def test_a_fault_answers_a_500_envelope_and_logs_its_route(tmp_path, expect_log):
+    db = Database(str(tmp_path / "s.sqlite3"))
+    app = MemoryStoreApp(db, {"token": None})
+    client = TestClient(app, headers=HEADERS, raise_server_exceptions=False)
+    sid = client.post("/v1/memory_stores", json={"name": "s"}).json()["id"]
+    with sqlite3.connect(tmp_path / "s.sqlite3") as other:
+        other.execute("DROP TABLE memories")
+    expect_log("memfs.serve", f"internal error on GET /v1/memory_stores/{sid}/memories", count=1)
+    r = client.get(f"/v1/memory_stores/{sid}/memories")
+    assert r.status_code == 500
+    assert r.json()["error"] == {"type": "api_error", "message": "internal server error"}
+    assert r.headers["request-id"] == r.json()["request_id"]
