@@ -60,6 +60,7 @@ class MemoryStoreApp:
         v = s + "/{sid}/memory_versions"
         n = "/v1/sessions"
         r = n + "/{session_id}/resources"
+        rr = r + "/{resource_id}"
         # method, path, handler, and what a sessions token may not do there
         table: list[tuple[str, str, Handler, str | None]] = [
             ("POST", s, self.create_store, "create memory stores"),
@@ -82,19 +83,16 @@ class MemoryStoreApp:
             ("POST", n + "/{session_id}/status", self.set_session_status, "set a session's status"),
             ("GET", r, self.list_resources, None),
             ("POST", r, self.add_resource, "attach memory stores to sessions"),
-            ("GET", r + "/{resource_id}", self.get_resource, None),
-            (
-                "DELETE",
-                r + "/{resource_id}",
-                self.delete_resource,
-                "detach memory stores from sessions",
-            ),
+            ("GET", rr, self.get_resource, None),
+            ("DELETE", rr, self.delete_resource, "detach memory stores from sessions"),
         ]
         # Each path's parameter names and routes by method, under its shape:
-        # every id is a segment at an odd place after /v1/{collection}.
+        # the path with its ids as {}, an id being every second segment
+        # after /v1/{collection}.
         self.routes: dict[str, tuple[tuple[str, ...], dict[str, Route]]] = {}
         for method, path, handler, not_for_sessions in table:
             parts = path.split("/")
+            assert [p for p in parts if p.startswith("{")] == parts[3::2], path
             names = tuple(name.strip("{}") for name in parts[3::2])
             parts[3::2] = ["{}"] * len(names)
             routes = self.routes.setdefault("/".join(parts), (names, {}))[1]
