@@ -1,4 +1,4 @@
-"""`memfs serve`'s routes on a Starlette app: each checks the credentials and
+"""`memfs serve`'s routes, as one ASGI app: each checks the credentials and
 the beta headers, calls one method of the `Database`'s tables and answers
 JSON. Every answer carries a `request-id` header; errors use the contract's
 envelope and never show a traceback.
@@ -10,12 +10,11 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from starlette.applications import Starlette
-from starlette.exceptions import HTTPException
+from starlette.datastructures import URL
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import Response
-from starlette.routing import Route
+from starlette.responses import RedirectResponse, Response
 from starlette.types import Receive, Scope, Send
+from starlette.websockets import WebSocketClose
 
 from .._exceptions import (
     InvalidPath,
@@ -27,7 +26,7 @@ from .._exceptions import (
     StatusError,
 )
 from ..api import View, normalize_prefix
-from ._auth import Caller, Grant, authenticate
+from ._auth import Caller, Grant, authenticate, caller_for_grant
 from ._db import Database
 from ._http import (
     check_headers,
@@ -43,6 +42,7 @@ from ._http import (
 log = logging.getLogger("memfs.serve")
 
 Handler = Callable[[Request, Caller], Awaitable[dict[str, Any]]]
+Route = tuple[Handler, str | None]
 
 
 class MemoryStoreApp:
@@ -51,12 +51,17 @@ class MemoryStoreApp:
     def __init__(self, db: Database, tokens: Mapping[str, Grant | frozenset[str] | None]) -> None:
         """`tokens`: each accepted token's `Grant` (or the stores it is limited to)."""
         self.db = db
-        self.tokens = {t: g if isinstance(g, Grant) else Grant(g) for t, g in tokens.items()}
+        self.callers = {
+            token: caller_for_grant(token, grant if isinstance(grant, Grant) else Grant(grant))
+            for token, grant in tokens.items()
+        }
         s = "/v1/memory_stores"
         m = s + "/{sid}/memories"
         v = s + "/{sid}/memory_versions"
         n = "/v1/sessions"
         r = n + "/{session_id}/resources"
+        rr = r + "/{resource_id}"
+        # method, path, handler, and what a sessions token may not do there
         table: list[tuple[str, str, Handler, str | None]] = [
             ("POST", s, self.create_store, "create memory stores"),
             ("GET", s, self.list_stores, "list memory stores"),
@@ -78,86 +83,86 @@ class MemoryStoreApp:
             ("POST", n + "/{session_id}/status", self.set_session_status, "set a session's status"),
             ("GET", r, self.list_resources, None),
             ("POST", r, self.add_resource, "attach memory stores to sessions"),
-            ("GET", r + "/{resource_id}", self.get_resource, None),
-            (
-                "DELETE",
-                r + "/{resource_id}",
-                self.delete_resource,
-                "detach memory stores from sessions",
-            ),
+            ("GET", rr, self.get_resource, None),
+            ("DELETE", rr, self.delete_resource, "detach memory stores from sessions"),
         ]
-        routes = [
-            Route(path, self._endpoint(handler, not_for_sessions), methods=[method])
-            for method, path, handler, not_for_sessions in table
-        ]
-        self.app = Starlette(
-            routes=routes,
-            exception_handlers={
-                StatusError: self._refused,
-                InvalidPath: self._refused,
-                ClientDisconnect: self._refused,
-                HTTPException: self._refused,
-                Exception: self._crash,
-            },
-        )
+        # Each path's parameter names and routes by method, under its shape:
+        # the path with its ids as {}, an id being every second segment
+        # after /v1/{collection}.
+        self.routes: dict[str, tuple[tuple[str, ...], dict[str, Route]]] = {}
+        for method, path, handler, not_for_sessions in table:
+            parts = path.split("/")
+            assert [p for p in parts if p.startswith("{")] == parts[3::2], path
+            names = tuple(name.strip("{}") for name in parts[3::2])
+            parts[3::2] = ["{}"] * len(names)
+            routes = self.routes.setdefault("/".join(parts), (names, {}))[1]
+            routes[method] = (handler, not_for_sessions)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await WebSocketClose()(scope, receive, send)
+            return
+        request = Request(scope, receive)
+        try:
+            response = await self._answer(request)
+        except (StatusError, InvalidPath, ClientDisconnect) as e:
+            response = _refused(e)
+        except Exception as e:
+            log.error(
+                "internal error on %s %s",
+                request.method,
+                request.url.path,
+                exc_info=e,
+                extra={"event": "server_error"},
+            )
+            response = error_response(ServerError("internal server error"), new_request_id())
+            await response(scope, receive, send)
+            raise
+        await response(scope, receive, send)
+
+    async def _answer(self, request: Request) -> Response:
+        scope = request.scope
         # ASGI hands routing a decoded path, where `memstore_x%2Fmemories` would be
         # `memstore_x/memories`: an id holding an encoded separator names nothing.
         if b"%2f" in scope.get("raw_path", b"").lower():
-            refusal = NotFound("no such store, memory or version: the URL holds an encoded '/'")
-            await error_response(refusal, new_request_id())(scope, receive, send)
-            return
-        await self.app(scope, receive, send)
-
-    def _endpoint(
-        self, handler: Handler, not_for_sessions: str | None
-    ) -> Callable[[Request], Awaitable[Response]]:
-        """The endpoint running `handler`, which a sessions token may not call
-        when `not_for_sessions` says what it cannot do."""
-
-        async def endpoint(request: Request) -> Response:
-            caller = authenticate(request.headers, self.tokens, self.db.sessions.caller_for)
-            check_headers(request, sessions=request.scope["path"].startswith("/v1/sessions"))
-            if not_for_sessions:
-                caller.check_not_session(not_for_sessions)
-            return json_response(200, await handler(request, caller), new_request_id())
-
-        return endpoint
-
-    async def _refused(self, request: Request, exc: Exception) -> Response:
-        """A refusal in the envelope: the contract's, a path's, Starlette's own
-        (no such route, method not allowed), or a body that did not come whole."""
-        error: Exception = exc
-        headers: dict[str, str] | None = None
-        where = request.url.path
-        if isinstance(exc, RequestTooLarge):
-            # The rest of the body is never read: the connection ends with this answer.
-            headers = {"connection": "close"}
-        elif isinstance(exc, InvalidPath):
-            error = InvalidRequest(str(exc))
-        elif isinstance(exc, ClientDisconnect):
-            # The client left, or was dropped, mid-body: this answer goes nowhere.
-            error = InvalidRequest("the request body did not come whole")
-        elif isinstance(exc, HTTPException) and exc.status_code == 404:
-            error = NotFound(f"no route for {request.method} {where}")
-        elif isinstance(exc, HTTPException) and exc.status_code == 405:
+            raise NotFound("no such store, memory or version: the URL holds an encoded '/'")
+        found = self._routes_of(scope["path"])
+        if found is None:
+            return self._no_route(request)
+        scope["path_params"], routes = found
+        route = routes.get("GET" if scope["method"] == "HEAD" else scope["method"])
+        if route is None:
+            allowed = sorted({*routes, *(["HEAD"] if "GET" in routes else [])})
+            where = request.url.path
             error = InvalidRequest(f"{request.method} is not allowed on {where}", status=405)
-            headers = dict(exc.headers or {})
-        elif isinstance(exc, HTTPException):
-            error = InvalidRequest(str(exc.detail), status=exc.status_code)
-        assert isinstance(error, StatusError)
-        return error_response(error, new_request_id(), headers)
+            return error_response(error, new_request_id(), {"allow": ", ".join(allowed)})
+        handler, not_for_sessions = route
+        caller = authenticate(request.headers, self.callers, self.db.sessions.caller_for)
+        check_headers(request, sessions=scope["path"].startswith("/v1/sessions"))
+        if not_for_sessions:
+            caller.check_not_session(not_for_sessions)
+        return json_response(200, await handler(request, caller), new_request_id())
 
-    async def _crash(self, request: Request, exc: Exception) -> Response:
-        log.error(
-            "internal error on %s %s",
-            request.method,
-            request.url.path,
-            exc_info=exc,
-            extra={"event": "server_error"},
-        )
-        return error_response(ServerError("internal server error"), new_request_id())
+    def _routes_of(self, path: str) -> tuple[dict[str, str], dict[str, Route]] | None:
+        """The path's parameters and its routes by method; None when no
+        route has its shape or an id is empty."""
+        parts = path.split("/")
+        ids = parts[3::2]
+        parts[3::2] = ["{}"] * len(ids)
+        found = self.routes.get("/".join(parts))
+        if found is None or not all(ids):
+            return None
+        return dict(zip(found[0], ids, strict=True)), found[1]
+
+    def _no_route(self, request: Request) -> Response:
+        """404; a path that names a route but for trailing slashes is
+        redirected (307) to the path without them."""
+        path = request.scope["path"].rstrip("/")
+        if path != request.scope["path"] and path and self._routes_of(path) is not None:
+            target = URL(scope={**request.scope, "path": path})
+            return RedirectResponse(str(target), headers={"request-id": new_request_id()})
+        refusal = NotFound(f"no route for {request.method} {request.url.path}")
+        return error_response(refusal, new_request_id())
 
     async def create_store(self, request: Request, caller: Caller) -> dict[str, Any]:
         if caller.allowed is not None:
@@ -275,3 +280,21 @@ def _store_of(request: Request, caller: Caller, *, write: bool = False) -> str:
     else:
         caller.check_store(sid)
     return sid
+
+
+def _refused(exc: StatusError | InvalidPath | ClientDisconnect) -> Response:
+    """A refusal in the envelope: the contract's, a path's, or a body that
+    did not come whole."""
+    error: StatusError
+    headers: dict[str, str] | None = None
+    if isinstance(exc, InvalidPath):
+        error = InvalidRequest(str(exc))
+    elif isinstance(exc, ClientDisconnect):
+        # The client left, or was dropped, mid-body: this answer goes nowhere.
+        error = InvalidRequest("the request body did not come whole")
+    else:
+        error = exc
+        if isinstance(exc, RequestTooLarge):
+            # The rest of the body is never read: the connection ends with this answer.
+            headers = {"connection": "close"}
+    return error_response(error, new_request_id(), headers)

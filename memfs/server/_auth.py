@@ -6,7 +6,6 @@ anywhere holds a token.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -70,24 +69,9 @@ def parse_tokens(entries: Iterable[str]) -> dict[str, Grant]:
     return table
 
 
-@functools.lru_cache(maxsize=1024)
 def _token_digest(token: str) -> str:
-    """Names a token without revealing it, the same across restarts (hashed
-    once per token of the table, which holds them all anyway)."""
+    """Names a token without revealing it, the same across restarts."""
     return hashlib.sha256(b"memfs-serve-actor\0" + token.encode()).hexdigest()[:24]
-
-
-def actor_for(token: str, grant: Grant) -> dict[str, str]:
-    """Who a change made with a token of the table is recorded as, whatever
-    header the token came in: its user, its service account, or an API key."""
-    if grant.user is not None:
-        return {"type": ActorType.USER.value, "user_id": "user_" + grant.user}
-    if grant.service_account is not None:
-        return {
-            "type": ActorType.SERVICE_ACCOUNT.value,
-            "service_account_id": "svac_" + grant.service_account,
-        }
-    return {"type": ActorType.API.value, "api_key_id": "apikey_" + _token_digest(token)}
 
 
 @dataclass(frozen=True)
@@ -150,14 +134,29 @@ class Caller:
             self.check_store(store_id)
 
 
+def caller_for_grant(token: str, grant: Grant) -> Caller:
+    """The caller a token of the table is, whatever header it came in: its
+    changes are recorded as its user, its service account, or an API key."""
+    if grant.user is not None:
+        actor = {"type": ActorType.USER.value, "user_id": "user_" + grant.user}
+    elif grant.service_account is not None:
+        actor = {
+            "type": ActorType.SERVICE_ACCOUNT.value,
+            "service_account_id": "svac_" + grant.service_account,
+        }
+    else:
+        actor = {"type": ActorType.API.value, "api_key_id": "apikey_" + _token_digest(token)}
+    return Caller(actor, grant.stores, token_id=_token_digest(token))
+
+
 def authenticate(
     headers: Mapping[str, str],
-    table: Mapping[str, Grant],
+    callers: Mapping[str, Caller],
     sessions: Callable[[str], Caller | None],
 ) -> Caller:
     """The caller a request's `Authorization: Bearer` or `x-api-key` header
-    names: a token of the table, else (as a bearer token only) the session
-    whose token it is; 401 otherwise."""
+    names: one of `callers` (the table's tokens), else (as a bearer token
+    only) the session whose token it is; 401 otherwise."""
     token, bearer = headers.get("x-api-key"), False
     kind, _, value = (headers.get("authorization") or "").partition(" ")
     if kind.lower() == "bearer" and value.strip():
@@ -166,10 +165,7 @@ def authenticate(
         raise AuthenticationFailed(
             "no credentials: send Authorization: Bearer <token> or x-api-key: <token>"
         )
-    grant = table.get(token)
-    if grant is not None:
-        return Caller(actor_for(token, grant), grant.stores, token_id=_token_digest(token))
-    caller = sessions(token) if bearer else None
+    caller = callers.get(token) or (sessions(token) if bearer else None)
     if caller is None:
         raise AuthenticationFailed("invalid credentials: this token is not accepted")
     return caller

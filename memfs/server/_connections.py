@@ -64,7 +64,7 @@ class ClientLimits:
             await self.app(scope, request.receive, request.send)
         except Exception:
             # The app answers and logs its own faults before it raises them again.
-            if not request.started:
+            if request.start is None:
                 log.exception(
                     "internal error on %s %s",
                     scope["method"],
@@ -146,10 +146,8 @@ class _Request:
             name == b"transfer-encoding" or (name == b"content-length" and value.strip() != b"0")
             for name, value in scope["headers"]
         )
-        self.started = False
+        self.start: Message | None = None
         self.closing = False
-        self.status = 0
-        self.length = "-"
 
     async def receive(self) -> Message:
         if not self.body_pending:
@@ -165,18 +163,14 @@ class _Request:
 
     async def send(self, message: Message) -> None:
         if message["type"] == "http.response.start":
-            self.started = True
-            self.status = message["status"]
-            headers = list(message.get("headers", []))
             if self.body_pending:
                 # A client must not send its next request on this connection.
                 self.closing = True
+                headers = list(message.get("headers", []))
                 if all(name.lower() != b"connection" for name, _ in headers):
                     headers.append((b"connection", b"close"))
                 message = {**message, "headers": headers}
-            for name, value in headers:
-                if name.lower() == b"content-length":
-                    self.length = value.decode("latin-1")
+            self.start = message
         elif message["type"] == "http.response.body" and not message.get("more_body", False):
             if self.closing:
                 await self._timed_send({**message, "more_body": True})
@@ -210,8 +204,12 @@ class _Request:
                         self.body_pending = False
 
     def _log_access(self) -> None:
-        if self.limits.access_log is None:
+        if self.limits.access_log is None or self.start is None:
             return
+        length = "-"
+        for name, value in self.start.get("headers", []):
+            if name.lower() == b"content-length":
+                length = value.decode("latin-1")
         headers = {name.lower(): value for name, value in self.scope["headers"]}
         self.limits.access_log.info(
             '%s:%s - - %s "%s %s %s" %s %s "%s" "%s"',
@@ -220,8 +218,8 @@ class _Request:
             self.scope["method"],
             self.scope["path"],
             self.scope["http_version"],
-            self.status,
-            self.length,
+            self.start["status"],
+            length,
             headers.get(b"referer", b"-").decode("latin-1"),
             headers.get(b"user-agent", b"-").decode("latin-1"),
         )

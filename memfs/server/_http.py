@@ -39,11 +39,15 @@ def new_request_id() -> str:
     return f"req_{_request_ids.getrandbits(96):024x}"
 
 
+_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_VIEWS = tuple(View)
+
+
 def json_response(
     status: int, body: dict[str, Any], request_id: str, headers: dict[str, str] | None = None
 ) -> Response:
     return Response(
-        json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8"),
+        _JSON.encode(body).encode("utf-8"),
         status_code=status,
         media_type="application/json",
         headers={"request-id": request_id, **(headers or {})},
@@ -74,7 +78,9 @@ def query_bool(request: Request, name: str) -> bool:
 
 def full_view(request: Request, default: View) -> bool:
     """Whether the request's `view` (else `default`) is the full view."""
-    return query_choice(request, "view", tuple(View), default) == View.FULL
+    if not request.scope["query_string"]:
+        return default == View.FULL
+    return query_choice(request, "view", _VIEWS, default) == View.FULL
 
 
 def check_headers(request: Request, sessions: bool) -> None:

@@ -18,13 +18,12 @@ from types import FrameType
 import uvicorn
 
 from .._exceptions import ConfigError
-from ..api import MAX_MEMORIES, SERVE_DEFAULT_HOST, SERVE_DEFAULT_PORT, SERVE_TOKEN_ENV, ActorType
+from ..api import MAX_MEMORIES, SERVE_DEFAULT_HOST, SERVE_DEFAULT_PORT, ActorType
 from ._app import MemoryStoreApp
 from ._auth import Grant
 from ._connections import ClientLimits
 from ._db import Database
 
-TOKEN_ENV = SERVE_TOKEN_ENV
 DEMO_MEMORIES = {
     "/README.md": (
         "# memfs demo store\n\n"
