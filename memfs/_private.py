@@ -8,6 +8,7 @@ those memfs creates are 0700.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import stat
@@ -53,13 +54,13 @@ def _check(st: os.stat_result, path: str, what: str) -> None:
         )
 
 
-def open_private_dir(path: str, what: str, *, follow: bool = False) -> int:
+def open_private_dir(path: str, what: str) -> int:
     """A descriptor of memfs's own folder (as `ensure_private_dir`), checked
     through the descriptor itself: a folder swapped afterwards cannot
     redirect the entries reached relative to it."""
-    ensure_private_dir(path, what, follow=follow)
+    ensure_private_dir(path, what)
     try:
-        fd = _open_dir(path, follow)
+        fd = _open_dir(path, follow=False)
     except OSError as e:
         raise ConfigError(f"cannot open the {what} {path}: {e.strerror or e}")
     try:
@@ -77,11 +78,22 @@ def check_entry_name(name: str) -> str:
     return name
 
 
-def open_file_at(dir_fd: int, name: str, flags: int, mode: int = 0o600) -> int:
-    """Open the entry `name` of the folder `dir_fd`, never through a symlink (ELOOP)."""
+def open_file_at(dir_fd: int, name: str, flags: int) -> int:
+    """Open the entry `name` of the folder `dir_fd` (created 0600), never through a symlink (ELOOP)."""
     return os.open(
-        check_entry_name(name), flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd
+        check_entry_name(name), flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd
     )
+
+
+def replace_file_at(dir_fd: int, name: str, text: str) -> None:
+    """Write the entry `name` of the folder `dir_fd` whole, as `open_file_at`:
+    a temporary file renamed over it, so that a reader finds the old text or the new."""
+    tmp = check_entry_name(name) + ".tmp"
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp, dir_fd=dir_fd)  # left by a killed process
+    with os.fdopen(open_file_at(dir_fd, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "w") as f:
+        f.write(text)
+    os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
 
 
 LOG_ROOM = 256 * 1024

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
 from .._exceptions import MemfsError, MountError
-from .._private import open_file_at, open_private_dir
+from .._private import open_private_dir, replace_file_at
 from ..api import check_store_id
 
 STATE_SUFFIX = ".json"
@@ -149,12 +149,7 @@ class StateFile:
     def write(self, state: StoreState) -> None:
         if self._folder_fd is None:
             self._folder_fd = open_private_dir(self.folder, "runtime folder")
-        fd, tmp = self._folder_fd, self.name + ".tmp"
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp, dir_fd=fd)  # left by a killed process of this store
-        with os.fdopen(open_file_at(fd, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "w") as f:
-            f.write(state.to_json())
-        os.replace(tmp, self.name, src_dir_fd=fd, dst_dir_fd=fd)
+        replace_file_at(self._folder_fd, self.name, state.to_json())
 
     def remove(self) -> None:
         """Remove the file (or one a killed process of this store left), if it can be."""

@@ -18,7 +18,7 @@ from typing import Any
 from .._children import child_env
 from .._exceptions import MemfsError, MountError, StoreError, SyncError
 from .._logging import LogFormat
-from .._private import ensure_private_dir
+from .._private import open_private_dir, replace_file_at
 from ..api import Resource, parse_resources
 from ..control import (
     ControlClient,
@@ -150,12 +150,11 @@ class SessionRecord:
 
     def write(self, path: str) -> None:
         """Rewrite the session's file whole, in the runtime folder checked as memfs's own."""
-        ensure_private_dir(os.path.dirname(path), "runtime folder")
-        tmp = path + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(self.to_json()))
-        os.replace(tmp, path)
+        folder_fd = open_private_dir(os.path.dirname(path), "runtime folder")
+        try:
+            replace_file_at(folder_fd, os.path.basename(path), json.dumps(self.to_json()))
+        finally:
+            os.close(folder_fd)
 
 
 def session_files(folder: str | None = None) -> list[tuple[str, SessionRecord]]:
