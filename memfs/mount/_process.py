@@ -22,7 +22,7 @@ import trio
 
 from .. import control
 from .._exceptions import CacheInUse, MemfsError, MountError, SyncError
-from .._logging import ProgressReport, parse_format, parse_level, setup_logging
+from .._logging import ProgressReport, setup_logging_from_env
 from .._private import ensure_private_dir, open_log_file
 from ..api import shown_store_id, store_id_problem
 from ..cache import StoreCache
@@ -300,19 +300,5 @@ def main() -> int:
         except MemfsError as e:
             sys.stdout.write(f"ERROR {e}\n")
             return 1
-    _setup_logging(launch.spec.store_id)
+    setup_logging_from_env("INFO", store_id=launch.spec.store_id)
     return trio.run(_store_main, launch.spec)
-
-
-def _setup_logging(store_id: str) -> None:
-    """The level and format the supervisor passed on (else INFO and text)."""
-    try:
-        level = parse_level(os.environ.get("MEMFS_LOG_LEVEL", "INFO"))
-    except ValueError:
-        level = logging.INFO
-    try:
-        log_format = parse_format(os.environ.get("MEMFS_LOG_FORMAT", "text"))
-    except ValueError:
-        log_format = "text"
-    setup_logging(level, log_format, store_id=store_id)
-    logging.getLogger("httpx").setLevel(logging.WARNING)
