@@ -8,7 +8,6 @@ those memfs creates are 0700.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
 import stat
@@ -83,17 +82,6 @@ def open_file_at(dir_fd: int, name: str, flags: int) -> int:
     return os.open(
         check_entry_name(name), flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd
     )
-
-
-def replace_file_at(dir_fd: int, name: str, text: str) -> None:
-    """Write the entry `name` of the folder `dir_fd` whole, as `open_file_at`:
-    a temporary file renamed over it, so that a reader finds the old text or the new."""
-    tmp = check_entry_name(name) + ".tmp"
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(tmp, dir_fd=dir_fd)  # left by a killed process
-    with os.fdopen(open_file_at(dir_fd, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "w") as f:
-        f.write(text)
-    os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
 
 
 LOG_ROOM = 256 * 1024

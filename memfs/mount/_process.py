@@ -49,7 +49,9 @@ class StoreProcess:
         self.exit_code = 1
         self._waive_window = False
         """Set by `stop`, which no writer outlives: the final sync waives the delete window."""
-        self.state = control.StateFile(spec.runtime_dir, spec.store_id, spec.cache_dir)
+        self.state = control.StateFile(
+            control.state_path(spec.runtime_dir, spec.store_id, spec.cache_dir)
+        )
         self.socket_path = control.socket_path(spec.runtime_dir, spec.store_id, spec.cache_dir)
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -83,13 +85,13 @@ class StoreProcess:
                 syncing.start_soon(store.prefetch)
                 if spec.follow_parent:
                     syncing.start_soon(self._lifeline)
-                self.state.write(self._state(stopping=False))
+                self.state.write(self._state(stopping=False).to_json())
                 task_status.started()
                 log.info(
                     "mounted %s at %s", spec.store_id, spec.mount_path, extra={"event": "mounted"}
                 )
                 await self.stopping.wait()
-                self.state.write(self._state(stopping=True))
+                self.state.write(self._state(stopping=True).to_json())
                 syncing.cancel_scope.cancel()
             # The final sync runs while the folder is still mounted.
             shown = ProgressReport(f"memfs: final sync of {spec.store_id}", after=PROGRESS_AFTER)
