@@ -99,12 +99,15 @@ class StoreState:
 
 
 def process_alive(pid: int) -> bool:
-    """Whether a process of that pid runs (one this user may signal)."""
+    """Whether a process of that pid runs (one this user may signal, not a zombie)."""
     try:
         os.kill(pid, 0)
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
     except OSError:
         return False
-    return True
+    # The state follows the command's name, in parentheses that it may itself hold.
+    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] not in (b"Z", b"X")
 
 
 def read_state(path: str) -> StoreState | None:

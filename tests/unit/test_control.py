@@ -273,3 +273,17 @@ def test_a_state_file_of_an_older_memfs_without_stopping_reads(tmp_path):
         json.dumps({"store_id": "s", "mount_path": "/m", "pid": os.getpid(), "socket": "/x"})
     )
     assert read_state(str(path)) == StoreState("s", "/m", os.getpid(), "/x", stopping=False)
+
+
+def test_a_state_file_counts_no_more_once_its_process_ended_unreaped(tmp_path):
+    """A store process that has exited but is not yet reaped (a zombie) runs
+    no more: `memfs status` does not list it."""
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    os.waitid(os.P_PID, ended.pid, os.WEXITED | os.WNOWAIT)
+    path = tmp_path / "memstore_ended.json"
+    path.write_text(a_state(tmp_path, store_id="memstore_ended", pid=ended.pid).to_json())
+    try:
+        assert read_state(str(path)) is None
+        assert running_stores(str(tmp_path)) == []
+    finally:
+        ended.wait()
