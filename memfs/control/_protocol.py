@@ -324,10 +324,12 @@ class ControlClient:
         """Run a pass now; answered when it is done."""
         return self._send(Request(Command.SYNC), SyncReply, timeout)
 
-    def stop(self, *, by: str | None = None) -> StopReply | ErrorReply:
+    def stop(
+        self, *, timeout: float = STOP_TIMEOUT, by: str | None = None
+    ) -> StopReply | ErrorReply:
         """The final sync; answered when it is done, before the process
         unmounts and exits. `by`, the asking command, goes into its log."""
-        return self._send(Request(Command.STOP, by), StopReply, STOP_TIMEOUT)
+        return self._send(Request(Command.STOP, by), StopReply, timeout)
 
     def metrics(self, *, timeout: float = STATUS_TIMEOUT) -> MetricsReply | ErrorReply:
         return self._send(Request(Command.METRICS), MetricsReply, timeout)
@@ -338,7 +340,7 @@ class ControlClient:
         request = Request(Command.PUSH_FILES, paths=tuple(paths), timeout=timeout)
         return self._send(request, PushFilesReply, timeout + PUSH_FILES_MARGIN)
 
-    async def stop_async(self, *, timeout: float) -> StopReply | ErrorReply:
+    async def stop_async(self, *, timeout: float = STOP_TIMEOUT) -> StopReply | ErrorReply:
         return await self._send_async(Command.STOP, StopReply, timeout)
 
     async def push_now_async(self, *, timeout: float = STATUS_TIMEOUT) -> PushReply | ErrorReply:
