@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import sys
 import threading
 import time
@@ -96,6 +97,25 @@ def setup_logging(
     root.addHandler(handler)
     root.setLevel(level)
     _state["format"] = log_format
+
+
+def setup_logging_from_env(
+    default_level: str, *, store_id: str | None = None
+) -> tuple[str, LogFormat]:
+    """`setup_logging` at the level and in the format a parent memfs passed on
+    (`MEMFS_LOG_LEVEL`, `MEMFS_LOG_FORMAT`), else at `default_level` and in
+    text; httpx's own records from WARNING only. Both, to pass on in turn."""
+    try:
+        level = parse_level(os.environ.get("MEMFS_LOG_LEVEL", default_level))
+    except ValueError:
+        level = parse_level(default_level)
+    try:
+        log_format = parse_format(os.environ.get("MEMFS_LOG_FORMAT", "text"))
+    except ValueError:
+        log_format = "text"
+    setup_logging(level, log_format, store_id=store_id)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    return logging.getLevelName(level), log_format
 
 
 class ProgressReport:

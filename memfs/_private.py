@@ -53,13 +53,13 @@ def _check(st: os.stat_result, path: str, what: str) -> None:
         )
 
 
-def open_private_dir(path: str, what: str, *, follow: bool = False) -> int:
+def open_private_dir(path: str, what: str) -> int:
     """A descriptor of memfs's own folder (as `ensure_private_dir`), checked
     through the descriptor itself: a folder swapped afterwards cannot
     redirect the entries reached relative to it."""
-    ensure_private_dir(path, what, follow=follow)
+    ensure_private_dir(path, what)
     try:
-        fd = _open_dir(path, follow)
+        fd = _open_dir(path, follow=False)
     except OSError as e:
         raise ConfigError(f"cannot open the {what} {path}: {e.strerror or e}")
     try:
@@ -77,10 +77,10 @@ def check_entry_name(name: str) -> str:
     return name
 
 
-def open_file_at(dir_fd: int, name: str, flags: int, mode: int = 0o600) -> int:
-    """Open the entry `name` of the folder `dir_fd`, never through a symlink (ELOOP)."""
+def open_file_at(dir_fd: int, name: str, flags: int) -> int:
+    """Open the entry `name` of the folder `dir_fd` (created 0600), never through a symlink (ELOOP)."""
     return os.open(
-        check_entry_name(name), flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd
+        check_entry_name(name), flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd
     )
 
 

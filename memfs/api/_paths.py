@@ -84,8 +84,9 @@ def normalize_prefix(prefix: Any) -> str:
 
 
 def is_ancestor(ancestor: str, path: str) -> bool:
-    """True when `ancestor` is a proper ancestor folder of `path` (`/a` of `/a/b`)."""
-    return path.startswith(ancestor + "/")
+    """True when `ancestor` is a proper ancestor folder of `path` (`/a` of
+    `/a/b`, `/` of `/a`), both clean absolute paths: memory paths or the host's."""
+    return path != ancestor and path.startswith(ancestor.rstrip("/") + "/")
 
 
 def parent_path(path: str) -> str:

@@ -1,16 +1,15 @@
 """Between the CLI and the store processes: the control protocol, the store
 spec and shared settings, the runtime folder and its state files. Importing
-it loads neither trio nor httpx (`ControlServer`, on trio, is loaded when
-first named), so that `memfs unmount`, `memfs sync` and `memfs status` start fast.
+it loads neither trio nor httpx (`ControlServer` loads trio as it serves),
+so that `memfs unmount`, `memfs sync` and `memfs status` start fast.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from ..api import AuthHeader as AuthHeader
 from ._protocol import Command as Command
 from ._protocol import ControlClient as ControlClient
+from ._protocol import ControlServer as ControlServer
 from ._protocol import ErrorReply as ErrorReply
 from ._protocol import MetricsReply as MetricsReply
 from ._protocol import PushFilesReply as PushFilesReply
@@ -41,14 +40,3 @@ from ._spec import MIN_SYNC_INTERVAL as MIN_SYNC_INTERVAL
 from ._spec import StoreLaunch as StoreLaunch
 from ._spec import StoreSettings as StoreSettings
 from ._spec import StoreSpec as StoreSpec
-
-if TYPE_CHECKING:
-    from ._server import ControlServer as ControlServer
-
-
-def __getattr__(name: str) -> Any:
-    if name == "ControlServer":
-        from ._server import ControlServer
-
-        return ControlServer
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

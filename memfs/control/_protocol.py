@@ -1,5 +1,5 @@
 """The control protocol: what the CLI asks a store process and what it
-answers, and the CLI's end of it. One request and one reply per connection,
+answers, and both ends of it. One request and one reply per connection,
 each one line of JSON::
 
     -> {"cmd": "status"}
@@ -26,13 +26,19 @@ whole reply, is a `SyncError` naming its mount path.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import enum
 import json
+import os
 import socket
+import struct
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
-from .._exceptions import SyncError
+from .._exceptions import MountError, SyncError
+from .._private import check_entry_name, open_private_dir
 from ..api import Confirmation
 from ._runtime import StoreState, socket_address
 
@@ -383,3 +389,74 @@ class ControlClient:
             return decode_reply(data, kind)
         except ValueError:
             raise SyncError(f"the memfs process of {self.store.mount_path} gave no answer")
+
+
+Handler = Callable[[Request], Awaitable[Reply]]
+
+SEND_TIMEOUT = 5.0
+BACKLOG = 16
+
+
+class ControlServer:
+    """The store process's end of its control socket, mode 0600: answers
+    requests on the socket at `path` with `handler`. A reply, once made, is
+    sent even while the server is being cancelled (for at most
+    `SEND_TIMEOUT`): a `stop` is answered as the store process begins to tear
+    down."""
+
+    def __init__(self, path: str, handler: Handler) -> None:
+        self.path = path
+        self.handler = handler
+
+    async def serve(self, *, task_status: trio.TaskStatus[None]) -> None:
+        """Bind the socket, report started (`nursery.start`), and answer until
+        cancelled; the socket file goes with it. MountError when the socket
+        cannot be made. Both go through a checked descriptor of the folder."""
+        import trio
+
+        folder, name = os.path.split(self.path)
+        folder_fd = open_private_dir(folder, "runtime folder")
+        sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
+        try:
+            with contextlib.suppress(OSError):
+                os.unlink(name, dir_fd=folder_fd)  # left by a killed process of this store
+            try:
+                await sock.bind(f"/proc/self/fd/{folder_fd}/{check_entry_name(name)}")
+                os.chmod(name, 0o600, dir_fd=folder_fd)
+                sock.listen(BACKLOG)
+            except OSError as e:
+                raise MountError(f"cannot open the control socket {self.path}: {e.strerror or e}")
+            task_status.started()
+            await trio.serve_listeners(self._answer, [trio.SocketListener(sock)])
+        finally:
+            sock.close()
+            with contextlib.suppress(OSError):
+                os.unlink(name, dir_fd=folder_fd)
+            os.close(folder_fd)
+
+    async def _answer(self, stream: trio.SocketStream) -> None:
+        import trio
+
+        async with stream:
+            try:
+                request = Request.decode(await receive_line(stream))
+            except UnknownCommand as e:
+                reply: Reply = ErrorReply(str(e))
+            except (ValueError, trio.BrokenResourceError):
+                return
+            else:
+                request = dataclasses.replace(request, peer_pid=_peer_pid(stream.socket))
+                reply = await self.handler(request)
+            with trio.move_on_after(SEND_TIMEOUT, shield=True):
+                with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                    await stream.send_all(encode_reply(reply))
+
+
+def _peer_pid(sock: trio.socket.SocketType) -> int | None:
+    """The pid at the other end (SO_PEERCRED); None when the kernel cannot say."""
+    try:
+        data = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except OSError:
+        return None
+    pid, _uid, _gid = struct.unpack("3i", data)
+    return pid or None

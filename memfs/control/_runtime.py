@@ -99,12 +99,15 @@ class StoreState:
 
 
 def process_alive(pid: int) -> bool:
-    """Whether a process of that pid runs (one this user may signal)."""
+    """Whether a process of that pid runs (one this user may signal, not a zombie)."""
     try:
         os.kill(pid, 0)
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
     except OSError:
         return False
-    return True
+    # The state follows the command's name, in parentheses that it may itself hold.
+    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] not in (b"Z", b"X")
 
 
 def read_state(path: str) -> StoreState | None:
@@ -137,27 +140,28 @@ def running_stores(folder: str | None = None) -> list[StoreState]:
 
 
 class StateFile:
-    """The store process's own state file: written whole (a temporary file
-    renamed over it), relative to a checked descriptor of the runtime folder."""
+    """A file of the runtime folder that one process keeps for the commands
+    to read (a store's state, a followed session's), 0600: written whole (a
+    temporary file renamed over it), relative to a checked descriptor of the
+    folder."""
 
-    def __init__(self, folder: str, store_id: str, cache_dir: str) -> None:
-        self.folder = folder
-        self.path = state_path(folder, store_id, cache_dir)
-        self.name = os.path.basename(self.path)
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.folder, self.name = os.path.split(path)
         self._folder_fd: int | None = None
 
-    def write(self, state: StoreState) -> None:
+    def write(self, text: str) -> None:
         if self._folder_fd is None:
             self._folder_fd = open_private_dir(self.folder, "runtime folder")
         fd, tmp = self._folder_fd, self.name + ".tmp"
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp, dir_fd=fd)  # left by a killed process of this store
+            os.unlink(tmp, dir_fd=fd)  # left by a killed process
         with os.fdopen(open_file_at(fd, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "w") as f:
-            f.write(state.to_json())
+            f.write(text)
         os.replace(tmp, self.name, src_dir_fd=fd, dst_dir_fd=fd)
 
     def remove(self) -> None:
-        """Remove the file (or one a killed process of this store left), if it can be."""
+        """Remove the file (or one a killed process left), if it can be."""
         if self._folder_fd is None and os.path.lexists(self.folder):
             with contextlib.suppress(MemfsError, OSError):
                 self._folder_fd = open_private_dir(self.folder, "runtime folder")

@@ -14,6 +14,7 @@ import subprocess
 from typing import NamedTuple
 
 from .._exceptions import MountError
+from ..api import is_ancestor
 
 log = logging.getLogger("memfs.mount")
 
@@ -213,9 +214,9 @@ class MountFolder:
         root or a folder above it."""
         while self.made:
             folder = self.made[-1]
-            if is_within(self.root, folder):
+            if self.root == folder or is_ancestor(folder, self.root):
                 break
-            if self.confined and not is_within(os.path.dirname(folder), self.root):
+            if self.confined and not is_ancestor(self.root, folder):
                 break
             try:
                 if self.confined:
@@ -237,11 +238,6 @@ class MountFolder:
             os.rmdir(name, dir_fd=fd)
         finally:
             os.close(fd)
-
-
-def is_within(path: str, folder: str) -> bool:
-    """Whether `path` is `folder` or inside it (both absolute, normalised)."""
-    return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
 def remove_mount_folder(path: str) -> None:

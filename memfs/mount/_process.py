@@ -22,7 +22,7 @@ import trio
 
 from .. import control
 from .._exceptions import CacheInUse, MemfsError, MountError, SyncError
-from .._logging import ProgressReport, parse_format, parse_level, setup_logging
+from .._logging import ProgressReport, setup_logging_from_env
 from .._private import ensure_private_dir, open_log_file
 from ..api import shown_store_id, store_id_problem
 from ..cache import StoreCache
@@ -49,7 +49,9 @@ class StoreProcess:
         self.exit_code = 1
         self._waive_window = False
         """Set by `stop`, which no writer outlives: the final sync waives the delete window."""
-        self.state = control.StateFile(spec.runtime_dir, spec.store_id, spec.cache_dir)
+        self.state = control.StateFile(
+            control.state_path(spec.runtime_dir, spec.store_id, spec.cache_dir)
+        )
         self.socket_path = control.socket_path(spec.runtime_dir, spec.store_id, spec.cache_dir)
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -83,13 +85,13 @@ class StoreProcess:
                 syncing.start_soon(store.prefetch)
                 if spec.follow_parent:
                     syncing.start_soon(self._lifeline)
-                self.state.write(self._state(stopping=False))
+                self.state.write(self._state(stopping=False).to_json())
                 task_status.started()
                 log.info(
                     "mounted %s at %s", spec.store_id, spec.mount_path, extra={"event": "mounted"}
                 )
                 await self.stopping.wait()
-                self.state.write(self._state(stopping=True))
+                self.state.write(self._state(stopping=True).to_json())
                 syncing.cancel_scope.cancel()
             # The final sync runs while the folder is still mounted.
             shown = ProgressReport(f"memfs: final sync of {spec.store_id}", after=PROGRESS_AFTER)
@@ -300,19 +302,5 @@ def main() -> int:
         except MemfsError as e:
             sys.stdout.write(f"ERROR {e}\n")
             return 1
-    _setup_logging(launch.spec.store_id)
+    setup_logging_from_env("INFO", store_id=launch.spec.store_id)
     return trio.run(_store_main, launch.spec)
-
-
-def _setup_logging(store_id: str) -> None:
-    """The level and format the supervisor passed on (else INFO and text)."""
-    try:
-        level = parse_level(os.environ.get("MEMFS_LOG_LEVEL", "INFO"))
-    except ValueError:
-        level = logging.INFO
-    try:
-        log_format = parse_format(os.environ.get("MEMFS_LOG_FORMAT", "text"))
-    except ValueError:
-        log_format = "text"
-    setup_logging(level, log_format, store_id=store_id)
-    logging.getLogger("httpx").setLevel(logging.WARNING)

@@ -21,6 +21,7 @@ from ..control import (
     StopReply,
     StoreState,
     SyncReply,
+    process_alive,
     running_stores,
 )
 from ..mount import (
@@ -89,16 +90,6 @@ def unmount(paths: list[str], *, all_: bool) -> int:
         remove_mount_folder(point)
         print(f"cleaned up a stale mount at {point}")
     return code
-
-
-def _running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return False
-    # The state follows the command's name, in parentheses that it may itself hold.
-    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] not in (b"Z", b"X")
 
 
 def sync(paths: list[str]) -> list[tuple[StoreState, SyncReply | ErrorReply]]:
@@ -174,7 +165,7 @@ def stop_followers(
             continue
         with contextlib.suppress(ProcessLookupError):
             os.kill(record.pid, signal.SIGTERM if record.daemon else UNFOLLOW_SIGNAL)
-        while (record.daemon or os.path.exists(path)) and _running(record.pid):
+        while (record.daemon or os.path.exists(path)) and process_alive(record.pid):
             time.sleep(0.05)
         stopped.append(record)
     return stopped

@@ -5,7 +5,6 @@ folder is what `memfs status` prints and `memfs unmount` reads."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
@@ -18,11 +17,11 @@ from typing import Any
 from .._children import child_env
 from .._exceptions import MemfsError, MountError, StoreError, SyncError
 from .._logging import LogFormat
-from .._private import ensure_private_dir
 from ..api import Resource, parse_resources
 from ..control import (
     ControlClient,
     ErrorReply,
+    StateFile,
     StoreSettings,
     StoreSpec,
     known_fields,
@@ -148,15 +147,6 @@ class SessionRecord:
         values["events"] = [SessionEvent(**e) for e in values.get("events", [])]
         return cls(**values)
 
-    def write(self, path: str) -> None:
-        """Rewrite the session's file whole, in the runtime folder checked as memfs's own."""
-        ensure_private_dir(os.path.dirname(path), "runtime folder")
-        tmp = path + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(self.to_json()))
-        os.replace(tmp, path)
-
 
 def session_files(folder: str | None = None) -> list[tuple[str, SessionRecord]]:
     """Each session file of the runtime folder whose follower is alive, with its record."""
@@ -212,7 +202,7 @@ class SessionFollower:
         self.runtime_dir = runtime_dir()
         cache_dir = os.fsencode(os.path.realpath(session.settings.cache_dir))
         name = f"session-{session.session_id}-{hashlib.sha256(cache_dir).hexdigest()[:12]}.session"
-        self.path = os.path.join(self.runtime_dir, name)
+        self.file = StateFile(os.path.join(self.runtime_dir, name))
         self.record = SessionRecord(session.session_id, os.getpid(), supervisor.daemon, time.time())
         import trio
 
@@ -230,7 +220,7 @@ class SessionFollower:
     def write_record(self) -> None:
         paths = [m.mount_path for m in self.mounted.values()]
         self.record.mount_paths = paths + ([self._attaching] if self._attaching else [])
-        self.record.write(self.path)
+        self.file.write(json.dumps(self.record.to_json()))
 
     def _event(self, *fields: Any, **more: Any) -> None:
         self.record.events.append(SessionEvent(time.time(), *fields, **more))
@@ -271,8 +261,7 @@ class SessionFollower:
         """No more the supervisor's follower; the session's file goes."""
         if self.supervisor.follower is self:
             self.supervisor.follower = None
-        with contextlib.suppress(OSError):
-            os.unlink(self.path)
+        self.file.remove()
 
     async def check(self) -> None:
         sid = self.session_id

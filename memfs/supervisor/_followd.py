@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import signal
 import sys
 
 import trio
 
 from .._exceptions import MemfsError
-from .._logging import parse_format, parse_level, setup_logging
+from .._logging import setup_logging_from_env
 from ._follow import SessionFollower, SessionToFollow
 from ._supervisor import Supervisor
 
@@ -22,10 +21,7 @@ log = logging.getLogger("memfs.supervisor")
 
 
 def main() -> int:
-    level = os.environ.get("MEMFS_LOG_LEVEL") or "INFO"
-    log_format = parse_format(os.environ.get("MEMFS_LOG_FORMAT") or "text")
-    setup_logging(parse_level(level), log_format)
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+    level, log_format = setup_logging_from_env("INFO")
     try:
         session = SessionToFollow.from_json(json.loads(sys.stdin.readline()))
     except (ValueError, KeyError, TypeError):

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import signal
 import sys
 import time
@@ -24,6 +23,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from .._exceptions import MemfsError
+from .._logging import setup_logging_from_env
 from ..control import ControlClient, MetricsReply, StoreState, read_state
 
 log = logging.getLogger("memfs.metrics")
@@ -117,7 +117,7 @@ def families(samples: Iterable[tuple[str, dict[str, Any]]]) -> Iterator[Metric]:
 
 def main() -> int:
     """Serve the endpoint; its settings (`addr`, `state_files`) come as JSON on stdin."""
-    logging.basicConfig(level=os.environ.get("MEMFS_LOG_LEVEL", "WARNING").upper())
+    setup_logging_from_env("WARNING")
     settings = json.loads(sys.stdin.readline())
     host, _, port = settings["addr"].rpartition(":")  # checked by the command line
     collector = StoresCollector(list(settings["state_files"]))

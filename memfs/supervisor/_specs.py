@@ -25,6 +25,7 @@ from ..api import (
     Deletions,
     Resource,
     check_store_id,
+    is_ancestor,
     parse_resources,
     parse_work_item_secret,
     slugify,
@@ -321,15 +322,10 @@ def check_mount_path(path: str, store_id: str) -> str:
     return "/" + os.path.normpath(path).lstrip("/")
 
 
-def is_under(path: str, folder: str) -> bool:
-    """Whether `path` is strictly inside `folder` (both normalised, absolute)."""
-    return path != folder and path.startswith(folder.rstrip("/") + "/")
-
-
 def check_session_mount_path(path: str, store_id: str, root: str) -> None:
     """ConfigError unless a mount path a session gave leads strictly under the mount root."""
     place, real_root = os.path.realpath(path), os.path.realpath(root)
-    if not is_under(place, real_root):
+    if not is_ancestor(real_root, place):
         shown = path if place == path else f"{path} (which leads to {place})"
         raise ConfigError(
             f"the mount path {shown} of {store_id}, given by the session, is not a folder "
@@ -344,7 +340,7 @@ def mount_path_clash(one: tuple[str, str], other: tuple[str, str]) -> str | None
     one_place, other_place = os.path.realpath(one_path), os.path.realpath(other_path)
     if one_place == other_place:
         return f"stores {other_id} and {one_id} would both mount at {one_path}"
-    if is_under(one_place, other_place) or is_under(other_place, one_place):
+    if is_ancestor(other_place, one_place) or is_ancestor(one_place, other_place):
         return (
             f"stores {other_id} and {one_id} would mount one inside the other "
             f"({other_path} and {one_path}); give each a folder of its own"

@@ -188,6 +188,26 @@ def test_importing_memfs_loads_the_exceptions_alone():
     subprocess.run([sys.executable, "-c", probe], check=True, timeout=60)
 
 
+def test_status_sync_and_unmount_load_neither_trio_nor_httpx(tmp_path):
+    """The commands that only talk to running store processes start fast:
+    the control socket's server end (on trio) is not loaded with its client."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "from memfs.cli import main\n"
+        "for argv in (['status'], ['sync'], ['unmount', sys.argv[1]]):\n"
+        "    main(argv)\n"
+        "loaded = {'trio', 'httpx'} & set(sys.modules)\n"
+        "assert not loaded, loaded\n"
+    )
+    env = {**os.environ, "MEMFS_RUNTIME_DIR": str(tmp_path / "run")}
+    command = [sys.executable, "-c", probe, str(tmp_path / "nothing")]
+    ran = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+
+
 def test_what_a_command_prints_into_a_pipe_arrives_before_it_exits(tmp_path):
     """What the program printed into a pipe (block-buffered) arrives, and its
     exit status is the command's."""

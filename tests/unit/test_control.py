@@ -218,18 +218,17 @@ def a_state(tmp_path, **changes) -> StoreState:
 
 def test_the_state_file_on_disk(tmp_path):
     state = a_state(tmp_path)
-    file = StateFile(str(tmp_path), "memstore_1", "/var/cache/memfs")
+    file = StateFile(state_path(str(tmp_path), "memstore_1", "/var/cache/memfs"))
     name = runtime_name("memstore_1", "/var/cache/memfs")
-    assert file.path == state_path(str(tmp_path), "memstore_1", "/var/cache/memfs")
     assert file.path == str(tmp_path / f"{name}.json")
-    file.write(state)
+    file.write(state.to_json())
     assert (tmp_path / f"{name}.json").read_text() == (
         f'{{"store_id": "memstore_1", "mount_path": "/mnt/memory/notes", "pid": {os.getpid()}, '
         f'"socket": "{tmp_path}/{name}.sock", "stopping": false}}'
     )
     assert os.listdir(tmp_path) == [f"{name}.json"]
     assert read_state(file.path) == state
-    file.write(a_state(tmp_path, stopping=True))
+    file.write(a_state(tmp_path, stopping=True).to_json())
     assert read_state(file.path).stopping is True
     file.remove()
     file.remove()
@@ -252,11 +251,11 @@ def test_a_state_file_counts_only_while_its_process_lives(tmp_path):
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True
     )
     dead_pid = int(gone.stdout)
-    StateFile(str(tmp_path), "memstore_live", "/c").write(
-        a_state(tmp_path, store_id="memstore_live")
+    StateFile(state_path(str(tmp_path), "memstore_live", "/c")).write(
+        a_state(tmp_path, store_id="memstore_live").to_json()
     )
-    StateFile(str(tmp_path), "memstore_dead", "/c").write(
-        a_state(tmp_path, store_id="memstore_dead", pid=dead_pid)
+    StateFile(state_path(str(tmp_path), "memstore_dead", "/c")).write(
+        a_state(tmp_path, store_id="memstore_dead", pid=dead_pid).to_json()
     )
     (tmp_path / "memstore_list.json").write_text("[1, 2]")
     (tmp_path / "memstore_half.json").write_text('{"store_id": "x"')
@@ -274,3 +273,17 @@ def test_a_state_file_of_an_older_memfs_without_stopping_reads(tmp_path):
         json.dumps({"store_id": "s", "mount_path": "/m", "pid": os.getpid(), "socket": "/x"})
     )
     assert read_state(str(path)) == StoreState("s", "/m", os.getpid(), "/x", stopping=False)
+
+
+def test_a_state_file_counts_no_more_once_its_process_ended_unreaped(tmp_path):
+    """A store process that has exited but is not yet reaped (a zombie) runs
+    no more: `memfs status` does not list it."""
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    os.waitid(os.P_PID, ended.pid, os.WEXITED | os.WNOWAIT)
+    path = tmp_path / "memstore_ended.json"
+    path.write_text(a_state(tmp_path, store_id="memstore_ended", pid=ended.pid).to_json())
+    try:
+        assert read_state(str(path)) is None
+        assert running_stores(str(tmp_path)) == []
+    finally:
+        ended.wait()
