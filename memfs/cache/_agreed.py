@@ -1,16 +1,7 @@
-"""What is agreed with the store, and what the store must still be told: one
-part of a store's cache, with its indexes.
-
-- Each file's base: the memory it holds, the sha and path last agreed
-  (`Node.memory_id`, `base_sha`, `base_path`), and the index of files by
-  memory id (one file per memory).
-- The files whose local state the store has not agreed to (`Node.pending`,
-  and the set of their ids the sync reads).
-- The memories deleted here and not yet in the store (`tombstones`, each a
-  row of the journal too).
-
-Each of these is changed here only; the node's row is the caller's to save
-(most changes save several fields at once).
+"""What is agreed with the store, and what the store must still be told: each
+file's base (`memory_id`, `base_sha`, `base_path`) and the index by memory
+id, the pending files, and the pending deletes (`tombstones`, each a row of
+the journal too). Changed here only; the node's row is the caller's to save.
 """
 
 from __future__ import annotations

@@ -5,26 +5,18 @@ What is promised:
 
 - Every file and folder of the mount is a `Node` with a stable id (the inode
   number the filesystem shows). Ids are never reused.
-- A file's content is a content file of the journal, its bytes committed
-  before `write()` returns (and held in memory while the file is open). The
-  journal (SQLite, WAL, and its redo log: memfs/cache/_journal.py, _redo.py,
-  _files.py) records for each file its base (the memory id,
-  `content_sha256` and path last agreed with the store), whether it changed
-  locally, the pending deletes (`Tombstone`) and the uploads in flight. The
-  journal says "edited" before the bytes are written, so a killed process
-  never leaves changed content that the journal calls clean. `fsync()` makes
-  all of it durable against power loss too.
+- A file's content is a content file, its bytes written before `write()`
+  returns. The journal (memfs/cache/_journal.py) records each file's base
+  (the memory id, `content_sha256` and path last agreed with the store),
+  whether it changed locally, the pending deletes and the uploads in
+  flight. It says "edited" before the bytes are written, so a killed
+  process never leaves changed content it calls clean. `fsync()` makes the
+  file and all of the journal durable against power loss, with one flush.
 - Clean contents are evicted least-recently-used past `--cache-size`; edited
   contents and open files never are.
-- The tree is held in memory as well (a store has at most a few thousand
-  entries), so lookups and stats never touch the disk.
+- The tree is held in memory too, so lookups and stats never touch the disk.
 
-The cache knows nothing of FUSE or HTTP. It is made of parts that each own
-one kind of state (memfs/cache/_core.py: the tree of names, the contents,
-what is agreed with the store, durability, conflict copies), and it has two
-faces: `LocalChanges`, what the filesystem may do (`FilesystemFace`), and
-`SyncChanges`, what the sync may do (`SyncFace`); content that is not here
-yet comes from a `ContentSource` the composition root gives it.
+Its parts and the steps that span them: memfs/cache/_core.py.
 """
 
 from __future__ import annotations

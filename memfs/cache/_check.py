@@ -71,7 +71,7 @@ def invariant_problems(cache: CacheParts) -> list[str]:
         held = sizes.get(node.id, 0)  # a cached file without a content file is empty
         if node.cached and node.live.data is None and held != node.size:
             out.append(f"{node.path} is {node.size} bytes but its content {held}")
-        if node.pending != (node.id in cache.pending_ids):
+        if node.pending != (node.id in cache.agreed.pending):
             out.append(f"{node.path}: pending is {node.pending} but the pending set disagrees")
     # Paths and memory ids are unique; the index points at the right files.
     seen_paths: set[str] = set()

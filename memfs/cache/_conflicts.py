@@ -1,21 +1,15 @@
 """Conflict copies: a local version the store's version won over, kept outside
 the mount for a person to merge.
 
-Each copy goes into a folder of its own, `conflicts/<UTC time>-<n>/`, made
-exclusively (so no copy is ever overwritten), under the file's own path (so
-`/p/q` and `/p__q` cannot meet, and no name grows past its limit; a path this
-disk cannot hold, or one that is not a clean memory path, is named by its
-hash, the path beside it). Files are 0600, folders 0700.
+Each copy goes under its file's own path in a folder of its own,
+`conflicts/<UTC time>-<n>/`, made exclusively (no copy is ever overwritten);
+a path this disk cannot hold, or not a clean memory path, is named by its
+hash, the path beside it. Files are 0600, folders 0700, each made relative
+to the descriptor of the folder above it (never following a name).
 
-Nothing here follows a name it did not make: every folder and file is made
-relative to a descriptor of the folder above it (`dir_fd`, `O_NOFOLLOW`),
-starting from the conflicts folder itself, checked when the cache opens.
-
-A copy is promised whole and durable before `keep` returns: every byte is
-written (a short write is written on), the file and each folder made for it
-are flushed. When that cannot be done (a full disk, a quota, an I/O error),
-what was made is removed and `ConflictCopyFailed` says why: the caller keeps
-the local version as it is.
+A copy is whole and durable before `keep` returns (each file and folder
+made for it flushed); when it cannot be (a full disk, a quota, an I/O
+error), what was made is removed and `ConflictCopyFailed` says why.
 """
 
 from __future__ import annotations

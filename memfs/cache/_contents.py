@@ -1,16 +1,10 @@
 """What the files hold: one part of a store's cache, with its one index.
 
-A file's content is a file of the journal's (`Journal.content`,
-memfs/cache/_files.py), and an open file's content is held in memory as well
-(`Live.data`), so that reads never touch the disk. Clean contents are
-evicted least recently used once they pass the cache's size (`--cache-size`),
-an `LRUCache` of cachetools whose evictions go through `_evict`; an edited
-content and an open file never are. Which contents may be evicted is this
-part's index, and nothing else changes it: the cache says when a file
-becomes clean (`evictable`) or not (`kept`).
-
-A file's `cached` flag and its content file go together: a cached file
-without one reads as empty, a file that is not cached has none.
+A content is a content file (memfs/cache/_files.py), held in memory too while
+its file is open (`Live.data`). Clean contents are evicted least recently
+used past `--cache-size` (a cachetools `LRUCache`); an edited or open one
+never is. A file's `cached` flag and its content file go together: a cached
+file without one reads as empty.
 """
 
 from __future__ import annotations
@@ -102,6 +96,6 @@ class Contents:
             self.journal.save(node)
 
     def deleted(self, node: Node) -> None:
-        """The file left the tree: its content goes (its file once that is applied)."""
+        """The file left the tree: its content goes (its file once that is durable)."""
         self.kept(node)
         self.journal.drop_content(node.id)

@@ -1,24 +1,12 @@
-"""The parts of one store's cache, and the few steps that change several of
-them together.
+"""The parts of one store's cache, and the steps that change several at once.
 
-A store's cache is made of parts, each owning one kind of state and the
-indexes over it, which nothing else changes:
-
-- the tree of names (`Tree`, which the cache is: nodes by id, each folder's
-  entries, the paths; `attach`, `detach`, `move` keep them in step);
-- the contents (`Contents`: the files' bytes, which clean ones may go);
-- what is agreed with the store and what it must still be told
-  (`Agreements`: the bases and the index by memory id, the pending files,
-  the pending deletes);
-- durability (`Journal`: every change committed before the call that made it
-  returns, through its redo log, and the content files; memfs/cache/_journal.py);
-- conflict copies (`ConflictCopies`).
-
-`CacheParts` holds them and does the steps that span parts: a node made
-(`_insert`), a local change recorded (`_record_change`), a node taken out of
-the tree (`_detach`). The two faces on top, `LocalChanges` (what the
-filesystem does) and `SyncChanges` (what the sync does), use the parts and
-these steps only; `StoreCache` (memfs/cache/_cache.py) is both.
+Each part owns one kind of state and its indexes: the tree of names (`Tree`,
+which the cache is), the contents (`Contents`), what is agreed with the store
+(`Agreements`), durability (`Journal`) and conflict copies
+(`ConflictCopies`). `CacheParts` holds them and does the steps that span
+parts: a node made (`_insert`), a local change recorded (`_record_change`),
+a node taken out of the tree (`_detach`). The faces `LocalChanges` and
+`SyncChanges` use these only; `StoreCache` is both.
 """
 
 from __future__ import annotations
@@ -48,8 +36,7 @@ DEFAULT_BUDGET_BYTES = 256 * 1024 * 1024
 """The clean contents a cache keeps before it evicts (`--cache-size`)."""
 
 HOUSEKEEPING_QUIET = 5.0
-"""Seconds between housekeeping's looks at most, while nothing is committed
-(an idle mount then costs next to nothing)."""
+"""Seconds between housekeeping's looks at most, while nothing is committed."""
 
 ContentSource = Callable[[str], Awaitable[tuple[bytes, str]]]
 """Fetches a memory's content by id: returns (content, content_sha256)."""
@@ -79,6 +66,12 @@ class CacheParts(Tree):
         self.budget_bytes = budget_bytes
         self.max_memories = max_memories
         self._said_full = False
+        self._writes = 0
+        """Writes and truncates since the cache opened (housekeeping looks more
+        often while they come)."""
+        self._unsaved: set[Node] = set()
+        """Files written since their row was last saved (their sizes and times:
+        the content files hold them meanwhile)."""
         ensure_private_dir(root_dir, "cache folder", follow=True)
         ensure_private_dir(self.dir, "cache folder")
         self.conflicts = ConflictCopies(os.path.join(self.dir, "conflicts"))
@@ -91,12 +84,16 @@ class CacheParts(Tree):
         nodes = list(self.journal.nodes())
         self.load(nodes)
         files = [n for n in nodes if n.kind is NodeKind.FILE]
-        self.journal.sweep_contents({n.id for n in files if n.cached or n.edited})
-        # Contents are the truth for sizes; a cached file without a content file is empty.
+        self.journal.files.sweep({n.id for n in files if n.cached or n.edited})
+        # Contents are the truth for sizes, and for an edited file's times (a kill
+        # may have left its row behind); a cached file without a content file is empty.
         for node in files:
             if node.cached or node.edited:
-                node.size = self.journal.content_size(node.id) or 0
-                node.cached = True
+                st = self.journal.files.stat(node.id)
+                node.cached, node.size = True, st.st_size if st is not None else 0
+                if st is not None and node.edited and st.st_mtime_ns > node.mtime_ns:
+                    node.mtime_ns = st.st_mtime_ns
+                    node.ctime_ns = max(node.ctime_ns, node.mtime_ns)
             if node.cached and not node.edited:
                 self.contents.evictable(node)
         self.agreed.load(files, list(self.journal.tombstones()))
@@ -107,11 +104,6 @@ class CacheParts(Tree):
     def tombstones(self) -> dict[str, Tombstone]:
         """memory id -> a memory deleted here and not yet in the store."""
         return self.agreed.tombstones
-
-    @property
-    def pending_ids(self) -> set[int]:
-        """Files with local changes the store has not agreed to."""
-        return self.agreed.pending
 
     @property
     def db(self) -> sqlite3.Connection:
@@ -129,8 +121,7 @@ class CacheParts(Tree):
 
     @property
     def disk_full(self) -> bool:
-        """The cache's disk is full: changes to the files are refused (ENOSPC), and
-        the journal's redo log holds what SQLite could not take."""
+        """The cache's disk is full: changes to the files are refused (ENOSPC)."""
         return self.journal.disk_full
 
     def cached_bytes(self) -> int:
@@ -180,36 +171,46 @@ class CacheParts(Tree):
         self, every: float = 0.2, busy: Callable[[], bool] = lambda: False
     ) -> None:
         """Runs while mounted: while the filesystem is idle (`busy` says whether
-        requests came since the last call), applies the journal's redo log
-        (which takes the content files let go away) and copies the WAL into the
-        database, so that no request pays for any of it.
-
-        It looks every `every` seconds while changes come, and less often (up to
-        `HOUSEKEEPING_QUIET` seconds apart) while none does, so that an idle
-        mount costs next to nothing between passes."""
+        requests came since the last call), does `drop_contents`, so that no
+        request pays for it. It looks every `every` seconds while changes come,
+        less often (up to `HOUSEKEEPING_QUIET` apart) while none does."""
         pause = every
         seen = -1
         while True:
             try:
                 if not busy():
-                    self.journal.note_log_filled()
-                    self.journal.apply_log()
-                    if self.journal.unsaved_commits:
-                        self.journal.checkpoint()
+                    self.drop_contents()
             except (OSError, sqlite3.Error, CacheDiskFull) as e:
                 log.warning(
                     "housekeeping of %s: %s", self.store_id, e, extra={"event": "housekeeping"}
                 )
-            committed = self.journal.committed
+            committed = self.journal.committed + self._writes
             pause = min(2 * pause, HOUSEKEEPING_QUIET) if committed == seen else every
             seen = committed
             await trio.sleep(pause)
 
+    def save_written(self) -> None:
+        """Save the rows of the files written since (their sizes and times), in
+        one commit."""
+        if not self._unsaved or self.journal.disk_full:
+            return
+        with self.batch():
+            while self._unsaved:
+                node = self._unsaved.pop()
+                if not node.orphan and node.id in self.nodes:
+                    self.journal.save(node)
+
     def drop_contents(self) -> None:
-        """Take the content files let go away now (housekeeping does it while idle)."""
-        self.journal.apply_log()
+        """What housekeeping does while the filesystem is idle, now: look for room
+        on a full disk, save the rows of the files written, then the journal's
+        pass (`Journal.when_idle`: the content files let go go too)."""
+        self.journal.look_for_room()
+        self.save_written()
+        self.journal.when_idle()
 
     def close(self) -> None:
+        with contextlib.suppress(CacheDiskFull, sqlite3.Error):
+            self.save_written()
         for node in self.nodes.values():
             node.live.data = None
         self.journal.close()
@@ -269,6 +270,7 @@ class CacheParts(Tree):
 
     def _drop(self, node: Node) -> None:
         self.forget(node)
+        self._unsaved.discard(node)
         node.live.data = None
 
     def _prune_empty(self, dir_id: int, gone: Gone | None = None) -> None:

@@ -3,10 +3,11 @@
 A file's content is a content file of the journal, and an open file's
 content is held in memory as well (`Live.data`), so reads never touch the
 disk. `write()` commits the journal's "edited" mark first (when the file was
-clean), then puts its bytes in the content file and commits them with the
-file's size and times before it returns (a SIGKILL loses nothing, and never
-leaves changed content that the journal calls clean); `fsync()` flushes the
-journal's redo log, which makes all of them durable with one `fdatasync`.
+clean), then puts its bytes in the content file before it returns (a SIGKILL
+loses nothing, and never leaves changed content that the journal calls
+clean); the file's size and times are the content file's, and its row
+follows while the filesystem is idle. `fsync()` is one flush: the content
+and the row go into the journal with a durable commit (`Journal.make_durable`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from .._exceptions import (
 )
 from ..api import MAX_CONTENT_BYTES, join_path
 from ._core import CacheParts, log, now_ns
-from ._journal import Undo
 from ._node import Node, NodeKind, Owner
 
 _ALONE = contextlib.nullcontext()
@@ -267,11 +267,7 @@ class LocalChanges(CacheParts):
         if node.cached or node.edited or node.orphan:
             return
         with self.transaction():
-            self.contents.put(node, content)
-            node.cached = True
-            node.size = len(content)
-            self.journal.save(node)
-        self.contents.evictable(node)
+            self._install(node, content)
 
     def install_listed(self, node: Node, memory_id: str, content: bytes) -> bool:
         """Cache a content a listing page carried (its sha checked by the caller) for
@@ -280,12 +276,15 @@ class LocalChanges(CacheParts):
         unchanged = node.memory_id == memory_id and node.live.fetching is None
         if node.cached or node.edited or node.orphan or not unchanged:
             return False
+        self._install(node, content)
+        return True
+
+    def _install(self, node: Node, content: bytes) -> None:
+        """A clean file's content is the store's `content`, cached."""
         self.contents.put(node, content)
-        node.cached = True
-        node.size = len(content)
+        node.cached, node.size = True, len(content)
         self.journal.save(node)
         self.contents.evictable(node)
-        return True
 
     async def ensure_cached(self, node_id: int) -> bool:
         """Fetch a file's content if it is not here yet; True when it was fetched."""
@@ -333,7 +332,7 @@ class LocalChanges(CacheParts):
             try:
                 self._record_change(node, content=True)  # committed before the bytes go
                 self.journal.write(
-                    node.id, offset, data, len(content), now, Undo(offset, old, old_size)
+                    node.id, offset, data, len(content), now, (offset, old, old_size)
                 )
             except BaseException:
                 # Not committed: what the file shows stays what the journal holds.
@@ -357,13 +356,17 @@ class LocalChanges(CacheParts):
         )
 
     def _written(self, node: Node, now: int) -> None:
-        """The file's content changed at `now` (the journal has its size and times)."""
+        """The file's content changed at `now` (its row follows, `save_written`)."""
         node.mtime_ns = node.ctime_ns = now
         node.live.last_write = time.monotonic()
+        self._writes += 1
+        if node.orphan:
+            return
         if node.too_large:
             node.too_large = False
-            if not node.orphan:
-                self.journal.save(node)
+            self.journal.save(node)
+        else:
+            self._unsaved.add(node)
 
     def truncate(self, node_id: int, size: int) -> None:
         node = self.node(node_id)
@@ -397,13 +400,20 @@ class LocalChanges(CacheParts):
             if not node.orphan:
                 self._record_change(node, content=True)
         if not node.orphan:
-            self.journal.truncate(node.id, size, now, Undo(0, old, len(old)))
+            self.journal.truncate(node.id, size, now, (0, old, len(old)))
         if node.live.data is not None:
             node.live.data = content
         node.size = size
         self._written(node, now)
 
     def fsync(self, node: Node | None) -> None:
-        """Make the file's content, its row and the rest of the journal durable:
-        one flush of the redo log (they are all committed there already)."""
-        self.journal.make_durable()
+        """Make the file's content, its row and every commit before them durable:
+        one flush (`Journal.make_durable`). None: every content and commit."""
+        if node is None:
+            self.save_written()
+            self.journal.flush_all()
+        elif node.orphan or not node.cached or node.id not in self.nodes:
+            self.journal.make_durable()
+        else:
+            self._unsaved.discard(node)
+            self.journal.make_durable(node, self.read_content(node))

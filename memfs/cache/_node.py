@@ -50,12 +50,6 @@ class Live:
     is `refused_at`."""
     refusal_local: bool = False
     refused_at: int = -1
-    row_parent: int = 0
-    row_name: str | None = None
-    row_known: int = 0
-    """The parent and name the journal's row holds, when `row_known` is the
-    journal's count of what it knows (`Journal.save` writes a row in place when
-    they are the node's)."""
 
 
 @dataclass(eq=False, slots=True)

@@ -13,27 +13,27 @@ through the checked descriptor of its folder, never through a symlink.
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import os
 import sqlite3
 import stat
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from .._exceptions import CacheCorrupt, CacheInUse, CacheLayoutRefused
 from .._private import open_file_at
-from ._node import FIRST_NODE_ID, ROOT_ID, Node, NodeKind
+from ._node import ROOT_ID, Node, NodeKind
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 """The one layout of the journal (`PRAGMA user_version`): a journal of any
 other was made by a memfs that no release was, and is refused."""
 
 SCHEMA = f"""
 BEGIN;
 CREATE TABLE nodes (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    id INTEGER PRIMARY KEY,
     parent INTEGER NOT NULL,
     name TEXT NOT NULL,
     kind TEXT NOT NULL,
@@ -54,15 +54,14 @@ CREATE TABLE nodes (
     uid INTEGER,
     gid INTEGER,
     atime_ns INTEGER,
-    kept_copy TEXT,
-    UNIQUE (parent, name)
+    kept_copy TEXT
 );
 CREATE TABLE tombstones (
     memory_id TEXT PRIMARY KEY,
     path TEXT NOT NULL,
     base_sha TEXT NOT NULL,
     deleted_at REAL NOT NULL
-);
+) WITHOUT ROWID;
 CREATE TABLE uploads (
     node_id INTEGER PRIMARY KEY,
     memory_id TEXT,
@@ -72,93 +71,67 @@ CREATE TABLE uploads (
 CREATE TABLE meta (
     key TEXT PRIMARY KEY,
     value TEXT
+) WITHOUT ROWID;
+CREATE TABLE durable (
+    node_id INTEGER PRIMARY KEY,
+    content BLOB NOT NULL,
+    mtime_ns INTEGER NOT NULL
 );
 PRAGMA user_version = {SCHEMA_VERSION};
 COMMIT;
 """
-"""The journal's tables, made at once in a new cache folder. `uid`, `gid`: the
+"""The journal's tables, made at once in a new cache folder. A change writes
+as few pages as it can: no index but the keys (the tree, in memory, keeps
+names unique), no AUTOINCREMENT (`Journal.insert` keeps ids unused). `uid`, `gid`: the
 owner kept locally (NULL: the mount's default); `atime_ns`: an access time
-set by utimensat (NULL: the modification time)."""
+set by utimensat (NULL: the modification time); `durable`: the content of a
+file as its last `fsync()` made it durable, kept only while its content file
+holds exactly these bytes (memfs/cache/_journal.py)."""
 
 WAL_PAGES = 1000
-"""The WAL is checkpointed at this many pages (SQLite's default)."""
+"""Pages of WAL the idle pass expects at most (its blocks are filled ahead)."""
+
+WAL_BOUND_PAGES = 16 * WAL_PAGES
+"""The WAL is checkpointed inside a change only past this many pages: the
+idle pass checkpoints it, out of the requests' way, long before."""
 
 PAGE_CACHE_KIB = 512
-"""SQLite's page cache of the journal, in KiB (its default is 2,000): the rows
-are read once per open, and the kernel's page cache holds them too."""
-
-LOG_ID = "redo_log_id"
-LOG_APPLIED = "redo_log_applied"
-LOG_FILLED = "redo_log_filled"
-"""Meta keys: the redo log's id, the last record applied, whether its space is written."""
+"""SQLite's page cache of the journal, in KiB: the rows are read once per open."""
 
 
-@dataclass(frozen=True)
-class Field:
-    """One persisted attribute of a `Node`, kept in the column of its name."""
+NODE_FIELDS = (
+    "parent", "name", "kind", "mode", "mtime_ns", "ctime_ns", "size", "memory_id", "base_sha",
+    "base_path", "edited", "pending", "cached", "made_here", "refused_sha", "refused_reason",
+    "too_large", "uid", "gid", "atime_ns", "kept_copy",
+)  # fmt: skip
+"""Every persisted field of a node but its id, in column order, each kept in
+the column of its name (a StrEnum goes as text, a bool as an integer)."""
+_FROM_ROW: dict[str, Callable[[Any], Any]] = {
+    "kind": NodeKind,
+    **{f: bool for f in ("edited", "pending", "cached", "made_here", "too_large")},
+}
 
-    name: str
-    from_row: Callable[[Any], Any] = lambda v: v
-    """Values go to SQLite as they are (a StrEnum is text, a bool an integer)."""
-
-
-NODE_FIELDS: tuple[Field, ...] = (
-    Field("parent"),
-    Field("name"),
-    Field("kind", NodeKind),
-    Field("mode"),
-    Field("mtime_ns"),
-    Field("ctime_ns"),
-    Field("size"),
-    Field("memory_id"),
-    Field("base_sha"),
-    Field("base_path"),
-    Field("edited", bool),
-    Field("pending", bool),
-    Field("cached", bool),
-    Field("made_here", bool),
-    Field("refused_sha"),
-    Field("refused_reason"),
-    Field("too_large", bool),
-    Field("uid"),
-    Field("gid"),
-    Field("atime_ns"),
-    Field("kept_copy"),
-)
-"""Every persisted field of a node but its id, in column order."""
-
-_COLUMNS = ", ".join(f.name for f in NODE_FIELDS)
+_COLUMNS = ", ".join(NODE_FIELDS)
 SELECT_NODES = f"SELECT id, {_COLUMNS} FROM nodes ORDER BY id"
-INSERT_NODE = (
-    f"INSERT INTO nodes (id, {_COLUMNS}) VALUES (?, {', '.join('?' for _ in NODE_FIELDS)})"
-)
-UPDATE_NODE = f"UPDATE nodes SET {', '.join(f.name + '=?' for f in NODE_FIELDS)} WHERE id=?"
-_IN_PLACE = NODE_FIELDS[2:]
-assert [f.name for f in NODE_FIELDS[:2]] == ["parent", "name"]
-UPDATE_NODE_IN_PLACE = f"UPDATE nodes SET {', '.join(f.name + '=?' for f in _IN_PLACE)} WHERE id=?"
-"""A row whose name did not change: its (parent, name) index entry is left alone."""
-
-_KIND = 2
-assert NODE_FIELDS[_KIND].name == "kind" and _IN_PLACE[0].name == "kind"
-_attributes = operator.attrgetter(*(f.name for f in NODE_FIELDS))
-_in_place = operator.attrgetter(*(f.name for f in _IN_PLACE[1:]), "id")
+INSERT_NODE = f"INSERT INTO nodes (id, {_COLUMNS}) VALUES (?{', ?' * len(NODE_FIELDS)})"
+UPDATE_NODE = f"UPDATE nodes SET {', '.join(f + '=?' for f in NODE_FIELDS)} WHERE id=?"
+_attributes = operator.attrgetter(*NODE_FIELDS)
 
 
 def row_values(node: Node) -> tuple[Any, ...]:
-    """A node's column values (`NODE_FIELDS`), as plain values the redo log can hold."""
+    """A node's column values (`NODE_FIELDS`), as plain values SQLite holds."""
     v = _attributes(node)
-    return (*v[:_KIND], str(v[_KIND]), *v[_KIND + 1 :])
-
-
-def row_values_in_place(node: Node) -> tuple[Any, ...]:
-    """The values of `UPDATE_NODE_IN_PLACE`: the columns after the name, then the id."""
-    return (str(node.kind), *_in_place(node))
+    return (*v[:2], str(v[2]), *v[3:])
 
 
 def node_of(row: tuple[Any, ...]) -> Node:
     """The node a row of `SELECT_NODES` holds."""
-    values = {f.name: f.from_row(v) for f, v in zip(NODE_FIELDS, row[1:], strict=True)}
+    values = {f: _FROM_ROW.get(f, _same)(v) for f, v in zip(NODE_FIELDS, row[1:], strict=True)}
     return Node(id=row[0], **values)
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def _own_file(folder_fd: int, name: str, folder: str) -> None:
@@ -179,7 +152,7 @@ def _connect(folder_fd: int, name: str, folder: str) -> sqlite3.Connection:
     (never through a symlink), then opened by SQLite through the folder's
     descriptor (`/proc/self/fd/N/name`, which SQLite resolves to the folder
     the descriptor holds, wherever it is now)."""
-    for entry in (name, name + "-wal", name + "-journal", name + "-shm", name + "-redo"):
+    for entry in (name, name + "-wal", name + "-journal", name + "-shm"):
         _own_file(folder_fd, entry, folder)
     os.close(open_file_at(folder_fd, name, os.O_RDWR | os.O_CREAT))
     through = f"/proc/self/fd/{folder_fd}"
@@ -210,7 +183,31 @@ def _ensure_root(db: sqlite3.Connection) -> None:
             "VALUES (?, 0, '', 'dir', ?, ?, ?, 1)",
             (ROOT_ID, 0o755, time.time_ns(), time.time_ns()),
         )
-        db.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = 'nodes'", (FIRST_NODE_ID - 1,))
+
+
+WAL_FILLED = (WAL_PAGES + 24) * 4096
+"""Bytes of zeros an empty WAL gets before SQLite opens it, so that commits
+overwrite blocks the file has (a flush of those is less work)."""
+
+
+def _fill_wal(folder_fd: int, name: str) -> None:
+    """Give an empty or missing WAL its blocks (`WAL_FILLED`), written and
+    flushed; a WAL that holds anything is left alone (SQLite reads a WAL of
+    zeros as empty)."""
+    try:
+        if os.stat(name, dir_fd=folder_fd, follow_symlinks=False).st_size:
+            return
+    except FileNotFoundError:
+        pass
+    with contextlib.suppress(OSError):  # a full disk: the WAL grows as it goes
+        fd = open_file_at(folder_fd, name, os.O_WRONLY | os.O_CREAT)
+        try:
+            zeros = bytes(1024 * 1024)
+            for at in range(0, WAL_FILLED, len(zeros)):
+                os.pwrite(fd, zeros[: WAL_FILLED - at], at)
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
 
 
 def open_journal_file(folder_fd: int, path: str, *, store_id: str) -> sqlite3.Connection:
@@ -220,12 +217,13 @@ def open_journal_file(folder_fd: int, path: str, *, store_id: str) -> sqlite3.Co
     folder, name = os.path.split(path)
     db: sqlite3.Connection | None = None
     try:
+        _fill_wal(folder_fd, name + "-wal")
         db = _connect(folder_fd, name, folder)
         db.execute("PRAGMA locking_mode=EXCLUSIVE")
         new = _is_new(db, folder)
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
-        db.execute(f"PRAGMA wal_autocheckpoint={WAL_PAGES}")
+        db.execute(f"PRAGMA wal_autocheckpoint={WAL_BOUND_PAGES}")
         db.execute(f"PRAGMA cache_size=-{PAGE_CACHE_KIB}")
         if new:
             db.executescript(SCHEMA)

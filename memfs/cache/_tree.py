@@ -1,11 +1,6 @@
-"""The namespace of one store: which node stands at which name in which folder.
-
-Held in memory (a store has at most a few thousand entries), so lookups and
-stats never touch the disk; the journal keeps the same facts durably. The
-name rules of the contract (NFC, no control or format characters, 255 bytes
-a name, 1,024 a path, the marker's name taken) are checked here for every
-name made locally, and `move` is the one function that re-parents a node:
-renames, the store's placements and its moves all go through it.
+"""The namespace of one store, held in memory: which node stands at which name
+in which folder. The contract's name rules are checked here for every name
+made locally, and `move` is the one function that re-parents a node.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""StoreCache on its own: the tree, the contents (rows of the journal, an open
-file's bytes in memory), the journal and its redo log, the eviction of clean
-contents.
+"""StoreCache on its own: the tree, the contents (content files, an open
+file's bytes in memory), the journal, the eviction of clean contents.
 
 No FUSE and no server: contents the store "has" are placed with
 `place_remote`, as the sync engine does after a listing.
@@ -53,8 +52,8 @@ def on_disk(cache: StoreCache, node_id: int) -> bytes | None:
 
 def killed(cache: StoreCache) -> None:
     """What a SIGKILL leaves: the journal's files close as they stand, SQLite and
-    the redo log alike, and nothing else happens (no close(), no apply of the
-    log, no checkpoint, no batch save, no fsync)."""
+    the content files alike, and nothing else happens (no close(), no flush,
+    no checkpoint, no batch save, no fsync)."""
     cache.journal.abandon()
 
 
@@ -307,6 +306,19 @@ async def test_journal_and_contents_survive_a_kill(tmp_path):
     again.close()
 
 
+def test_the_id_of_a_deleted_newest_file_is_not_given_again_after_a_kill(tmp_path):
+    cache = StoreCache(str(tmp_path), STORE)
+    names = [f"f{i}.md" for i in range(1100)]
+    with cache.batch():
+        ids = [cache.create(ROOT_ID, name, 0o644).id for name in names]
+    cache.unlink(ROOT_ID, names[-1])
+    cache.journal.abandon()
+    again = StoreCache(str(tmp_path), STORE)
+    assert again.find("/" + names[-2]).id == ids[-2]
+    assert again.create(ROOT_ID, "fresh.md", 0o644).id > ids[-1]
+    again.close()
+
+
 async def test_mark_pushed_cleans_only_what_was_not_written_meanwhile(tmp_path):
     cache = StoreCache(str(tmp_path), STORE)
     node = await write_file(cache, ROOT_ID, "a.md", b"one")
@@ -348,21 +360,27 @@ def flushes_of(monkeypatch, call):
     return flushed
 
 
-async def test_fsync_flushes_only_the_redo_log_which_holds_the_content(tmp_path, monkeypatch):
-    """One flush per fsync: the journal's redo log, which holds the content and
-    the file's row. What it made durable is all there after a kill, sizes and
-    times included."""
+async def test_fsync_is_one_durable_commit_of_the_content_and_the_row(tmp_path, monkeypatch):
+    """One flush per fsync: the content and the file's row go into the journal
+    in one commit made with synchronous=FULL (SQLite's one flush of the WAL);
+    memfs flushes no content file or folder of its own. What it made durable
+    is all there after a kill, sizes and times included."""
     cache = StoreCache(str(tmp_path / "live"), STORE)
     node = remote(cache, "mem_1", "/a.md", b"a")
     await cache.open(node.id)
     cache.write(node, 1, b" and more")
     cache.write(node, 0, b"A")
-    filler = cache.journal._log._filler  # its own flush must not be counted
-    if filler is not None:
-        filler.join()
-    flushed = flushes_of(monkeypatch, lambda: cache.fsync(node))
-    assert flushed == [os.path.join(cache.dir, "journal.sqlite3-redo")]
-    assert flushes_of(monkeypatch, lambda: cache.fsync(node)) == []  # nothing new to flush
+    statements: list[str] = []
+    cache.journal.db.set_trace_callback(statements.append)
+    assert flushes_of(monkeypatch, lambda: cache.fsync(node)) == []
+    cache.journal.db.set_trace_callback(None)
+    assert (
+        statements[0] == "PRAGMA synchronous=FULL" and statements[-1] == "PRAGMA synchronous=NORMAL"
+    )
+    assert statements.count("COMMIT") == 1
+    durable = cache.db.execute("SELECT node_id, content FROM durable").fetchall()
+    assert durable == [(node.id, b"A and more")]
+    assert cache.db.execute("PRAGMA synchronous").fetchone() == (1,)  # NORMAL again
 
     image = left_by_a_kill(cache, tmp_path / "image")
     back = image.find("/a.md")
@@ -370,6 +388,7 @@ async def test_fsync_flushes_only_the_redo_log_which_holds_the_content(tmp_path,
     assert (back.size, back.mtime_ns) == (node.size, node.mtime_ns)
     [change] = image.changes()
     assert (change.path, change.memory_id, change.edited) == ("/a.md", "mem_1", True)
+    assert image.db.execute("SELECT count(*) FROM durable").fetchone() == (0,)
     image.close()
     cache.release(node.id)
     cache.close()
@@ -410,20 +429,21 @@ def test_a_second_opener_of_the_same_cache_is_refused_until_the_first_closes(tmp
 async def test_reads_never_write_the_journal_and_writes_commit_only_their_content(tmp_path):
     cache = StoreCache(str(tmp_path), STORE)
     node = remote(cache, "mem_1", "/a.md", b"text")
-    before = cache.journal.commits
+    before = cache.journal.committed
     for _ in range(3):
         await cache.open(node.id)
         assert cache.read(node, 0, 10) == b"text"
         cache.release(node.id)
-    assert cache.journal.commits == before
+    assert cache.journal.committed == before
     await cache.open(node.id)
     for i in range(50):
         cache.write(node, i, b"w")
-    # One commit per write: its bytes, size and times; and, before the first one's
-    # bytes, the flip to edited (a kill never leaves changed bytes the journal calls clean).
-    assert cache.journal.commits == before + 51
+    # The writes' bytes go to the content file (the truth for size and times): the
+    # one commit is the flip to edited, before the first one's bytes (a kill never
+    # leaves changed bytes the journal calls clean).
+    assert cache.journal.committed == before + 1
     cache.release(node.id)
-    assert cache.journal.commits == before + 51  # closing saves nothing more
+    assert cache.journal.committed == before + 1  # closing saves nothing more
     cache.truncate(node.id, 3)
     mtime = node.mtime_ns
     killed(cache)
@@ -446,10 +466,10 @@ async def test_an_editor_s_save_leaves_one_content_behind(tmp_path):
     again.close()
 
 
-async def test_many_files_written_between_applies_hold_few_descriptors(tmp_path):
-    """Content files written while the log is not applied stay changed, not
-    open: the store process never runs out of descriptors, and the apply
-    makes every one of them durable."""
+async def test_many_files_written_while_busy_hold_few_descriptors(tmp_path):
+    """Content files written while the filesystem is busy stay changed, not
+    open: the store process never runs out of descriptors, and the pass while
+    idle makes every one of them durable."""
     from memfs.cache._files import MOST_OPEN
 
     cache = StoreCache(str(tmp_path), STORE)
@@ -457,7 +477,7 @@ async def test_many_files_written_between_applies_hold_few_descriptors(tmp_path)
     for i in range(3 * MOST_OPEN):
         await write_file(cache, ROOT_ID, f"f{i}.md", f"file {i}".encode())
     assert len(os.listdir("/proc/self/fd")) - before <= MOST_OPEN
-    cache.journal.apply_log()
+    cache.drop_contents()
     killed(cache)
     again = StoreCache(str(tmp_path), STORE)
     assert {n.path: again.read_content(n) for n in again.files()} == {

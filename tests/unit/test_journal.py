@@ -34,8 +34,9 @@ def old_layout(root, version: int) -> bytes:
     return (folder / "journal.sqlite3").read_bytes()
 
 
-@pytest.mark.parametrize("version", [0, 6, SCHEMA_VERSION + 1])
+@pytest.mark.parametrize("version", [0, 6, 8, SCHEMA_VERSION + 1])
 def test_a_cache_folder_of_another_layout_is_refused_and_left_as_it_is(tmp_path, version):
+    """Layout 8 is the last one with the redo log (its records would be lost)."""
     before = old_layout(tmp_path, version)
     with pytest.raises(CacheLayoutRefused) as refused:
         StoreCache(str(tmp_path), STORE)
