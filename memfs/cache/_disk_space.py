@@ -1,12 +1,8 @@
-"""Whether the disk of a store's cache has room: the cache's full-disk mode.
-
-The cache keeps room allocated (`RESERVE`, the file `room`). A change that
-meets a full disk (a content file's ENOSPC, SQLite's "database or disk is
-full") gets that room back and is done again (`run`); the disk is full from
-then on, as it is when opening finds too little room. `full` says so, logged
-when it begins (`cache_disk_full`) and ends (`cache_disk_room`): the
-filesystem refuses changes with ENOSPC meanwhile, so that the room given back
-goes to the sync, until housekeeping finds room again (`look_for_room`).
+"""The cache's full-disk mode. The cache keeps room allocated (the file
+`room`); a change that meets a full disk gets that room back and is done
+again (`run`). From then on (or from an open with too little room) `full`
+is true, logged when it begins and ends, and the filesystem refuses changes
+with ENOSPC so that the room goes to the sync, until housekeeping finds room.
 """
 
 from __future__ import annotations
@@ -25,10 +21,8 @@ from .._private import open_file_at
 log = logging.getLogger("memfs.cache")
 
 ROOM_MARGIN = 4 * 1024 * 1024
-"""Free bytes that say a full disk has room again (and that a disk found with
-less at open is full)."""
+"""Free bytes that say a full disk has room again."""
 RESERVE = 2 * 1024 * 1024
-"""Bytes kept allocated for the cache, given back when the disk fills."""
 RESERVE_NAME = "room"
 
 T = TypeVar("T")
@@ -46,20 +40,15 @@ class DiskSpace:
     def __init__(self, folder: str, folder_fd: int) -> None:
         self.folder = folder
         self.folder_fd = folder_fd
+        self.reason = f"the disk of the cache at {folder} is full"
         self.full = False
-        """Changes are refused for lack of space."""
         if not self.has_room():
             self.now_full()
         else:
             self._reserve()
 
-    @property
-    def reason(self) -> str:
-        return f"the disk of the cache at {self.folder} is full"
-
     def now_full(self) -> None:
-        """The disk is full: its room kept is given back, and it is said once,
-        until it has room again."""
+        """The disk is full: give the room kept back, and say it once."""
         self._give_back()
         if self.full:
             return
@@ -72,7 +61,6 @@ class DiskSpace:
         )
 
     def look_for_room(self) -> None:
-        """While the disk is full: take changes again once it has room."""
         if not self.full or not self.has_room():
             return
         self.full = False
@@ -99,7 +87,7 @@ class DiskSpace:
                 os.close(fd)
 
     def _give_back(self) -> bool:
-        """Free the room kept allocated; False when it was gone already."""
+        """False when the room was given back already."""
         try:
             os.unlink(RESERVE_NAME, dir_fd=self.folder_fd)
         except OSError:
@@ -119,9 +107,8 @@ class DiskSpace:
             raise CacheDiskFull(self.reason) from e
 
     def run(self, change: Callable[..., T], *args: object, again: bool = True) -> T:
-        """`change(*args)`; on a full disk `CacheDiskFull`, after `change` is done
-        again once the room kept is given back when `again` (it must then be one
-        that may be done twice)."""
+        """`change(*args)`; on a full disk `CacheDiskFull`, after it is done again
+        with the room given back when `again` (it must be safe to repeat)."""
         try:
             return change(*args)
         except (sqlite3.Error, OSError) as e:

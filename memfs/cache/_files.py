@@ -1,15 +1,9 @@
 """The content files of one store's cache: one per cached content, named by
-its node's id, in the folder `files` (reached through the journal's checked
-folder descriptor, never through a symlink).
-
-A write `pwrite`s its bytes and stamps the file with the write's time: once
-the call returns the kernel holds them, and a SIGKILL cannot take them back.
-The file is the truth for its node's size (and an edited file's
-modification time). A content the store sent replaces the file whole (a
-new file renamed over it). Changed files are flushed while the filesystem
-is idle (`flush`); a content let go is unlinked only once the rows that let
-it go are durable (`drop_later`, `remove_dropped`); a file no cached node
-owns is taken away at open (`sweep`).
+its node's id, in the folder `files`, never reached through a symlink. A
+write is `pwrite`n and stamped with its time, so a SIGKILL cannot take it
+back; the file is the truth for its node's size (and an edited file's
+time). Changed files are flushed while idle; a content let go is unlinked
+only once the rows that let it go are durable.
 """
 
 from __future__ import annotations
@@ -26,9 +20,8 @@ from ._disk_space import DiskSpace
 
 FOLDER = "files"
 _NEW = ".new"
-"""The suffix of a content being written whole, before its rename."""
 MOST_OPEN = 64
-"""Content files kept open for writing at once (the oldest is closed past it)."""
+"""Content files kept open for writing at once."""
 FLUSH_EACH_MOST = 16
 """Past this many changed files, a flush is one `syncfs` rather than one each."""
 _SYNCFS = libc_function("syncfs", [ctypes.c_int])
@@ -43,7 +36,6 @@ class ContentFiles:
         self._open: dict[int, int] = {}
         """Descriptors of content files being written, by node id, the oldest first."""
         self._changed: set[int] = set()
-        """Ids of the content files changed since the last flush."""
         self._dropped: set[int] = set()
         """Ids whose content files go once the rows that let them go are durable."""
         self._made = False
@@ -60,10 +52,7 @@ class ContentFiles:
                 os.close(fd)
         self._open.clear()
 
-    # -------------------------------------------------------------- reading
-
     def read(self, node_id: int) -> bytes | None:
-        """A content, None when it has none (or it goes)."""
         if node_id in self._dropped:
             return None
         try:
@@ -76,7 +65,6 @@ class ContentFiles:
             os.close(fd)
 
     def stat(self, node_id: int) -> os.stat_result | None:
-        """A content file's size and times, None when it has none (or it goes)."""
         if node_id in self._dropped:
             return None
         try:
@@ -85,14 +73,10 @@ class ContentFiles:
             return None
 
     def sizes(self) -> dict[int, int]:
-        """The size of every content file kept, by node id."""
         found = {int(n): self.stat(int(n)) for n in os.listdir(self.fd) if n.isdigit()}
         return {node_id: st.st_size for node_id, st in found.items() if st is not None}
 
-    # -------------------------------------------------------------- writing
-
     def _fd(self, node_id: int) -> int:
-        """The content file to write (made when missing), counted as changed."""
         fd = self._open.get(node_id)
         if fd is None:
             self._dropped.discard(node_id)
@@ -117,8 +101,7 @@ class ContentFiles:
         exact: bool,
         mtime_ns: int | None = None,
     ) -> None:
-        """Write `data` at `offset` (zeros fill a gap); `exact`: then make the file
-        `size` bytes long; `mtime_ns`: the file's modification time after it."""
+        """Write `data` at `offset`; `exact`: then make the file `size` bytes long."""
         fd = self._fd(node_id)
         if data:
             self.space.run(_pwrite, fd, data, offset)
@@ -128,7 +111,7 @@ class ContentFiles:
             os.utime(fd, ns=(mtime_ns, mtime_ns))
 
     def put(self, node_id: int, content: bytes | bytearray) -> None:
-        """Replace a content whole (see the module)."""
+        """Replace a content whole: a new file renamed over it."""
         fd = self._open.pop(node_id, None)
         if fd is not None:
             os.close(fd)
@@ -146,17 +129,13 @@ class ContentFiles:
         os.rename(name + _NEW, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
 
     def drop_later(self, node_id: int) -> None:
-        """The content goes once the rows that let it go are durable (`remove_dropped`)."""
         fd = self._open.pop(node_id, None)
         if fd is not None:
             os.close(fd)
         self._changed.discard(node_id)
         self._dropped.add(node_id)
 
-    # ---------------------------------------------------------- durability
-
     def changed(self, node_ids: set[int]) -> None:
-        """Count these content files as changed (flushed by the next `flush`)."""
         self._changed |= node_ids - self._dropped
 
     @property
@@ -168,8 +147,7 @@ class ContentFiles:
         return bool(self._dropped)
 
     def flush(self) -> None:
-        """Make the content files changed since the last flush durable, and the
-        folder's names for them."""
+        """Make the content files changed since the last flush durable, and their names."""
         if len(self._changed) > FLUSH_EACH_MOST and _SYNCFS is not None:
             if _SYNCFS(self.fd) != 0:
                 code = ctypes.get_errno()
@@ -183,7 +161,6 @@ class ContentFiles:
         self._close_files()
 
     def sync_one(self, node_id: int) -> None:
-        """Make one content file durable now, and the folder's name for it."""
         self._flush_one(node_id)
         if self._made:
             os.fsync(self.fd)
@@ -202,14 +179,12 @@ class ContentFiles:
                 os.close(fd)
 
     def remove_dropped(self) -> None:
-        """Unlink the contents let go, now that the rows saying so are durable."""
         for node_id in self._dropped:
             self._remove(str(node_id))
         self._dropped.clear()
 
     def sweep(self, keep: set[int]) -> None:
-        """Take away the content files of nodes not in `keep` (and halves of
-        contents being written whole) that a kill left."""
+        """Take away the content files a kill left that no node in `keep` owns."""
         for name in os.listdir(self.fd):
             if not (name.isdigit() and int(name) in keep):
                 self._remove(name)
@@ -230,8 +205,7 @@ def _pwrite(fd: int, data: bytes | bytearray, offset: int) -> None:
 
 
 def _open_own_folder(folder_fd: int, name: str, path: str) -> int:
-    """The subfolder `name` of `folder_fd` (made 0700 when missing), opened
-    without following a symlink and checked as memfs's own."""
+    """The subfolder `name` of `folder_fd` (made 0700), checked as memfs's own."""
     with contextlib.suppress(FileExistsError):
         os.mkdir(name, 0o700, dir_fd=folder_fd)
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW

@@ -1,18 +1,13 @@
-"""The journal of one store: its rows in SQLite (WAL), its contents as files
-(memfs/cache/_files.py).
+"""The journal of one store: its rows in SQLite (WAL), its contents as files.
 
-A change (one method call, or everything inside `transaction()`) is one
-SQLite commit, which with synchronous=NORMAL reaches the WAL through
-write(2) before the call returns: a SIGKILL cannot undo it. The WAL is
-checkpointed while the filesystem is idle (`when_idle`), not by a change.
-
-`make_durable(node)`, for `fsync()`, is one flush: the file's content and row
-go into the table `durable` in a commit with synchronous=FULL, which flushes
-the WAL and so every commit before it. A `durable` row is kept only while the
-content file holds exactly its bytes: a change to that content first flushes
-the file and deletes the row (`_unpin`). Opening writes the rows left back
-into their files (what a power cut lost), flushes them and deletes the rows;
-so does the idle pass, with nothing to write back.
+A change (one call, or a `transaction()`) is one commit with
+synchronous=NORMAL, in the WAL before the call returns: a SIGKILL cannot undo
+it. `make_durable(node)`, for `fsync()`, puts the file's content and row in
+the table `durable` with one synchronous=FULL commit, which flushes every
+commit before it. A `durable` row is kept only while the content file holds
+exactly its bytes (a change flushes the file and deletes the row first);
+opening writes the rows left back into their files, as a power cut may have
+lost them, and the idle pass deletes them.
 """
 
 from __future__ import annotations
@@ -38,17 +33,13 @@ from ._schema import (
 )
 
 ID_BLOCK = 1024
-"""Ids given out between two writes of the meta `ids_kept`."""
 
 Undo = tuple[int, bytes, int]
-"""How a content file is put back when its change fails: these bytes at this
-offset, then this size."""
+"""How a content file is put back when its change fails: (offset, bytes, size)."""
 
 
 class Journal:
-    """The journal of one store, at `path`, its content files beside it. Its
-    folder is opened once and checked as memfs's own; the database, its WAL
-    and the content files are reached relative to that descriptor."""
+    """The journal at `path`, reached through its folder's checked descriptor."""
 
     def __init__(self, path: str, *, store_id: str) -> None:
         self.path = path
@@ -58,7 +49,6 @@ class Journal:
         self._wal_fd: int | None = None
         self._durable_changes = -1
         self._durable: set[int] = set()
-        """Ids of the files that have a `durable` row."""
         folder = os.path.dirname(path)
         self.folder_fd = open_private_dir(folder, "cache folder")
         try:
@@ -82,24 +72,21 @@ class Journal:
 
     @property
     def committed(self) -> int:
-        """A count of rows changed: it changes whenever anything is committed."""
+        """Changes whenever anything is committed."""
         return self.db.total_changes
-
-    # -------------------------------------------------------------- commits
 
     def _run(self, sql: str, params: Any = ()) -> None:
         # Inside a transaction a failed statement may have ended it: not done again.
         self._space.run(self.db.execute, sql, params, again=not self.db.in_transaction)
 
     def transaction(self) -> contextlib.AbstractContextManager[None]:
-        """One commit for everything inside; nested uses join the outer one. An
-        exception inside commits nothing."""
+        """One commit for everything inside (nested ones join); an exception
+        commits nothing."""
         return self._grouped(keep=False)
 
     def batch(self) -> contextlib.AbstractContextManager[None]:
-        """One commit for many changes made while nothing else runs: unlike
-        `transaction`, what ran is committed even when an exception ends the
-        batch, since memory already holds it."""
+        """`transaction`, but what ran is committed even when an exception ends it,
+        since memory already holds it."""
         return self._grouped(keep=True)
 
     @contextlib.contextmanager
@@ -135,11 +122,8 @@ class Journal:
         self._ids_kept = int(self.get_meta("ids_kept") or FIRST_NODE_ID)
         self._durable = {r[0] for r in self.db.execute("SELECT node_id FROM durable")}
 
-    # ----------------------------------------------------------- durability
-
     def make_durable(self, node: Node | None = None, content: bytes = b"") -> None:
-        """Make every commit so far durable, and `node`'s row and `content` (see
-        the module): one flush of the WAL (none when nothing changed since)."""
+        """Make every commit so far durable, and `node`'s row and `content`."""
         if node is None:
             self._flush_wal()
             return
@@ -175,14 +159,13 @@ class Journal:
         self._durable_changes = self.db.total_changes
 
     def flush_all(self) -> None:
-        """Make every content file and every commit durable (`fsync(None)`)."""
+        """Make every content file and every commit durable."""
         with self._space.as_cache_disk_full():
             self.files.flush()
         self._flush_wal()
 
     def _unpin(self, node_id: int) -> None:
-        """Before a content with a `durable` row changes: its file is flushed,
-        then the row goes (see the module)."""
+        """Before a content with a `durable` row changes: flush it, drop the row."""
         if node_id in self._durable:
             with self._space.as_cache_disk_full():
                 self.files.sync_one(node_id)
@@ -190,8 +173,8 @@ class Journal:
             self._durable.discard(node_id)
 
     def _restore_durable(self) -> None:
-        """Write the `durable` rows a stop left back into their content files
-        where they differ, flush them all, and delete the rows."""
+        """Write the `durable` rows left back into their content files, flush them,
+        delete the rows."""
         rows = self.db.execute("SELECT node_id, content, mtime_ns FROM durable").fetchall()
         self._durable = {row[0] for row in rows}
         with contextlib.suppress(CacheDiskFull):  # the rows stay, for the idle pass
@@ -204,8 +187,6 @@ class Journal:
                 self._flush_durable()
 
     def _flush_durable(self) -> None:
-        """Flush the content files changed (and those of `durable` rows), then
-        delete the rows."""
         self.files.changed(self._durable)
         self.files.flush()
         if self._durable:
@@ -213,10 +194,8 @@ class Journal:
             self._durable.clear()
 
     def when_idle(self) -> None:
-        """While the filesystem is idle: flush the content files changed and
-        delete the `durable` rows; unlink the contents let go once the WAL that
-        lets them go is flushed; copy the WAL into the database. Not on a full
-        disk (see `look_for_room`)."""
+        """While idle, with room: flush the content files, delete the `durable`
+        rows, unlink the contents let go once the WAL is flushed, checkpoint."""
         if self._space.full:
             return
         with self._space.as_cache_disk_full():
@@ -230,22 +209,19 @@ class Journal:
                 self._checkpointed = self.db.total_changes
 
     def look_for_room(self) -> None:
-        """While the disk is full: take changes again once it has room."""
         self._space.look_for_room()
 
     @property
     def disk_full(self) -> bool:
-        """The cache's disk is full: changes to the files are refused."""
         return self._space.full
 
     @property
     def disk_full_reason(self) -> str | None:
-        """Why changes are refused, as a sentence; None when they are not."""
+        """Why changes are refused; None when they are not."""
         return self._space.reason if self._space.full else None
 
     def close(self) -> None:
-        """Flush and checkpoint what is left (errors say nothing: the next open
-        finds the WAL and the `durable` rows)."""
+        """Flush and checkpoint (on errors the next open finds what is left)."""
         with contextlib.suppress(sqlite3.Error, OSError):
             if not self._space.full:
                 self._flush_durable()
@@ -264,16 +240,13 @@ class Journal:
         if hasattr(self, "files"):
             self.files.close()
 
-    # ---------------------------------------------------------------- rows
-
     def nodes(self) -> Iterator[Node]:
         for row in self.db.execute(SELECT_NODES).fetchall():
             yield node_of(row)
 
     def insert(self, node: Node) -> int:
-        """Insert a new node's row; returns its id. Ids are never reused: the
-        meta `ids_kept` is an id no node had yet, moved a block ahead at a time
-        (one write per block, not per node)."""
+        """Insert a new node's row; returns its id. Ids are never reused: the meta
+        `ids_kept`, moved a block ahead at a time, is one no node had yet."""
         node_id = self._next_id
         if node_id >= self._ids_kept:
             self.set_meta("ids_kept", str(node_id + ID_BLOCK))
@@ -320,33 +293,23 @@ class Journal:
         return row[0] if row else None
 
     def set_meta(self, key: str, value: str | None) -> None:
-        """Keep a meta value; an unchanged one commits nothing."""
         if self.get_meta(key) != value:
             self._run("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
 
-    # ------------------------------------------------------------- contents
-
     def content(self, node_id: int) -> bytes | None:
-        """A file's content, or None when it has no file (a cached file without one
-        is empty: a new file gets its file at its first write)."""
+        """A file's content, or None when it has no content file."""
         with self._space.as_cache_disk_full():
             return self.files.read(node_id)
 
-    def content_sizes(self) -> dict[int, int]:
-        """The size of every content file kept, by node id."""
-        return self.files.sizes()
-
     def put_content(self, node_id: int, data: bytes | bytearray) -> None:
-        """A file's whole content, written now (a kill leaves the old or the new one)."""
         self._unpin(node_id)
         self.files.put(node_id, data)
 
     def write(
         self, node_id: int, offset: int, data: bytes, size: int, mtime_ns: int, undo: Undo
     ) -> None:
-        """A write of `data` at `offset`, leaving the content `size` bytes long,
-        changed at `mtime_ns`: its bytes go to the content file, stamped with that
-        time. When it fails, the file is put back as `undo` says."""
+        """Write `data` at `offset` into the content file, then `size` bytes long and
+        stamped `mtime_ns`; when that fails, put it back as `undo` says."""
         self._unpin(node_id)
         try:
             self.files.patch(node_id, offset, data, size, exact=not data, mtime_ns=mtime_ns)
@@ -355,12 +318,7 @@ class Journal:
                 self.files.patch(node_id, undo[0], undo[1], undo[2], exact=True)
             raise
 
-    def truncate(self, node_id: int, size: int, mtime_ns: int, undo: Undo) -> None:
-        """A content cut or grown to `size` bytes, as `write` does."""
-        self.write(node_id, size, b"", size, mtime_ns, undo)
-
     def drop_content(self, node_id: int) -> None:
-        """The content goes (its file once the rows saying so are durable)."""
         if node_id in self._durable:
             self._run("DELETE FROM durable WHERE node_id = ?", (node_id,))
             self._durable.discard(node_id)

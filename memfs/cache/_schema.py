@@ -1,14 +1,7 @@
-"""The journal's SQLite file: its schema, a node's row, opening it.
-
-The schema is made fresh in a new cache folder and versioned with `PRAGMA
-user_version`; a journal of another version is refused with one sentence
-(`CacheLayoutRefused`): no release wrote one, so it holds nothing to keep. A node's
-columns are listed once (`NODE_FIELDS`), each named as the attribute it
-keeps: rows, inserts and updates are all made from that list.
-
-One process owns a store's journal (exclusive locking: no file locks per
-transaction); a second one is refused with `CacheInUse`. The file is opened
-through the checked descriptor of its folder, never through a symlink.
+"""The journal's SQLite file: its schema, a node's row, opening it. A journal
+of another `user_version` is refused with one sentence (`CacheLayoutRefused`);
+one process owns it (exclusive locking; a second gets `CacheInUse`), and it
+is opened through its folder's checked descriptor, never through a symlink.
 """
 
 from __future__ import annotations
@@ -27,8 +20,7 @@ from .._private import open_file_at
 from ._node import ROOT_ID, Node, NodeKind
 
 SCHEMA_VERSION = 9
-"""The one layout of the journal (`PRAGMA user_version`): a journal of any
-other was made by a memfs that no release was, and is refused."""
+"""The one layout of the journal: any other was made by no release."""
 
 SCHEMA = f"""
 BEGIN;
@@ -80,32 +72,21 @@ CREATE TABLE durable (
 PRAGMA user_version = {SCHEMA_VERSION};
 COMMIT;
 """
-"""The journal's tables, made at once in a new cache folder. A change writes
-as few pages as it can: no index but the keys (the tree, in memory, keeps
-names unique), no AUTOINCREMENT (`Journal.insert` keeps ids unused). `uid`, `gid`: the
-owner kept locally (NULL: the mount's default); `atime_ns`: an access time
-set by utimensat (NULL: the modification time); `durable`: the content of a
-file as its last `fsync()` made it durable, kept only while its content file
-holds exactly these bytes (memfs/cache/_journal.py)."""
+"""No index but the keys (the tree in memory keeps names unique) and no
+AUTOINCREMENT (`Journal.insert` keeps ids unused): a change writes few pages."""
 
 WAL_PAGES = 1000
 """Pages of WAL the idle pass expects at most (its blocks are filled ahead)."""
-
 WAL_BOUND_PAGES = 16 * WAL_PAGES
-"""The WAL is checkpointed inside a change only past this many pages: the
-idle pass checkpoints it, out of the requests' way, long before."""
-
+"""Past this a change checkpoints; the idle pass does it long before."""
 PAGE_CACHE_KIB = 512
-"""SQLite's page cache of the journal, in KiB: the rows are read once per open."""
-
 
 NODE_FIELDS = (
     "parent", "name", "kind", "mode", "mtime_ns", "ctime_ns", "size", "memory_id", "base_sha",
     "base_path", "edited", "pending", "cached", "made_here", "refused_sha", "refused_reason",
     "too_large", "uid", "gid", "atime_ns", "kept_copy",
 )  # fmt: skip
-"""Every persisted field of a node but its id, in column order, each kept in
-the column of its name (a StrEnum goes as text, a bool as an integer)."""
+"""Every persisted field of a node but its id, each in the column of its name."""
 _FROM_ROW: dict[str, Callable[[Any], Any]] = {
     "kind": NodeKind,
     **{f: bool for f in ("edited", "pending", "cached", "made_here", "too_large")},
@@ -119,24 +100,20 @@ _attributes = operator.attrgetter(*NODE_FIELDS)
 
 
 def row_values(node: Node) -> tuple[Any, ...]:
-    """A node's column values (`NODE_FIELDS`), as plain values SQLite holds."""
     v = _attributes(node)
     return (*v[:2], str(v[2]), *v[3:])
 
 
 def node_of(row: tuple[Any, ...]) -> Node:
-    """The node a row of `SELECT_NODES` holds."""
-    values = {f: _FROM_ROW.get(f, _same)(v) for f, v in zip(NODE_FIELDS, row[1:], strict=True)}
-    return Node(id=row[0], **values)
-
-
-def _same(value: Any) -> Any:
-    return value
+    values = dict(zip(NODE_FIELDS, row[1:], strict=True))
+    return Node(
+        id=row[0], **{f: _FROM_ROW[f](v) if f in _FROM_ROW else v for f, v in values.items()}
+    )
 
 
 def _own_file(folder_fd: int, name: str, folder: str) -> None:
-    """Refuse an entry of the cache folder that memfs would open and that is not
-    a file of its own (a symlink, a folder): SQLite follows symlinks."""
+    """Refuse an entry memfs would open that is not a file of its own: SQLite
+    follows symlinks."""
     try:
         st = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
     except FileNotFoundError:
@@ -148,10 +125,8 @@ def _own_file(folder_fd: int, name: str, folder: str) -> None:
 
 
 def _connect(folder_fd: int, name: str, folder: str) -> sqlite3.Connection:
-    """The database `name` of the checked folder `folder_fd`: made 0600 here
-    (never through a symlink), then opened by SQLite through the folder's
-    descriptor (`/proc/self/fd/N/name`, which SQLite resolves to the folder
-    the descriptor holds, wherever it is now)."""
+    """The database `name`, made 0600 here, opened by SQLite through the folder's
+    descriptor (`/proc/self/fd/N/name`)."""
     for entry in (name, name + "-wal", name + "-journal", name + "-shm"):
         _own_file(folder_fd, entry, folder)
     os.close(open_file_at(folder_fd, name, os.O_RDWR | os.O_CREAT))
@@ -162,8 +137,7 @@ def _connect(folder_fd: int, name: str, folder: str) -> sqlite3.Connection:
 
 
 def _is_new(db: sqlite3.Connection, folder: str) -> bool:
-    """Whether the journal is new (its tables are still to be made); a journal of
-    another layout is refused before anything is written to it."""
+    """Whether the journal is new; another layout is refused before any write."""
     version = db.execute("PRAGMA user_version").fetchone()[0]
     if version == SCHEMA_VERSION:
         return False
@@ -186,14 +160,11 @@ def _ensure_root(db: sqlite3.Connection) -> None:
 
 
 WAL_FILLED = (WAL_PAGES + 24) * 4096
-"""Bytes of zeros an empty WAL gets before SQLite opens it, so that commits
-overwrite blocks the file has (a flush of those is less work)."""
+"""Bytes of zeros an empty WAL gets, so that commits overwrite blocks it has."""
 
 
 def _fill_wal(folder_fd: int, name: str) -> None:
-    """Give an empty or missing WAL its blocks (`WAL_FILLED`), written and
-    flushed; a WAL that holds anything is left alone (SQLite reads a WAL of
-    zeros as empty)."""
+    """Give an empty or missing WAL its blocks, flushed (SQLite reads zeros as empty)."""
     try:
         if os.stat(name, dir_fd=folder_fd, follow_symlinks=False).st_size:
             return
@@ -211,9 +182,8 @@ def _fill_wal(folder_fd: int, name: str) -> None:
 
 
 def open_journal_file(folder_fd: int, path: str, *, store_id: str) -> sqlite3.Connection:
-    """The journal at `path` (in the folder `folder_fd` holds), with its root;
-    `CacheInUse` when another process holds it, `CacheLayoutRefused` when it
-    has another layout, `CacheCorrupt` when it cannot be opened."""
+    """The journal at `path`, with its root; `CacheInUse`, `CacheLayoutRefused`
+    or `CacheCorrupt` when it cannot be opened."""
     folder, name = os.path.split(path)
     db: sqlite3.Connection | None = None
     try:

@@ -378,9 +378,9 @@ async def test_fsync_is_one_durable_commit_of_the_content_and_the_row(tmp_path, 
         statements[0] == "PRAGMA synchronous=FULL" and statements[-1] == "PRAGMA synchronous=NORMAL"
     )
     assert statements.count("COMMIT") == 1
-    durable = cache.db.execute("SELECT node_id, content FROM durable").fetchall()
+    durable = cache.journal.db.execute("SELECT node_id, content FROM durable").fetchall()
     assert durable == [(node.id, b"A and more")]
-    assert cache.db.execute("PRAGMA synchronous").fetchone() == (1,)  # NORMAL again
+    assert cache.journal.db.execute("PRAGMA synchronous").fetchone() == (1,)  # NORMAL again
 
     image = left_by_a_kill(cache, tmp_path / "image")
     back = image.find("/a.md")
@@ -388,7 +388,7 @@ async def test_fsync_is_one_durable_commit_of_the_content_and_the_row(tmp_path, 
     assert (back.size, back.mtime_ns) == (node.size, node.mtime_ns)
     [change] = image.changes()
     assert (change.path, change.memory_id, change.edited) == ("/a.md", "mem_1", True)
-    assert image.db.execute("SELECT count(*) FROM durable").fetchone() == (0,)
+    assert image.journal.db.execute("SELECT count(*) FROM durable").fetchone() == (0,)
     image.close()
     cache.release(node.id)
     cache.close()
@@ -461,7 +461,7 @@ async def test_an_editor_s_save_leaves_one_content_behind(tmp_path):
     assert on_disk(cache, old.id) is None  # its file goes once that is applied, or at the next open
     killed(cache)
     again = StoreCache(str(tmp_path), STORE)
-    assert again.journal.content_sizes() == {saved.id: 5}
+    assert again.journal.files.sizes() == {saved.id: 5}
     assert again.read_content(again.find("/old.md")) == b"saved"
     again.close()
 

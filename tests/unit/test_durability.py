@@ -106,7 +106,7 @@ async def test_an_fsync_d_content_comes_back_when_its_content_file_lost_it(tmp_p
     back = again.find("/saved.md")
     assert again.read_content(back) == b"made durable by fsync"
     assert (back.size, back.mtime_ns) == (21, mtime)
-    assert again.db.execute("SELECT count(*) FROM durable").fetchone() == (0,)
+    assert again.journal.db.execute("SELECT count(*) FROM durable").fetchone() == (0,)
     again.close()
 
     lost.unlink()  # the new file's name lost too
@@ -144,17 +144,17 @@ async def test_the_durable_copy_goes_while_idle_and_at_close(tmp_path):
         cache.fsync(node)
         cache.release(node.id)
     count = "SELECT count(*) FROM durable"
-    assert cache.db.execute(count).fetchone() == (2,)
+    assert cache.journal.db.execute(count).fetchone() == (2,)
     cache.unlink(ROOT_ID, "gone.md")
-    assert cache.db.execute(count).fetchone() == (1,)
+    assert cache.journal.db.execute(count).fetchone() == (1,)
     cache.drop_contents()  # what housekeeping does while the filesystem is idle
-    assert cache.db.execute(count).fetchone() == (0,)
+    assert cache.journal.db.execute(count).fetchone() == (0,)
     await cache.open(kept.id)
     cache.fsync(kept)
     cache.release(kept.id)
     cache.close()
     again = StoreCache(str(tmp_path), STORE)
-    assert again.db.execute(count).fetchone() == (0,)
+    assert again.journal.db.execute(count).fetchone() == (0,)
     assert contents(again) == {"/kept.md": b"kept"}
     again.close()
 

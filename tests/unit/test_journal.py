@@ -51,7 +51,7 @@ def test_a_cache_folder_of_another_layout_is_refused_and_left_as_it_is(tmp_path,
 def test_a_new_cache_folder_gets_the_one_layout_and_opens_again(tmp_path):
     cache = StoreCache(str(tmp_path), STORE)
     cache.mkdir(1, "kept", 0o755)
-    assert cache.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert cache.journal.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     cache.close()
     again = StoreCache(str(tmp_path), STORE)
     assert again.find("/kept") is not None
