@@ -76,9 +76,9 @@ COMMIT;
 AUTOINCREMENT (`Journal.insert` keeps ids unused): a change writes few pages."""
 
 WAL_PAGES = 1000
-"""Pages of WAL the idle pass expects at most (its blocks are filled ahead)."""
-WAL_BOUND_PAGES = 16 * WAL_PAGES
-"""Past this a change checkpoints; the idle pass does it long before."""
+"""Pages of WAL a change checkpoints past (the idle pass most often does it
+first): the WAL stays within the blocks it was given ahead, so that the
+flush of a durable `fsync` overwrites blocks and never allocates any."""
 PAGE_CACHE_KIB = 512
 
 NODE_FIELDS = (
@@ -193,7 +193,7 @@ def open_journal_file(folder_fd: int, path: str, *, store_id: str) -> sqlite3.Co
         new = _is_new(db, folder)
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
-        db.execute(f"PRAGMA wal_autocheckpoint={WAL_BOUND_PAGES}")
+        db.execute(f"PRAGMA wal_autocheckpoint={WAL_PAGES}")
         db.execute(f"PRAGMA cache_size=-{PAGE_CACHE_KIB}")
         if new:
             db.executescript(SCHEMA)
