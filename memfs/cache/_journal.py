@@ -2,9 +2,9 @@
 
 A change (one call, or a `transaction()`) is one commit with
 synchronous=NORMAL, in the WAL before the call returns: a SIGKILL cannot undo
-it. `make_durable(node)`, for `fsync()`, puts the file's content and row in
-the table `durable` with one synchronous=FULL commit, which flushes every
-commit before it. A `durable` row is kept only while the content file holds
+it. `make_durable(node)`, for `fsync()`, commits the file's content to
+the table `durable` and flushes the WAL, which makes every commit before it
+durable too. A `durable` row is kept only while the content file holds
 exactly its bytes (a change flushes the file and deletes the row first);
 opening writes the rows left back into their files, as a power cut may have
 lost them, and the idle pass deletes them.
@@ -123,26 +123,17 @@ class Journal:
         self._durable = {r[0] for r in self.db.execute("SELECT node_id FROM durable")}
 
     def make_durable(self, node: Node | None = None, content: bytes = b"") -> None:
-        """Make every commit so far durable, and `node`'s row and `content`."""
-        if node is None:
-            self._flush_wal()
-            return
-        if node.id in self._durable and self.db.total_changes == self._durable_changes:
-            return
-        with self._space.as_cache_disk_full():
-            self.db.execute("PRAGMA synchronous=FULL")
-            try:
-                with self.transaction():
-                    self.save(node)
-                    self._run(
-                        "INSERT OR REPLACE INTO durable (node_id, content, mtime_ns) "
-                        "VALUES (?, ?, ?)",
-                        (node.id, content, node.mtime_ns),
-                    )
-            finally:
-                self.db.execute("PRAGMA synchronous=NORMAL")
-        self._durable.add(node.id)
-        self._durable_changes = self.db.total_changes
+        """Make every commit so far durable, and `node`'s `content` and time (its
+        row's size and times follow from them at the next open)."""
+        if node is not None and not (
+            node.id in self._durable and self.db.total_changes == self._durable_changes
+        ):
+            self._run(
+                "INSERT OR REPLACE INTO durable (node_id, content, mtime_ns) VALUES (?, ?, ?)",
+                (node.id, content, node.mtime_ns),
+            )
+            self._durable.add(node.id)
+        self._flush_wal()
 
     def _flush_wal(self) -> None:
         if self.db.total_changes == self._durable_changes:

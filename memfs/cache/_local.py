@@ -391,5 +391,4 @@ class LocalChanges(CacheParts):
         elif node.orphan or not node.cached or node.id not in self.nodes:
             self.journal.make_durable()
         else:
-            self._unsaved.discard(node)
             self.journal.make_durable(node, self.read_content(node))

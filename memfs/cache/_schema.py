@@ -187,7 +187,6 @@ def open_journal_file(folder_fd: int, path: str, *, store_id: str) -> sqlite3.Co
     folder, name = os.path.split(path)
     db: sqlite3.Connection | None = None
     try:
-        _fill_wal(folder_fd, name + "-wal")
         db = _connect(folder_fd, name, folder)
         db.execute("PRAGMA locking_mode=EXCLUSIVE")
         new = _is_new(db, folder)
@@ -198,6 +197,10 @@ def open_journal_file(folder_fd: int, path: str, *, store_id: str) -> sqlite3.Co
         if new:
             db.executescript(SCHEMA)
         _ensure_root(db)
+        # SQLite deletes the WAL of an empty database: it is given its blocks now.
+        with contextlib.suppress(sqlite3.Error):  # a full disk: the WAL stays as it is
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        _fill_wal(folder_fd, name + "-wal")
     except BaseException as e:
         if db is not None:
             db.close()

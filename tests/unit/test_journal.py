@@ -11,7 +11,7 @@ import pytest
 
 from memfs._exceptions import CacheLayoutRefused
 from memfs.cache import StoreCache
-from memfs.cache._schema import SCHEMA_VERSION
+from memfs.cache._schema import SCHEMA_VERSION, WAL_FILLED
 
 STORE = "memstore_journal"
 
@@ -56,3 +56,12 @@ def test_a_new_cache_folder_gets_the_one_layout_and_opens_again(tmp_path):
     again = StoreCache(str(tmp_path), STORE)
     assert again.find("/kept") is not None
     again.close()
+
+
+def test_a_new_cache_folder_keeps_the_blocks_its_wal_is_given(tmp_path):
+    """SQLite deletes the WAL of an empty database when it opens it: the blocks
+    a new journal's WAL is given ahead must still be there once it is open."""
+    cache = StoreCache(str(tmp_path), STORE)
+    st = os.stat(cache.journal.path + "-wal")
+    assert st.st_size >= WAL_FILLED and st.st_blocks * 512 >= WAL_FILLED
+    cache.close()
