@@ -157,15 +157,23 @@ class CacheParts(Tree):
         node.pending = False
         self.pending.discard(node.id)
 
-    def add_tombstone(self, memory_id: str, path: str, base_sha: str) -> None:
-        stone = Tombstone(memory_id, path, base_sha, time.time())
+    def add_tombstone(self, memory_id: str, path: str, sha: str, node_id: int = 0) -> None:
+        """A pending delete of `memory_id`, kept in the row `node_id` (a deleted
+        file's) if given; one already pending is changed where it is kept."""
+        old = self.tombstones.get(memory_id)
+        if not node_id:
+            node_id = old.node_id if old is not None else self.journal.new_id()
+        elif old is not None and old.node_id != node_id:
+            self.journal.delete(old.node_id)
+        stone = Tombstone(memory_id, path, sha, time.time(), node_id)
         self.tombstones[memory_id] = stone
         self.journal.add_tombstone(stone)
 
     def tombstone_done(self, memory_id: str) -> None:
         """The pending delete of this memory is settled (sent, undone or moot)."""
-        self.tombstones.pop(memory_id, None)
-        self.journal.drop_tombstone(memory_id)
+        stone = self.tombstones.pop(memory_id, None)
+        if stone is not None:
+            self.journal.delete(stone.node_id)
 
     def tombstone_at(self, path: str) -> Tombstone | None:
         """The pending delete of the memory that was at `path`, if any."""
@@ -262,12 +270,14 @@ class CacheParts(Tree):
         self.detach(node)
         parent = self.nodes[node.parent]
         parent.mtime_ns = parent.ctime_ns = time.time_ns()
-        self.journal.delete(node.id)
+        if not node.is_dir and node.memory_id is not None and tombstone:
+            path = node.base_path or node.path
+            self.add_tombstone(node.memory_id, path, node.base_sha or "", node.id)
+        else:
+            self.journal.delete(node.id)
         if node.is_dir:
             return
         self.contents.deleted(node)
-        if node.memory_id is not None and tombstone:
-            self.add_tombstone(node.memory_id, node.base_path or node.path, node.base_sha or "")
         self.pending.discard(node.id)
         self.bind(node, None, node.base_sha, node.base_path)
         node.edited = node.pending = False

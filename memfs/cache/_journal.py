@@ -232,18 +232,21 @@ class Journal:
             self.files.close()
 
     def nodes(self) -> Iterator[Node]:
-        for row in self.db.execute(SELECT_NODES).fetchall():
-            yield node_of(row)
+        return (node_of(row) for row in self.db.execute(SELECT_NODES).fetchall())
 
-    def insert(self, node: Node) -> int:
-        """Insert a new node's row; returns its id. Ids are never reused: the meta
-        `ids_kept`, moved a block ahead at a time, is one no node had yet."""
+    def new_id(self) -> int:
+        """An id never used: the meta `ids_kept`, moved a block ahead at a time, is one."""
         node_id = self._next_id
         if node_id >= self._ids_kept:
             self.set_meta("ids_kept", str(node_id + ID_BLOCK))
             self._ids_kept = node_id + ID_BLOCK
-        self._run(INSERT_NODE, (node_id, *row_values(node)))
         self._next_id += 1
+        return node_id
+
+    def insert(self, node: Node) -> int:
+        """Insert a new node's row; returns its id."""
+        node_id = self.new_id()
+        self._run(INSERT_NODE, (node_id, *row_values(node)))
         return node_id
 
     def save(self, node: Node) -> None:
@@ -253,18 +256,17 @@ class Journal:
         self._run("DELETE FROM nodes WHERE id = ?", (node_id,))
 
     def tombstones(self) -> Iterator[Tombstone]:
-        for row in self.db.execute("SELECT memory_id, path, base_sha, deleted_at FROM tombstones"):
-            yield Tombstone(*row)
+        sql = "SELECT memory_id, base_path, base_sha, deleted_at, id FROM nodes WHERE deleted_at"
+        return (Tombstone(*row) for row in self.db.execute(sql).fetchall())
 
     def add_tombstone(self, t: Tombstone) -> None:
+        """Make the row `t.node_id` the pending delete `t` (no node's row any more)."""
         self._run(
-            "INSERT OR REPLACE INTO tombstones (memory_id, path, base_sha, deleted_at) "
-            "VALUES (?, ?, ?, ?)",
-            (t.memory_id, t.path, t.base_sha, t.deleted_at),
+            "INSERT OR REPLACE INTO nodes (id, parent, name, kind, mode, mtime_ns, ctime_ns, "
+            "memory_id, base_path, base_sha, deleted_at) VALUES (?, 0, '', 'file', 0, 0, 0, "
+            "?, ?, ?, ?)",
+            (t.node_id, t.memory_id, t.path, t.base_sha, t.deleted_at),
         )
-
-    def drop_tombstone(self, memory_id: str) -> None:
-        self._run("DELETE FROM tombstones WHERE memory_id = ?", (memory_id,))
 
     def record_upload(self, u: Upload) -> None:
         self._run(

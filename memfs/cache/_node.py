@@ -129,6 +129,8 @@ class Tombstone:
     path: str
     base_sha: str
     deleted_at: float
+    node_id: int
+    """Its row: most often the deleted file's own, so a delete changes one row."""
 
 
 @dataclass(frozen=True)

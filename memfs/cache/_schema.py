@@ -19,7 +19,7 @@ from .._exceptions import CacheCorrupt, CacheInUse, CacheLayoutRefused
 from .._private import open_file_at
 from ._node import ROOT_ID, Node, NodeKind
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 """The one layout of the journal: any other was made by no release."""
 
 SCHEMA = f"""
@@ -46,14 +46,9 @@ CREATE TABLE nodes (
     uid INTEGER,
     gid INTEGER,
     atime_ns INTEGER,
-    kept_copy TEXT
+    kept_copy TEXT,
+    deleted_at REAL
 );
-CREATE TABLE tombstones (
-    memory_id TEXT PRIMARY KEY,
-    path TEXT NOT NULL,
-    base_sha TEXT NOT NULL,
-    deleted_at REAL NOT NULL
-) WITHOUT ROWID;
 CREATE TABLE uploads (
     node_id INTEGER PRIMARY KEY,
     memory_id TEXT,
@@ -72,8 +67,9 @@ CREATE TABLE durable (
 PRAGMA user_version = {SCHEMA_VERSION};
 COMMIT;
 """
-"""No index but the keys (the tree in memory keeps names unique) and no
-AUTOINCREMENT (`Journal.insert` keeps ids unused): a change writes few pages."""
+"""A row with `deleted_at` is a pending delete (memory_id, base_path, base_sha), most often
+the deleted file's own. No index but the keys (the tree in memory keeps names unique), no
+AUTOINCREMENT (`Journal.new_id` keeps ids unused): a change writes few pages."""
 
 WAL_PAGES = 1000
 """Pages of WAL a change checkpoints past (the idle pass most often does it
@@ -93,9 +89,11 @@ _FROM_ROW: dict[str, Callable[[Any], Any]] = {
 }
 
 _COLUMNS = ", ".join(NODE_FIELDS)
-SELECT_NODES = f"SELECT id, {_COLUMNS} FROM nodes ORDER BY id"
+SELECT_NODES = f"SELECT id, {_COLUMNS} FROM nodes WHERE deleted_at IS NULL ORDER BY id"
 INSERT_NODE = f"INSERT INTO nodes (id, {_COLUMNS}) VALUES (?{', ?' * len(NODE_FIELDS)})"
-UPDATE_NODE = f"UPDATE nodes SET {', '.join(f + '=?' for f in NODE_FIELDS)} WHERE id=?"
+UPDATE_NODE = (
+    f"UPDATE nodes SET {', '.join(f + '=?' for f in NODE_FIELDS)} WHERE id=? AND deleted_at IS NULL"
+)
 _attributes = operator.attrgetter(*NODE_FIELDS)
 
 
@@ -165,11 +163,9 @@ WAL_FILLED = (WAL_PAGES + 24) * 4096
 
 def _fill_wal(folder_fd: int, name: str) -> None:
     """Give an empty or missing WAL its blocks, flushed (SQLite reads zeros as empty)."""
-    try:
+    with contextlib.suppress(FileNotFoundError):
         if os.stat(name, dir_fd=folder_fd, follow_symlinks=False).st_size:
             return
-    except FileNotFoundError:
-        pass
     with contextlib.suppress(OSError):  # a full disk: the WAL grows as it goes
         fd = open_file_at(folder_fd, name, os.O_WRONLY | os.O_CREAT)
         try:

@@ -482,3 +482,28 @@ async def test_many_files_written_while_busy_hold_few_descriptors(tmp_path):
         f"/f{i}.md": f"file {i}".encode() for i in range(3 * MOST_OPEN)
     }
     again.close()
+
+
+async def test_a_delete_is_one_change_of_the_file_row_and_outlives_a_kill(tmp_path):
+    """Deleting a stored file changes one row, the file's own, which becomes its
+    pending delete: after a kill the file is gone and its delete still pending;
+    once the delete is settled, the row goes."""
+    cache = StoreCache(str(tmp_path / "live"), STORE)
+    remote(cache, "mem_1", "/a.md", b"a")
+    remote(cache, "mem_2", "/b.md", b"b")
+    statements: list[str] = []
+    cache.journal.db.set_trace_callback(statements.append)
+    cache.unlink(ROOT_ID, "a.md")
+    cache.journal.db.set_trace_callback(None)
+    changes = [s for s in statements if s not in ("BEGIN", "COMMIT")]
+    assert len(changes) == 1 and "INTO nodes" in changes[0]
+
+    image = left_by_a_kill(cache, tmp_path / "image")
+    assert [name for name, _ in image.list_dir(ROOT_ID)] == ["b.md"]
+    stone = image.tombstones["mem_1"]
+    assert (stone.path, stone.base_sha) == ("/a.md", content_sha256(b"a"))
+    image.tombstone_done("mem_1")
+    assert image.tombstones == {} and list(image.journal.tombstones()) == []
+    assert image.journal.db.execute("SELECT count(*) FROM nodes").fetchone() == (2,)
+    image.close()
+    cache.close()
