@@ -169,9 +169,10 @@ def _fill_wal(folder_fd: int, name: str) -> None:
     with contextlib.suppress(OSError):  # a full disk: the WAL grows as it goes
         fd = open_file_at(folder_fd, name, os.O_WRONLY | os.O_CREAT)
         try:
-            zeros = bytes(1024 * 1024)
-            for at in range(0, WAL_FILLED, len(zeros)):
-                os.pwrite(fd, zeros[: WAL_FILLED - at], at)
+            # A page a write: the page cache keeps a larger write in a larger folio,
+            # which a commit's few bytes would then dirty (and write back) whole.
+            for at in range(0, WAL_FILLED, 4096):
+                os.pwrite(fd, bytes(4096), at)
             os.fdatasync(fd)
         finally:
             os.close(fd)

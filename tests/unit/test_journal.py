@@ -10,7 +10,7 @@ import sqlite3
 import pytest
 
 from memfs._exceptions import CacheLayoutRefused
-from memfs.cache import StoreCache
+from memfs.cache import ROOT_ID, StoreCache
 from memfs.cache._schema import SCHEMA_VERSION, WAL_FILLED
 
 STORE = "memstore_journal"
@@ -64,4 +64,21 @@ def test_a_new_cache_folder_keeps_the_blocks_its_wal_is_given(tmp_path):
     cache = StoreCache(str(tmp_path), STORE)
     st = os.stat(cache.journal.path + "-wal")
     assert st.st_size >= WAL_FILLED and st.st_blocks * 512 >= WAL_FILLED
+    cache.close()
+
+
+def written_bytes() -> int:
+    """What this process has made dirty for the disk so far (/proc/self/io)."""
+    with open("/proc/self/io") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("write_bytes:"))
+
+
+def test_a_change_makes_a_few_pages_of_the_wal_dirty(tmp_path):
+    """The WAL's blocks given ahead were written a page at a time: a commit of
+    one small change dirties (and so writes back) a few pages, not a large
+    page-cache folio that one large write of zeros would have left."""
+    cache = StoreCache(str(tmp_path), STORE)
+    before = written_bytes()
+    cache.mkdir(ROOT_ID, "notes", 0o755)
+    assert written_bytes() - before <= 64 * 1024
     cache.close()
