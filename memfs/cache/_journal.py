@@ -5,9 +5,10 @@ synchronous=NORMAL, in the WAL before the call returns: a SIGKILL cannot undo
 it. `make_durable(node)`, for `fsync()`, commits the file's content to
 the table `durable` and flushes the WAL, which makes every commit before it
 durable too. A `durable` row is kept only while the content file holds
-exactly its bytes (a change flushes the file and deletes the row first);
-opening writes the rows left back into their files, as a power cut may have
-lost them, and the idle pass deletes them.
+exactly its bytes (a change flushes the file and deletes the row first; a
+file removed or evicted leaves its row to the idle pass, which deletes them
+all); opening writes the rows of cached files back, as a power cut may have
+lost them.
 """
 
 from __future__ import annotations
@@ -164,8 +165,10 @@ class Journal:
             self._durable.discard(node_id)
 
     def _restore_durable(self) -> None:
-        """Write the `durable` rows left back into their content files, flush them,
-        delete the rows."""
+        """Write the `durable` rows of cached files back into their content files,
+        flush them, delete the rows."""
+        sql = "SELECT id FROM nodes WHERE cached AND deleted_at IS NULL"
+        self._run(f"DELETE FROM durable WHERE node_id NOT IN ({sql})")
         rows = self.db.execute("SELECT node_id, content, mtime_ns FROM durable").fetchall()
         self._durable = {row[0] for row in rows}
         with contextlib.suppress(CacheDiskFull):  # the rows stay, for the idle pass
@@ -312,7 +315,4 @@ class Journal:
             raise
 
     def drop_content(self, node_id: int) -> None:
-        if node_id in self._durable:
-            self._run("DELETE FROM durable WHERE node_id = ?", (node_id,))
-            self._durable.discard(node_id)
         self.files.drop_later(node_id)

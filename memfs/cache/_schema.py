@@ -71,7 +71,7 @@ COMMIT;
 the deleted file's own. No index but the keys (the tree in memory keeps names unique), no
 AUTOINCREMENT (`Journal.new_id` keeps ids unused): a change writes few pages."""
 
-WAL_PAGES = 1000
+WAL_PAGES = 4000
 """Pages of WAL a change checkpoints past (the idle pass most often does it
 first): the WAL stays within the blocks it was given ahead, so that the
 flush of a durable `fsync` overwrites blocks and never allocates any."""

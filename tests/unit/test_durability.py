@@ -135,8 +135,9 @@ async def test_a_write_after_fsync_survives_a_kill_and_is_not_rolled_back(tmp_pa
 
 async def test_the_durable_copy_goes_while_idle_and_at_close(tmp_path):
     """The copies fsync made go once their content files are flushed (while
-    idle, at close); a file removed takes its copy with it."""
-    cache = StoreCache(str(tmp_path), STORE)
+    idle, at close); a file removed leaves its copy to that pass, and a kill
+    before it does not bring the file back."""
+    cache = StoreCache(str(tmp_path / "live"), STORE)
     kept = await new_file(cache, "kept.md", b"kept")
     gone = await new_file(cache, "gone.md", b"gone")
     for node in (kept, gone):
@@ -146,14 +147,19 @@ async def test_the_durable_copy_goes_while_idle_and_at_close(tmp_path):
     count = "SELECT count(*) FROM durable"
     assert cache.journal.db.execute(count).fetchone() == (2,)
     cache.unlink(ROOT_ID, "gone.md")
-    assert cache.journal.db.execute(count).fetchone() == (1,)
+    killed = killed_copy(cache, tmp_path / "killed")
+    assert contents(killed) == {"/kept.md": b"kept"}
+    assert killed.journal.db.execute(count).fetchone() == (0,)
+    killed.close()
+    cache = StoreCache(str(tmp_path / "live"), STORE)
+    kept = cache.find("/kept.md")
     cache.drop_contents()  # what housekeeping does while the filesystem is idle
     assert cache.journal.db.execute(count).fetchone() == (0,)
     await cache.open(kept.id)
     cache.fsync(kept)
     cache.release(kept.id)
     cache.close()
-    again = StoreCache(str(tmp_path), STORE)
+    again = StoreCache(str(tmp_path / "live"), STORE)
     assert again.journal.db.execute(count).fetchone() == (0,)
     assert contents(again) == {"/kept.md": b"kept"}
     again.close()
