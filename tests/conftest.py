@@ -86,7 +86,7 @@ def cache_invariants(request, monkeypatch):
     yield
     for cache in caches:
         try:
-            cache.db.total_changes  # noqa: B018 - a test that simulated a kill closed it
+            cache.journal.db.total_changes  # noqa: B018 - a test that simulated a kill closed it
         except sqlite3.ProgrammingError:
             continue
         assert invariant_problems(cache) == [], f"the cache of {cache.store_id} is unsound"

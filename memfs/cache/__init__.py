@@ -2,14 +2,20 @@
 journal of what is still to be agreed with the store. Knows nothing of FUSE
 or HTTP. `StoreCache` is one state with two faces: `FilesystemFace` (what the
 filesystem may do) and `SyncFace` (what the sync may do).
+
+Promised: a node's id (the inode number) is never reused; a killed process
+loses no write and never leaves changed content it calls clean; `fsync()`
+makes the file and all of the journal durable with one flush; only clean,
+closed contents are evicted, past `--cache-size`.
 """
 
 from __future__ import annotations
 
-from ._cache import StoreCache
+from ._agreement import SyncChanges
 from ._check import invariant_problems
 from ._core import DEFAULT_BUDGET_BYTES, ContentSource
 from ._faces import FilesystemFace, SyncFace
+from ._local import LocalChanges
 from ._node import (
     ROOT_ID,
     Change,
@@ -50,3 +56,7 @@ __all__ = [
     "marker_state",
     "overruled_copy",
 ]
+
+
+class StoreCache(LocalChanges, SyncChanges):
+    """The tree, contents and journal of one store, under `<cache_dir>/<store_id>/`."""

@@ -1,11 +1,6 @@
-"""Agreement with the store: what the sync does to a store's cache.
-
-The sync reads what changed here (`changes`, the pending deletes), records
-uploads before it sends them, advances a file's base when the store took its
-change (`mark_pushed`), and shows the store's state (`place_remote`,
-`follow_remote_move`, `remove_remote`). The store wins conflicts: whatever
-stands where the store puts a memory goes, and a local file with changes the
-store has not seen is kept as a conflict copy first.
+"""Agreement with the store: what the sync does to a store's cache. The store
+wins conflicts: whatever stands where it puts a memory goes, a local file
+with changes the store has not seen kept as a conflict copy first.
 """
 
 from __future__ import annotations
@@ -14,7 +9,7 @@ import time
 
 from .._exceptions import CacheCorrupt, EntryExists
 from ..api import content_sha256, join_path
-from ._core import CacheParts, now_ns
+from ._core import CacheParts
 from ._node import ROOT_ID, Change, Gone, Node, NodeKind, Placement, StoredMemory, Upload
 
 
@@ -22,12 +17,11 @@ class SyncChanges(CacheParts):
     """The sync's face of the cache (see `SyncFace`)."""
 
     def changes(self, *, quiet_for: float = 0.0) -> list[Change]:
-        """The files changed locally since their base, as the filesystem recorded them.
-        With `quiet_for`, a file still open for writing is left out until no write
-        has touched it for that many seconds (a writer may be half way through)."""
+        """The files changed locally since their base. With `quiet_for`, a file open
+        for writing is left out until no write touched it for that many seconds."""
         out = []
         settled = time.monotonic() - quiet_for
-        for nid in sorted(self.agreed.pending):
+        for nid in sorted(self.pending):
             n = self.nodes.get(nid)
             if n is None or n.orphan or n.is_dir:
                 continue
@@ -35,8 +29,6 @@ class SyncChanges(CacheParts):
                 continue
             out.append(Change.of(n))
         return out
-
-    # Uploads in flight: recorded durably before the request goes out.
 
     def record_upload(self, upload: Upload) -> None:
         self.journal.record_upload(upload)
@@ -55,31 +47,25 @@ class SyncChanges(CacheParts):
                 self.journal.upload_answered(node_id)
 
     def mark_pushed(self, change: Change, *, memory_id: str, sha: str, path: str) -> Node | None:
-        """The store now holds this file's content `sha` at `path`: advance its base.
-        The file stays changed if it was written again meanwhile.
-
-        The filesystem may have moved on while the push was on the wire: the
-        file deleted, or given another memory (a rename over a file, a create
-        where a delete was pending). Then the memory the store now holds
-        belongs to whichever file holds it now, whose base becomes what the
-        store holds (so memfs's own push is not mistaken for another writer's
-        change); and when no file holds it, it becomes a pending delete with
-        the sha the store holds (so that the delete is not refused as stale)."""
+        """The store holds this file's content `sha` at `path`: advance its base (it
+        stays changed if written again meanwhile). If the file went or took
+        another memory, the memory's new base goes to whichever file holds it
+        now, or to a pending delete, so memfs's push is not taken for another's."""
         node = self.nodes.get(change.node_id)
         if node is None or node.orphan or node.memory_id != change.memory_id:
             holder = self.node_of_memory(memory_id)
             if holder is not None:
-                self.agreed.bind(holder, memory_id, sha, path)
-                self.agreed.set_pending(holder)
+                self.bind(holder, memory_id, sha, path)
+                self.set_pending(holder)
                 self.journal.save(holder)
             else:
-                self.agreed.add_tombstone(memory_id, path, sha)
+                self.add_tombstone(memory_id, path, sha)
             return None
-        self.agreed.bind(node, memory_id, sha, path)
+        self.bind(node, memory_id, sha, path)
         node.refused_sha = node.refused_reason = None
         if node.live.edits == change.edits and node.path == path:
             node.edited = False
-            self.agreed.settle(node)
+            self.settle(node)
             if node.live.open_count == 0:
                 self.contents.evictable(node)
         self.journal.save(node)
@@ -98,21 +84,20 @@ class SyncChanges(CacheParts):
             self.journal.save(node)
 
     def adopt_own_write(self, node: Node, memory_id: str, sha: str, path: str) -> None:
-        """The store holds what memfs sent for this file (the answer was lost): that
-        is the new base. The file stays changed; the next push sends what differs."""
-        self.agreed.bind(node, memory_id, sha, path)
-        self.agreed.set_pending(node)
+        """The store holds what memfs sent for this file (the answer was lost): the
+        new base. The file stays changed; the next push sends what differs."""
+        self.bind(node, memory_id, sha, path)
+        self.set_pending(node)
         self.journal.save(node)
 
     def retarget_tombstone(self, memory_id: str, path: str, sha: str) -> None:
         """A pending delete whose memory now holds memfs's own lost write, or a memory
         memfs created (answer lost) whose file was deleted here since."""
-        self.agreed.add_tombstone(memory_id, path, sha)
+        self.add_tombstone(memory_id, path, sha)
 
     def deleted_in_store(self, memory_id: str) -> None:
         """memfs deleted this memory in the store. A file that took it back while
-        the delete was on the wire (a create where the delete was pending) is
-        new again, so that its content is created rather than lost to a 404."""
+        the delete was on the wire is new again (created, not lost to a 404)."""
         self.tombstone_done(memory_id)
         holder = self.node_of_memory(memory_id)
         if holder is not None:
@@ -120,25 +105,20 @@ class SyncChanges(CacheParts):
 
     def forget_memory(self, node: Node) -> None:
         """The store no longer has this file's memory, but it changed locally: it is new again."""
-        self.agreed.bind(node, None, None, None)
+        self.bind(node, None, None, None)
         node.edited = True
         node.live.edits += 1
-        self.agreed.set_pending(node)
+        self.set_pending(node)
         self.contents.kept(node)
         self.journal.save(node)
-
-    # ------------------------------------------------- the store's state
 
     def place_remote(
         self, memory: StoredMemory, content: bytes | None, *, node: Node | None = None
     ) -> Placement:
-        """Show the store's memory at its path: create the file (and its folders), or
-        move and update `node`, the file that has this memory id. A file here with
-        no memory that already holds exactly these bytes takes the memory (they
-        agree: nothing is copied or fetched). Whatever else stands in the way
-        goes (see `in_the_way`); its local changes are kept as conflict copies
-        first, all of them whole and durable before anything here changes
-        (ConflictCopyFailed: nothing changed)."""
+        """Show the store's memory at its path: create the file, or move and update
+        `node`, the file holding it (or a file with no memory holding its bytes).
+        Whatever else is in the way goes, its local changes kept as conflict
+        copies first, whole and durable (ConflictCopyFailed: nothing changed)."""
         path, sha, size = memory.path, memory.sha, memory.size
         if node is None:
             node = self._new_file_holding(path, sha)
@@ -153,7 +133,7 @@ class SyncChanges(CacheParts):
             parent = self._ensure_dirs(parent_path or "/", placed)
             if node is not None and (node.id not in self.nodes or node.orphan):
                 node = None  # it stood where the store has a folder, and went
-            existing = self.entry(parent.id, name)
+            existing = self.child(parent.id, name)
             if existing is not None and existing is not node:
                 self._set_aside(existing, placed)
             if node is not None and node.path != path:
@@ -165,10 +145,10 @@ class SyncChanges(CacheParts):
                 placed.node = self._insert_remote(memory, parent, name, content)
                 return placed
             placed.node = node
-            self.agreed.bind(node, memory.memory_id, sha, path)
+            self.bind(node, memory.memory_id, sha, path)
             node.edited = False
             node.live.edits += 1
-            self.agreed.settle(node)
+            self.settle(node)
             node.refused_sha = node.refused_reason = None
             node.too_large = False
             if content is not None:
@@ -182,34 +162,30 @@ class SyncChanges(CacheParts):
         return placed
 
     def in_the_way(self, path: str, node: Node | None = None) -> list[Node]:
-        """The files placing the store's memory at `path` takes out of the way: a
-        file standing where a folder of the path goes, and whatever stands at
-        the path itself (a folder: every file in it) unless it is `node`, the
-        file that holds the memory."""
+        """The files placing a memory at `path` takes out of the way (a file where a
+        folder goes, whatever is at the path unless it is `node`)."""
         here = self.nodes[ROOT_ID]
         parent_path, _, name = path.rpartition("/")
         for part in parent_path.strip("/").split("/") if parent_path else []:
-            child = self.entry(here.id, part)
+            child = self.child(here.id, part)
             if child is None:
                 return []
             if not child.is_dir:
                 return [child]
             here = child
-        existing = self.entry(here.id, name)
+        existing = self.child(here.id, name)
         if existing is None or existing is node:
             return []
         return list(self.files_under(existing)) if existing.is_dir else [existing]
 
     def local_sha(self, node: Node) -> str | None:
-        """The sha of the file's bytes here: its base's when it was not edited
-        here; None when its content cannot be read."""
+        """The sha of the file's bytes here; None when they cannot be read."""
         if not node.edited:
             return node.base_sha
         return self._cached_sha(node)
 
     def changed_here(self, node: Node) -> bool:
-        """Whether a file holds something the store has not seen: no memory yet,
-        or bytes that differ from its base (a save of the same bytes is no change)."""
+        """A file with no memory yet, or bytes that differ from its base."""
         if node.is_dir:
             return False
         return node.memory_id is None or self.local_sha(node) != node.base_sha
@@ -222,20 +198,18 @@ class SyncChanges(CacheParts):
         return found if self._cached_sha(found) == sha else None
 
     def adopt_content(self, node: Node, memory_id: str, sha: str) -> None:
-        """The file holds exactly the store's new bytes `sha`, but was moved here
-        while the store kept its path: the bytes are agreed, the move is still
-        to be pushed."""
-        self.agreed.bind(node, memory_id, sha, node.base_path)
+        """The file holds exactly the store's new bytes `sha` but was moved here: the
+        bytes are agreed, the move is still to be pushed."""
+        self.bind(node, memory_id, sha, node.base_path)
         node.edited = False
-        self.agreed.set_pending(node)
+        self.set_pending(node)
         self.journal.save(node)
 
     def _insert_remote(
         self, memory: StoredMemory, parent: Node, name: str, content: bytes | None
     ) -> Node:
-        """A new clean file for the store's memory: its row is inserted whole, once
-        (a cold mount places every memory of the store so)."""
-        now = now_ns()
+        """A new clean file for the store's memory, its row inserted whole, once."""
+        now = time.time_ns()
         node = Node(
             id=0, kind=NodeKind.FILE, parent=parent.id, name=name, path=memory.path,
             mode=0o644, mtime_ns=now, ctime_ns=now,
@@ -249,14 +223,13 @@ class SyncChanges(CacheParts):
         return node
 
     def _cache_remote(self, node: Node, content: bytes) -> None:
-        """The store's content becomes the file's cached, clean content."""
         self.contents.put(node, content)
         node.cached, node.size = True, len(content)
         if not node.live.open_count:
             self.contents.evictable(node)
 
     def follow_remote_move(self, node: Node, path: str) -> Gone:
-        """The store moved this file's memory; it changed here too: move it, keep the
+        """The store moved this file's memory, changed here too: move it, keep the
         change. Returns the names the kernel must forget."""
         with self.transaction():
             existing = self.find(path)
@@ -274,9 +247,8 @@ class SyncChanges(CacheParts):
         return placed.gone
 
     def note_overruled(self, node: Node, copy: str) -> None:
-        """The store's version overruled the local edit of `node`, kept at `copy`:
-        the file says so (`file_state`) until it is changed here again, across
-        mounts too."""
+        """The store's version overruled the local edit of `node`, kept at `copy`
+        (`file_state` says so until it changes here again)."""
         node.kept_copy = copy
         self.journal.save(node)
 
@@ -291,10 +263,8 @@ class SyncChanges(CacheParts):
         return gone
 
     def set_aside_local_changes(self) -> list[tuple[str, str]]:
-        """For a read-only mount of a cache an earlier read-write mount left with
-        changes: keep each changed file as a conflict copy and take the changes
-        out (pending deletes, local folders too), so that the next listing shows
-        exactly the store's state. Returns (path, copy) of the copies."""
+        """For a read-only mount of a cache left with changes: keep each changed file
+        as a conflict copy and take the changes out; returns (path, copy) of them."""
         placed = Placement(self.nodes[ROOT_ID])
         with self.transaction():
             for node in [n for n in self.files() if n.pending]:
@@ -312,18 +282,17 @@ class SyncChanges(CacheParts):
         return placed.copies
 
     def _ensure_dirs(self, path: str, placed: Placement) -> Node:
-        """The folder at `path`, creating the folders a remote memory implies. A
-        file standing where the store has a folder goes (see `_set_aside`)."""
+        """The folder at `path`, made as the store implies it (a file in the way goes)."""
         node = self.nodes[ROOT_ID]
         if path == "/":
             return node
         for name in path.strip("/").split("/"):
-            child = self.entry(node.id, name)
+            child = self.child(node.id, name)
             if child is not None and not child.is_dir:
                 self._set_aside(child, placed)
                 child = None
             if child is None:
-                now = now_ns()
+                now = time.time_ns()
                 child = self._insert(Node(
                     id=0, kind=NodeKind.DIR, parent=node.id, name=name,
                     path=join_path(node.path, name), mode=0o755, mtime_ns=now, ctime_ns=now,
@@ -332,9 +301,8 @@ class SyncChanges(CacheParts):
         return node
 
     def _set_aside(self, node: Node, placed: Placement) -> None:
-        """Take a local file, or a folder and everything in it, out of the way of
-        the store's state (their conflict copies are made before, by the caller:
-        see `place_remote`). Decided once: nothing is left to disagree."""
+        """Take a file, or a folder and all in it, out of the store's way (the
+        caller made their conflict copies)."""
         for n in self.subtree(node):
             self._detach(n, gone=placed.gone, tombstone=False)
 

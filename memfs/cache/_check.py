@@ -1,10 +1,6 @@
-"""The cache's invariants, checked the way s3ql's tests run fsck after each test.
-
-`invariant_problems(cache)` lists every way the cache's state disagrees with itself:
-the tree, the journal and its contents, the memory-id index and the
-pending sets. An empty list means the cache is sound. Tests call it after
-every cache and filesystem test; it reads the journal, so it is not for the
-filesystem's hot path.
+"""The cache's invariants: `invariant_problems(cache)` lists every way the
+tree, the journal, the contents and the indexes disagree (empty: sound).
+Tests call it after every cache and filesystem test; it reads the journal.
 """
 
 from __future__ import annotations
@@ -16,13 +12,11 @@ from ._node import ROOT_ID, NodeKind
 FIELDS_SAVED_AT_ONCE = (
     "parent", "name", "kind", "memory_id", "base_sha", "base_path", "edited", "uid", "gid",
 )  # fmt: skip
-"""Fields every change saves at once (sizes: the contents are the truth for them; a
-folder's times are kept in memory only)."""
+"""Fields every change saves at once (the contents are the truth for sizes)."""
 
 
 def invariant_problems(cache: CacheParts) -> list[str]:
     out: list[str] = []
-    tree = cache
     # Every node is reachable from the root, at the path the tree derives.
     reached: set[int] = set()
     stack = [(ROOT_ID, "/")]
@@ -32,23 +26,23 @@ def invariant_problems(cache: CacheParts) -> list[str]:
             out.append(f"node {nid} is reached twice")
             continue
         reached.add(nid)
-        node = tree.nodes.get(nid)
+        node = cache.nodes.get(nid)
         if node is None:
             out.append(f"node {nid} is listed in a folder but unknown")
             continue
         if node.path != path:
             out.append(f"node {nid} says its path is {node.path!r}, the tree says {path!r}")
-        for name, cid in tree.children.get(nid, {}).items():
-            child = tree.nodes.get(cid)
+        for name, cid in cache.children.get(nid, {}).items():
+            child = cache.nodes.get(cid)
             if child is not None and (child.name != name or child.parent != nid):
                 out.append(f"node {cid} is listed as {name!r} in {nid} but names itself otherwise")
             stack.append((cid, join_path(path, name)))
-    for nid, node in tree.nodes.items():
+    for nid, node in cache.nodes.items():
         if nid not in reached and not node.orphan:
             out.append(f"node {nid} ({node.path}) is not reachable from the root")
     # The journal holds exactly the nodes of the tree, field for field.
     stored = {n.id: n for n in cache.journal.nodes()}
-    live = {nid: n for nid, n in tree.nodes.items() if not n.orphan}
+    live = {nid: n for nid, n in cache.nodes.items() if not n.orphan}
     for nid in stored.keys() - live.keys():
         out.append(f"the journal holds node {nid} that the tree does not")
     for nid in live.keys() - stored.keys():
@@ -59,19 +53,19 @@ def invariant_problems(cache: CacheParts) -> list[str]:
             if getattr(a, name) != getattr(b, name):
                 out.append(f"node {nid} ({b.path}): the journal's {name} differs from memory's")
     # Contents: every cached file has its content, and no other file; files count right.
-    sizes = cache.journal.content_sizes()
+    sizes = cache.journal.files.sizes()
     for nid in sizes.keys() - {n.id for n in live.values() if n.cached}:
         out.append(f"the journal holds a content for node {nid}, which is not a cached file")
     files = [n for n in live.values() if n.kind is NodeKind.FILE]
-    if len(files) != tree.file_total:
-        out.append(f"the tree counts {tree.file_total} files but holds {len(files)}")
+    if len(files) != cache.file_total:
+        out.append(f"the tree counts {cache.file_total} files but holds {len(files)}")
     for node in files:
         if node.edited and not node.cached:
             out.append(f"{node.path} is edited but its content is not cached")
         held = sizes.get(node.id, 0)  # a cached file without a content file is empty
         if node.cached and node.live.data is None and held != node.size:
             out.append(f"{node.path} is {node.size} bytes but its content {held}")
-        if node.pending != (node.id in cache.pending_ids):
+        if node.pending != (node.id in cache.pending):
             out.append(f"{node.path}: pending is {node.pending} but the pending set disagrees")
     # Paths and memory ids are unique; the index points at the right files.
     seen_paths: set[str] = set()

@@ -1,21 +1,9 @@
-"""Conflict copies: a local version the store's version won over, kept outside
-the mount for a person to merge.
-
-Each copy goes into a folder of its own, `conflicts/<UTC time>-<n>/`, made
-exclusively (so no copy is ever overwritten), under the file's own path (so
-`/p/q` and `/p__q` cannot meet, and no name grows past its limit; a path this
-disk cannot hold, or one that is not a clean memory path, is named by its
-hash, the path beside it). Files are 0600, folders 0700.
-
-Nothing here follows a name it did not make: every folder and file is made
-relative to a descriptor of the folder above it (`dir_fd`, `O_NOFOLLOW`),
-starting from the conflicts folder itself, checked when the cache opens.
-
-A copy is promised whole and durable before `keep` returns: every byte is
-written (a short write is written on), the file and each folder made for it
-are flushed. When that cannot be done (a full disk, a quota, an I/O error),
-what was made is removed and `ConflictCopyFailed` says why: the caller keeps
-the local version as it is.
+"""Conflict copies: a local version the store's won over, kept outside the
+mount. Each goes under its file's path in a new folder
+`conflicts/<UTC time>-<n>/` (never overwritten; a path the disk cannot hold
+is named by its hash, the path beside it), 0600 in 0700 folders, never
+following a name. A copy is whole and durable before `keep` returns; else
+what was made is removed and `ConflictCopyFailed` says why.
 """
 
 from __future__ import annotations
@@ -42,7 +30,7 @@ class ConflictCopies:
         ensure_private_dir(folder, "conflicts folder")
 
     def paths(self) -> list[str]:
-        """Every copy kept so far (this mount's and earlier ones'), oldest first."""
+        """Every copy kept so far, oldest first."""
         out = []
         for root, dirs, files in os.walk(self.dir):
             dirs.sort()
@@ -50,39 +38,33 @@ class ConflictCopies:
         return out
 
     def keep(self, path: str, content: bytes) -> str:
-        """Keep `content`, the local version of the file at `path`, whole and
-        durably; returns the copy's path, or raises ConflictCopyFailed."""
+        """Keep `content`, the local version of `path`; returns the copy's path."""
         try:
-            return self._keep(path, content)
+            top = os.open(self.dir, _DIR_FLAGS)
+            try:
+                stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+                for n in itertools.count(1):
+                    name = f"{stamp}-{n}"
+                    try:
+                        os.mkdir(name, 0o700, dir_fd=top)
+                        break
+                    except FileExistsError:
+                        continue
+                try:
+                    dest = self._write_under(top, name, path, content)
+                    os.fsync(top)
+                except OSError:
+                    _remove_tree(top, name)
+                    raise
+                return os.path.join(self.dir, *dest)
+            finally:
+                os.close(top)
         except OSError as e:
             raise ConflictCopyFailed(
                 f"the conflict copy of {path} could not be written in {self.dir}: {e.strerror or e}"
             )
 
-    def _keep(self, path: str, content: bytes) -> str:
-        top = os.open(self.dir, _DIR_FLAGS)
-        try:
-            stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-            for n in itertools.count(1):
-                name = f"{stamp}-{n}"
-                try:
-                    os.mkdir(name, 0o700, dir_fd=top)
-                    break
-                except FileExistsError:
-                    continue
-            try:
-                dest = self._write_under(top, name, path, content)
-                os.fsync(top)
-            except OSError:
-                _remove_tree(top, name)
-                raise
-            return os.path.join(self.dir, *dest)
-        finally:
-            os.close(top)
-
     def _write_under(self, top: int, name: str, path: str, content: bytes) -> list[str]:
-        """Write the copy in the new folder `name` of `top`; the names under
-        the conflicts folder it was written at."""
         folder = os.open(name, _DIR_FLAGS, dir_fd=top)
         try:
             parts = path.strip("/").split("/")
@@ -103,8 +85,7 @@ class ConflictCopies:
 
 
 def _write_at(folder: int, parts: list[str], content: bytes) -> list[str]:
-    """Make the folders of `parts[:-1]` under `folder`, the file `parts[-1]` in
-    the last, each flushed; returns `parts`."""
+    """Make the folders and the file of `parts` under `folder`, each flushed."""
     fds = [os.dup(folder)]
     try:
         for part in parts[:-1]:
@@ -121,7 +102,6 @@ def _write_at(folder: int, parts: list[str], content: bytes) -> list[str]:
 
 
 def _write_file(folder: int, name: str, content: bytes) -> None:
-    """`name` in `folder`, new, 0600, holding all of `content`, flushed."""
     fd = os.open(name, _FILE_FLAGS, 0o600, dir_fd=folder)
     try:
         view = memoryview(content)
@@ -134,7 +114,7 @@ def _write_file(folder: int, name: str, content: bytes) -> None:
 
 
 def _remove_tree(top: int, name: str) -> None:
-    """Take out what a failed copy made (best effort: the disk may be failing)."""
+    """Take out what a failed copy made (best effort)."""
     with contextlib.suppress(OSError):
         for _root, dirs, files, fd in os.fwalk(name, dir_fd=top, topdown=False):
             for f in files:

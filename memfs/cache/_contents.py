@@ -1,16 +1,5 @@
-"""What the files hold: one part of a store's cache, with its one index.
-
-A file's content is a file of the journal's (`Journal.content`,
-memfs/cache/_files.py), and an open file's content is held in memory as well
-(`Live.data`), so that reads never touch the disk. Clean contents are
-evicted least recently used once they pass the cache's size (`--cache-size`),
-an `LRUCache` of cachetools whose evictions go through `_evict`; an edited
-content and an open file never are. Which contents may be evicted is this
-part's index, and nothing else changes it: the cache says when a file
-becomes clean (`evictable`) or not (`kept`).
-
-A file's `cached` flag and its content file go together: a cached file
-without one reads as empty, a file that is not cached has none.
+"""What the files hold. Clean contents are evicted least recently used past
+`--cache-size` (a cachetools `LRUCache`); an edited or open one never is.
 """
 
 from __future__ import annotations
@@ -26,8 +15,7 @@ from ._node import Node
 
 class _Evicting(LRUCache[int, int]):
     """node id -> content size; past `maxsize` bytes the least recently used go
-    through `on_evict`, but never the one just put (a content larger than the
-    whole size stays until the next one comes)."""
+    through `on_evict` (never the one just put)."""
 
     def __init__(self, maxsize: int, on_evict: Callable[[int], None]) -> None:
         super().__init__(maxsize, getsizeof=lambda size: size)
@@ -44,8 +32,7 @@ class _Evicting(LRUCache[int, int]):
 
 
 class Contents:
-    """The contents of one store's files, through its journal; `node_of` finds
-    a file by id (the tree's), for the eviction of one."""
+    """The contents of one store's files; `node_of` finds a file by id."""
 
     def __init__(
         self, journal: Journal, size_bytes: int, node_of: Callable[[int], Node | None]
@@ -55,7 +42,6 @@ class Contents:
         self._evictable = _Evicting(size_bytes, self._evict)
 
     def read(self, node: Node) -> bytes:
-        """The whole local content of a cached file."""
         if node.live.data is not None:
             return bytes(node.live.data)
         if not node.cached:
@@ -64,21 +50,17 @@ class Contents:
         return b"" if content is None else content
 
     def put(self, node: Node, content: bytes) -> None:
-        """Replace a file's cached content (committed before this returns, unless the
-        caller holds a transaction); an open file shows the new content."""
+        """Replace a file's cached content; an open file shows the new one."""
         self.journal.put_content(node.id, content)
         if node.live.data is not None:
             node.live.data = bytearray(content)
 
     def uncache(self, node: Node) -> None:
-        """Forget a clean, closed file's content (the caller saves the file's row in
-        the same transaction)."""
+        """Forget a clean, closed file's content (the caller saves its row)."""
         if node.cached and node.live.open_count == 0:
             self.journal.drop_content(node.id)
             node.cached = False
             self.kept(node)
-
-    # ----------------------------------------------------------- eviction
 
     def evictable(self, node: Node) -> None:
         """The file is clean, cached and closed: its content may be evicted."""
@@ -89,7 +71,6 @@ class Contents:
         self._evictable.pop(node.id, None)
 
     def touch(self, node: Node) -> None:
-        """The file was used: the last to be evicted."""
         self._evictable.get(node.id)
 
     def _evict(self, node_id: int) -> None:
@@ -102,6 +83,5 @@ class Contents:
             self.journal.save(node)
 
     def deleted(self, node: Node) -> None:
-        """The file left the tree: its content goes (its file once that is applied)."""
         self.kept(node)
         self.journal.drop_content(node.id)

@@ -1,24 +1,7 @@
-"""The parts of one store's cache, and the few steps that change several of
-them together.
-
-A store's cache is made of parts, each owning one kind of state and the
-indexes over it, which nothing else changes:
-
-- the tree of names (`Tree`, which the cache is: nodes by id, each folder's
-  entries, the paths; `attach`, `detach`, `move` keep them in step);
-- the contents (`Contents`: the files' bytes, which clean ones may go);
-- what is agreed with the store and what it must still be told
-  (`Agreements`: the bases and the index by memory id, the pending files,
-  the pending deletes);
-- durability (`Journal`: every change committed before the call that made it
-  returns, through its redo log, and the content files; memfs/cache/_journal.py);
-- conflict copies (`ConflictCopies`).
-
-`CacheParts` holds them and does the steps that span parts: a node made
-(`_insert`), a local change recorded (`_record_change`), a node taken out of
-the tree (`_detach`). The two faces on top, `LocalChanges` (what the
-filesystem does) and `SyncChanges` (what the sync does), use the parts and
-these steps only; `StoreCache` (memfs/cache/_cache.py) is both.
+"""`CacheParts`: the tree of one store's cache, holding its contents, journal
+and conflict copies, keeping what is agreed with the store (bases, the
+memory-id index, pending files and deletes), and doing the steps that change
+several parts at once. `LocalChanges` and `SyncChanges` build on it.
 """
 
 from __future__ import annotations
@@ -35,7 +18,6 @@ import trio
 from .._exceptions import CacheDiskFull
 from .._private import ensure_private_dir
 from ..api import MAX_MEMORIES, check_store_id
-from ._agreed import Agreements
 from ._conflicts import ConflictCopies
 from ._contents import Contents
 from ._journal import Journal
@@ -48,15 +30,10 @@ DEFAULT_BUDGET_BYTES = 256 * 1024 * 1024
 """The clean contents a cache keeps before it evicts (`--cache-size`)."""
 
 HOUSEKEEPING_QUIET = 5.0
-"""Seconds between housekeeping's looks at most, while nothing is committed
-(an idle mount then costs next to nothing)."""
+"""Seconds between housekeeping's looks at most, while nothing is committed."""
 
 ContentSource = Callable[[str], Awaitable[tuple[bytes, str]]]
 """Fetches a memory's content by id: returns (content, content_sha256)."""
-
-
-def now_ns() -> int:
-    return time.time_ns()
 
 
 class CacheParts(Tree):
@@ -75,52 +52,45 @@ class CacheParts(Tree):
         self.store_id = check_store_id(store_id)
         self.dir = os.path.join(root_dir, store_id)
         self.source = source
-        """Where content that is not here yet comes from (the composition root sets it)."""
         self.budget_bytes = budget_bytes
         self.max_memories = max_memories
         self._said_full = False
+        self._writes = 0
+        self._unsaved: set[Node] = set()
+        """Files written since their row was saved (the content files hold their
+        sizes and times meanwhile)."""
         ensure_private_dir(root_dir, "cache folder", follow=True)
         ensure_private_dir(self.dir, "cache folder")
         self.conflicts = ConflictCopies(os.path.join(self.dir, "conflicts"))
         self.journal = Journal(os.path.join(self.dir, "journal.sqlite3"), store_id=store_id)
         self.contents = Contents(self.journal, budget_bytes, self.nodes.get)
-        self.agreed = Agreements(self.journal)
+        self.pending: set[int] = set()
+        """Ids of the files with local changes the store has not agreed to."""
+        self._holders: dict[str, Node] = {}
         self._load()
 
     def _load(self) -> None:
         nodes = list(self.journal.nodes())
         self.load(nodes)
         files = [n for n in nodes if n.kind is NodeKind.FILE]
-        self.journal.sweep_contents({n.id for n in files if n.cached or n.edited})
-        # Contents are the truth for sizes; a cached file without a content file is empty.
+        self.journal.files.sweep({n.id for n in files if n.cached or n.edited})
+        # Contents are the truth for sizes, and for an edited file's times (a kill
+        # may have left its row behind); a cached file without a content file is empty.
         for node in files:
             if node.cached or node.edited:
-                node.size = self.journal.content_size(node.id) or 0
-                node.cached = True
+                st = self.journal.files.stat(node.id)
+                node.cached, node.size = True, st.st_size if st is not None else 0
+                if st is not None and node.edited and st.st_mtime_ns > node.mtime_ns:
+                    node.mtime_ns = st.st_mtime_ns
+                    node.ctime_ns = max(node.ctime_ns, node.mtime_ns)
             if node.cached and not node.edited:
                 self.contents.evictable(node)
-        self.agreed.load(files, list(self.journal.tombstones()))
-
-    # ------------------------------------------------------------- views
-
-    @property
-    def tombstones(self) -> dict[str, Tombstone]:
+            if node.pending:
+                self.pending.add(node.id)
+            if node.memory_id is not None:
+                self._holders[node.memory_id] = node
+        self.tombstones: dict[str, Tombstone] = {t.memory_id: t for t in self.journal.tombstones()}
         """memory id -> a memory deleted here and not yet in the store."""
-        return self.agreed.tombstones
-
-    @property
-    def pending_ids(self) -> set[int]:
-        """Files with local changes the store has not agreed to."""
-        return self.agreed.pending
-
-    @property
-    def db(self) -> sqlite3.Connection:
-        """The journal's connection (for tests and counters)."""
-        return self.journal.db
-
-    @property
-    def conflicts_dir(self) -> str:
-        return self.conflicts.dir
 
     @property
     def full(self) -> bool:
@@ -129,8 +99,7 @@ class CacheParts(Tree):
 
     @property
     def disk_full(self) -> bool:
-        """The cache's disk is full: changes to the files are refused (ENOSPC), and
-        the journal's redo log holds what SQLite could not take."""
+        """The cache's disk is full: changes to the files are refused (ENOSPC)."""
         return self.journal.disk_full
 
     def cached_bytes(self) -> int:
@@ -138,17 +107,16 @@ class CacheParts(Tree):
 
     def node_of_memory(self, memory_id: str) -> Node | None:
         """The file that holds this memory here, if any (the memory-id index)."""
-        return self.agreed.holder(memory_id)
+        return self._holders.get(memory_id)
 
     def by_memory_id(self) -> dict[str, Node]:
-        return self.agreed.holders()
+        return dict(self._holders)
 
     def memory_count(self) -> int:
         """Files here that hold a memory of the store."""
-        return self.agreed.memory_count()
+        return len(self._holders)
 
     def read_content(self, node: Node) -> bytes:
-        """The whole local content of a cached file."""
         return self.contents.read(node)
 
     def get_meta(self, key: str) -> str | None:
@@ -158,58 +126,111 @@ class CacheParts(Tree):
         self.journal.set_meta(key, value)
 
     def transaction(self) -> contextlib.AbstractContextManager[None]:
-        """Group several changes in one journal transaction (one commit)."""
         return self.journal.transaction()
 
     def batch(self) -> contextlib.AbstractContextManager[None]:
-        """One commit for many changes while nothing else runs (see `Journal.batch`)."""
         return self.journal.batch()
 
     def keep_conflict_copy(self, node: Node) -> str:
-        """Copy the local content of a file outside the mount before the store's
-        wins, whole and durably; returns the copy's path (see `ConflictCopies`)."""
+        """Keep the local content of a file outside the mount, whole and durably,
+        before the store's wins; returns the copy's path."""
         return self.conflicts.keep(node.path, self.read_content(node) if node.cached else b"")
+
+    # ------------------------------------------- what is agreed with the store
+
+    def bind(self, node: Node, memory_id: str | None, sha: str | None, path: str | None) -> None:
+        """Set the base a file agrees on with the store, and index it by memory id
+        (the node's row is the caller's to save)."""
+        if node.memory_id is not None and self._holders.get(node.memory_id) is node:
+            del self._holders[node.memory_id]
+        node.memory_id, node.base_sha, node.base_path = memory_id, sha, path
+        if memory_id is not None:
+            self._holders[memory_id] = node
+
+    def set_pending(self, node: Node) -> None:
+        """Something of the file (content, path, the file itself) is not agreed yet."""
+        node.pending = True
+        self.pending.add(node.id)
+
+    def settle(self, node: Node) -> None:
+        """The store holds the file as it is here."""
+        node.pending = False
+        self.pending.discard(node.id)
+
+    def add_tombstone(self, memory_id: str, path: str, sha: str, node_id: int = 0) -> None:
+        """A pending delete of `memory_id`, kept in the row `node_id` (a deleted
+        file's) if given; one already pending is changed where it is kept."""
+        old = self.tombstones.get(memory_id)
+        if not node_id:
+            node_id = old.node_id if old is not None else self.journal.new_id()
+        elif old is not None and old.node_id != node_id:
+            self.journal.delete(old.node_id)
+        stone = Tombstone(memory_id, path, sha, time.time(), node_id)
+        self.tombstones[memory_id] = stone
+        self.journal.add_tombstone(stone)
 
     def tombstone_done(self, memory_id: str) -> None:
         """The pending delete of this memory is settled (sent, undone or moot)."""
-        self.agreed.drop_tombstone(memory_id)
+        stone = self.tombstones.pop(memory_id, None)
+        if stone is not None:
+            self.journal.delete(stone.node_id)
+
+    def tombstone_at(self, path: str) -> Tombstone | None:
+        """The pending delete of the memory that was at `path`, if any."""
+        if not self.tombstones:
+            return None
+        return next((s for s in self.tombstones.values() if s.path == path), None)
+
+    def take_back(self, path: str) -> Tombstone | None:
+        """A file deleted and written again at the same path before the store saw
+        the delete is one update of the same memory: its pending delete goes."""
+        stone = self.tombstone_at(path)
+        if stone is not None:
+            self.tombstone_done(stone.memory_id)
+        return stone
 
     # -------------------------------------------------------- background
 
     async def housekeeping(
         self, every: float = 0.2, busy: Callable[[], bool] = lambda: False
     ) -> None:
-        """Runs while mounted: while the filesystem is idle (`busy` says whether
-        requests came since the last call), applies the journal's redo log
-        (which takes the content files let go away) and copies the WAL into the
-        database, so that no request pays for any of it.
-
-        It looks every `every` seconds while changes come, and less often (up to
-        `HOUSEKEEPING_QUIET` seconds apart) while none does, so that an idle
-        mount costs next to nothing between passes."""
+        """Runs while mounted: `drop_contents` while no request came since (`busy`),
+        so that none pays for it; every `every` seconds while changes come."""
         pause = every
         seen = -1
         while True:
             try:
                 if not busy():
-                    self.journal.note_log_filled()
-                    self.journal.apply_log()
-                    if self.journal.unsaved_commits:
-                        self.journal.checkpoint()
+                    self.drop_contents()
             except (OSError, sqlite3.Error, CacheDiskFull) as e:
                 log.warning(
                     "housekeeping of %s: %s", self.store_id, e, extra={"event": "housekeeping"}
                 )
-            committed = self.journal.committed
+            committed = self.journal.committed + self._writes
             pause = min(2 * pause, HOUSEKEEPING_QUIET) if committed == seen else every
             seen = committed
             await trio.sleep(pause)
 
+    def save_written(self) -> None:
+        """Save the rows of the files written since, in one commit."""
+        if not self._unsaved or self.journal.disk_full:
+            return
+        with self.batch():
+            while self._unsaved:
+                node = self._unsaved.pop()
+                if not node.orphan and node.id in self.nodes:
+                    self.journal.save(node)
+
     def drop_contents(self) -> None:
-        """Take the content files let go away now (housekeeping does it while idle)."""
-        self.journal.apply_log()
+        """Housekeeping's idle pass, now: look for room on a full disk, save the
+        rows of the files written, then `Journal.when_idle`."""
+        self.journal.look_for_room()
+        self.save_written()
+        self.journal.when_idle()
 
     def close(self) -> None:
+        with contextlib.suppress(CacheDiskFull, sqlite3.Error):
+            self.save_written()
         for node in self.nodes.values():
             node.live.data = None
         self.journal.close()
@@ -217,14 +238,13 @@ class CacheParts(Tree):
     # ------------------------------------------- steps that span the parts
 
     def _insert(self, node: Node) -> Node:
-        """A new node: its row, its place in the tree, its memory and whether it is
-        pending in the indexes."""
+        """A new node: its row, its place in the tree, and the indexes."""
         node.id = self.journal.insert(node)
         self.attach(node)
         if node.memory_id is not None:
-            self.agreed.bind(node, node.memory_id, node.base_sha, node.base_path)
+            self._holders[node.memory_id] = node
         if node.pending:
-            self.agreed.set_pending(node)
+            self.set_pending(node)
         parent = self.nodes[node.parent]
         parent.mtime_ns = parent.ctime_ns = node.ctime_ns
         return node
@@ -237,31 +257,30 @@ class CacheParts(Tree):
         if content:
             node.edited = True
         node.kept_copy = None
-        self.agreed.set_pending(node)
+        self.set_pending(node)
         self.contents.kept(node)
         if (node.edited, node.pending, node.kept_copy) != was:
             self.journal.save(node)
 
     def _detach(self, node: Node, *, gone: Gone | None = None, tombstone: bool = True) -> None:
-        """Take a node out of the tree; a file still open lives on as an orphan until
-        released. A file with a memory becomes a pending delete (`tombstone`),
-        unless the store itself took it away. `gone` collects the names taken
-        out, for the kernel to forget."""
+        """Take a node out of the tree (an open file lives on as an orphan); its
+        memory becomes a pending delete if `tombstone`; `gone` collects names."""
         if gone is not None:
             gone.append((node.parent, node.name))
         self.detach(node)
         parent = self.nodes[node.parent]
-        parent.mtime_ns = parent.ctime_ns = now_ns()
-        self.journal.delete(node.id)
+        parent.mtime_ns = parent.ctime_ns = time.time_ns()
+        if not node.is_dir and node.memory_id is not None and tombstone:
+            path = node.base_path or node.path
+            self.add_tombstone(node.memory_id, path, node.base_sha or "", node.id)
+        else:
+            self.journal.delete(node.id)
         if node.is_dir:
             return
         self.contents.deleted(node)
-        if node.memory_id is not None and tombstone:
-            self.agreed.add_tombstone(
-                node.memory_id, node.base_path or node.path, node.base_sha or ""
-            )
-        self.agreed.forget(node)
-        node.edited = False
+        self.pending.discard(node.id)
+        self.bind(node, None, node.base_sha, node.base_path)
+        node.edited = node.pending = False
         if node.live.open_count > 0:
             node.live.orphan = True
         else:
@@ -269,6 +288,7 @@ class CacheParts(Tree):
 
     def _drop(self, node: Node) -> None:
         self.forget(node)
+        self._unsaved.discard(node)
         node.live.data = None
 
     def _prune_empty(self, dir_id: int, gone: Gone | None = None) -> None:

@@ -1,7 +1,5 @@
-"""The two narrow faces of a store's cache: what the filesystem may do, and
-what the sync may do. Each layer is typed against its face, so a type
-checker keeps the filesystem from agreeing with the store and the sync from
-making local changes."""
+"""The two faces of a store's cache: typed against its own, the filesystem
+cannot agree with the store, nor the sync make local changes."""
 
 from __future__ import annotations
 
@@ -69,7 +67,6 @@ class SyncFace(Protocol):
 
     @property
     def tombstones(self) -> dict[str, Tombstone]: ...
-
     @property
     def full(self) -> bool: ...
     @property

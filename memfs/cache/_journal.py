@@ -1,19 +1,14 @@
-"""The journal of one store: its rows in SQLite, its contents as files, each
-change committed by one record of its redo log.
+"""The journal of one store: its rows in SQLite (WAL), its contents as files.
 
-It keeps every node's row, the pending deletes, the uploads in flight and a
-little metadata in an SQLite file (memfs/cache/_schema.py), and each cached
-content as a file of its own (memfs/cache/_files.py). A change (one method
-call, or everything inside `transaction()`) is committed by one record of
-the redo log (memfs/cache/_redo.py, one `pwritev`): once it returned, a
-SIGKILL cannot undo it. A write puts its bytes in the content file first,
-and its record holds only those bytes, at their offset. The records are
-applied to SQLite later, many at once (memfs/cache/_database.py), once the
-content files they changed are flushed. `batch()` writes SQLite itself,
-while nothing else uses the journal. Opening does the records a kill left
-again (onto the content files too) and tells damage from a kill's end
-(memfs/cache/_damage.py); on a full disk the records stay in the log
-(memfs/cache/_disk_space.py). `make_durable` is one flush of the log.
+A change (one call, or a `transaction()`) is one commit with
+synchronous=NORMAL, in the WAL before the call returns: a SIGKILL cannot undo
+it. `make_durable(node)`, for `fsync()`, commits the file's content to
+the table `durable` and flushes the WAL, which makes every commit before it
+durable too. A `durable` row is kept only while the content file holds
+exactly its bytes (a change flushes the file and deletes the row first; a
+file removed or evicted leaves its row to the idle pass, which deletes them
+all); opening writes the rows of cached files back, as a power cut may have
+lost them.
 """
 
 from __future__ import annotations
@@ -22,474 +17,302 @@ import contextlib
 import os
 import sqlite3
 from collections.abc import Iterator
-from typing import NamedTuple
+from typing import Any
 
 from .._exceptions import CacheCorrupt, CacheDiskFull
 from .._private import open_private_dir
-from . import _damage
-from ._database import JournalDatabase
 from ._disk_space import DiskSpace
 from ._files import ContentFiles
-from ._node import Node, Tombstone, Upload
-from ._records import CONTENT_OPS, Op, Operation
-from ._redo import CAPACITY, RedoLog, RedoLogError
+from ._node import FIRST_NODE_ID, Node, Tombstone, Upload
 from ._schema import (
-    LOG_FILLED,
+    INSERT_NODE,
+    SELECT_NODES,
+    UPDATE_NODE,
     node_of,
     open_journal_file,
     row_values,
-    row_values_in_place,
 )
 
-_PATCH, _WRITTEN, _SAVE_NODE_IN_PLACE = Op.PATCH, Op.WRITTEN, Op.SAVE_NODE_IN_PLACE
+ID_BLOCK = 1024
 
-
-class Undo(NamedTuple):
-    """How a content file is put back when its change is not committed: these
-    bytes at this offset, then this size."""
-
-    offset: int
-    data: bytes
-    size: int
+Undo = tuple[int, bytes, int]
+"""How a content file is put back when its change fails: (offset, bytes, size)."""
 
 
 class Journal:
-    """The journal of one store, at `path`, and its redo log beside it.
-
-    Its folder is opened once and checked as memfs's own (0700, the user's, not
-    a symlink); the database, its WAL, its redo log and the content files are
-    reached relative to that descriptor. It is its own `transaction()`: the
-    outermost use gathers the operations inside and commits them as one
-    record at its end."""
+    """The journal at `path`, reached through its folder's checked descriptor."""
 
     def __init__(self, path: str, *, store_id: str) -> None:
         self.path = path
-        self._rows_known = 1
-        """Nodes whose `Live.row_known` is this know their row's name (`save`);
-        it grows when what the rows hold is unknown again."""
-        self._group: list[Operation] | None = None
-        """The operations of the open `transaction()`, logged together at its end."""
-        self._outer: list[bool] = []
-        """For each `transaction()` entered: whether it is the outermost."""
-        self._logged_meta: dict[str, tuple[int, str | None]] = {}
-        """Meta values a record holds, with its number."""
-        self._records = 0
         self.lost_paths: list[str] = []
-        """The files whose changes opening found lost from a damaged redo log."""
         self.damage: str | None = None
-        """That sentence, as logged; None when nothing was lost."""
-        self.folder_fd = open_private_dir(os.path.dirname(path), "cache folder")
-        self._space = DiskSpace(path, self.folder_fd)
+        """What opening found lost (nothing: a kill leaves no damage to name)."""
+        self._wal_fd: int | None = None
+        self._durable_changes = -1
+        self._durable: set[int] = set()
+        folder = os.path.dirname(path)
+        self.folder_fd = open_private_dir(folder, "cache folder")
         try:
-            db = open_journal_file(self.folder_fd, path, store_id=store_id)
+            self._space = DiskSpace(folder, self.folder_fd)
+            self.db = open_journal_file(self.folder_fd, path, store_id=store_id)
+            self._checkpointed = self.db.total_changes
         except BaseException:
-            self._close_folder()
+            os.close(self.folder_fd)
             raise
         try:
-            self.files = ContentFiles(self.folder_fd, os.path.dirname(path), self._space)
-        except BaseException:
-            db.close()
-            self._close_folder()
-            raise
-        self._database = JournalDatabase(db, path, self.folder_fd, self._space, self.files)
-        try:
-            self._open_log()
+            self.files = ContentFiles(self.folder_fd, folder, self._space)
+            highest = int(self.db.execute("SELECT max(id) FROM nodes").fetchone()[0])
+            self._ids_kept = int(self.get_meta("ids_kept") or FIRST_NODE_ID)
+            self._next_id = max(self._ids_kept, highest + 1)
+            self._restore_durable()
         except BaseException as e:
-            if hasattr(self, "_log"):
-                self._log.close()
-            self._database.abandon()
-            self.files.close()
-            self._close_folder()
-            if isinstance(e, OSError | sqlite3.Error | RedoLogError):
-                folder = os.path.dirname(path)
+            self.abandon()
+            if isinstance(e, OSError | sqlite3.Error):
                 raise CacheCorrupt(f"cannot open the cache at {folder}: {e}") from e
             raise
 
-    def _open_log(self) -> None:
-        """Open the redo log, apply what a kill left in it (or keep it there on a
-        full disk), and say what damage lost."""
-        database = self._database
-        log_id, new = database.redo_log_id()
-        missing = not new and _damage.is_missing(
-            self.folder_fd, os.path.basename(self.path) + "-redo"
-        )
-        self._log = RedoLog(self.path + "-redo", bytes.fromhex(log_id), dir_fd=self.folder_fd)
-        chain, end = self._log.recover(database.applied)
-        try:
-            for record in chain:  # what a power cut may have left out of the content files
-                for op in record.ops:
-                    if op[0] in CONTENT_OPS:
-                        self.files.redo(*op)
-            applied = database.apply_chain(chain, self._log)
-        except CacheDiskFull:
-            applied = False
-        self._seq = database.applied
-        """The number of the last record written."""
-        if not applied:  # the disk is full: the chain stays in the log, which goes on after it
-            self._log.continue_at(end.at)
-            for record in chain:
-                self._note_logged(record.seq, record.ops)
-                self._seq = record.seq
-        filled = self.get_meta(LOG_FILLED) is not None
-        found = _damage.damage_at(end, filled=filled, missing=missing)
-        if found is not None:
-            if end.later:
-                self._log.clear_after(end.at)
-            with self._reading():
-                names = database.names()
-                self._undo_lost_writes(found.lost)
-            self.lost_paths = _damage.lost_paths(found.lost, names)
-            self.damage = _damage.report(os.path.dirname(self.path), found, self.lost_paths)
-        with self._reading():
-            self._next_id = database.next_node_id()
-        self._fill_noted = filled
-        if not filled:
-            self._log.start_filling()
-
-    def _undo_lost_writes(self, lost: list[Operation]) -> None:
-        """The content files of the writes damage lost go back to the size their
-        rows say (their state from before those writes)."""
-        for node_id in {op[1] for op in lost if op[0] is _PATCH}:
-            size = self._database.row_size(node_id)
-            if size is not None and self.files.size(node_id) not in (None, size):
-                with contextlib.suppress(CacheDiskFull, OSError):
-                    self.files.patch(node_id, size, b"", size, exact=True)
-
-    @property
-    def commits(self) -> int:
-        """Commits since the journal opened: records logged, statements of a batch."""
-        return self._records + self._database.batch_statements
-
-    @property
-    def db(self) -> sqlite3.Connection:
-        """The journal's SQLite connection (for tests and counters)."""
-        return self._database.db
-
-    # -------------------------------------------------------------- commits
-
-    def transaction(self) -> Journal:
-        """One commit for everything inside (one record of the redo log); nested
-        uses join the outer one. An exception inside commits nothing."""
-        return self
-
-    def __enter__(self) -> None:
-        outer = self._group is None and not self._database.db.in_transaction
-        self._outer.append(outer)
-        if outer:
-            self._group = []
-
-    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
-        if not self._outer.pop():
-            return
-        ops, self._group = self._group or [], None
-        if kind is not None:
-            self._rows_known += 1  # what the rows were assumed to hold is unknown now
-            return
-        if ops:
-            try:
-                self._commit(ops)
-            except BaseException:
-                self._rows_known += 1
-                raise
-
-    @contextlib.contextmanager
-    def batch(self) -> Iterator[None]:
-        """One SQLite commit for many changes made while nothing else uses the
-        journal, written to SQLite itself once the log is applied: unlike
-        `transaction`, what ran is committed even when an exception ends the
-        batch, since memory already holds it. On a full disk (known, or met
-        inside) the batch's changes are one record of the log instead."""
-        if self.in_transaction():
-            yield
-            return
-        try:
-            self._apply()
-        except CacheDiskFull:
-            self._group = []
-        else:
-            self._database.begin_batch()
-        try:
-            yield
-        finally:
-            if self._group is not None:
-                group, self._group = self._group, None
-                if group:
-                    self._commit(group)
-            elif (left := self._database.end_batch()) is not None:
-                if left:
-                    self._commit(left)
-                else:
-                    self._rows_known += 1  # SQLite ended it: the rows are as they were
-
-    def in_transaction(self) -> bool:
-        return self._group is not None or self.db.in_transaction
-
-    def _do(self, *ops: Operation) -> None:
-        """Commit operations together: into the open transaction's record, into
-        SQLite inside a batch, else as a record of their own."""
-        if self._group is not None:
-            self._group.extend(ops)
-        elif self._database.db.in_transaction:
-            self._group = self._database.run_in_batch(ops)  # not None: the disk filled
-        else:
-            self._commit(list(ops))
-
-    def _commit(self, ops: list[Operation]) -> None:
-        """Append one record of `ops` to the redo log (applying the log first when
-        the record would not fit)."""
-        contents = [op[-1] for op in ops if op[0] in CONTENT_OPS]
-        if contents:
-            size = sum(map(len, contents))
-            stored = [(*op[:-1], len(op[-1])) if op[0] in CONTENT_OPS else op for op in ops]
-        else:
-            size, stored = 0, ops
-        log = self._log
-        if log.offset and log.offset + size + 4096 > CAPACITY:
-            self._apply()
-        try:
-            log.append(self._seq + 1, stored, contents, size)
-        except RedoLogError as e:
-            raise self._space.log_failure(e) from e
-        self._seq += 1
-        self._records += 1
-        self._note_logged(self._seq, ops)
-        if log.offset > CAPACITY:
-            # Committed already: a full disk leaves it to the next commit to refuse.
-            with contextlib.suppress(CacheDiskFull):
-                self._apply()
-
-    def _note_logged(self, seq: int, ops: list[Operation]) -> None:
-        """Answer from the log for the meta values `ops` set, until their record
-        `seq` is applied."""
-        for op in ops:
-            if op[0] is Op.SET_META:
-                self._logged_meta[op[1]] = (seq, op[2])
-
-    # ------------------------------------------------------------- applying
-
-    def _apply(self, *, when_idle: bool = False) -> None:
-        """Apply the redo log to SQLite now (CacheDiskFull when its disk is full);
-        `when_idle`: housekeeping's apply (`JournalDatabase.apply_when_idle`)."""
-        if when_idle:
-            self._database.apply_when_idle(self._log, self._seq)
-        else:
-            self._database.apply_log(self._log, self._seq)
-        if self._seq == self._database.applied:
-            self._logged_meta.clear()
-            if not self.disk_full:
-                self._database.sync_wal()
-                self.files.remove_dropped()
-
-    def apply_log(self) -> None:
-        """Apply the redo log to SQLite now, unless its disk is known full."""
-        self._apply(when_idle=True)
-
-    def _reading(self) -> contextlib.AbstractContextManager[None]:
-        """Reads inside see every change committed (`JournalDatabase.reading`)."""
-        return self._database.reading(self._log, self._seq)
-
-    # ----------------------------------------------------------- durability
-
-    def make_durable(self) -> None:
-        """Make every change committed so far durable: one flush of the redo log
-        (none when nothing was logged since), and of the WAL when a batch wrote it."""
-        self._database.sync_wal()
-        with self._space.as_cache_disk_full():
-            self._log.flush()
-
-    def note_log_filled(self) -> None:
-        """Remember that the redo log's space is written (its filling thread is
-        done), so that no later open fills it again."""
-        if self._log.filled and not self._fill_noted:
-            self._do((Op.SET_META, LOG_FILLED, "1"))
-            self._fill_noted = True
-
     @property
     def committed(self) -> int:
-        """A count of records committed: it changes whenever anything is."""
-        return self._seq
+        """Changes whenever anything is committed."""
+        return self.db.total_changes
 
-    @property
-    def unsaved_commits(self) -> bool:
-        """Something was committed to SQLite since the last `checkpoint`."""
-        return self._database.unsaved_commits
+    def _run(self, sql: str, params: Any = ()) -> None:
+        # Inside a transaction a failed statement may have ended it: not done again.
+        self._space.run(self.db.execute, sql, params, again=not self.db.in_transaction)
 
-    def checkpoint(self) -> None:
-        """Copy the WAL into the database now (while the filesystem is idle), so
-        that no request pays for it; not on a full disk (the database may grow)."""
-        if not self.disk_full:
-            self._database.checkpoint()
+    def transaction(self) -> contextlib.AbstractContextManager[None]:
+        """One commit for everything inside (nested ones join); an exception
+        commits nothing."""
+        return self._grouped(keep=False)
+
+    def batch(self) -> contextlib.AbstractContextManager[None]:
+        """`transaction`, but what ran is committed even when an exception ends it,
+        since memory already holds it."""
+        return self._grouped(keep=True)
+
+    @contextlib.contextmanager
+    def _grouped(self, *, keep: bool) -> Iterator[None]:
+        if self.db.in_transaction:
+            yield
+            return
+        self._run("BEGIN")
+        try:
+            yield
+        except BaseException:
+            if keep:
+                self._commit()
+            else:
+                self._rolled_back()
+            raise
+        self._commit()
+
+    def _commit(self) -> None:
+        if not self.db.in_transaction:
+            return
+        try:
+            with self._space.as_cache_disk_full():
+                self.db.execute("COMMIT")
+        except BaseException:
+            self._rolled_back()
+            raise
+
+    def _rolled_back(self) -> None:
+        """What the rows were assumed to hold is unknown again."""
+        if self.db.in_transaction:  # a failed statement may have ended it
+            self.db.execute("ROLLBACK")
+        self._ids_kept = int(self.get_meta("ids_kept") or FIRST_NODE_ID)
+        self._durable = {r[0] for r in self.db.execute("SELECT node_id FROM durable")}
+
+    def make_durable(self, node: Node | None = None, content: bytes = b"") -> None:
+        """Make every commit so far durable, and `node`'s `content` and time (its
+        row's size and times follow from them at the next open)."""
+        if node is not None and not (
+            node.id in self._durable and self.db.total_changes == self._durable_changes
+        ):
+            self._run(
+                "INSERT OR REPLACE INTO durable (node_id, content, mtime_ns) VALUES (?, ?, ?)",
+                (node.id, content, node.mtime_ns),
+            )
+            self._durable.add(node.id)
+        self._flush_wal()
+
+    def _flush_wal(self) -> None:
+        if self.db.total_changes == self._durable_changes:
+            return
+        if self._wal_fd is None:
+            flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW
+            try:
+                name = os.path.basename(self.path) + "-wal"
+                self._wal_fd = os.open(name, flags, dir_fd=self.folder_fd)
+            except FileNotFoundError:
+                return  # nothing was ever written to a WAL: nothing to flush
+        with self._space.as_cache_disk_full():
+            os.fdatasync(self._wal_fd)
+        self._durable_changes = self.db.total_changes
+
+    def flush_all(self) -> None:
+        """Make every content file and every commit durable."""
+        with self._space.as_cache_disk_full():
+            self.files.flush()
+        self._flush_wal()
+
+    def _unpin(self, node_id: int) -> None:
+        """Before a content with a `durable` row changes: flush it, drop the row."""
+        if node_id in self._durable:
+            with self._space.as_cache_disk_full():
+                self.files.sync_one(node_id)
+            self._run("DELETE FROM durable WHERE node_id = ?", (node_id,))
+            self._durable.discard(node_id)
+
+    def _restore_durable(self) -> None:
+        """Write the `durable` rows of cached files back into their content files,
+        flush them, delete the rows."""
+        sql = "SELECT id FROM nodes WHERE cached AND deleted_at IS NULL"
+        self._run(f"DELETE FROM durable WHERE node_id NOT IN ({sql})")
+        rows = self.db.execute("SELECT node_id, content, mtime_ns FROM durable").fetchall()
+        self._durable = {row[0] for row in rows}
+        with contextlib.suppress(CacheDiskFull):  # the rows stay, for the idle pass
+            for node_id, content, mtime_ns in rows:
+                if self.files.read(node_id) != content:
+                    self.files.patch(
+                        node_id, 0, content, len(content), exact=True, mtime_ns=mtime_ns
+                    )
+            if rows:
+                self._flush_durable()
+
+    def _flush_durable(self) -> None:
+        self.files.changed(self._durable)
+        self.files.flush()
+        if self._durable:
+            self._run("DELETE FROM durable")
+            self._durable.clear()
+
+    def when_idle(self) -> None:
+        """While idle, with room: flush the content files, delete the `durable`
+        rows, unlink the contents let go once the WAL is flushed, checkpoint."""
+        if self._space.full:
+            return
+        with self._space.as_cache_disk_full():
+            if self.files.unflushed or self._durable:
+                self._flush_durable()
+            if self.files.dropping:
+                self._flush_wal()
+                self.files.remove_dropped()
+            if self.db.total_changes != self._checkpointed:
+                self.db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                self._checkpointed = self.db.total_changes
+
+    def look_for_room(self) -> None:
+        self._space.look_for_room()
 
     @property
     def disk_full(self) -> bool:
-        """SQLite's disk is full: the redo log holds what it could not take, and
-        changes to the files are refused (see memfs/cache/_disk_space.py)."""
         return self._space.full
 
     @property
     def disk_full_reason(self) -> str | None:
-        """Why changes are refused, as a sentence; None when they are not."""
+        """Why changes are refused; None when they are not."""
         return self._space.reason if self._space.full else None
 
     def close(self) -> None:
-        with contextlib.suppress(sqlite3.Error, RedoLogError, OSError, CacheDiskFull):
-            self._apply()  # else the next open applies what is left
-        self._log.close()
-        self._database.close()
-        self.files.close()
-        self._close_folder()
+        """Flush and checkpoint (on errors the next open finds what is left)."""
+        with contextlib.suppress(sqlite3.Error, OSError):
+            if not self._space.full:
+                self._flush_durable()
+            self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self.files.remove_dropped()
+        self.abandon()
 
     def abandon(self) -> None:
-        """Close as a SIGKILL would: nothing applied, flushed or checkpointed."""
-        self._log.close()
-        self._database.abandon()
-        self.files.close()
-        self._close_folder()
-
-    def _close_folder(self) -> None:
-        if self.folder_fd >= 0:
-            with contextlib.suppress(OSError):
-                os.close(self.folder_fd)
-            self.folder_fd = -1
-
-    # ---------------------------------------------------------------- nodes
+        """Close as a SIGKILL would: nothing flushed or checkpointed."""
+        self.db.close()
+        for fd in (self._wal_fd, self.folder_fd):
+            if fd is not None and fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._wal_fd, self.folder_fd = None, -1
+        if hasattr(self, "files"):
+            self.files.close()
 
     def nodes(self) -> Iterator[Node]:
-        with self._reading():
-            rows = self._database.node_rows()
-        for row in rows:
-            node = node_of(row)
-            _note_row_name(node, self._rows_known)
-            yield node
+        return (node_of(row) for row in self.db.execute(SELECT_NODES).fetchall())
+
+    def new_id(self) -> int:
+        """An id never used: the meta `ids_kept`, moved a block ahead at a time, is one."""
+        node_id = self._next_id
+        if node_id >= self._ids_kept:
+            self.set_meta("ids_kept", str(node_id + ID_BLOCK))
+            self._ids_kept = node_id + ID_BLOCK
+        self._next_id += 1
+        return node_id
 
     def insert(self, node: Node) -> int:
-        """Insert a new node's row; returns its id (ids are never reused)."""
-        node_id = self._next_id
-        self._do((Op.INSERT_NODE, node_id, *row_values(node)))
-        self._next_id += 1
-        _note_row_name(node, self._rows_known)
+        """Insert a new node's row; returns its id."""
+        node_id = self.new_id()
+        self._run(INSERT_NODE, (node_id, *row_values(node)))
         return node_id
 
     def save(self, node: Node) -> None:
-        """Write a node's row (leaving its name's index entry alone when the name
-        is the one the row holds)."""
-        if _row_named_as(node, self._rows_known):
-            self._do((_SAVE_NODE_IN_PLACE, *row_values_in_place(node)))
-        else:
-            self._do((Op.SAVE_NODE, *row_values(node), node.id))
-            _note_row_name(node, self._rows_known)
+        self._run(UPDATE_NODE, (*row_values(node), node.id))
 
     def delete(self, node_id: int) -> None:
-        self._do((Op.DELETE_NODE, node_id))
-
-    # ----------------------------------------------------------- tombstones
+        self._run("DELETE FROM nodes WHERE id = ?", (node_id,))
 
     def tombstones(self) -> Iterator[Tombstone]:
-        with self._reading():
-            rows = self._database.tombstone_rows()
-        for row in rows:
-            yield Tombstone(*row)
+        sql = "SELECT memory_id, base_path, base_sha, deleted_at, id FROM nodes WHERE deleted_at"
+        return (Tombstone(*row) for row in self.db.execute(sql).fetchall())
 
-    def add_tombstone(self, stone: Tombstone) -> None:
-        self._do((Op.ADD_TOMBSTONE, stone.memory_id, stone.path, stone.base_sha, stone.deleted_at))
+    def add_tombstone(self, t: Tombstone) -> None:
+        """Make the row `t.node_id` the pending delete `t` (no node's row any more)."""
+        self._run(
+            "INSERT OR REPLACE INTO nodes (id, parent, name, kind, mode, mtime_ns, ctime_ns, "
+            "memory_id, base_path, base_sha, deleted_at) VALUES (?, 0, '', 'file', 0, 0, 0, "
+            "?, ?, ?, ?)",
+            (t.node_id, t.memory_id, t.path, t.base_sha, t.deleted_at),
+        )
 
-    def drop_tombstone(self, memory_id: str) -> None:
-        self._do((Op.DROP_TOMBSTONE, memory_id))
-
-    # -------------------------------------------------------------- uploads
-
-    def record_upload(self, upload: Upload) -> None:
-        self._do((Op.RECORD_UPLOAD, upload.node_id, upload.memory_id, upload.path, upload.sha))
+    def record_upload(self, u: Upload) -> None:
+        self._run(
+            "INSERT OR REPLACE INTO uploads (node_id, memory_id, path, sha) VALUES (?, ?, ?, ?)",
+            (u.node_id, u.memory_id, u.path, u.sha),
+        )
 
     def upload_answered(self, node_id: int) -> None:
-        self._do((Op.UPLOAD_ANSWERED, node_id))
+        self._run("DELETE FROM uploads WHERE node_id = ?", (node_id,))
 
     def uploads(self) -> list[Upload]:
-        with self._reading():
-            rows = self._database.upload_rows()
+        rows = self.db.execute("SELECT node_id, memory_id, path, sha FROM uploads").fetchall()
         return [Upload(*row) for row in rows]
 
-    # ------------------------------------------------------------- contents
+    def get_meta(self, key: str) -> str | None:
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        if self.get_meta(key) != value:
+            self._run("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
 
     def content(self, node_id: int) -> bytes | None:
-        """A file's content, or None when it has no file (a cached file without one
-        is empty: a new file gets its file at its first write)."""
+        """A file's content, or None when it has no content file."""
         with self._space.as_cache_disk_full():
             return self.files.read(node_id)
 
-    def content_size(self, node_id: int) -> int | None:
-        return self.files.size(node_id)
-
-    def content_sizes(self) -> dict[int, int]:
-        """The size of every content file kept, by node id."""
-        sizes = {}
-        for name in os.listdir(self.files.fd):
-            if name.isdigit():
-                size = self.files.size(int(name))
-                if size is not None:
-                    sizes[int(name)] = size
-        return sizes
-
     def put_content(self, node_id: int, data: bytes | bytearray) -> None:
-        """A file's whole content, written now; its record comes with the
-        transaction's, so the caller leaves `data` as it is until then."""
+        self._unpin(node_id)
         self.files.put(node_id, data)
-        self._do((Op.PUT_CONTENT, node_id, data))
 
     def write(
         self, node_id: int, offset: int, data: bytes, size: int, mtime_ns: int, undo: Undo
     ) -> None:
-        """A write of `data` at `offset`, leaving the content `size` bytes long,
-        changed at `mtime_ns` (its change time too): the bytes go to the content
-        file, then one record holds them (so, not inside a transaction). When
-        either fails, the file is put back as `undo` says."""
-        self._patch_file(node_id, (_PATCH, node_id, offset, size, data), mtime_ns, undo)
-
-    def truncate(self, node_id: int, size: int, mtime_ns: int, undo: Undo) -> None:
-        """A content cut or grown to `size` bytes, as `write` does."""
-        self._patch_file(node_id, (_PATCH, node_id, size, size, b""), mtime_ns, undo)
-
-    def _patch_file(self, node_id: int, patch: Operation, mtime_ns: int, undo: Undo) -> None:
-        _, _, offset, size, data = patch
+        """Write `data` at `offset` into the content file, then `size` bytes long and
+        stamped `mtime_ns`; when that fails, put it back as `undo` says."""
+        self._unpin(node_id)
         try:
-            self.files.patch(node_id, offset, data, size, exact=not data)
-            self._do(patch, (_WRITTEN, size, mtime_ns, mtime_ns, node_id))
+            self.files.patch(node_id, offset, data, size, exact=not data, mtime_ns=mtime_ns)
         except BaseException:
-            with contextlib.suppress(OSError, CacheDiskFull):
-                self.files.patch(node_id, undo.offset, undo.data, undo.size, exact=True)
+            with contextlib.suppress(OSError, CacheCorrupt):
+                self.files.patch(node_id, undo[0], undo[1], undo[2], exact=True)
             raise
 
     def drop_content(self, node_id: int) -> None:
-        """The content goes (its file once the rows saying so are applied)."""
         self.files.drop_later(node_id)
-
-    def sweep_contents(self, keep: set[int]) -> None:
-        """Take away the content files of every node but those in `keep`."""
-        self.files.sweep(keep)
-
-    # ----------------------------------------------------------------- meta
-
-    def get_meta(self, key: str) -> str | None:
-        """A meta value, from a record not applied yet if one holds it."""
-        logged = self._logged_meta.get(key)
-        if logged is None or logged[0] <= self._database.applied:
-            return self._database.meta(key)
-        return logged[1]
-
-    def set_meta(self, key: str, value: str | None) -> None:
-        """Keep a meta value; an unchanged one commits nothing, outside a
-        transaction (inside, what it set so far is not readable yet)."""
-        if self.in_transaction() or self.get_meta(key) != value:
-            self._do((Op.SET_META, key, value))
-
-
-def _note_row_name(node: Node, known: int) -> None:
-    """The journal's row of `node` holds its parent and name (`Live.row_known`)."""
-    live = node.live
-    live.row_parent, live.row_name, live.row_known = node.parent, node.name, known
-
-
-def _row_named_as(node: Node, known: int) -> bool:
-    """Whether the journal's row of `node` holds its parent and name."""
-    live = node.live
-    return live.row_known == known and live.row_parent == node.parent and live.row_name == node.name

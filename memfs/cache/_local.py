@@ -1,12 +1,10 @@
 """Local changes: what the filesystem does to a store's cache.
 
-A file's content is a content file of the journal, and an open file's
-content is held in memory as well (`Live.data`), so reads never touch the
-disk. `write()` commits the journal's "edited" mark first (when the file was
-clean), then puts its bytes in the content file and commits them with the
-file's size and times before it returns (a SIGKILL loses nothing, and never
-leaves changed content that the journal calls clean); `fsync()` flushes the
-journal's redo log, which makes all of them durable with one `fdatasync`.
+An open file's content is held in memory too (`Live.data`), so reads never
+touch the disk. `write()` commits the "edited" mark first, then puts its
+bytes in the content file before it returns (a SIGKILL loses nothing, and
+never leaves changed content called clean); the row follows while idle.
+`fsync()` is one durable commit (`Journal.make_durable`).
 """
 
 from __future__ import annotations
@@ -29,23 +27,19 @@ from .._exceptions import (
     StoreFull,
 )
 from ..api import MAX_CONTENT_BYTES, join_path
-from ._core import CacheParts, log, now_ns
-from ._journal import Undo
+from ._core import CacheParts, log
 from ._node import Node, NodeKind, Owner
 
 _ALONE = contextlib.nullcontext()
-"""In place of a transaction, for a change that is one commit by itself."""
 
 
 class LocalChanges(CacheParts):
     """The filesystem's face of the cache (see `FilesystemFace`)."""
 
-    # ------------------------------------------------------------ names
-
     def _new(self, kind: NodeKind, parent_id: int, name: str, mode: int, owner: Owner) -> Node:
         """A node for a new name made here (not inserted yet), or the rule it breaks."""
         path = self.check_new_name(self.node(parent_id), name, folder=kind is NodeKind.DIR)
-        now = now_ns()
+        now = time.time_ns()
         return Node(
             id=0, kind=kind, parent=parent_id, name=name, path=path, mode=mode & 0o7777,
             mtime_ns=now, ctime_ns=now, uid=owner[0], gid=owner[1],
@@ -58,11 +52,11 @@ class LocalChanges(CacheParts):
         return self._insert(node)
 
     def create(self, parent_id: int, name: str, mode: int, owner: Owner = (None, None)) -> Node:
-        """A new empty file, changed locally, content cached (and empty)."""
+        """A new empty file, changed locally."""
         node = self._new(NodeKind.FILE, parent_id, name, mode, owner)
         node.edited = node.pending = node.cached = True
         path = node.path
-        stone = self.agreed.tombstone_at(path)
+        stone = self.tombstone_at(path)
         if stone is None and self.full:
             if not self._said_full:
                 log.warning(
@@ -77,10 +71,9 @@ class LocalChanges(CacheParts):
                 f"{path}: the store holds at most {self.max_memories} memories; delete some first"
             )
         self._said_full = False
-        # One commit of the row is the common case (the content comes with the first
-        # write); adopting a pending delete changes two tables, in one transaction.
+        # Adopting a pending delete changes two tables, in one transaction.
         with self.transaction() if stone is not None else _ALONE:
-            adopted = self.agreed.take_back(path) if stone is not None else None
+            adopted = self.take_back(path) if stone is not None else None
             if adopted is not None:
                 node.memory_id, node.base_sha = adopted.memory_id, adopted.base_sha
                 node.base_path = adopted.path
@@ -121,7 +114,7 @@ class LocalChanges(CacheParts):
         if not dest.is_dir:
             raise NotADirectory(f"{dest.path} is not a folder")
         self.check_move(node, dest, new_name)
-        target = self.entry(new_parent, new_name)
+        target = self.child(new_parent, new_name)
         if target is node:
             return node
         if target is None:
@@ -139,26 +132,25 @@ class LocalChanges(CacheParts):
             inherit = None
             if target is not None:
                 if not target.is_dir and target.memory_id is not None:
-                    # The moved file takes the target's memory over (an editor's save is one
-                    # update of the target); the memory it had itself is deleted instead.
+                    # The memory the moved file had is deleted instead.
                     inherit = (target.memory_id, target.base_sha, target.base_path)
-                    self.agreed.bind(target, None, None, None)
+                    self.bind(target, None, None, None)
                     if node.memory_id is not None:
-                        self.agreed.add_tombstone(
+                        self.add_tombstone(
                             node.memory_id, node.base_path or node.path, node.base_sha or ""
                         )
                 self._detach(target)
             elif not node.is_dir and node.memory_id is None:
-                stone = self.agreed.take_back(join_path(dest.path, new_name))
+                stone = self.take_back(join_path(dest.path, new_name))
                 if stone is not None:
                     inherit = (stone.memory_id, stone.base_sha, stone.path)
             self.move(node, new_parent, new_name)
-            now = now_ns()
+            now = time.time_ns()
             node.ctime_ns = now
             for folder in (self.nodes[old_parent], self.nodes[new_parent]):
                 folder.mtime_ns = folder.ctime_ns = now
             if inherit is not None:
-                self.agreed.bind(node, *inherit)
+                self.bind(node, *inherit)
                 node.edited = True
             if node.is_dir:
                 node.made_here = True
@@ -168,44 +160,33 @@ class LocalChanges(CacheParts):
                         self._record_change(f, content=False)
             else:
                 node.live.edits += 1
-                self.agreed.set_pending(node)
+                self.set_pending(node)
                 self.journal.save(node)
         return node
 
-    def _attributes_changed(self, node: Node) -> None:
-        """The change time is now, and the row says so (an orphan has none)."""
-        node.ctime_ns = now_ns()
-        if not node.orphan:
-            self.journal.save(node)
-
     def chmod(self, node_id: int, mode: int) -> None:
-        node = self.node(node_id)
-        node.mode = mode & 0o7777
-        self._attributes_changed(node)
+        self._set_given(node_id, mode=mode & 0o7777)
 
     def chown(self, node_id: int, uid: int | None, gid: int | None) -> None:
-        """Give a file or folder an owner and group (None: leave it as it is).
-        Kept in the journal only: the store has no owners."""
+        """Kept in the journal only: the store has no owners."""
         self._set_given(node_id, uid=uid, gid=gid)
 
     def set_times(self, node_id: int, mtime_ns: int | None, atime_ns: int | None = None) -> None:
-        """Set a node's times (None: leave it); the change time is now."""
         self._set_given(node_id, mtime_ns=mtime_ns, atime_ns=atime_ns)
 
     def _set_given(self, node_id: int, **attributes: int | None) -> None:
-        """Set the node's attributes given (None: leave that one as it is)."""
+        """Set the attributes given (None: leave it); the change time is now."""
         node = self.node(node_id)
         for name, value in attributes.items():
             if value is not None:
                 setattr(node, name, value)
-        self._attributes_changed(node)
-
-    # ----------------------------------------------------------- content
+        node.ctime_ns = time.time_ns()
+        if not node.orphan:
+            self.journal.save(node)
 
     async def open(self, node_id: int, *, truncate: bool = False, writable: bool = False) -> Node:
-        """Make a file's content available locally (fetching it if need be) and hold it open.
-        A `writable` open counts as a writer until its `release(writable=True)`: a file
-        with writers is pushed only once no write touched it for a while."""
+        """Hold a file open, its content fetched if need be; a `writable` open is a
+        writer (pushed once idle) until `release(writable=True)`."""
         node = self.node(node_id)
         if node.is_dir:
             raise IsADirectory(f"{node.path} is a folder")
@@ -218,11 +199,10 @@ class LocalChanges(CacheParts):
     def create_open(
         self, parent_id: int, name: str, mode: int, owner: Owner, *, writable: bool
     ) -> Node:
-        """`create`, then `open` of the new file (whose content is here: it is empty)."""
+        """`create`, then `open` of the new file."""
         return self._hold(self.create(parent_id, name, mode, owner), writable)
 
     def _hold(self, node: Node, writable: bool) -> Node:
-        """Hold a file whose content is here open (see `open`)."""
         live = node.live
         if live.data is None:
             live.data = bytearray(self.read_content(node) if node.size else b"")
@@ -262,30 +242,26 @@ class LocalChanges(CacheParts):
 
     def install_content(self, node: Node, content: bytes, sha: str) -> None:
         """Cache the store's content of a clean file. Content newer than the base
-        is shown, but the base stays: the next pass pulls it properly and makes
-        the kernel forget the size it was told."""
+        is shown, but the base stays: the next pass pulls it properly."""
         if node.cached or node.edited or node.orphan:
             return
         with self.transaction():
-            self.contents.put(node, content)
-            node.cached = True
-            node.size = len(content)
-            self.journal.save(node)
-        self.contents.evictable(node)
+            self._install(node, content)
 
     def install_listed(self, node: Node, memory_id: str, content: bytes) -> bool:
-        """Cache a content a listing page carried (its sha checked by the caller) for
-        a clean file, unless the file changed meanwhile or is being fetched;
-        True when installed. The caller holds a transaction (one per page)."""
+        """Cache a content a listing page carried for a clean file, unchanged and
+        not being fetched; True when installed. The caller holds a transaction."""
         unchanged = node.memory_id == memory_id and node.live.fetching is None
         if node.cached or node.edited or node.orphan or not unchanged:
             return False
+        self._install(node, content)
+        return True
+
+    def _install(self, node: Node, content: bytes) -> None:
         self.contents.put(node, content)
-        node.cached = True
-        node.size = len(content)
+        node.cached, node.size = True, len(content)
         self.journal.save(node)
         self.contents.evictable(node)
-        return True
 
     async def ensure_cached(self, node_id: int) -> bool:
         """Fetch a file's content if it is not here yet; True when it was fetched."""
@@ -328,12 +304,12 @@ class LocalChanges(CacheParts):
         if offset > len(content):
             content.extend(bytes(offset - len(content)))
         content[offset:end] = data
-        now = now_ns()
+        now = time.time_ns()
         if not node.orphan:
             try:
                 self._record_change(node, content=True)  # committed before the bytes go
                 self.journal.write(
-                    node.id, offset, data, len(content), now, Undo(offset, old, old_size)
+                    node.id, offset, data, len(content), now, (offset, old, old_size)
                 )
             except BaseException:
                 # Not committed: what the file shows stays what the journal holds.
@@ -345,8 +321,8 @@ class LocalChanges(CacheParts):
         return len(data)
 
     def check_size(self, node: Node, size: int) -> None:
-        """Refuse a content past the limit (FileTooLarge); the file is then
-        remembered as `too_large` and not pushed until a write within the limit."""
+        """Refuse a content past the limit (FileTooLarge); the file is `too_large`,
+        not pushed, until a write within the limit."""
         if size <= MAX_CONTENT_BYTES:
             return
         if not node.too_large and not node.orphan:
@@ -357,13 +333,16 @@ class LocalChanges(CacheParts):
         )
 
     def _written(self, node: Node, now: int) -> None:
-        """The file's content changed at `now` (the journal has its size and times)."""
         node.mtime_ns = node.ctime_ns = now
         node.live.last_write = time.monotonic()
+        self._writes += 1
+        if node.orphan:
+            return
         if node.too_large:
             node.too_large = False
-            if not node.orphan:
-                self.journal.save(node)
+            self.journal.save(node)
+        else:
+            self._unsaved.add(node)
 
     def truncate(self, node_id: int, size: int) -> None:
         node = self.node(node_id)
@@ -375,7 +354,7 @@ class LocalChanges(CacheParts):
         self.check_size(node, size)
         if size == node.size and node.cached:
             if node.too_large:
-                self._written(node, now_ns())
+                self._written(node, time.time_ns())
             return
         current = node.live.data
         if current is not None:
@@ -389,7 +368,7 @@ class LocalChanges(CacheParts):
         old = bytes(content)
         del content[size:]
         content.extend(bytes(size - len(content)))
-        now = now_ns()
+        now = time.time_ns()
         with self.transaction():
             if not node.cached:
                 node.cached = True
@@ -397,13 +376,19 @@ class LocalChanges(CacheParts):
             if not node.orphan:
                 self._record_change(node, content=True)
         if not node.orphan:
-            self.journal.truncate(node.id, size, now, Undo(0, old, len(old)))
+            self.journal.write(node.id, size, b"", size, now, (0, old, len(old)))
         if node.live.data is not None:
             node.live.data = content
         node.size = size
         self._written(node, now)
 
     def fsync(self, node: Node | None) -> None:
-        """Make the file's content, its row and the rest of the journal durable:
-        one flush of the redo log (they are all committed there already)."""
-        self.journal.make_durable()
+        """Make the file's content and row and every commit before them durable
+        (None: every content and commit)."""
+        if node is None:
+            self.save_written()
+            self.journal.flush_all()
+        elif node.orphan or not node.cached or node.id not in self.nodes:
+            self.journal.make_durable()
+        else:
+            self.journal.make_durable(node, self.read_content(node))

@@ -1,13 +1,6 @@
 """The things the cache keeps: nodes, pending deletes, uploads in flight, and
-the snapshots and results it hands to the sync.
-
-A `Node` holds three kinds of state, kept apart on purpose:
-
-- what the journal keeps of it (its dataclass fields; the journal's columns
-  are listed once, in `memfs.cache._schema.NODE_FIELDS`);
-- its `path`, derived from the tree, never stored;
-- its `live` state (`Live`): descriptors, open counts, a fetch in progress,
-  whether it is an orphan; it lives and dies with the process.
+what it hands to the sync. A `Node`'s fields are what the journal keeps; its
+`path` is derived from the tree; its `live` state lasts as long as the process.
 """
 
 from __future__ import annotations
@@ -32,30 +25,22 @@ class Live:
     """A node's state in this process only."""
 
     data: bytearray | None = None
-    """The content while the file is open (the journal holds it too)."""
+    """The content while the file is open."""
     open_count: int = 0
     writers: int = 0
     """Open handles that may write."""
     last_write: float = 0.0
     """time.monotonic() of the last write or truncate."""
     fetching: trio.Event | None = field(default=None, repr=False)
-    """Set while the content is being fetched from the store; waiters wait on it."""
     orphan: bool = False
     """Unlinked while open: it lives on, outside the tree, until its last release."""
     edits: int = 0
     """Bumped by every local change: a push knows whether the file changed on the way."""
     refusal: str | None = None
-    """Why the sync does not push this file's content as it is now (the
-    store's refusal, or memfs's own: `refusal_local`); it counts while `edits`
-    is `refused_at`."""
+    """Why the sync does not push this content (the store's refusal, or memfs's
+    own: `refusal_local`); it counts while `edits` is `refused_at`."""
     refusal_local: bool = False
     refused_at: int = -1
-    row_parent: int = 0
-    row_name: str | None = None
-    row_known: int = 0
-    """The parent and name the journal's row holds, when `row_known` is the
-    journal's count of what it knows (`Journal.save` writes a row in place when
-    they are the node's)."""
 
 
 @dataclass(eq=False, slots=True)
@@ -79,26 +64,24 @@ class Node:
     pending: bool = False
     """Something here (content, path, the file itself) is not agreed with the store yet."""
     cached: bool = False
-    """The content is in the cache (a content file of the journal; none: empty)."""
+    """The content is in the cache (without a content file: empty)."""
     made_here: bool = False
     """A folder made here: it stays when no memory is under it."""
     refused_sha: str | None = None
     refused_reason: str | None = None
     """The store refused this content (sha); it is tried again only once it changes."""
     too_large: bool = False
-    """The last write or truncate was refused with EFBIG: the content may be torn, so it
-    is not pushed until a write within the limit succeeds."""
+    """The last write or truncate was refused with EFBIG: the content may be torn,
+    so it is not pushed until a write within the limit succeeds."""
     uid: int | None = None
     gid: int | None = None
-    """The owner and group given here (by `chown`, or the creator); None is the
-    mount's default (`--uid`/`--gid`), as for files that arrive from the store.
-    Local only: the store has no owners."""
+    """The owner given here; None is the mount's default (`--uid`/`--gid`)."""
     atime_ns: int | None = None
-    """The access time `utimensat` gave; None is the modification time. Reads do
-    not change it (as with `noatime`); local only, like owners."""
+    """The access time `utimensat` gave (reads do not change it); None is the
+    modification time."""
     kept_copy: str | None = None
-    """Where the conflict copy of the last local edit went when the store's
-    version overruled it; the next local change clears it."""
+    """The conflict copy of the last local edit the store's version overruled;
+    the next local change clears it."""
     path: str = ""
     live: Live = field(default_factory=Live, repr=False)
 
@@ -121,8 +104,7 @@ Gone = list[tuple[int, str]]
 @dataclass
 class Placement:
     """What showing one of the store's memories did: the file, the names that
-    went (the kernel must forget them), and local files kept aside as
-    conflict copies (path, copy)."""
+    went, and the conflict copies (path, copy)."""
 
     node: Node
     gone: Gone = field(default_factory=list)
@@ -131,9 +113,7 @@ class Placement:
 
 @dataclass(frozen=True)
 class StoredMemory:
-    """What the store holds for one memory, as the sync tells the cache to show
-    it: the memory's id, its path, and its content's sha256 and size (the
-    content itself travels apart, and only when it was fetched)."""
+    """What the store holds for one memory (its content travels apart)."""
 
     memory_id: str
     path: str
@@ -149,13 +129,14 @@ class Tombstone:
     path: str
     base_sha: str
     deleted_at: float
+    node_id: int
+    """Its row: most often the deleted file's own, so a delete changes one row."""
 
 
 @dataclass(frozen=True)
 class Upload:
-    """An upload sent and not yet answered: recorded before the request goes out,
-    so that a store found holding exactly this can be recognised as memfs's own
-    write whose answer was lost (`memory_id` is None for a create)."""
+    """An upload not yet answered, recorded before it goes out: a store holding
+    exactly this holds memfs's own write (`memory_id` None: a create)."""
 
     node_id: int
     memory_id: str | None

@@ -1,39 +1,31 @@
-"""The journal's SQLite file: its schema, a node's row, opening it.
-
-The schema is made fresh in a new cache folder and versioned with `PRAGMA
-user_version`; a journal of another version is refused with one sentence
-(`CacheLayoutRefused`): no release wrote one, so it holds nothing to keep. A node's
-columns are listed once (`NODE_FIELDS`), each named as the attribute it
-keeps: rows, inserts and updates are all made from that list.
-
-One process owns a store's journal (exclusive locking: no file locks per
-transaction); a second one is refused with `CacheInUse`. The file is opened
-through the checked descriptor of its folder, never through a symlink.
+"""The journal's SQLite file: its schema, a node's row, opening it. A journal
+of another `user_version` is refused with one sentence (`CacheLayoutRefused`);
+one process owns it (exclusive locking; a second gets `CacheInUse`), and it
+is opened through its folder's checked descriptor, never through a symlink.
 """
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import os
 import sqlite3
 import stat
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from .._exceptions import CacheCorrupt, CacheInUse, CacheLayoutRefused
 from .._private import open_file_at
-from ._node import FIRST_NODE_ID, ROOT_ID, Node, NodeKind
+from ._node import ROOT_ID, Node, NodeKind
 
-SCHEMA_VERSION = 8
-"""The one layout of the journal (`PRAGMA user_version`): a journal of any
-other was made by a memfs that no release was, and is refused."""
+SCHEMA_VERSION = 10
+"""The one layout of the journal: any other was made by no release."""
 
 SCHEMA = f"""
 BEGIN;
 CREATE TABLE nodes (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    id INTEGER PRIMARY KEY,
     parent INTEGER NOT NULL,
     name TEXT NOT NULL,
     kind TEXT NOT NULL,
@@ -55,13 +47,7 @@ CREATE TABLE nodes (
     gid INTEGER,
     atime_ns INTEGER,
     kept_copy TEXT,
-    UNIQUE (parent, name)
-);
-CREATE TABLE tombstones (
-    memory_id TEXT PRIMARY KEY,
-    path TEXT NOT NULL,
-    base_sha TEXT NOT NULL,
-    deleted_at REAL NOT NULL
+    deleted_at REAL
 );
 CREATE TABLE uploads (
     node_id INTEGER PRIMARY KEY,
@@ -72,98 +58,60 @@ CREATE TABLE uploads (
 CREATE TABLE meta (
     key TEXT PRIMARY KEY,
     value TEXT
+) WITHOUT ROWID;
+CREATE TABLE durable (
+    node_id INTEGER PRIMARY KEY,
+    content BLOB NOT NULL,
+    mtime_ns INTEGER NOT NULL
 );
 PRAGMA user_version = {SCHEMA_VERSION};
 COMMIT;
 """
-"""The journal's tables, made at once in a new cache folder. `uid`, `gid`: the
-owner kept locally (NULL: the mount's default); `atime_ns`: an access time
-set by utimensat (NULL: the modification time)."""
+"""A row with `deleted_at` is a pending delete (memory_id, base_path, base_sha), most often
+the deleted file's own. No index but the keys (the tree in memory keeps names unique), no
+AUTOINCREMENT (`Journal.new_id` keeps ids unused): a change writes few pages."""
 
-WAL_PAGES = 1000
-"""The WAL is checkpointed at this many pages (SQLite's default)."""
-
+WAL_PAGES = 4000
+"""Pages of WAL a change checkpoints past (the idle pass most often does it
+first): the WAL stays within the blocks it was given ahead, so that the
+flush of a durable `fsync` overwrites blocks and never allocates any."""
 PAGE_CACHE_KIB = 512
-"""SQLite's page cache of the journal, in KiB (its default is 2,000): the rows
-are read once per open, and the kernel's page cache holds them too."""
 
-LOG_ID = "redo_log_id"
-LOG_APPLIED = "redo_log_applied"
-LOG_FILLED = "redo_log_filled"
-"""Meta keys: the redo log's id, the last record applied, whether its space is written."""
+NODE_FIELDS = (
+    "parent", "name", "kind", "mode", "mtime_ns", "ctime_ns", "size", "memory_id", "base_sha",
+    "base_path", "edited", "pending", "cached", "made_here", "refused_sha", "refused_reason",
+    "too_large", "uid", "gid", "atime_ns", "kept_copy",
+)  # fmt: skip
+"""Every persisted field of a node but its id, each in the column of its name."""
+_FROM_ROW: dict[str, Callable[[Any], Any]] = {
+    "kind": NodeKind,
+    **{f: bool for f in ("edited", "pending", "cached", "made_here", "too_large")},
+}
 
-
-@dataclass(frozen=True)
-class Field:
-    """One persisted attribute of a `Node`, kept in the column of its name."""
-
-    name: str
-    from_row: Callable[[Any], Any] = lambda v: v
-    """Values go to SQLite as they are (a StrEnum is text, a bool an integer)."""
-
-
-NODE_FIELDS: tuple[Field, ...] = (
-    Field("parent"),
-    Field("name"),
-    Field("kind", NodeKind),
-    Field("mode"),
-    Field("mtime_ns"),
-    Field("ctime_ns"),
-    Field("size"),
-    Field("memory_id"),
-    Field("base_sha"),
-    Field("base_path"),
-    Field("edited", bool),
-    Field("pending", bool),
-    Field("cached", bool),
-    Field("made_here", bool),
-    Field("refused_sha"),
-    Field("refused_reason"),
-    Field("too_large", bool),
-    Field("uid"),
-    Field("gid"),
-    Field("atime_ns"),
-    Field("kept_copy"),
+_COLUMNS = ", ".join(NODE_FIELDS)
+SELECT_NODES = f"SELECT id, {_COLUMNS} FROM nodes WHERE deleted_at IS NULL ORDER BY id"
+INSERT_NODE = f"INSERT INTO nodes (id, {_COLUMNS}) VALUES (?{', ?' * len(NODE_FIELDS)})"
+UPDATE_NODE = (
+    f"UPDATE nodes SET {', '.join(f + '=?' for f in NODE_FIELDS)} WHERE id=? AND deleted_at IS NULL"
 )
-"""Every persisted field of a node but its id, in column order."""
-
-_COLUMNS = ", ".join(f.name for f in NODE_FIELDS)
-SELECT_NODES = f"SELECT id, {_COLUMNS} FROM nodes ORDER BY id"
-INSERT_NODE = (
-    f"INSERT INTO nodes (id, {_COLUMNS}) VALUES (?, {', '.join('?' for _ in NODE_FIELDS)})"
-)
-UPDATE_NODE = f"UPDATE nodes SET {', '.join(f.name + '=?' for f in NODE_FIELDS)} WHERE id=?"
-_IN_PLACE = NODE_FIELDS[2:]
-assert [f.name for f in NODE_FIELDS[:2]] == ["parent", "name"]
-UPDATE_NODE_IN_PLACE = f"UPDATE nodes SET {', '.join(f.name + '=?' for f in _IN_PLACE)} WHERE id=?"
-"""A row whose name did not change: its (parent, name) index entry is left alone."""
-
-_KIND = 2
-assert NODE_FIELDS[_KIND].name == "kind" and _IN_PLACE[0].name == "kind"
-_attributes = operator.attrgetter(*(f.name for f in NODE_FIELDS))
-_in_place = operator.attrgetter(*(f.name for f in _IN_PLACE[1:]), "id")
+_attributes = operator.attrgetter(*NODE_FIELDS)
 
 
 def row_values(node: Node) -> tuple[Any, ...]:
-    """A node's column values (`NODE_FIELDS`), as plain values the redo log can hold."""
     v = _attributes(node)
-    return (*v[:_KIND], str(v[_KIND]), *v[_KIND + 1 :])
-
-
-def row_values_in_place(node: Node) -> tuple[Any, ...]:
-    """The values of `UPDATE_NODE_IN_PLACE`: the columns after the name, then the id."""
-    return (str(node.kind), *_in_place(node))
+    return (*v[:2], str(v[2]), *v[3:])
 
 
 def node_of(row: tuple[Any, ...]) -> Node:
-    """The node a row of `SELECT_NODES` holds."""
-    values = {f.name: f.from_row(v) for f, v in zip(NODE_FIELDS, row[1:], strict=True)}
-    return Node(id=row[0], **values)
+    values = dict(zip(NODE_FIELDS, row[1:], strict=True))
+    return Node(
+        id=row[0], **{f: _FROM_ROW[f](v) if f in _FROM_ROW else v for f, v in values.items()}
+    )
 
 
 def _own_file(folder_fd: int, name: str, folder: str) -> None:
-    """Refuse an entry of the cache folder that memfs would open and that is not
-    a file of its own (a symlink, a folder): SQLite follows symlinks."""
+    """Refuse an entry memfs would open that is not a file of its own: SQLite
+    follows symlinks."""
     try:
         st = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
     except FileNotFoundError:
@@ -175,11 +123,9 @@ def _own_file(folder_fd: int, name: str, folder: str) -> None:
 
 
 def _connect(folder_fd: int, name: str, folder: str) -> sqlite3.Connection:
-    """The database `name` of the checked folder `folder_fd`: made 0600 here
-    (never through a symlink), then opened by SQLite through the folder's
-    descriptor (`/proc/self/fd/N/name`, which SQLite resolves to the folder
-    the descriptor holds, wherever it is now)."""
-    for entry in (name, name + "-wal", name + "-journal", name + "-shm", name + "-redo"):
+    """The database `name`, made 0600 here, opened by SQLite through the folder's
+    descriptor (`/proc/self/fd/N/name`)."""
+    for entry in (name, name + "-wal", name + "-journal", name + "-shm"):
         _own_file(folder_fd, entry, folder)
     os.close(open_file_at(folder_fd, name, os.O_RDWR | os.O_CREAT))
     through = f"/proc/self/fd/{folder_fd}"
@@ -189,8 +135,7 @@ def _connect(folder_fd: int, name: str, folder: str) -> sqlite3.Connection:
 
 
 def _is_new(db: sqlite3.Connection, folder: str) -> bool:
-    """Whether the journal is new (its tables are still to be made); a journal of
-    another layout is refused before anything is written to it."""
+    """Whether the journal is new; another layout is refused before any write."""
     version = db.execute("PRAGMA user_version").fetchone()[0]
     if version == SCHEMA_VERSION:
         return False
@@ -210,13 +155,32 @@ def _ensure_root(db: sqlite3.Connection) -> None:
             "VALUES (?, 0, '', 'dir', ?, ?, ?, 1)",
             (ROOT_ID, 0o755, time.time_ns(), time.time_ns()),
         )
-        db.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = 'nodes'", (FIRST_NODE_ID - 1,))
+
+
+WAL_FILLED = (WAL_PAGES + 24) * 4096
+"""Bytes of zeros an empty WAL gets, so that commits overwrite blocks it has."""
+
+
+def _fill_wal(folder_fd: int, name: str) -> None:
+    """Give an empty or missing WAL its blocks, flushed (SQLite reads zeros as empty)."""
+    with contextlib.suppress(FileNotFoundError):
+        if os.stat(name, dir_fd=folder_fd, follow_symlinks=False).st_size:
+            return
+    with contextlib.suppress(OSError):  # a full disk: the WAL grows as it goes
+        fd = open_file_at(folder_fd, name, os.O_WRONLY | os.O_CREAT)
+        try:
+            # A page a write: the page cache keeps a larger write in a larger folio,
+            # which a commit's few bytes would then dirty (and write back) whole.
+            for at in range(0, WAL_FILLED, 4096):
+                os.pwrite(fd, bytes(4096), at)
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
 
 
 def open_journal_file(folder_fd: int, path: str, *, store_id: str) -> sqlite3.Connection:
-    """The journal at `path` (in the folder `folder_fd` holds), with its root;
-    `CacheInUse` when another process holds it, `CacheLayoutRefused` when it
-    has another layout, `CacheCorrupt` when it cannot be opened."""
+    """The journal at `path`, with its root; `CacheInUse`, `CacheLayoutRefused`
+    or `CacheCorrupt` when it cannot be opened."""
     folder, name = os.path.split(path)
     db: sqlite3.Connection | None = None
     try:
@@ -230,6 +194,10 @@ def open_journal_file(folder_fd: int, path: str, *, store_id: str) -> sqlite3.Co
         if new:
             db.executescript(SCHEMA)
         _ensure_root(db)
+        # SQLite deletes the WAL of an empty database: it is given its blocks now.
+        with contextlib.suppress(sqlite3.Error):  # a full disk: the WAL stays as it is
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        _fill_wal(folder_fd, name + "-wal")
     except BaseException as e:
         if db is not None:
             db.close()

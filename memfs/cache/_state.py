@@ -1,11 +1,6 @@
-"""Where one file stands with the store, in one word and a short reason: what
-the filesystem shows as the `user.memfs.*` extended attributes and what
-`memfs sync FILE` reads before it asks the store.
-
-The word comes from the node alone: its fields (`pending`, `too_large`, the
-memory and sha last agreed) and what the sync noted on its `live` part (a
-refusal, a conflict copy), each of which counts only while the file has not
-been changed since. The live part lasts while the mount runs.
+"""Where one file stands with the store, in one word and a short reason (the
+`user.memfs.*` extended attributes, and what `memfs sync FILE` reads first),
+from the node alone: its fields and what the sync noted on its live part.
 """
 
 from __future__ import annotations
@@ -51,7 +46,6 @@ class FileState:
 
     @property
     def text(self) -> str:
-        """`state: reason`, or the word alone."""
         return f"{self.state}: {self.reason}" if self.reason else str(self.state)
 
 
@@ -64,7 +58,7 @@ def overruled_copy(node: Node) -> str | None:
 def file_state(node: Node) -> FileState:
     """Where `node`, a regular file of a read-write store, stands with the store."""
     memory_id, sha = node.memory_id, node.base_sha if node.memory_id else None
-    copy = overruled_copy(node)
+    copy = node.kept_copy
     live = node.live
     if copy is not None:
         reason = f"the store's version replaced a local edit, kept at {copy}"

@@ -1,12 +1,5 @@
-"""The namespace of one store: which node stands at which name in which folder.
-
-Held in memory (a store has at most a few thousand entries), so lookups and
-stats never touch the disk; the journal keeps the same facts durably. The
-name rules of the contract (NFC, no control or format characters, 255 bytes
-a name, 1,024 a path, the marker's name taken) are checked here for every
-name made locally, and `move` is the one function that re-parents a node:
-renames, the store's placements and its moves all go through it.
-"""
+"""The namespace of one store, in memory: its name rules, and `move`, the one
+function that re-parents a node."""
 
 from __future__ import annotations
 
@@ -32,8 +25,7 @@ from ._node import ROOT_ID, Node, NodeKind
 
 
 def _deepest(folder: bool) -> int:
-    """How many names a path may have: a memory's at most 20, a folder's one
-    fewer, so that a file fits in it."""
+    """A folder's path has one name fewer than a memory's, so that a file fits."""
     return MAX_PATH_SEGMENTS - 1 if folder else MAX_PATH_SEGMENTS
 
 
@@ -44,7 +36,6 @@ class Tree:
         self.nodes: dict[int, Node] = {}
         self.children: dict[int, dict[str, int]] = {}
         self.file_total = 0
-        """Files in the tree (orphans are out of it)."""
 
     def load(self, nodes: list[Node]) -> None:
         for node in nodes:
@@ -67,8 +58,6 @@ class Tree:
             for name, cid in self.children.get(nid, {}).items():
                 stack.append((cid, join_path(p, name)))
 
-    # ------------------------------------------------------------- queries
-
     def node(self, node_id: int) -> Node:
         try:
             return self.nodes[node_id]
@@ -76,7 +65,6 @@ class Tree:
             raise NoSuchEntry(f"no entry with id {node_id}")
 
     def get(self, node_id: int) -> Node | None:
-        """The node with this id, or None."""
         return self.nodes.get(node_id)
 
     def file_count(self) -> int:
@@ -90,16 +78,11 @@ class Tree:
         return node
 
     def child(self, parent_id: int, name: str) -> Node | None:
-        """`lookup`, with None for a name the folder does not hold (no exception to
-        pay for: most lookups of a name that is not there come before a create)."""
+        """`lookup`, with None for a name the folder does not hold."""
         kids = self.children.get(parent_id)
         if kids is None:
             raise NotADirectory(f"{self.node(parent_id).path} is not a folder")
         nid = kids.get(name)
-        return None if nid is None else self.nodes[nid]
-
-    def entry(self, parent_id: int, name: str) -> Node | None:
-        nid = self.children[parent_id].get(name)
         return None if nid is None else self.nodes[nid]
 
     def find(self, path: str) -> Node | None:
@@ -143,12 +126,8 @@ class Tree:
             stack += [self.nodes[c] for c in self.children.get(n.id, {}).values()]
         return order[::-1]
 
-    # -------------------------------------------------------------- rules
-
     def check_new_name(self, parent: Node, name: str, *, folder: bool = False) -> str:
-        """The path a new entry `name` in `parent` would have, or the rule it
-        breaks. A file's path has at most 20 names; a folder's 19, since a
-        folder deeper than that could hold no memory."""
+        """The path a new entry `name` in `parent` would have, or the rule it breaks."""
         if not parent.is_dir:
             raise NotADirectory(f"{parent.path} is not a folder")
         if len(name.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES:
@@ -166,8 +145,7 @@ class Tree:
         return path
 
     def check_move(self, node: Node, dest: Node, name: str) -> None:
-        """A folder may not move into itself, nor where a path under it would pass
-        1,024 bytes or 20 names (a folder's 19)."""
+        """A folder may not move into itself, nor where a path under it is too long."""
         if not node.is_dir:
             return
         p: Node | None = dest
@@ -192,8 +170,6 @@ class Tree:
                     f"deeper than {_deepest(child.is_dir)} names"
                 )
 
-    # ----------------------------------------------------------- changes
-
     def attach(self, node: Node) -> None:
         self.nodes[node.id] = node
         self.children[node.parent][node.name] = node.id
@@ -216,8 +192,7 @@ class Tree:
         self.nodes.pop(node.id, None)
 
     def move(self, node: Node, parent_id: int, name: str) -> None:
-        """Re-parent a node (the entry at the destination must be free) and derive
-        the new paths of everything under it."""
+        """Re-parent a node to a free entry and derive the paths under it."""
         del self.children[node.parent][node.name]
         node.parent, node.name = parent_id, name
         self.children[parent_id][name] = node.id

@@ -277,7 +277,7 @@ MOUNT_OPTIONS: tuple[Option[Any], ...] = (
     SECRET_FILE,
     _file(
         "cache-dir",
-        "the local cache (per store: the contents, plus 16 MiB of redo log)",
+        "the local cache (per store: the contents, plus 2 MiB kept for a full disk)",
         "DIR",
         shown_default="$XDG_CACHE_HOME/memfs or ~/.cache/memfs; /var/cache/memfs as root",
     ),

@@ -189,7 +189,7 @@ async def test_local_change_is_pushed_with_the_base_as_precondition(
     expect_log("memfs.sync", "conflict on /a.md", count=1)
     await side.sync()
     assert await side.read("/a.md") == "theirs"
-    assert [c.read_text() for c in conflict_files(side.cache.conflicts_dir)] == [
+    assert [c.read_text() for c in conflict_files(side.cache.conflicts.dir)] == [
         "three, on base two"
     ]
     assert await side.remote() == {"/a.md": "theirs"}
@@ -241,7 +241,7 @@ async def test_both_changed_store_wins_and_local_is_kept_as_conflict_copy(
     assert report.conflicts == 1
     assert await side.read("/c.md") == "theirs"
     assert (await side.remote())["/c.md"] == "theirs"
-    copies = conflict_files(side.cache.conflicts_dir)
+    copies = conflict_files(side.cache.conflicts.dir)
     assert len(copies) == 1 and copies[0].read_text() == "mine"
     assert any(
         "conflict on /c.md" in r.message and str(copies[0]) in r.message for r in caplog.records
@@ -459,7 +459,7 @@ async def test_a_file_created_here_and_in_the_store_keeps_the_local_one_as_a_cop
     report = await side.sync()
     assert report.conflicts == 1
     assert await side.read("/both.md") == "theirs"
-    assert [c.read_text() for c in conflict_files(side.cache.conflicts_dir)] == ["mine"]
+    assert [c.read_text() for c in conflict_files(side.cache.conflicts.dir)] == ["mine"]
     assert await side.remote() == {"/both.md": "theirs"}
 
 
@@ -476,7 +476,7 @@ async def test_a_local_edit_survives_the_store_replacing_the_memory_at_its_path(
     report = await side.sync()
     assert report.conflicts == 1
     assert await side.read("/p.md") == "theirs"
-    assert [c.read_text() for c in conflict_files(side.cache.conflicts_dir)] == ["mine"]
+    assert [c.read_text() for c in conflict_files(side.cache.conflicts.dir)] == ["mine"]
     assert await side.remote() == {"/p.md": "theirs"}
 
 

@@ -136,7 +136,7 @@ async def soak(seed: int, folder: Path) -> None:
         async for m in client.iter_memories(store_id, view="full", limit=20):
             stored[m.path] = m.content
         assert stored == work.model, seed
-        assert conflict_files(cache.conflicts_dir) == [], seed
+        assert conflict_files(cache.conflicts.dir) == [], seed
         cache.close()
     finally:
         await client.aclose()

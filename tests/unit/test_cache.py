@@ -1,6 +1,5 @@
-"""StoreCache on its own: the tree, the contents (rows of the journal, an open
-file's bytes in memory), the journal and its redo log, the eviction of clean
-contents.
+"""StoreCache on its own: the tree, the contents (content files, an open
+file's bytes in memory), the journal, the eviction of clean contents.
 
 No FUSE and no server: contents the store "has" are placed with
 `place_remote`, as the sync engine does after a listing.
@@ -53,8 +52,8 @@ def on_disk(cache: StoreCache, node_id: int) -> bytes | None:
 
 def killed(cache: StoreCache) -> None:
     """What a SIGKILL leaves: the journal's files close as they stand, SQLite and
-    the redo log alike, and nothing else happens (no close(), no apply of the
-    log, no checkpoint, no batch save, no fsync)."""
+    the content files alike, and nothing else happens (no close(), no flush,
+    no checkpoint, no batch save, no fsync)."""
     cache.journal.abandon()
 
 
@@ -307,6 +306,19 @@ async def test_journal_and_contents_survive_a_kill(tmp_path):
     again.close()
 
 
+def test_the_id_of_a_deleted_newest_file_is_not_given_again_after_a_kill(tmp_path):
+    cache = StoreCache(str(tmp_path), STORE)
+    names = [f"f{i}.md" for i in range(1100)]
+    with cache.batch():
+        ids = [cache.create(ROOT_ID, name, 0o644).id for name in names]
+    cache.unlink(ROOT_ID, names[-1])
+    cache.journal.abandon()
+    again = StoreCache(str(tmp_path), STORE)
+    assert again.find("/" + names[-2]).id == ids[-2]
+    assert again.create(ROOT_ID, "fresh.md", 0o644).id > ids[-1]
+    again.close()
+
+
 async def test_mark_pushed_cleans_only_what_was_not_written_meanwhile(tmp_path):
     cache = StoreCache(str(tmp_path), STORE)
     node = await write_file(cache, ROOT_ID, "a.md", b"one")
@@ -348,21 +360,25 @@ def flushes_of(monkeypatch, call):
     return flushed
 
 
-async def test_fsync_flushes_only_the_redo_log_which_holds_the_content(tmp_path, monkeypatch):
-    """One flush per fsync: the journal's redo log, which holds the content and
-    the file's row. What it made durable is all there after a kill, sizes and
-    times included."""
+async def test_fsync_is_one_durable_commit_of_the_content(tmp_path, monkeypatch):
+    """One flush per fsync: the content goes into the journal in one commit,
+    and memfs flushes the WAL once, no content file or folder. What it made
+    durable is all there after a kill, sizes and times included (the row's
+    follow from the content)."""
     cache = StoreCache(str(tmp_path / "live"), STORE)
     node = remote(cache, "mem_1", "/a.md", b"a")
     await cache.open(node.id)
     cache.write(node, 1, b" and more")
     cache.write(node, 0, b"A")
-    filler = cache.journal._log._filler  # its own flush must not be counted
-    if filler is not None:
-        filler.join()
+    statements: list[str] = []
+    cache.journal.db.set_trace_callback(statements.append)
     flushed = flushes_of(monkeypatch, lambda: cache.fsync(node))
-    assert flushed == [os.path.join(cache.dir, "journal.sqlite3-redo")]
-    assert flushes_of(monkeypatch, lambda: cache.fsync(node)) == []  # nothing new to flush
+    cache.journal.db.set_trace_callback(None)
+    assert [os.path.basename(f) for f in flushed] == ["journal.sqlite3-wal"]
+    assert len(statements) == 1 and statements[0].startswith("INSERT OR REPLACE INTO durable")
+    durable = cache.journal.db.execute("SELECT node_id, content FROM durable").fetchall()
+    assert durable == [(node.id, b"A and more")]
+    assert flushes_of(monkeypatch, lambda: cache.fsync(node)) == []  # nothing new
 
     image = left_by_a_kill(cache, tmp_path / "image")
     back = image.find("/a.md")
@@ -370,6 +386,7 @@ async def test_fsync_flushes_only_the_redo_log_which_holds_the_content(tmp_path,
     assert (back.size, back.mtime_ns) == (node.size, node.mtime_ns)
     [change] = image.changes()
     assert (change.path, change.memory_id, change.edited) == ("/a.md", "mem_1", True)
+    assert image.journal.db.execute("SELECT count(*) FROM durable").fetchone() == (0,)
     image.close()
     cache.release(node.id)
     cache.close()
@@ -410,20 +427,21 @@ def test_a_second_opener_of_the_same_cache_is_refused_until_the_first_closes(tmp
 async def test_reads_never_write_the_journal_and_writes_commit_only_their_content(tmp_path):
     cache = StoreCache(str(tmp_path), STORE)
     node = remote(cache, "mem_1", "/a.md", b"text")
-    before = cache.journal.commits
+    before = cache.journal.committed
     for _ in range(3):
         await cache.open(node.id)
         assert cache.read(node, 0, 10) == b"text"
         cache.release(node.id)
-    assert cache.journal.commits == before
+    assert cache.journal.committed == before
     await cache.open(node.id)
     for i in range(50):
         cache.write(node, i, b"w")
-    # One commit per write: its bytes, size and times; and, before the first one's
-    # bytes, the flip to edited (a kill never leaves changed bytes the journal calls clean).
-    assert cache.journal.commits == before + 51
+    # The writes' bytes go to the content file (the truth for size and times): the
+    # one commit is the flip to edited, before the first one's bytes (a kill never
+    # leaves changed bytes the journal calls clean).
+    assert cache.journal.committed == before + 1
     cache.release(node.id)
-    assert cache.journal.commits == before + 51  # closing saves nothing more
+    assert cache.journal.committed == before + 1  # closing saves nothing more
     cache.truncate(node.id, 3)
     mtime = node.mtime_ns
     killed(cache)
@@ -441,15 +459,15 @@ async def test_an_editor_s_save_leaves_one_content_behind(tmp_path):
     assert on_disk(cache, old.id) is None  # its file goes once that is applied, or at the next open
     killed(cache)
     again = StoreCache(str(tmp_path), STORE)
-    assert again.journal.content_sizes() == {saved.id: 5}
+    assert again.journal.files.sizes() == {saved.id: 5}
     assert again.read_content(again.find("/old.md")) == b"saved"
     again.close()
 
 
-async def test_many_files_written_between_applies_hold_few_descriptors(tmp_path):
-    """Content files written while the log is not applied stay changed, not
-    open: the store process never runs out of descriptors, and the apply
-    makes every one of them durable."""
+async def test_many_files_written_while_busy_hold_few_descriptors(tmp_path):
+    """Content files written while the filesystem is busy stay changed, not
+    open: the store process never runs out of descriptors, and the pass while
+    idle makes every one of them durable."""
     from memfs.cache._files import MOST_OPEN
 
     cache = StoreCache(str(tmp_path), STORE)
@@ -457,10 +475,35 @@ async def test_many_files_written_between_applies_hold_few_descriptors(tmp_path)
     for i in range(3 * MOST_OPEN):
         await write_file(cache, ROOT_ID, f"f{i}.md", f"file {i}".encode())
     assert len(os.listdir("/proc/self/fd")) - before <= MOST_OPEN
-    cache.journal.apply_log()
+    cache.drop_contents()
     killed(cache)
     again = StoreCache(str(tmp_path), STORE)
     assert {n.path: again.read_content(n) for n in again.files()} == {
         f"/f{i}.md": f"file {i}".encode() for i in range(3 * MOST_OPEN)
     }
     again.close()
+
+
+async def test_a_delete_is_one_change_of_the_file_row_and_outlives_a_kill(tmp_path):
+    """Deleting a stored file changes one row, the file's own, which becomes its
+    pending delete: after a kill the file is gone and its delete still pending;
+    once the delete is settled, the row goes."""
+    cache = StoreCache(str(tmp_path / "live"), STORE)
+    remote(cache, "mem_1", "/a.md", b"a")
+    remote(cache, "mem_2", "/b.md", b"b")
+    statements: list[str] = []
+    cache.journal.db.set_trace_callback(statements.append)
+    cache.unlink(ROOT_ID, "a.md")
+    cache.journal.db.set_trace_callback(None)
+    changes = [s for s in statements if s not in ("BEGIN", "COMMIT")]
+    assert len(changes) == 1 and "INTO nodes" in changes[0]
+
+    image = left_by_a_kill(cache, tmp_path / "image")
+    assert [name for name, _ in image.list_dir(ROOT_ID)] == ["b.md"]
+    stone = image.tombstones["mem_1"]
+    assert (stone.path, stone.base_sha) == ("/a.md", content_sha256(b"a"))
+    image.tombstone_done("mem_1")
+    assert image.tombstones == {} and list(image.journal.tombstones()) == []
+    assert image.journal.db.execute("SELECT count(*) FROM nodes").fetchone() == (2,)
+    image.close()
+    cache.close()
