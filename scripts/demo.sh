@@ -145,7 +145,22 @@ Try in another shell:
   $PWD/$memfs store cat \$MEMFS_DEMO_STORE /notes.md
   $PWD/$memfs store log \$MEMFS_DEMO_STORE
 MSG
+# The mount's stderr is also kept in mount.err (by a tee that Ctrl-C leaves
+# running, for the final sync's lines), to tell a cache an older memfs made,
+# which this one refuses: it is moved aside, and the mount starts afresh.
+mount_demo() {
+    "$memfs" mount --api-url "$url" --token-file "$token_file" \
+        --store "$store_id=$mount_path" --cache-dir "$demo_dir/cache" \
+        2> >(trap '' INT; tee "$demo_dir/mount.err" >&2)
+}
 status=0
-"$memfs" mount --api-url "$url" --token-file "$token_file" \
-    --store "$store_id=$mount_path" --cache-dir "$demo_dir/cache" || status=$?
+mount_demo || status=$?
+if [[ "$status" != 0 ]] && grep -q "was made by a development version of memfs" "$demo_dir/mount.err"; then
+    aside="$demo_dir/older-$(date +%Y%m%dT%H%M%S)"
+    mkdir -p "$aside"
+    mv "$demo_dir/cache" "$aside/"
+    echo "demo: the demo's cache was made by an older memfs; it is now in $aside, and the mount starts afresh"
+    status=0
+    mount_demo || status=$?
+fi
 exit "$status"

@@ -194,3 +194,22 @@ def test_the_demo_moves_data_an_older_memfs_made_aside_and_starts_afresh(start_d
     assert (aside / "cache" / "left.txt").read_text() == "an older cache\n"
     assert (demo.mount_path / "README.md").read_text()
     assert demo.ctrl_c() == 0, demo.output()
+
+
+def test_the_demo_moves_a_cache_an_older_memfs_made_aside_and_mounts_afresh(start_demo):
+    first = start_demo()
+    assert first.ctrl_c() == 0, first.output()
+    (journal,) = (first.dir / "cache").glob("*/journal.sqlite3")
+    with contextlib.closing(sqlite3.connect(journal)) as db:
+        db.execute("PRAGMA user_version = 7")
+        db.commit()
+
+    demo = start_demo()
+    out = demo.output()
+    (aside,) = demo.dir.glob("older-*")
+    said = f"demo: the demo's cache was made by an older memfs; it is now in {aside}"
+    assert said in out, out
+    assert (aside / "cache" / journal.parent.name / "journal.sqlite3").exists()
+    assert "move it aside" in out  # the mount's own sentence, shown as it came
+    assert (demo.mount_path / "README.md").read_text()
+    assert demo.ctrl_c() == 0, demo.output()
