@@ -1,4 +1,4 @@
-"""`memfs serve`'s routes, as one ASGI app: each checks the credentials and
+"""`memfs serve`'s routes, on Starlette's router: each checks the credentials and
 the beta headers, calls one method of the `Database`'s tables and answers
 JSON. Every answer carries a `request-id` header; errors use the contract's
 envelope and never show a traceback.
@@ -10,10 +10,12 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from starlette.datastructures import URL
+from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import RedirectResponse, Response
-from starlette.types import Receive, Scope, Send
+from starlette.responses import Response
+from starlette.routing import Route as PathRoute
+from starlette.routing import Router
+from starlette.types import Message, Receive, Scope, Send
 from starlette.websockets import WebSocketClose
 
 from .._exceptions import (
@@ -86,27 +88,31 @@ class MemoryStoreApp:
             ("GET", rr, self.get_resource, None),
             ("DELETE", rr, self.delete_resource, "detach memory stores from sessions"),
         ]
-        # Each path's parameter names and routes by method, under its shape:
-        # the path with its ids as {}, an id being every second segment
-        # after /v1/{collection}.
-        self.routes: dict[str, tuple[tuple[str, ...], dict[str, Route]]] = {}
+        by_path: dict[str, dict[str, Route]] = {}
         for method, path, handler, not_for_sessions in table:
-            parts = path.split("/")
-            assert [p for p in parts if p.startswith("{")] == parts[3::2], path
-            names = tuple(name.strip("{}") for name in parts[3::2])
-            parts[3::2] = ["{}"] * len(names)
-            routes = self.routes.setdefault("/".join(parts), (names, {}))[1]
-            routes[method] = (handler, not_for_sessions)
+            by_path.setdefault(path, {})[method] = (handler, not_for_sessions)
+        self.router = Router(
+            [
+                PathRoute(p, self._endpoint(routes), methods=list(routes))
+                for p, routes in by_path.items()
+            ]
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await WebSocketClose()(scope, receive, send)
             return
+        scope["app"] = self  # Starlette's router then raises its 404 and 405
         request = Request(scope, receive)
         try:
-            response = await self._answer(request)
-        except (StatusError, InvalidPath, ClientDisconnect) as e:
-            response = _refused(e)
+            # ASGI hands routing a decoded path, where `memstore_x%2Fmemories` would be
+            # `memstore_x/memories`: an id holding an encoded separator names nothing.
+            if b"%2f" in scope.get("raw_path", b"").lower():
+                raise NotFound("no such store, memory or version: the URL holds an encoded '/'")
+            await self.router(scope, receive, _with_request_id(send))
+            return
+        except (StatusError, InvalidPath, ClientDisconnect, HTTPException) as e:
+            response = _refused(request, e)
         except Exception as e:
             log.error(
                 "internal error on %s %s",
@@ -120,49 +126,20 @@ class MemoryStoreApp:
             raise
         await response(scope, receive, send)
 
-    async def _answer(self, request: Request) -> Response:
-        scope = request.scope
-        # ASGI hands routing a decoded path, where `memstore_x%2Fmemories` would be
-        # `memstore_x/memories`: an id holding an encoded separator names nothing.
-        if b"%2f" in scope.get("raw_path", b"").lower():
-            raise NotFound("no such store, memory or version: the URL holds an encoded '/'")
-        found = self._routes_of(scope["path"])
-        if found is None:
-            return self._no_route(request)
-        scope["path_params"], routes = found
-        route = routes.get("GET" if scope["method"] == "HEAD" else scope["method"])
-        if route is None:
-            allowed = sorted({*routes, *(["HEAD"] if "GET" in routes else [])})
-            where = request.url.path
-            error = InvalidRequest(f"{request.method} is not allowed on {where}", status=405)
-            return error_response(error, new_request_id(), {"allow": ", ".join(allowed)})
-        handler, not_for_sessions = route
-        caller = authenticate(request.headers, self.callers, self.db.sessions.caller_for)
-        check_headers(request, sessions=scope["path"].startswith("/v1/sessions"))
-        if not_for_sessions:
-            caller.check_not_session(not_for_sessions)
-        return json_response(200, await handler(request, caller), new_request_id())
+    def _endpoint(self, routes: dict[str, Route]) -> Callable[[Request], Awaitable[Response]]:
+        """The endpoint of one path, running the handler of the request's method."""
 
-    def _routes_of(self, path: str) -> tuple[dict[str, str], dict[str, Route]] | None:
-        """The path's parameters and its routes by method; None when no
-        route has its shape or an id is empty."""
-        parts = path.split("/")
-        ids = parts[3::2]
-        parts[3::2] = ["{}"] * len(ids)
-        found = self.routes.get("/".join(parts))
-        if found is None or not all(ids):
-            return None
-        return dict(zip(found[0], ids, strict=True)), found[1]
+        async def endpoint(request: Request) -> Response:
+            handler, not_for_sessions = routes[
+                "GET" if request.method == "HEAD" else request.method
+            ]
+            caller = authenticate(request.headers, self.callers, self.db.sessions.caller_for)
+            check_headers(request, sessions=request.scope["path"].startswith("/v1/sessions"))
+            if not_for_sessions:
+                caller.check_not_session(not_for_sessions)
+            return json_response(200, await handler(request, caller), new_request_id())
 
-    def _no_route(self, request: Request) -> Response:
-        """404; a path that names a route but for trailing slashes is
-        redirected (307) to the path without them."""
-        path = request.scope["path"].rstrip("/")
-        if path != request.scope["path"] and path and self._routes_of(path) is not None:
-            target = URL(scope={**request.scope, "path": path})
-            return RedirectResponse(str(target), headers={"request-id": new_request_id()})
-        refusal = NotFound(f"no route for {request.method} {request.url.path}")
-        return error_response(refusal, new_request_id())
+        return endpoint
 
     async def create_store(self, request: Request, caller: Caller) -> dict[str, Any]:
         if caller.allowed is not None:
@@ -282,19 +259,46 @@ def _store_of(request: Request, caller: Caller, *, write: bool = False) -> str:
     return sid
 
 
-def _refused(exc: StatusError | InvalidPath | ClientDisconnect) -> Response:
-    """A refusal in the envelope: the contract's, a path's, or a body that
-    did not come whole."""
+def _refused(
+    request: Request, exc: StatusError | InvalidPath | ClientDisconnect | HTTPException
+) -> Response:
+    """A refusal in the envelope: the contract's, a path's, Starlette's own (no
+    such route, method not allowed), or a body that did not come whole."""
     error: StatusError
     headers: dict[str, str] | None = None
+    where = request.url.path
     if isinstance(exc, InvalidPath):
         error = InvalidRequest(str(exc))
     elif isinstance(exc, ClientDisconnect):
         # The client left, or was dropped, mid-body: this answer goes nowhere.
         error = InvalidRequest("the request body did not come whole")
+    elif isinstance(exc, HTTPException) and exc.status_code == 404:
+        error = NotFound(f"no route for {request.method} {where}")
+    elif isinstance(exc, HTTPException):
+        message = str(exc.detail)
+        if exc.status_code == 405:
+            message = f"{request.method} is not allowed on {where}"
+        error = InvalidRequest(message, status=exc.status_code)
+        headers = dict(exc.headers or {})
+        if "Allow" in headers:  # a set's order, which changes from run to run
+            headers["Allow"] = ", ".join(sorted(headers["Allow"].split(", ")))
     else:
         error = exc
         if isinstance(exc, RequestTooLarge):
             # The rest of the body is never read: the connection ends with this answer.
             headers = {"connection": "close"}
     return error_response(error, new_request_id(), headers)
+
+
+def _with_request_id(send: Send) -> Send:
+    """`send`, giving an answer that has no `request-id` (Starlette's redirect
+    of a path with trailing slashes) one."""
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = message.get("headers", [])
+            if not any(name == b"request-id" for name, _ in headers):
+                message["headers"] = [*headers, (b"request-id", new_request_id().encode())]
+        await send(message)
+
+    return sending
