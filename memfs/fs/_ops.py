@@ -180,10 +180,16 @@ class MemoryStoreFS(pyfuse3.Operations):
         except KeyError:
             raise pyfuse3.FUSEError(errno.EBADF) from None
 
-    def _new_file_handle(self, node: Node | None, writable: bool) -> pyfuse3.FileInfo:
+    def _new_file_handle(self, node: Node | None, flags: int) -> pyfuse3.FileInfo:
+        """A handle; a write-only one does direct I/O: it never reads, and the
+        kernel then spares each `write()` its `security.capability` lookup. Not
+        for a set-id file, whose bits the kernel clears only on cached writes."""
         fh = next(self._handle_numbers)
-        self.files[fh] = OpenFile(node, writable)
-        return pyfuse3.FileInfo(fh=fh, keep_cache=True)
+        access = flags & os.O_ACCMODE
+        self.files[fh] = OpenFile(node, access != os.O_RDONLY)
+        set_id = node is None or node.mode & (statmod.S_ISUID | statmod.S_ISGID)
+        direct = access == os.O_WRONLY and not set_id
+        return pyfuse3.FileInfo(fh=fh, keep_cache=True, direct_io=direct)
 
     def _check_writable(self) -> None:
         if self.read_only:
@@ -368,8 +374,8 @@ class MemoryStoreFS(pyfuse3.Operations):
 
     @handler
     async def getxattr(self, inode: int, name: bytes, ctx: Any) -> bytes:
-        # The kernel asks for `security.capability` before every write: answered
-        # without looking at the file.
+        # The kernel asks for `security.capability` before every write of a
+        # read-write handle: answered without looking at the file.
         value = self._xattrs(inode).get(name) if name.startswith(XATTR_PREFIX) else None
         if value is None:
             raise pyfuse3.FUSEError(errno.ENODATA)
@@ -395,13 +401,13 @@ class MemoryStoreFS(pyfuse3.Operations):
         if inode == MARKER_INODE:
             if writable or truncate:
                 raise pyfuse3.FUSEError(errno.EROFS if self.read_only else errno.EPERM)
-            return self._new_file_handle(None, False)
+            return self._new_file_handle(None, os.O_RDONLY)
         if truncate:
             self._check_writable()
         elif writable and self.read_only:
             raise pyfuse3.FUSEError(errno.EROFS)
         node = await self.cache.open(inode, truncate=truncate and writable, writable=writable)
-        return self._new_file_handle(node, writable)
+        return self._new_file_handle(node, flags)
 
     @handler
     async def create(
@@ -417,7 +423,7 @@ class MemoryStoreFS(pyfuse3.Operations):
         )
         writable = (flags & os.O_ACCMODE) != os.O_RDONLY
         node = self.cache.create_open(parent_inode, sname, mode, owner, writable=writable)
-        return self._new_file_handle(node, writable), self.attributes.of(node)
+        return self._new_file_handle(node, flags), self.attributes.of(node)
 
     @handler
     async def read(self, fh: int, off: int, size: int) -> bytes:

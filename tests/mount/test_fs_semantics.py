@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import mmap
 import os
 import shutil
 import signal
@@ -284,6 +285,38 @@ def test_refusals_have_clear_errnos(mounted, mounter, memfs_server):
         "/" + "n" * 255: "longest name",
         long_path: "longest path",
     }
+
+
+def test_a_write_through_any_handle_is_what_every_reader_sees(mounter, memfs_server):
+    """A write-only handle writes around the page cache (direct I/O, so that a
+    write costs no extended-attribute lookup); a reader holding the file's pages
+    still reads what was written, and a shared writable mmap still works."""
+    store_id = memfs_server.create_store("coherent")["id"]
+    put(memfs_server, store_id, "/a.md", "one two three")
+    mnt = mounter.mount_one(store_id)
+    a = mnt / "a.md"
+    reader = os.open(a, os.O_RDONLY)
+    try:
+        assert os.pread(reader, 100, 0) == b"one two three"
+        before = mounter.status()[0]["fuse_requests"].get("getxattr", 0)
+        writer = os.open(a, os.O_WRONLY)
+        assert os.pwrite(writer, b"ONE", 0) == 3
+        os.close(writer)
+        with open(a, "ab") as f:
+            for line in (b"\nfour", b"\nfive"):
+                f.write(line)
+                f.flush()
+        assert os.pread(reader, 100, 0) == b"ONE two three\nfour\nfive"
+        assert mounter.status()[0]["fuse_requests"].get("getxattr", 0) == before
+    finally:
+        os.close(reader)
+
+    with open(a, "r+b") as f, mmap.mmap(f.fileno(), 0) as m:
+        m[:3] = b"One"
+        m.flush()
+    assert a.read_bytes() == b"One two three\nfour\nfive"
+    mounter.unmount(mnt)
+    assert store_contents(memfs_server, store_id) == {"/a.md": "One two three\nfour\nfive"}
 
 
 def test_a_read_only_store_refuses_every_change(mounter, memfs_server):
