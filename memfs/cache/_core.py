@@ -119,6 +119,12 @@ class CacheParts(Tree):
     def read_content(self, node: Node) -> bytes:
         return self.contents.read(node)
 
+    def open_content(self, node: Node) -> bytearray:
+        """An open file's content, held in memory from its first read or write."""
+        if node.live.data is None:
+            node.live.data = bytearray(self.read_content(node) if node.size else b"")
+        return node.live.data
+
     def get_meta(self, key: str) -> str | None:
         return self.journal.get_meta(key)
 
@@ -277,6 +283,8 @@ class CacheParts(Tree):
             self.journal.delete(node.id)
         if node.is_dir:
             return
+        if node.live.open_count and node.cached:
+            self.open_content(node)  # what an orphan shows once its content file goes
         self.contents.deleted(node)
         self.pending.discard(node.id)
         self.bind(node, None, node.base_sha, node.base_path)

@@ -1,7 +1,7 @@
 """Local changes: what the filesystem does to a store's cache.
 
-An open file's content is held in memory too (`Live.data`), so reads never
-touch the disk. `write()` commits the "edited" mark first, then puts its
+An open file's content is held in memory from its first read or write
+(`Live.data`), so later reads never touch the disk. `write()` commits the "edited" mark first, then puts its
 bytes in the content file before it returns (a SIGKILL loses nothing, and
 never leaves changed content called clean); the row follows while idle.
 `fsync()` is one durable commit (`Journal.make_durable`).
@@ -15,7 +15,6 @@ import time
 import trio
 
 from .._exceptions import (
-    CacheCorrupt,
     CacheDiskFull,
     ContentUnavailable,
     DirectoryNotEmpty,
@@ -204,8 +203,6 @@ class LocalChanges(CacheParts):
 
     def _hold(self, node: Node, writable: bool) -> Node:
         live = node.live
-        if live.data is None:
-            live.data = bytearray(self.read_content(node) if node.size else b"")
         live.open_count += 1
         if writable:
             live.writers += 1
@@ -289,17 +286,12 @@ class LocalChanges(CacheParts):
             self.contents.evictable(node)
 
     def read(self, node: Node, offset: int, size: int) -> bytes:
-        content = node.live.data
-        if content is None:
-            raise CacheCorrupt(f"{node.path} is not open")
-        return bytes(memoryview(content)[offset : offset + size])
+        return bytes(memoryview(self.open_content(node))[offset : offset + size])
 
     def write(self, node: Node, offset: int, data: bytes) -> int:
         end = offset + len(data)
         self.check_size(node, end)
-        content = node.live.data
-        if content is None:
-            raise CacheCorrupt(f"{node.path} is not open")
+        content = self.open_content(node)
         old_size, old = len(content), bytes(content[offset:end])
         if offset > len(content):
             content.extend(bytes(offset - len(content)))

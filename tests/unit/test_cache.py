@@ -209,6 +209,24 @@ async def test_an_unlinked_open_file_stays_readable_and_writable_until_released(
     cache.close()
 
 
+async def test_an_open_file_replaced_by_a_rename_keeps_showing_what_it_held(tmp_path):
+    """An editor's save over a file another program holds open, unread: that
+    program still reads the content it opened, as on a local disk."""
+    cache = StoreCache(str(tmp_path), STORE)
+    old = remote(cache, "mem_1", "/notes.md", b"the old notes")
+    await cache.open(old.id)
+    await write_file(cache, ROOT_ID, ".notes.md.swp", b"the new notes")
+    cache.rename(ROOT_ID, ".notes.md.swp", ROOT_ID, "notes.md")
+    cache.drop_contents()
+    assert cache.read(old, 0, 100) == b"the old notes"
+    new = cache.lookup(ROOT_ID, "notes.md")
+    await cache.open(new.id)
+    assert cache.read(new, 0, 100) == b"the new notes"
+    cache.release(old.id)
+    cache.release(new.id)
+    cache.close()
+
+
 async def test_eviction_drops_clean_contents_never_dirty_or_open_ones(tmp_path):
     cache = StoreCache(str(tmp_path), STORE, budget_bytes=3000)
     dirty = await write_file(cache, ROOT_ID, "dirty.md", b"d" * 1000)
