@@ -84,7 +84,8 @@ class LocalChanges(CacheParts):
         node = self.lookup(parent_id, name)
         if node.is_dir:
             raise IsADirectory(f"{node.path} is a folder")
-        with self.transaction():
+        # A file never stored is one row deleted; a pending delete may take two.
+        with self.transaction() if node.memory_id is not None else _ALONE:
             self._detach(node)
         return node
 
@@ -94,8 +95,7 @@ class LocalChanges(CacheParts):
             raise NotADirectory(f"{node.path} is not a folder")
         if self.children[node.id]:
             raise DirectoryNotEmpty(f"{node.path} is not empty")
-        with self.transaction():
-            self._detach(node)
+        self._detach(node)  # one row deleted
 
     def rename(
         self,

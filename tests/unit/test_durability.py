@@ -59,9 +59,12 @@ async def test_every_change_is_there_after_a_kill(tmp_path):
     await new_file(cache, "b.md", b"second")
     cache.rename(docs.id, "a.md", ROOT_ID, "moved.md")
     cache.unlink(ROOT_ID, "b.md")
+    cache.mkdir(ROOT_ID, "gone", 0o755)
+    cache.rmdir(ROOT_ID, "gone")
 
     again = killed_copy(cache, tmp_path / "after")
     assert contents(again) == {"/moved.md": b"first"}
+    assert sorted(name for name, _ in again.list_dir(ROOT_ID)) == ["docs", "moved.md"]
     assert again.find("/moved.md").id == a.id
     assert [c.path for c in again.changes()] == ["/moved.md"]
     assert invariant_problems(again) == []
