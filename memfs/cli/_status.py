@@ -221,7 +221,8 @@ def run_status(args: argparse.Namespace, settings: Settings) -> int:
         print(json.dumps(entries, indent=2))
         return 0
     if not results and not sessions:
-        print("no memfs mounts are running")
+        why = sup.not_listed()
+        print("no memfs mounts are running" + (f"; {why}" if why else ""))
         return 0
     now = time.time()
     for line in [*(table(results, now) if results else []), *session_lines(sessions, now)]:
@@ -311,7 +312,8 @@ def confirm_files(paths: list[str], timeout: float, *, as_json: bool) -> int:
 def _regular_file_in_mount(path: str) -> tuple[StoreState, str]:
     found = sup.file_in_mount(path)
     if found is None or not os.path.isfile(path):
-        raise UsageError(f"{path} is not a regular file inside a mounted store")
+        why = sup.not_listed(path) if found is None and os.path.isfile(path) else None
+        raise UsageError(why or f"{path} is not a regular file inside a mounted store")
     return found
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ..control import running_stores as running_stores
 from ._commands import file_in_mount as file_in_mount
+from ._commands import not_listed as not_listed
 from ._commands import push_files as push_files
 from ._commands import status as status
 from ._commands import stop_followers as stop_followers

@@ -23,6 +23,7 @@ from ..control import (
     SyncReply,
     process_alive,
     running_stores,
+    runtime_dir,
 )
 from ..mount import (
     force_unmount,
@@ -92,6 +93,26 @@ def unmount(paths: list[str], *, all_: bool) -> int:
     return code
 
 
+def not_listed(path: str | None = None) -> str | None:
+    """Why no store process of this runtime folder answers for `path` (None:
+    for any mount) although a memfs mount holds it: one sentence, or None."""
+    listed = {os.path.abspath(s.mount_path) for s in running_stores()}
+    path = os.path.abspath(path) if path else None
+    for _source, point, _fstype in memfs_mounts():
+        inside = path is None or path == point or path.startswith(point.rstrip("/") + "/")
+        if point in listed or not inside:
+            continue
+        if is_stale_mount(point):
+            return (
+                f"{point} is a memfs mount whose process is gone: memfs unmount --all cleans it up"
+            )
+        return (
+            f"{point} is a memfs mount started with another runtime folder than "
+            f"{runtime_dir()}: set MEMFS_RUNTIME_DIR to that one"
+        )
+    return None
+
+
 def sync(paths: list[str]) -> list[tuple[StoreState, SyncReply | ErrorReply]]:
     """A pass now in each store mounted at `paths` (default: all), answered when done."""
     stores = running_stores()
@@ -100,11 +121,13 @@ def sync(paths: list[str]) -> list[tuple[StoreState, SyncReply | ErrorReply]]:
         for p in paths:
             match = _at(stores, os.path.abspath(p))
             if not match:
-                raise MountError(f"no memfs mount is running at {os.path.abspath(p)}")
+                why = not_listed(p)
+                raise MountError(why or f"no memfs mount is running at {os.path.abspath(p)}")
             chosen += match
         stores = chosen
     if not stores:
-        raise MountError("no memfs mounts are running")
+        why = not_listed()
+        raise MountError("no memfs mounts are running" + (f"; {why}" if why else ""))
     return _ask_each(stores, ControlClient.sync)
 
 

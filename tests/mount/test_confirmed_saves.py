@@ -266,6 +266,30 @@ def test_what_is_not_a_file_in_a_mount_is_refused_with_status_2(mounter, memfs_s
     assert mounter.memfs("sync", str(mnt)).stdout.startswith(f"{mnt}: pushed 1,")
 
 
+def test_a_mount_of_another_runtime_folder_is_named_not_denied(mounter, memfs_server, tmp_path):
+    """Run with a runtime folder that does not list the mount (the demo's, its
+    env file not sourced), the commands say which mount it is and what to set,
+    where they said the file was in no mount."""
+    store_id = memfs_server.create_store("s")["id"]
+    mnt = mounter.mount_one(store_id, extra=QUIET)
+    (mnt / "a.md").write_text("a\n")
+    other = tmp_path / "other-runtime"
+    other.mkdir(mode=0o700)
+    env = {**mounter.env, "MEMFS_RUNTIME_DIR": str(other)}
+    hint = (
+        f"{mnt} is a memfs mount started with another runtime folder than {other}: "
+        "set MEMFS_RUNTIME_DIR to that one"
+    )
+    for args in (("sync", str(mnt / "a.md")), ("sync", str(mnt))):
+        r = mounter.memfs(*args, env=env)
+        assert (r.returncode, r.stderr) == (2 if args[1].endswith(".md") else 1, f"memfs: {hint}\n")
+    r = mounter.memfs("status", env=env)
+    assert r.returncode == 0 and r.stdout.startswith("no memfs mounts are running; ")
+    assert "MEMFS_RUNTIME_DIR" in r.stdout or "memfs unmount --all" in r.stdout
+    # With the mount's own runtime folder, the same file is saved.
+    assert mounter.memfs("sync", str(mnt / "a.md")).stdout.startswith(f"saved {mnt / 'a.md'} ")
+
+
 def test_a_file_saved_now_waits_for_no_quiet_time(mounter, memfs_server):
     store_id = memfs_server.create_store("s")["id"]
     mnt = mounter.mount_one(store_id, extra=QUIET)
