@@ -44,9 +44,6 @@ class Journal:
 
     def __init__(self, path: str, *, store_id: str) -> None:
         self.path = path
-        self.lost_paths: list[str] = []
-        self.damage: str | None = None
-        """What opening found lost (nothing: a kill leaves no damage to name)."""
         self._wal_fd: int | None = None
         self._durable_changes = -1
         self._durable: set[int] = set()

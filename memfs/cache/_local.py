@@ -1,9 +1,10 @@
 """Local changes: what the filesystem does to a store's cache.
 
 An open file's content is held in memory from its first read or write
-(`Live.data`), so later reads never touch the disk. `write()` commits the "edited" mark first, then puts its
-bytes in the content file before it returns (a SIGKILL loses nothing, and
-never leaves changed content called clean); the row follows while idle.
+(`Live.data`), so later reads never touch the disk. `write()` commits the
+"edited" mark first, then puts its bytes in the content file before it
+returns (a SIGKILL loses nothing, and never leaves changed content called
+clean); the row follows while idle.
 `fsync()` is one durable commit (`Journal.make_durable`).
 """
 

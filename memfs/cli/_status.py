@@ -117,8 +117,6 @@ def _details(st: StoreStatus) -> Iterator[str]:
         yield from _sentence("the store is full: new files are refused (ENOSPC)")
     if st.last_error:
         yield from _sentence(f"error: {st.last_error}")
-    if st.cache_damage:
-        yield from _sentence(f"cache damaged: {st.cache_damage}")
     if st.cache_disk_full:
         yield from _sentence(
             "the cache's disk is full: changes are refused (ENOSPC) until space is freed; "
@@ -310,11 +308,11 @@ def confirm_files(paths: list[str], timeout: float, *, as_json: bool) -> int:
 
 
 def _regular_file_in_mount(path: str) -> tuple[StoreState, str]:
-    found = sup.file_in_mount(path)
-    if found is None or not os.path.isfile(path):
-        why = sup.not_listed(path) if found is None and os.path.isfile(path) else None
-        raise UsageError(why or f"{path} is not a regular file inside a mounted store")
-    return found
+    found, is_file = sup.file_in_mount(path), os.path.isfile(path)
+    if found is not None and is_file:
+        return found
+    why = sup.not_listed(path) if found is None and is_file else None
+    raise UsageError(why or f"{path} is not a regular file inside a mounted store")
 
 
 def _line(a: Confirmation) -> str:

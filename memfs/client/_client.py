@@ -418,12 +418,6 @@ class SessionEndpoints(_Endpoints):
     ) -> list[SessionResource]:
         return [r async for r in self.iter_session_resources(session_id, limit=limit)]
 
-    async def get_session_resource(self, session_id: str, resource_id: str) -> SessionResource:
-        """One resource by its id (`memfs serve` also takes its store's id)."""
-        parts = (session_id, "resources", resource_id)
-        data = await self._session_get("get_session_resource", *parts)
-        return SessionResource.from_json(data)
-
     async def add_session_resource(self, session_id: str, resource: Resource) -> SessionResource:
         """Attach a store to a live session. A retried attempt that finds the
         store attached already, with the access asked for, answers that."""

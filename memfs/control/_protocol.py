@@ -179,7 +179,8 @@ class StoreStatus:
     not_shown: dict[str, str] = field(default_factory=dict)
     """Memories this folder cannot show, left as they are: path -> reason."""
     cache_damage: str | None = None
-    """Why changes the cache held were lost when this mount opened it."""
+    """Always None, as `lost_changes` is always empty: the cache has no damage
+    to name (a kill loses nothing); kept in the answer for the scripts that read them."""
     lost_changes: list[str] = field(default_factory=list)
     cache_disk_full: str | None = None
     """Why changes are refused (ENOSPC); None when the cache's disk has room."""

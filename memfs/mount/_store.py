@@ -324,8 +324,6 @@ class MountedStore:
             last_error=st.last_error,
             requests=self.client.stats.requests,
             fuse_requests={op: h.count for op, h in self.fs.times.items()},
-            cache_damage=self.cache.journal.damage,
-            lost_changes=list(self.cache.journal.lost_paths),
             cache_disk_full=self.cache.journal.disk_full_reason,
         )
 

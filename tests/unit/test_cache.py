@@ -410,25 +410,6 @@ async def test_fsync_is_one_durable_commit_of_the_content(tmp_path, monkeypatch)
     cache.close()
 
 
-async def test_every_write_is_committed_before_it_returns(tmp_path):
-    """Killed after fsync and more writes: everything written is there, the
-    file's size too (the content is the truth for it)."""
-    cache = StoreCache(str(tmp_path / "live"), STORE)
-    node = cache.create(ROOT_ID, "n.md", 0o644)
-    await cache.open(node.id, writable=True)
-    cache.write(node, 0, b"synced")
-    cache.fsync(node)
-    cache.write(node, 6, b", then written")
-    cache.truncate(node.id, 12)
-    image = left_by_a_kill(cache, tmp_path / "kill")
-    back = image.find("/n.md")
-    assert image.read_content(back) == b"synced, then"
-    assert back.size == 12 and back.edited
-    image.close()
-    cache.release(node.id, writable=True)
-    cache.close()
-
-
 def test_a_second_opener_of_the_same_cache_is_refused_until_the_first_closes(tmp_path):
     """The journal is locked exclusively: one process per store and cache.
     (Another process meets the same lock; tests/mount/test_cli_mount.py mounts twice.)"""

@@ -123,7 +123,8 @@ async def test_an_fsync_d_content_comes_back_when_its_content_file_lost_it(tmp_p
 
 async def test_a_write_after_fsync_survives_a_kill_and_is_not_rolled_back(tmp_path):
     """A write after fsync, not fsync'd itself: the durable copy goes before its
-    bytes are written, so a kill leaves the later write, not the fsync'd one."""
+    bytes are written, so a kill leaves the later write, not the fsync'd one,
+    and the file's size too (the content is the truth for it)."""
     cache = StoreCache(str(tmp_path / "live"), STORE)
     node = cache.create(ROOT_ID, "notes.md", 0o644)
     await cache.open(node.id, writable=True)
@@ -133,6 +134,8 @@ async def test_a_write_after_fsync_survives_a_kill_and_is_not_rolled_back(tmp_pa
     cache.truncate(node.id, 16)
     again = killed_copy(cache, tmp_path / "after")
     assert contents(again) == {"/notes.md": b"fsync'd, then wr"}
+    back = again.find("/notes.md")
+    assert back.size == 16 and back.edited
     again.close()
 
 
