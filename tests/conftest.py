@@ -67,7 +67,8 @@ def cache_invariants(request, monkeypatch):
     if not (_tier(request.node) == "inprocess" or request.node.path.name == "test_cache.py"):
         yield
         return
-    from memfs.cache import StoreCache, invariant_problems
+    from memfs.cache import StoreCache
+    from tests.support.invariants import invariant_problems
 
     caches: list[StoreCache] = []
     original_init, original_close = StoreCache.__init__, StoreCache.close

@@ -12,7 +12,6 @@ closed contents are evicted, past `--cache-size`.
 from __future__ import annotations
 
 from ._agreement import SyncChanges
-from ._check import invariant_problems
 from ._core import DEFAULT_BUDGET_BYTES, ContentSource
 from ._faces import FilesystemFace, SyncFace
 from ._local import LocalChanges
@@ -52,7 +51,6 @@ __all__ = [
     "Tombstone",
     "Upload",
     "file_state",
-    "invariant_problems",
     "marker_state",
     "overruled_copy",
 ]

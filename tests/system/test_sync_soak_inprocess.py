@@ -25,10 +25,11 @@ import pytest
 import trio
 
 from memfs._exceptions import MemfsError, SyncError
-from memfs.cache import ROOT_ID, StoreCache, invariant_problems
+from memfs.cache import ROOT_ID, StoreCache
 from memfs.sync import SyncEngine
 from tests.support import conflict_files
 from tests.support.inprocess import Answer, InProcessStore, LoseAnswer, ScriptedTransport
+from tests.support.invariants import invariant_problems
 
 SEEDS = int(os.environ.get("MEMFS_SOAK_SEEDS", "12"))
 STEPS = 200

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from memfs._exceptions import CacheCorrupt, CacheDiskFull
-from memfs.cache import ROOT_ID, StoreCache, invariant_problems
+from memfs.cache import ROOT_ID, StoreCache
+from tests.support.invariants import invariant_problems
 
 STORE = "memstore_durable"
 

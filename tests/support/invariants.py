@@ -1,13 +1,13 @@
 """The cache's invariants: `invariant_problems(cache)` lists every way the
 tree, the journal, the contents and the indexes disagree (empty: sound).
-Tests call it after every cache and filesystem test; it reads the journal.
+Tests call it after every cache and filesystem test, in the manner of s3ql's
+fsck after each test; it reads the cache's parts and its journal.
 """
 
 from __future__ import annotations
 
-from ..api import join_path
-from ._core import CacheParts
-from ._node import ROOT_ID, NodeKind
+from memfs.api import join_path
+from memfs.cache import ROOT_ID, NodeKind, StoreCache
 
 FIELDS_SAVED_AT_ONCE = (
     "parent", "name", "kind", "memory_id", "base_sha", "base_path", "edited", "uid", "gid",
@@ -15,7 +15,7 @@ FIELDS_SAVED_AT_ONCE = (
 """Fields every change saves at once (the contents are the truth for sizes)."""
 
 
-def invariant_problems(cache: CacheParts) -> list[str]:
+def invariant_problems(cache: StoreCache) -> list[str]:
     out: list[str] = []
     # Every node is reachable from the root, at the path the tree derives.
     reached: set[int] = set()
