@@ -28,6 +28,8 @@ log = logging.getLogger("memfs.cache")
 
 DEFAULT_BUDGET_BYTES = 256 * 1024 * 1024
 """The clean contents a cache keeps before it evicts (`--cache-size`)."""
+DEFAULT_MEMORY_BYTES = 8 * 1024 * 1024
+"""The whole contents a cache keeps in memory (`--cache-memory`)."""
 
 HOUSEKEEPING_QUIET = 5.0
 """Seconds between housekeeping's looks at most, while nothing is committed."""
@@ -45,6 +47,7 @@ class CacheParts(Tree):
         store_id: str,
         *,
         budget_bytes: int = DEFAULT_BUDGET_BYTES,
+        memory_bytes: int = DEFAULT_MEMORY_BYTES,
         source: ContentSource | None = None,
         max_memories: int = MAX_MEMORIES,
     ) -> None:
@@ -62,7 +65,9 @@ class CacheParts(Tree):
         ensure_private_dir(root_dir, "cache folder", follow=True)
         ensure_private_dir(self.dir, "cache folder")
         self.conflicts = ConflictCopies(os.path.join(self.dir, "conflicts"))
-        self.journal = Journal(os.path.join(self.dir, "journal.sqlite3"), store_id=store_id)
+        self.journal = Journal(
+            os.path.join(self.dir, "journal.sqlite3"), store_id=store_id, memory_bytes=memory_bytes
+        )
         self.contents = Contents(self.journal, budget_bytes, self.nodes.get)
         self.pending: set[int] = set()
         """Ids of the files with local changes the store has not agreed to."""

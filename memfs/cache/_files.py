@@ -3,7 +3,9 @@ its node's id, in the folder `files`, never reached through a symlink. A
 write is `pwrite`n and stamped with its time, so a SIGKILL cannot take it
 back; the file is the truth for its node's size (and an edited file's
 time). Changed files are flushed while idle; a content let go is unlinked
-only once the rows that let it go are durable.
+only once the rows that let it go are durable. The contents of files lately
+closed are kept in memory, whole, up to `--cache-memory` bytes; every change
+to a content file goes through this class and drops its copy first.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import ctypes
 import errno
 import os
 import stat
+
+from cachetools import LRUCache
 
 from .._exceptions import CacheCorrupt
 from .._private import libc_function, open_file_at
@@ -30,8 +34,10 @@ _SYNCFS = libc_function("syncfs", [ctypes.c_int])
 class ContentFiles:
     """The content files of the cache folder `folder_fd` (at `folder`)."""
 
-    def __init__(self, folder_fd: int, folder: str, space: DiskSpace) -> None:
+    def __init__(self, folder_fd: int, folder: str, space: DiskSpace, memory_bytes: int) -> None:
         self.space = space
+        self.recent: LRUCache[int, bytes] = LRUCache(memory_bytes, getsizeof=len)
+        """Whole contents lately closed, by node id, up to `memory_bytes`."""
         self.fd = _open_own_folder(folder_fd, FOLDER, os.path.join(folder, FOLDER))
         self._open: dict[int, int] = {}
         """Descriptors of content files being written, by node id, the oldest first."""
@@ -39,7 +45,7 @@ class ContentFiles:
         self._dropped: set[int] = set()
         """Ids whose content files go once the rows that let them go are durable."""
         self._made = False
-        """A content file was made since the folder was last flushed."""
+        """A content file may have been made since the folder was last flushed."""
 
     def close(self) -> None:
         self._close_files()
@@ -55,6 +61,10 @@ class ContentFiles:
     def read(self, node_id: int) -> bytes | None:
         if node_id in self._dropped:
             return None
+        return self.recent.get(node_id) or self.read_file(node_id)
+
+    def read_file(self, node_id: int) -> bytes | None:
+        """What the content file holds (None: there is none), never the memory's copy."""
         try:
             fd = open_file_at(self.fd, str(node_id), os.O_RDONLY)
         except FileNotFoundError:
@@ -63,6 +73,11 @@ class ContentFiles:
             return os.pread(fd, os.fstat(fd).st_size, 0)
         finally:
             os.close(fd)
+
+    def remember(self, node_id: int, content: bytes) -> None:
+        """Keep in memory what the content file `node_id` holds, whole."""
+        if len(content) <= self.recent.maxsize:
+            self.recent[node_id] = content
 
     def stat(self, node_id: int) -> os.stat_result | None:
         if node_id in self._dropped:
@@ -80,11 +95,8 @@ class ContentFiles:
         fd = self._open.get(node_id)
         if fd is None:
             self._dropped.discard(node_id)
-            try:
-                fd = open_file_at(self.fd, str(node_id), os.O_RDWR)
-            except FileNotFoundError:
-                fd = self.space.run(open_file_at, self.fd, str(node_id), os.O_RDWR | os.O_CREAT)
-                self._made = True
+            fd = self.space.run(open_file_at, self.fd, str(node_id), os.O_RDWR | os.O_CREAT)
+            self._made = True
             if len(self._open) >= MOST_OPEN:
                 os.close(self._open.pop(next(iter(self._open))))
             self._open[node_id] = fd
@@ -102,6 +114,7 @@ class ContentFiles:
         mtime_ns: int | None = None,
     ) -> None:
         """Write `data` at `offset`; `exact`: then make the file `size` bytes long."""
+        self.recent.pop(node_id, None)
         fd = self._fd(node_id)
         if data:
             self.space.run(_pwrite, fd, data, offset)
@@ -112,9 +125,7 @@ class ContentFiles:
 
     def put(self, node_id: int, content: bytes | bytearray) -> None:
         """Replace a content whole: a new file renamed over it."""
-        fd = self._open.pop(node_id, None)
-        if fd is not None:
-            os.close(fd)
+        self._let_go(node_id)
         self._dropped.discard(node_id)
         self.space.run(self._replace, str(node_id), content)
         self._changed.add(node_id)
@@ -129,11 +140,16 @@ class ContentFiles:
         os.rename(name + _NEW, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
 
     def drop_later(self, node_id: int) -> None:
+        self._let_go(node_id)
+        self._changed.discard(node_id)
+        self._dropped.add(node_id)
+
+    def _let_go(self, node_id: int) -> None:
+        """Forget the memory's copy and close the descriptor of a content about to go."""
+        self.recent.pop(node_id, None)
         fd = self._open.pop(node_id, None)
         if fd is not None:
             os.close(fd)
-        self._changed.discard(node_id)
-        self._dropped.add(node_id)
 
     def changed(self, node_ids: set[int]) -> None:
         self._changed |= node_ids - self._dropped

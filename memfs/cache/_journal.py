@@ -42,7 +42,7 @@ Undo = tuple[int, bytes, int]
 class Journal:
     """The journal at `path`, reached through its folder's checked descriptor."""
 
-    def __init__(self, path: str, *, store_id: str) -> None:
+    def __init__(self, path: str, *, store_id: str, memory_bytes: int) -> None:
         self.path = path
         self._wal_fd: int | None = None
         self._durable_changes = -1
@@ -57,7 +57,7 @@ class Journal:
             os.close(self.folder_fd)
             raise
         try:
-            self.files = ContentFiles(self.folder_fd, folder, self._space)
+            self.files = ContentFiles(self.folder_fd, folder, self._space, memory_bytes)
             highest = int(self.db.execute("SELECT max(id) FROM nodes").fetchone()[0])
             self._ids_kept = int(self.get_meta("ids_kept") or FIRST_NODE_ID)
             self._next_id = max(self._ids_kept, highest + 1)

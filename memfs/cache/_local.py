@@ -279,6 +279,8 @@ class LocalChanges(CacheParts):
             live.writers = max(0, live.writers - 1)
         if live.open_count:
             return
+        if live.data is not None and node.cached and not live.orphan:
+            self.journal.files.remember(node.id, bytes(live.data))
         live.data = None
         if live.orphan:
             self._drop(node)

@@ -342,6 +342,15 @@ MOUNT_OPTIONS: tuple[Option[Any], ...] = (
         shown_default="256M",
     ),
     Option(
+        "cache-memory",
+        "bytes of the contents of the files closed last that each store keeps in memory, so "
+        "that reading them again reads no cache file; K, M and G suffixes count in 1,024s",
+        byte_size,
+        control.DEFAULT_CACHE_MEMORY,
+        "BYTES",
+        shown_default="8M",
+    ),
+    Option(
         "metrics-addr",
         "serve Prometheus metrics of every mounted store at HOST:PORT (e.g. 127.0.0.1:9477)",
         metrics_addr,

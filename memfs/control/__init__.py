@@ -29,6 +29,7 @@ from ._runtime import running_stores as running_stores
 from ._runtime import runtime_dir as runtime_dir
 from ._runtime import socket_path as socket_path
 from ._runtime import state_path as state_path
+from ._spec import DEFAULT_CACHE_MEMORY as DEFAULT_CACHE_MEMORY
 from ._spec import DEFAULT_CACHE_SIZE as DEFAULT_CACHE_SIZE
 from ._spec import DEFAULT_FINAL_SYNC_TIMEOUT as DEFAULT_FINAL_SYNC_TIMEOUT
 from ._spec import DEFAULT_ROOT as DEFAULT_ROOT

@@ -25,6 +25,8 @@ DEFAULT_START_TIMEOUT = 30.0
 """Seconds a mount's start waits in all for the API's first answer (any number more than 0)."""
 DEFAULT_CACHE_SIZE = 256 * 1024 * 1024
 """Bytes of clean contents a store's cache keeps before it evicts (at least 1)."""
+DEFAULT_CACHE_MEMORY = 8 * 1024 * 1024
+"""Bytes of whole contents a store's cache keeps in memory (at least 1)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,6 +45,7 @@ class StoreSettings:
     start_timeout: float = DEFAULT_START_TIMEOUT
     write_behind: bool = True
     cache_size: int = DEFAULT_CACHE_SIZE
+    cache_memory: int = DEFAULT_CACHE_MEMORY
 
     def settings(self) -> dict[str, Any]:
         """These settings alone, by field (a spec's too)."""

@@ -222,7 +222,12 @@ async def open_cache(spec: StoreSpec) -> StoreCache:
     waited = False
     while True:
         try:
-            return StoreCache(spec.cache_dir, spec.store_id, budget_bytes=spec.cache_size)
+            return StoreCache(
+                spec.cache_dir,
+                spec.store_id,
+                budget_bytes=spec.cache_size,
+                memory_bytes=spec.cache_memory,
+            )
         except CacheInUse:
             state_file = control.state_path(spec.runtime_dir, spec.store_id, spec.cache_dir)
             previous = control.read_state(state_file)

@@ -255,6 +255,7 @@ class MountSettings:
     start_timeout: float
     write_behind: bool
     cache_size: int
+    cache_memory: int
     session_check_interval: float
     metrics_addr: str | None
     daemon: bool

@@ -214,3 +214,31 @@ def test_a_small_cache_size_evicts_clean_files_which_still_read_back(mounter, me
             assert time.monotonic() < deadline, sorted(p.name for p in files.iterdir())
             time.sleep(0.2)
     mounter.unmount(mnt)
+
+
+@pytest.mark.parametrize("memory", ["1K", "8M"])
+def test_a_file_read_again_shows_every_change_whatever_the_cache_memory(
+    mounter, memfs_server, memory
+):
+    """`--cache-memory`: the contents of the files closed last are kept in memory
+    up to that many bytes (a larger one is read from its cache file); what a
+    file shows never lags behind a change, pulled from the store at the same
+    size or made here while it was closed."""
+    from memfs.testing import FakeStore
+
+    store_id = memfs_server.create_store("memory")["id"]
+    store = FakeStore(memfs_server, store_id)
+    mnt = mounter.mount_one(store_id, extra=("--cache-memory", memory))
+    small, large = mnt / "small.md", mnt / "large.md"
+    small.write_text("one\n")
+    large.write_text("x" * 3000)
+    assert (small.read_text(), large.read_text()) == ("one\n", "x" * 3000)
+    mounter.sync(mnt)
+    store.put("/small.md", "two\n")
+    store.put("/large.md", "y" * 3000)
+    mounter.sync(mnt)
+    assert (small.read_text(), large.read_text()) == ("two\n", "y" * 3000)
+    os.truncate(small, 2)
+    assert small.read_text() == "tw"
+    mounter.unmount(mnt)
+    assert store.memories() == {"/small.md": "tw", "/large.md": "y" * 3000}

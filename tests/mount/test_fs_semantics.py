@@ -55,12 +55,12 @@ def _journal_on_disk(mounter, store_id: str, query: str, inode: int):
     after a kill would read them."""
     src = mounter.cache_dir / store_id
     with tempfile.TemporaryDirectory() as tmp:
-        for name in ("journal.sqlite3", "journal.sqlite3-wal", "journal.sqlite3-redo"):
+        for name in ("journal.sqlite3", "journal.sqlite3-wal"):
             if (src / name).exists():
                 shutil.copyfile(src / name, os.path.join(tmp, name))
         if (src / "files").exists():
             shutil.copytree(src / "files", os.path.join(tmp, "files"))
-        journal = Journal(os.path.join(tmp, "journal.sqlite3"), store_id=store_id)
+        journal = Journal(os.path.join(tmp, "journal.sqlite3"), store_id=store_id, memory_bytes=1)
         try:
             if query == CONTENT:
                 content = journal.content(inode)

@@ -54,6 +54,9 @@ def invariant_problems(cache: StoreCache) -> list[str]:
                 out.append(f"node {nid} ({b.path}): the journal's {name} differs from memory's")
     # Contents: every cached file has its content, and no other file; files count right.
     sizes = cache.journal.files.sizes()
+    for nid, kept in cache.journal.files.recent.items():
+        if kept != (cache.journal.files.read_file(nid) or b""):
+            out.append(f"node {nid}: the content kept in memory differs from its content file")
     for nid in sizes.keys() - {n.id for n in live.values() if n.cached}:
         out.append(f"the journal holds a content for node {nid}, which is not a cached file")
     files = [n for n in live.values() if n.kind is NodeKind.FILE]

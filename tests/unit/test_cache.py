@@ -292,6 +292,45 @@ async def test_a_content_larger_than_the_whole_budget_is_kept_until_the_next_one
     cache.close()
 
 
+async def test_a_closed_file_opened_again_shows_every_change_made_meanwhile(tmp_path):
+    """The contents of the files closed last are kept in memory (`--cache-memory`,
+    here 1,000 bytes): a truncate, the store's new bytes of the same size, an
+    eviction and a rename over the file are what the next open reads, and a
+    content larger than the bound is read from its file."""
+    cache = StoreCache(str(tmp_path), STORE, budget_bytes=2000, memory_bytes=1000)
+
+    async def shown(node) -> bytes:
+        await cache.open(node.id)
+        try:
+            return cache.read(node, 0, MAX_CONTENT_BYTES)
+        finally:
+            cache.release(node.id)
+
+    mine = await write_file(cache, ROOT_ID, "mine.md", b"written here")
+    cache.truncate(mine.id, 7)
+    assert await shown(mine) == b"written"
+    theirs = remote(cache, "mem_t", "/theirs.md", b"store one")
+    assert await shown(theirs) == b"store one"
+    stored = StoredMemory("mem_t", "/theirs.md", content_sha256(b"store two"), 9)
+    cache.place_remote(stored, b"store two", node=theirs)
+    assert await shown(theirs) == b"store two"
+    big = await write_file(cache, ROOT_ID, "big.md", b"b" * 1500)
+    assert await shown(big) == b"b" * 1500
+    remote(cache, "mem_x", "/x.md", b"x" * 1995)  # past the budget: the oldest goes
+    assert not theirs.cached
+
+    async def fetch(memory_id: str) -> tuple[bytes, str]:
+        return b"store three", content_sha256(b"store three")
+
+    cache.source = fetch
+    assert await shown(theirs) == b"store three"
+    swap = await write_file(cache, ROOT_ID, ".mine.md.swp", b"saved")
+    cache.rename(ROOT_ID, ".mine.md.swp", ROOT_ID, "mine.md")
+    assert await shown(cache.find("/mine.md")) == b"saved"
+    assert cache.find("/mine.md") is swap
+    cache.close()
+
+
 async def test_journal_and_contents_survive_a_kill(tmp_path):
     cache = StoreCache(str(tmp_path), STORE)
     remote(cache, "mem_gone", "/gone.md", b"bye")

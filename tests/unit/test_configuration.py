@@ -42,6 +42,7 @@ SAMPLES: dict[str, tuple[list[str], str, object, tuple[object, object, object]]]
     "session-check-interval": (["--session-check-interval", "1"], "0.5", 90, (1.0, 0.5, 90.0)),
     "write-behind": (["--write-behind", "no"], "yes", False, (False, True, False)),
     "cache-size": (["--cache-size", "1K"], "2M", 4096, (1024, 2 * 1024**2, 4096)),
+    "cache-memory": (["--cache-memory", "1K"], "2M", 4096, (1024, 2 * 1024**2, 4096)),
     "daemon": (["--daemon"], "0", True, (True, False, True)),
     "log-level": (["--log-level", "error"], "DEBUG", "info", ("ERROR", "DEBUG", "INFO")),
     "log-format": (["--log-format", "json"], "text", "json", ("json", "text", "json")),

@@ -506,6 +506,7 @@ def test_a_followed_session_reaches_the_daemon_follower_with_its_settings_typed(
         "start_timeout": 30.0,
         "write_behind": True,
         "cache_size": 256 * 1024 * 1024,
+        "cache_memory": 8 * 1024 * 1024,
     }
     again = SessionToFollow.from_json(sent)
     assert again == session and again.settings.sync_deletions is Deletions.LOG_ONLY
