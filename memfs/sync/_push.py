@@ -5,12 +5,20 @@ is that memory's alone: content refusals (400, 413, not UTF-8) wait for the
 file to change; other refusals (402, 403, 409, 412, unknown) are held and
 tried again later or when the file changes; a 404 on an update creates the
 memory again at once. Only whole-store failures escape.
+
+A path the store still gives another memory is cleared first when memfs
+can: that memory's pending delete is sent, or its own move here is pushed
+first. In a ring of moves (a swap of two names, each memory going where
+the next one stands) one memory steps aside to `STEP_ASIDE` for a moment.
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Awaitable, Callable
 from functools import partial
+
+import trio
 
 from .._exceptions import (
     CacheCorrupt,
@@ -23,12 +31,15 @@ from .._exceptions import (
     RequestTooLarge,
     StoreError,
 )
-from ..api import MAX_CONTENT_BYTES, content_sha256
+from ..api import MAX_CONTENT_BYTES, Memory, content_sha256
 from ..cache import Change, Node, Upload
 from ._deletes import DeletePacer
 from ._shared import Hold, Part, PassReport, Shared, log, whole_store
 
 NOT_UTF8 = "its content is not UTF-8 text"
+STEP_ASIDE = "/.memfs-moving-{memory_id}"
+"""Where a memory of a ring of moves waits while the others move (a path no
+file here has, since the tree refuses none and no memory id repeats)."""
 
 
 def _note_refusal(node: Node, reason: str, edits: int, *, local: bool) -> None:
@@ -43,12 +54,22 @@ class Pusher(Part):
     def __init__(self, shared: Shared, pacer: DeletePacer) -> None:
         super().__init__(shared)
         self.pacer = pacer
+        self._waiting: set[str] = set()
+        """Memories whose push waits for another memory to leave their path."""
+        self._clearing = trio.Lock()
 
     async def push(
-        self, change: Change, report: PassReport, *, final: bool, asked: bool = False
+        self,
+        change: Change,
+        report: PassReport,
+        *,
+        final: bool,
+        asked: bool = False,
+        clearing: bool = False,
     ) -> None:
         """Push the file `change` names, as it is now. `asked`: a person asked,
-        and a refused file is tried again at once."""
+        and a refused file is tried again at once. `clearing`: pushed to clear
+        another push's path (`_clear_path`)."""
         cache = self.cache
         node = cache.nodes.get(change.node_id)
         if node is None or node.orphan or not node.pending:
@@ -122,10 +143,10 @@ class Pusher(Part):
             try:
                 memory = await send()
             except PathConflict as e:
-                # A path taken by a memory deleted here: that delete goes first.
-                if not await self.pacer.send_now(e.conflicting_memory_id):
-                    raise
-                memory = await send()
+                cleared = await self._after_conflict(e, send, node, memory_id, report, clearing)
+                if cleared is None:
+                    return  # pushed meanwhile, to clear another push's path
+                memory = cleared
         except CacheDiskFull as e:  # not sent: the cache said so once itself
             log.info(
                 f"{path} is not uploaded now: {e}", extra={"event": "push_disk_full", "path": path}
@@ -148,6 +169,87 @@ class Pusher(Part):
         except CacheDiskFull:
             return  # the store holds it: the upload's record tells the next pass so
         self._cleared(node.id, path)
+
+    async def _after_conflict(
+        self,
+        e: PathConflict,
+        send: Callable[[], Awaitable[Memory]],
+        node: Node,
+        mover: str | None,
+        report: PassReport,
+        clearing: bool,
+    ) -> Memory | None:
+        """Send again once the memory standing in the way left, or raise `e`; None
+        when the file was pushed meanwhile. The pushes of a pass run at once;
+        the clearing of paths goes one at a time."""
+        if await self.pacer.send_now(e.conflicting_memory_id):
+            return await send()
+        if self._moving_away(e.conflicting_memory_id) is None:
+            raise e
+        if clearing:
+            await self._clear_path(e.conflicting_memory_id, mover, report)
+            return await send()
+        async with self._clearing:
+            if not node.pending:
+                return None
+            try:
+                return await send()  # another push may have cleared the path meanwhile
+            except PathConflict as again:
+                if self._moving_away(again.conflicting_memory_id) is None:
+                    raise
+                await self._clear_path(again.conflicting_memory_id, mover, report)
+                return await send()
+
+    def _moving_away(self, memory_id: str | None) -> Node | None:
+        """The file here holding `memory_id` with a change still to push (a move
+        away from where the store has it, most often), if any."""
+        holder = self.cache.node_of_memory(memory_id or "")
+        if holder is None or holder.orphan or not holder.pending:
+            return None
+        return holder
+
+    async def _clear_path(self, taker: str | None, mover: str | None, report: PassReport) -> None:
+        """Push the move of the memory `taker`, which stands where `mover` goes; or,
+        when it closes a ring of moves that waits for `mover`, move it aside."""
+        holder = self._moving_away(taker)
+        if taker is None or holder is None:
+            return
+        if taker in self._waiting:
+            await self._step_aside(holder, taker)
+            return
+        if mover is not None:
+            self._waiting.add(mover)
+        try:
+            await self.push(Change.of(holder), report, final=True, clearing=True)
+        finally:
+            self._waiting.discard(mover or "")
+
+    async def _step_aside(self, node: Node, memory_id: str) -> None:
+        """Move the memory to its `STEP_ASIDE` path, its base following (journalled
+        first, as every upload is); nothing when the store refuses."""
+        change = Change.of(node)
+        aside = STEP_ASIDE.format(memory_id=memory_id)
+        sha = change.base_sha or ""
+        try:
+            self.cache.record_upload(Upload(node.id, memory_id, aside, sha))
+            memory = await self.client.update_memory(
+                self.store_id, memory_id, path=aside, precondition_sha256=sha or None
+            )
+        except (StoreError, CacheDiskFull) as e:
+            if isinstance(e, StoreError) and whole_store(e):
+                raise
+            return
+        with self.cache.transaction():
+            self.cache.upload_answered(node.id)
+            self.cache.mark_pushed(
+                change, memory_id=memory.id, sha=memory.content_sha256, path=memory.path
+            )
+        log.info(
+            "%s stands at %s in the store for a moment: the names it is moved between are swapped",
+            node.path,
+            aside,
+            extra={"event": "stepped_aside", "path": node.path},
+        )
 
     def _cleared(self, node_id: int, path: str) -> None:
         node = self.cache.nodes.get(node_id)

@@ -380,6 +380,38 @@ async def test_rename_is_a_move_of_the_same_memory(side: Side):
     assert await side.remote() == {"/new/name.md": "same"}
 
 
+async def test_a_swap_of_two_names_and_a_ring_of_three_are_moves_of_the_same_memories(
+    side: Side,
+):
+    """Names swapped here between two passes (each memory going where another
+    stands in the store) reach the store in one pass, as moves that keep
+    every memory's id: one of them steps aside for a moment, and nothing is
+    left at that path."""
+    for name in "abc":
+        await side.write(f"/{name}.md", name.upper())
+    await side.sync()
+    ids = {p: (await side.remote_memory(p)).id for p in ("/a.md", "/b.md", "/c.md")}
+    side.rename("/a.md", "/t.md")
+    side.rename("/b.md", "/a.md")
+    side.rename("/t.md", "/b.md")
+    await side.sync()
+    assert await side.remote() == {"/a.md": "B", "/b.md": "A", "/c.md": "C"}
+    assert (await side.remote_memory("/a.md")).id == ids["/b.md"]
+    side.rename("/a.md", "/t.md")
+    side.rename("/b.md", "/a.md")
+    side.rename("/c.md", "/b.md")
+    side.rename("/t.md", "/c.md")
+    report = await side.sync()
+    assert await side.remote() == {"/a.md": "A", "/b.md": "C", "/c.md": "B"}
+    assert {(await side.remote_memory(p)).id for p in ("/a.md", "/b.md", "/c.md")} == set(
+        ids.values()
+    )
+    assert report.pushed == 3 and side.cache.changes() == []
+    versions = [v async for v in side.client.iter_versions(side.store_id)]
+    assert {v.operation for v in versions} == {"created", "modified"}
+    assert await side.sync() is not None and side.cache.changes() == []
+
+
 async def test_editor_save_is_one_update_of_the_target(side: Side):
     await side.write("/doc.md", "v1")
     await side.sync()

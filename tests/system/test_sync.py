@@ -87,6 +87,27 @@ def test_local_changes_reach_the_store_on_sync(mounted, mounter, memfs_server):
     assert remote_files(memfs_server, store_id) == {"/renamed/x.md": "x"}
 
 
+def test_names_swapped_in_the_mount_are_swapped_in_the_store(mounted, mounter, memfs_server):
+    """`mv a t; mv b a; mv t b` between two syncs: each memory moves where the
+    other stood, keeping its id, in one `memfs sync` (before, each move waited
+    for the other's path forever)."""
+    store_id, path = mounted
+    (path / "a.md").write_text("A")
+    (path / "b.md").write_text("B")
+    mounter.sync(path)
+    ids = {p: memory_id(memfs_server, store_id, p) for p in ("/a.md", "/b.md")}
+    os.rename(path / "a.md", path / "t.md")
+    os.rename(path / "b.md", path / "a.md")
+    os.rename(path / "t.md", path / "b.md")
+    r = mounter.sync(path)
+    assert r.stdout.startswith(f"{path}: pushed 2,"), r.stdout
+    assert remote_files(memfs_server, store_id) == {"/a.md": "B", "/b.md": "A"}
+    assert memory_id(memfs_server, store_id, "/a.md") == ids["/b.md"]
+    assert memory_id(memfs_server, store_id, "/b.md") == ids["/a.md"]
+    mounter.unmount(path)
+    assert remote_files(memfs_server, store_id) == {"/a.md": "B", "/b.md": "A"}
+
+
 def test_conflict_keeps_the_local_version_beside_the_cache(mounted, mounter, memfs_server):
     store_id, path = mounted
     (path / "c.md").write_text("base")
