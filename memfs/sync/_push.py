@@ -157,7 +157,9 @@ class Pusher(Part):
                 raise  # the upload may have landed: its record stays
             with contextlib.suppress(CacheDiskFull):
                 cache.upload_answered(node.id)
-            await self._refused_by_store(change, node, sha, e, report, final=final, asked=asked)
+            await self._refused_by_store(
+                change, node, sha, e, report, final=final, asked=asked, clearing=clearing
+            )
             return
         report.pushed += 1
         try:
@@ -269,9 +271,11 @@ class Pusher(Part):
         report: PassReport,
         *,
         final: bool,
-        asked: bool = False,
+        asked: bool,
+        clearing: bool,
     ) -> None:
-        """One memory refused: decide what it means for that memory alone."""
+        """One memory refused: decide what it means for that memory alone
+        (`clearing`: as `push` says)."""
         if isinstance(e, NotFound) and change.memory_id is not None:
             if node.memory_id != change.memory_id:
                 return  # the file took another memory while this one went: it is pushed next
@@ -281,7 +285,7 @@ class Pusher(Part):
                 extra={"event": "recreated", "path": change.path},
             )
             self.cache.forget_memory(node)
-            await self.push(Change.of(node), report, final=final, asked=asked)
+            await self.push(Change.of(node), report, final=final, asked=asked, clearing=clearing)
             return
         if isinstance(e, PreconditionFailed):
             log.info("%s changed in the store meanwhile; the next pass pulls it", change.path)

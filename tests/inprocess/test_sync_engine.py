@@ -412,6 +412,42 @@ async def test_a_swap_of_two_names_and_a_ring_of_three_are_moves_of_the_same_mem
     assert await side.sync() is not None and side.cache.changes() == []
 
 
+async def test_a_swap_whose_other_memory_the_store_deleted_meanwhile_still_lands(
+    proxied_side: Side, proxy: FaultProxy, direct: StoreClient, expect_log
+):
+    """While one move of a swap is pushed to clear the other's path, the store
+    deletes its memory: that file is created again there (as a lone move's
+    would be), the other memory moves, and the pass ends well."""
+    side = proxied_side
+    await side.write("/a.md", "A")
+    await side.write("/b.md", "B")
+    await side.sync()
+    ma = (await side.remote_memory("/a.md")).id
+    mb = (await side.remote_memory("/b.md")).id
+    side.rename("/a.md", "/t.md")
+    side.rename("/b.md", "/a.md")
+    side.rename("/t.md", "/b.md")
+    moves_of_b = []
+
+    async def delete_b_while_it_clears_the_way(method: str, target: str) -> None:
+        if method != "POST" or mb not in target:
+            return
+        moves_of_b.append(target)
+        if len(moves_of_b) == 1:
+            await trio.sleep(0.2)  # the push of a.md's memory meets b.md's first
+        elif len(moves_of_b) == 2:
+            await direct.delete_memory(side.store_id, mb)
+
+    proxy.before_forward = delete_b_while_it_clears_the_way
+    expect_log("memfs.sync", "/a.md was deleted in the store; it is created again", count=1)
+    await side.sync()
+    assert len(moves_of_b) == 2
+    assert await side.remote() == {"/a.md": "B", "/b.md": "A"}
+    assert (await side.remote_memory("/b.md")).id == ma
+    assert (await side.remote_memory("/a.md")).id not in (ma, mb)
+    assert side.cache.changes() == []
+
+
 async def test_editor_save_is_one_update_of_the_target(side: Side):
     await side.write("/doc.md", "v1")
     await side.sync()
