@@ -74,10 +74,11 @@ class ContentFiles:
         finally:
             os.close(fd)
 
-    def remember(self, node_id: int, content: bytes) -> None:
-        """Keep in memory what the content file `node_id` holds, whole."""
-        if len(content) <= self.recent.maxsize:
-            self.recent[node_id] = content
+    def remember(self, node_id: int, content: bytes | bytearray) -> None:
+        """Keep in memory what the content file `node_id` holds, whole (a copy
+        kept already is that content still: every change drops it)."""
+        if node_id not in self.recent and len(content) <= self.recent.maxsize:
+            self.recent[node_id] = bytes(content)
 
     def stat(self, node_id: int) -> os.stat_result | None:
         if node_id in self._dropped:

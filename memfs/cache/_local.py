@@ -280,7 +280,7 @@ class LocalChanges(CacheParts):
         if live.open_count:
             return
         if live.data is not None and node.cached and not live.orphan:
-            self.journal.files.remember(node.id, bytes(live.data))
+            self.journal.files.remember(node.id, live.data)
         live.data = None
         if live.orphan:
             self._drop(node)

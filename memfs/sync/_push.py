@@ -38,8 +38,9 @@ from ._shared import Hold, Part, PassReport, Shared, log, whole_store
 
 NOT_UTF8 = "its content is not UTF-8 text"
 STEP_ASIDE = "/.memfs-moving-{memory_id}"
-"""Where a memory of a ring of moves waits while the others move (a path no
-file here has, since the tree refuses none and no memory id repeats)."""
+"""Where a memory of a ring of moves waits while the others move: a path of
+its own (no memory id repeats); should the store refuse it, the moves are
+held as any path conflict is."""
 
 
 def _note_refusal(node: Node, reason: str, edits: int, *, local: bool) -> None:
@@ -184,23 +185,23 @@ class Pusher(Part):
         """Send again once the memory standing in the way left, or raise `e`; None
         when the file was pushed meanwhile. The pushes of a pass run at once;
         the clearing of paths goes one at a time."""
-        if await self.pacer.send_now(e.conflicting_memory_id):
+        taker = e.conflicting_memory_id
+        if await self.pacer.send_now(taker):
             return await send()
-        if self._moving_away(e.conflicting_memory_id) is None:
+        if self._moving_away(taker) is None:
             raise e
-        if clearing:
-            await self._clear_path(e.conflicting_memory_id, mover, report)
+        async with contextlib.nullcontext() if clearing else self._clearing:
+            if not clearing:
+                if not node.pending:
+                    return None
+                try:
+                    return await send()  # another push may have cleared the path meanwhile
+                except PathConflict as again:
+                    taker = again.conflicting_memory_id
+                    if self._moving_away(taker) is None:
+                        raise
+            await self._clear_path(taker, mover, report)
             return await send()
-        async with self._clearing:
-            if not node.pending:
-                return None
-            try:
-                return await send()  # another push may have cleared the path meanwhile
-            except PathConflict as again:
-                if self._moving_away(again.conflicting_memory_id) is None:
-                    raise
-                await self._clear_path(again.conflicting_memory_id, mover, report)
-                return await send()
 
     def _moving_away(self, memory_id: str | None) -> Node | None:
         """The file here holding `memory_id` with a change still to push (a move
