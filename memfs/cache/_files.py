@@ -88,10 +88,6 @@ class ContentFiles:
         except FileNotFoundError:
             return None
 
-    def sizes(self) -> dict[int, int]:
-        found = {int(n): self.stat(int(n)) for n in os.listdir(self.fd) if n.isdigit()}
-        return {node_id: st.st_size for node_id, st in found.items() if st is not None}
-
     def _fd(self, node_id: int) -> int:
         fd = self._open.get(node_id)
         if fd is None:

@@ -26,6 +26,7 @@ from memfs._exceptions import (
 )
 from memfs.api import MAX_CONTENT_BYTES, content_sha256
 from memfs.cache import ROOT_ID, StoreCache, StoredMemory
+from tests.support.invariants import content_sizes
 
 STORE = "memstore_unit"
 
@@ -497,7 +498,7 @@ async def test_an_editor_s_save_leaves_one_content_behind(tmp_path):
     assert on_disk(cache, old.id) is None  # its file goes once that is applied, or at the next open
     killed(cache)
     again = StoreCache(str(tmp_path), STORE)
-    assert again.journal.files.sizes() == {saved.id: 5}
+    assert content_sizes(again) == {saved.id: 5}
     assert again.read_content(again.find("/old.md")) == b"saved"
     again.close()
 
