@@ -61,7 +61,8 @@ class ContentFiles:
     def read(self, node_id: int) -> bytes | None:
         if node_id in self._dropped:
             return None
-        return self.recent.get(node_id) or self.read_file(node_id)
+        kept = self.recent.get(node_id)
+        return kept if kept is not None else self.read_file(node_id)
 
     def read_file(self, node_id: int) -> bytes | None:
         """What the content file holds (None: there is none), never the memory's copy."""
