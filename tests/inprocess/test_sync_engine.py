@@ -448,6 +448,31 @@ async def test_a_swap_whose_other_memory_the_store_deleted_meanwhile_still_lands
     assert side.cache.changes() == []
 
 
+async def test_a_swap_whose_step_aside_the_store_refuses_is_held_with_nothing_in_flight(
+    side: Side, expect_log
+):
+    """When the store refuses the path a memory would step aside to, the swap
+    is held as any path conflict is: the store keeps both memories where they
+    were, both files stay to push, and no upload is left counted as in flight
+    (which would keep write-behind from trying them again)."""
+    await side.write("/a.md", "A")
+    await side.write("/b.md", "B")
+    await side.sync()
+    ids = [(await side.remote_memory(p)).id for p in ("/a.md", "/b.md")]
+    for memory_id in ids:
+        await side.put_remote(f"/.memfs-moving-{memory_id}", "taken")
+    await side.sync()
+    side.rename("/a.md", "/t.md")
+    side.rename("/b.md", "/a.md")
+    side.rename("/t.md", "/b.md")
+    expect_log("memfs.sync", "is not uploaded", level=logging.WARNING)
+    await side.sync()
+    remote = await side.remote()
+    assert (remote["/a.md"], remote["/b.md"]) == ("A", "B")
+    assert {c.path for c in side.cache.changes()} == {"/a.md", "/b.md"}
+    assert side.cache.uploads() == []
+
+
 async def test_editor_save_is_one_update_of_the_target(side: Side):
     await side.write("/doc.md", "v1")
     await side.sync()
