@@ -8,7 +8,7 @@
 # /etc/memfs/resources.json) when that file exists, else the --store specs in
 # $MEMFS_STORES (space-separated, e.g. "memstore_A memstore_B:read_only").
 # Credentials: whatever `memfs mount` reads (docs/guide.md, Configuration):
-# $MEMFS_WORK_ITEM_SECRET or $ANTHROPIC_WORK_SECRET, $MEMFS_TOKEN,
+# $MEMFS_TOKEN, $MEMFS_WORK_ITEM_SECRET or $ANTHROPIC_WORK_SECRET,
 # $ANTHROPIC_API_KEY or $ANTHROPIC_AUTH_TOKEN; the URL from $MEMFS_API_URL,
 # $ANTHROPIC_BASE_URL or the secret.
 # The agent: the command runs as $MEMFS_AGENT_USER (the image sets `agent`),
@@ -28,7 +28,9 @@
 # command, drops to the agent's user and becomes the agent's command.
 set -uo pipefail
 
-credential_vars=(MEMFS_TOKEN MEMFS_WORK_ITEM_SECRET ANTHROPIC_API_KEY ANTHROPIC_AUTH_TOKEN ANTHROPIC_WORK_SECRET)
+# In `memfs mount`'s order: a work item secret before the host's own keys,
+# which memfs does not read when a secret is given.
+credential_vars=(MEMFS_TOKEN MEMFS_WORK_ITEM_SECRET ANTHROPIC_WORK_SECRET ANTHROPIC_API_KEY ANTHROPIC_AUTH_TOKEN)
 # Every variable that may hold a secret: none reaches the agent.
 secret_vars=("${credential_vars[@]}" MEMFS_SERVE_TOKEN)
 

@@ -173,6 +173,15 @@ def _credentials(server: ServerProcess, case: str) -> dict[str, str]:
     if case == "ANTHROPIC_API_KEY":
         return {"ANTHROPIC_API_KEY": API_KEY, "ANTHROPIC_BASE_URL": server.url}
     secret = standard_base64_secret({"sessions_token": TOKEN, "api_base_url": server.url})
+    if case == "ANTHROPIC_WORK_SECRET beside the host's ANTHROPIC_API_KEY":
+        # A worker host's own key, which the server does not take: memfs mount
+        # uses the secret, so the entrypoint must hand over the secret too.
+        host_key = "sk-ant-api03-" + secrets.token_urlsafe(24)
+        return {
+            "ANTHROPIC_WORK_SECRET": secret,
+            "ANTHROPIC_API_KEY": host_key,
+            "ANTHROPIC_BASE_URL": server.url,
+        }
     return {"ANTHROPIC_WORK_SECRET": secret}  # the secret is also the only source of the URL
 
 
@@ -182,6 +191,7 @@ ACTORS = {
     "MEMFS_TOKEN": "api_actor",
     "ANTHROPIC_API_KEY": "api_actor",
     "ANTHROPIC_WORK_SECRET": "api_actor",
+    "ANTHROPIC_WORK_SECRET beside the host's ANTHROPIC_API_KEY": "api_actor",
 }
 
 
