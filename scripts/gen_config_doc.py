@@ -146,7 +146,7 @@ def render() -> str:
         "  source and exit status 2: `memfs: MEMFS_SYNC_INTERVAL=abc (environment) is not a",
         '  number of seconds`, `memfs: sync-interval = "abc" in /root/.config/memfs/config.toml',
         "  is not a number of seconds`, `memfs: argument --sync-interval: 'abc' is not a",
-        "  number of seconds`.",
+        "  number of seconds (see 'memfs mount --help')`.",
         "- Which stores to mount is one setting: `store` and `resources` come together from",
         "  the strongest source that gives either (a `--store` flag ignores a `resources` key).",
         "  The same holds for `token-file` and `secret-file`, and the config file's ones rank",
