@@ -20,8 +20,9 @@ dry_run=""
 # gcc and libc6-dev build pyfuse3 where no compiler is installed (a slim image).
 system_packages=(fuse3 libfuse3-dev pkg-config gcc libc6-dev)
 # vim: tests/mount/test_readonly.py saves with it into a read-only store.
-# The tests build pjdfstest (scripts/pjdfstest.sh) from its source tarball.
-[[ ",$extras," != *,test,* ]] || system_packages+=(vim autoconf automake make)
+# The tests build pjdfstest (scripts/pjdfstest.sh) from its source tarball,
+# and check the shell scripts with shellcheck (tests/unit/test_deploy_files.py).
+[[ ",$extras," != *,test,* ]] || system_packages+=(vim autoconf automake make shellcheck)
 python="${PYTHON:-python3}"
 target=".[$extras]"
 [[ "$extras" != none ]] || target=.
@@ -33,7 +34,7 @@ target=".[$extras]"
 # cannot be reached, those tests say why they are skipped.
 recipe_sdk=1.17.0
 recipe_packages=()
-[[ ",$extras," != *,test,* ]] || recipe_packages=(@anthropic-ai/sdk@$recipe_sdk typescript@5 @types/node@22)
+[[ ",$extras," != *,test,* ]] || recipe_packages=("@anthropic-ai/sdk@$recipe_sdk" typescript@5 @types/node@22)
 
 if [[ -n "$dry_run" ]]; then
     echo "install: would apt-get install (when missing) ${system_packages[*]}"

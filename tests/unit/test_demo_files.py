@@ -13,7 +13,7 @@ from pathlib import Path
 from memfs.api._wire import SERVE_DEFAULT_PORT
 
 ROOT = Path(__file__).resolve().parents[2]
-TEST_ONLY_SYSTEM_PACKAGES = {"vim", "autoconf", "automake", "make"}
+TEST_ONLY_SYSTEM_PACKAGES = {"vim", "autoconf", "automake", "make", "shellcheck"}
 
 
 def _install_plan(target: str) -> list[str]:
