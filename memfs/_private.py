@@ -3,7 +3,7 @@ runs as root beside an agent running as another user, who could replace the
 entries of a folder they may write into (the journal by a symlink to
 /etc/shadow) and turn memfs's writes against the host. So every folder memfs
 keeps state in is a real folder of its own user that nobody else may write;
-those memfs creates are 0700.
+the folder memfs creates for it is 0700 (missing parents get the umask's mode).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from ._exceptions import ConfigError
 
 
 def ensure_private_dir(path: str, what: str, *, follow: bool = False) -> None:
-    """Create `path` (and missing parents) 0700, or check the folder there;
+    """Create `path` 0700 (missing parents with the umask's mode), or check the folder there;
     ConfigError naming the folder and what is wrong. `follow`: a symlink to a
     checked folder is accepted (a folder the operator named)."""
     try:

@@ -260,7 +260,7 @@ def parse_error_envelope(
     """The exception an error answer stands for, whatever its body (decoded
     JSON, or None) holds. The body's `request_id` overrides the header's and
     ends the message, so that a logged refusal can be traced on the server;
-    an unknown error type is kept as it came (`unknown_error` when none came)."""
+    an unknown error type is kept as it came; none: the status's (or `unknown_error`)."""
     error: dict[str, Any] = {}
     if isinstance(body, dict):
         if isinstance(body.get("error"), dict):

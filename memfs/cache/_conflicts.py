@@ -30,7 +30,7 @@ class ConflictCopies:
         ensure_private_dir(folder, "conflicts folder")
 
     def paths(self) -> list[str]:
-        """Every copy kept so far, oldest first."""
+        """Every copy kept so far, by folder name (oldest first, bar 10+ in one second)."""
         out = []
         for root, dirs, files in os.walk(self.dir):
             dirs.sort()

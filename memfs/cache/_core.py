@@ -99,7 +99,7 @@ class CacheParts(Tree):
 
     @property
     def full(self) -> bool:
-        """The store will hold as many memories as it may once pending changes land."""
+        """Files here and memories with a delete pending (held until sent) reach the limit."""
         return self.file_total + len(self.tombstones) >= self.max_memories
 
     @property

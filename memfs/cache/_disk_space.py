@@ -96,8 +96,8 @@ class DiskSpace:
 
     @contextlib.contextmanager
     def as_cache_disk_full(self) -> Iterator[None]:
-        """The one place a full disk (SQLite's, or a content file's ENOSPC) becomes
-        the cache's `CacheDiskFull`."""
+        """Where a full disk (SQLite's, or a content file's ENOSPC) becomes the
+        cache's `CacheDiskFull` (`run` too, when it cannot do the change again)."""
         try:
             yield
         except (sqlite3.Error, OSError) as e:
@@ -107,8 +107,8 @@ class DiskSpace:
             raise CacheDiskFull(self.reason) from e
 
     def run(self, change: Callable[..., T], *args: object, again: bool = True) -> T:
-        """`change(*args)`; on a full disk `CacheDiskFull`, after it is done again
-        with the room given back when `again` (it must be safe to repeat)."""
+        """`change(*args)`; on a full disk, done once more if `again` (safe to repeat)
+        and room was given back, else (or failing again) `CacheDiskFull`."""
         try:
             return change(*args)
         except (sqlite3.Error, OSError) as e:

@@ -221,7 +221,7 @@ class Journal:
         self.abandon()
 
     def abandon(self) -> None:
-        """Close as a SIGKILL would: nothing flushed or checkpointed."""
+        """Close without memfs's flushes, as a SIGKILL would (SQLite's close checkpoints)."""
         self.db.close()
         for fd in (self._wal_fd, self.folder_fd):
             if fd is not None and fd >= 0:

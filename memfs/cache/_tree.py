@@ -179,8 +179,8 @@ class Tree:
             self.file_total += 1
 
     def detach(self, node: Node) -> None:
-        """Take the entry out of its folder (a folder must be empty); the node
-        stays known by id until `forget`."""
+        """Take the entry out of its folder (a folder must be empty). A folder is
+        forgotten at once; a file stays known by id until `forget`."""
         del self.children[node.parent][node.name]
         if node.is_dir:
             del self.children[node.id]

@@ -58,7 +58,7 @@ class MountPlan:
 
 
 def _read_stdin_json(where: str) -> str:
-    """One JSON value from standard input, read up to its end and no further."""
+    """One JSON value from standard input (the rest of the chunk that ends it is dropped)."""
     decoder = json.JSONDecoder()
     data = b""
     while len(data) <= MAX_WORK_ITEM_BYTES:

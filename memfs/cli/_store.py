@@ -1,7 +1,7 @@
-"""`memfs store`: a small client of any Memory Store API, for people and
-demos. The URL and the token come from where `memfs mount`'s do, default the
-local `memfs serve`, never from a flag. `session create` prints a work item
-as a worker's poll hands it: the only place its sessions token appears."""
+"""`memfs store`: a small client of any Memory Store API, for people and demos. URL and token
+come from flags, `MEMFS_TOKEN_FILE` and the credential variables (not the config file), default
+the local `memfs serve`; a token is never a flag's value. `session create` prints a work item as
+a worker's poll hands it: the only place its sessions token appears."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The Memory Store API over httpx: the only layer that imports httpx."""
+"""The Memory Store API over httpx: the only layer that imports httpx (but memfs.testing)."""
 
 from __future__ import annotations
 

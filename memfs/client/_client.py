@@ -78,8 +78,8 @@ class MemoryFilters(TypedDict, total=False):
 
 
 class VersionFilters(TypedDict, total=False):
-    """Every filter given must hold; the ids keep the versions whose
-    `created_by` carries them, the dates bound `created_at`, ends included."""
+    """Every filter given must hold: `memory_id` the memory's versions, the other ids
+    those whose `created_by` carries them; the dates bound `created_at`, ends included."""
 
     memory_id: str | None
     operation: str | None

@@ -7,7 +7,7 @@ each one line of JSON::
     -> {"cmd": "sync"}
     <- {"ok": true, "report": {...the pass report...}}
     -> {"cmd": "stop", "by": "memfs unmount"}
-    <- {"ok": <nothing left to upload>, "not_uploaded": [paths]}
+    <- {"ok": <nothing left to upload>, "not_uploaded": [paths], "sync_error"?: "..."}
     -> {"cmd": "metrics"}
     <- {"ok": true, "metrics": {...raw counters and histograms...}}
     -> {"cmd": "push_files", "paths": ["/a/b.md", ...], "timeout": 30}
@@ -110,8 +110,8 @@ class Request:
 
     @classmethod
     def decode(cls, data: bytes) -> Request:
-        """UnknownCommand for a command this memfs does not know, ValueError
-        for bytes that are no request at all."""
+        """UnknownCommand for a missing command (empty bytes too) or one this memfs
+        does not know; ValueError for bytes that are not a JSON object."""
         message = json.loads(data or b"{}")
         if not isinstance(message, dict):
             raise ValueError("a request is a JSON object")
@@ -152,7 +152,7 @@ class StoreStatus:
     pending: list[str]
     """Paths whose local state the store does not hold yet."""
     refused: dict[str, str]
-    """Files the store refused or memfs holds back: path -> reason."""
+    """Files and deletes refused or held back, store changes awaiting a copy: path -> reason."""
     sync_mode: str
     """`feed` or `listing`."""
     store_full: bool
@@ -411,8 +411,8 @@ class ControlServer:
 
     async def serve(self, *, task_status: trio.TaskStatus[None]) -> None:
         """Bind the socket, report started (`nursery.start`), and answer until
-        cancelled; the socket file goes with it. MountError when the socket
-        cannot be made. Both go through a checked descriptor of the folder."""
+        cancelled; the socket file goes with it. MountError when the socket cannot be
+        bound, ConfigError when the runtime folder is not memfs's own; through its checked fd."""
         import trio
 
         folder, name = os.path.split(self.path)

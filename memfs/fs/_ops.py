@@ -2,9 +2,9 @@
 filesystem face (docs/semantics.md), how every handler is wrapped, and what
 the kernel must forget after a pull. Only `open` and a `setattr` that
 truncates to a size above 0 may wait on the network, for a content not cached
-yet. Handle numbers are never reused while the mount runs (a released one
-gets EBADF), and a listing is the folder as it stood at `opendir`. Kernel
-caching follows `pyfuse3-notes.md`."""
+yet. Handle numbers are never reused while the mount runs (a released file
+handle gets EBADF, a folder's lists nothing); a listing is the names the folder
+had at `opendir`, less those removed since. Kernel caching: `pyfuse3-notes.md`."""
 
 from __future__ import annotations
 

@@ -62,7 +62,7 @@ def mounted_source(path: str) -> str | None:
 
 
 def memfs_mounts() -> list[tuple[str, str, str]]:
-    """(source, mount point, fstype) of every memfs mount of this machine."""
+    """(source, mount point, fstype) of each memfs mount this process sees."""
     return [m[:3] for m in mount_table() if m.source.startswith("memfs:")]
 
 

@@ -4,7 +4,7 @@ stdin, so the token never shows in `ps` (no line: it exits 0), and answers on
 stdout `READY` once mounted or `ERROR <sentence>`, after a `WAITING <sentence>`
 for each start attempt the API did not answer. On SIGTERM, SIGINT or `stop`
 the final sync runs while still mounted, then the teardown, the state file
-last; the exit status is 0 only when the store holds everything."""
+last; exit status 0 only when the final sync left nothing behind (refused contents not counted)."""
 
 from __future__ import annotations
 
@@ -216,7 +216,7 @@ class StoreProcess:
 
 async def open_cache(spec: StoreSpec) -> StoreCache:
     """The store's cache, once an earlier process of this store that is
-    stopping lets it go (at most its final sync's bound and a margin); one
+    stopping lets it go (at most this mount's final sync bound and a margin); one
     held by a process that is not stopping is refused at once."""
     deadline = time.monotonic() + spec.final_sync_timeout + CACHE_WAIT_MARGIN
     waited = False

@@ -68,8 +68,8 @@ LISTING_AT_LEAST = 4
 
 
 def listing_concurrency(spec: StoreSpec) -> int:
-    """Requests at once while a pass lists the whole store by folder: the final
-    sync's number shared out among the stores mounted together (bench/README.md)."""
+    """Requests at once while a pass lists the whole store by folder:
+    `FINAL_CONCURRENCY` shared out among the stores mounted together (bench/README.md)."""
     return max(LISTING_AT_LEAST, FINAL_CONCURRENCY // max(1, spec.stores_mounted))
 
 
@@ -154,7 +154,7 @@ class MountedStore:
                 delay = backoff_delay(self.spec.sync_interval, self.engine.status.failures_in_a_row)
 
     def ask_push(self) -> None:
-        """Push the local changes now, whatever the quiet time, the interval and `--write-behind`."""
+        """Push now, whatever the mount's quiet time, the interval and `--write-behind`."""
         self._push_asked.set()
 
     def _local_changes(self) -> Changes:
@@ -163,8 +163,8 @@ class MountedStore:
     async def write_behind(self) -> None:
         """Push-only passes between the periodic ones: once the mount has been
         quiet for `QUIET_SECONDS` after a local change not tried yet, at most
-        once per `MIN_SYNC_INTERVAL`, and at once when asked; none while
-        passes fail (the periodic pass's backoff tries again)."""
+        once per `MIN_SYNC_INTERVAL`, and at once when asked; unless asked, none
+        while passes fail (the periodic pass's backoff tries again)."""
         seen = tried = self._local_changes()
         changed_at = time.monotonic()
         pushed_at = -math.inf

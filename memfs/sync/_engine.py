@@ -134,8 +134,8 @@ class SyncEngine:
         before_mount: bool = False,
         push_only: bool = False,
     ) -> PassReport:
-        """One whole pass; SyncError (its cause the StoreError that ended the
-        pass, if one did) when the store could not be reached or refused us.
+        """One whole pass; SyncError (its cause the StoreError that ended the pass, if one
+        did) when the store could not be reached, refused us, or the pass failed unexpectedly.
         `final`: a pass of the final sync, which pushes files still being
         written and sends deletes as `end` (shared by its passes) says.
         `asked`: a person asked (`memfs sync`): refused files and deletes are

@@ -355,7 +355,7 @@ class Puller(Part):
 
     async def place(self, r: RemoteMemory, report: PassReport, *, fetch: bool) -> Node | None:
         """Show the store's memory `r` here, a local file in its way with changes the
-        store has not seen kept as a conflict copy; None when it waits."""
+        store has not seen kept as a conflict copy; None: it waits, is unshown or gone (404)."""
         if self._unshowable(r):
             return None
         assert r.path is not None and r.sha is not None

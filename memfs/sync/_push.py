@@ -1,10 +1,9 @@
-"""Pushing local changes: creates, updates with the base as precondition,
-moves. Every upload is journalled before it is sent, so that a pass can
-recognise it in the store when its answer is lost. A refusal of one memory
-is that memory's alone: content refusals (400, 413, not UTF-8) wait for the
-file to change; other refusals (402, 403, 409, 412, unknown) are held and
-tried again later or when the file changes; a 404 on an update creates the
-memory again at once. Only whole-store failures escape.
+"""Pushing local changes: creates, updates with the base as precondition, moves. Every upload is
+journalled before it is sent, so that a pass can recognise it in the store when its answer is
+lost. A refusal of one memory is that memory's alone: content refusals (400, 413, not UTF-8) wait
+for the file to change or a person's ask; a failed precondition makes the next pass list the
+store; other refusals (402, 403, 409, unknown) are held and tried again later or when the file
+changes; a 404 on an update creates the memory again at once. Only whole-store failures escape.
 
 A path the store still gives another memory is cleared first when memfs
 can: that memory's pending delete is sent, or its own move here is pushed
@@ -318,7 +317,7 @@ class Pusher(Part):
 
     def _refuse(self, change: Change, sha: str, reason: str, *, local: bool = False) -> None:
         """The store refused this content (`local`: memfs cannot send it): said
-        once, and retried only after it changes; no stop leaves it behind."""
+        once, retried once it changes or when asked; no stop leaves it behind."""
         self.ledger.log_once(
             change.node_id,
             f"{change.path} is not uploaded: {reason}; it is retried after it changes",
