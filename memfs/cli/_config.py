@@ -1,7 +1,7 @@
-"""Where each setting comes from: its flag, else its variable, else the
-config file, else its default (docs/configuration.md). Every value present
-is read, even one a stronger source overrides, so that a bad one anywhere is
-refused, naming its source, before the command runs."""
+"""Where each setting comes from: its flag, else its variable, else the config file, else its
+default (docs/configuration.md). For `mount` and `run` every value present is read, even one a
+stronger source overrides, so that a bad one anywhere is refused, naming its source, before the
+command runs."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from ._options import (
     API_URL,
     CONFIG_OPTION,
     FILE_OPTIONS,
+    HIDDEN,
     LOG_FORMAT,
     LOG_LEVEL,
     LOG_OPTIONS,
@@ -29,6 +30,7 @@ from ._options import (
     SECRET_KEYS,
     TOKEN_FILE,
     Option,
+    looks_like_token,
 )
 
 log = logging.getLogger("memfs")
@@ -136,7 +138,8 @@ def _from_env(option: Option[T], env: Mapping[str, str]) -> Found[T] | None:
     try:
         return Found(option.parse(raw), ENV, option.env)
     except ValueError as e:
-        raise ConfigError(f"{option.env}={raw.strip()} (environment) {e}")
+        shown = HIDDEN if looks_like_token(raw.strip()) else raw.strip()
+        raise ConfigError(f"{option.env}={shown} (environment) {e}")
 
 
 def _from_file(option: Option[T], config: ConfigFile | None) -> Found[T] | None:
@@ -147,7 +150,8 @@ def _from_file(option: Option[T], config: ConfigFile | None) -> Found[T] | None:
     try:
         value = option.parse(raw)
     except ValueError as e:
-        raise ConfigError(f"{option.name} = {_toml(raw)} in {config.path} {e}")
+        shown = HIDDEN if isinstance(raw, str) and looks_like_token(raw) else _toml(raw)
+        raise ConfigError(f"{option.name} = {shown} in {config.path} {e}")
     if option.kind == "path":
         value = os.path.join(os.path.dirname(config.path), os.path.expanduser(value))
     return Found(value, FILE, config.path)

@@ -1,8 +1,7 @@
-"""The parser and what every command shares: exit statuses 0, 1 (the work
-failed) and 2 (bad usage); errors as one sentence, `memfs: <sentence>`, never
-echoing a refused value that may be a secret typed in the wrong place; the
-closest command, choice or flag suggested, and no flag abbreviated (`--token
-X` must not be read as `--token-file X`)."""
+"""The parser and what every command shares: exit statuses 0, 1 (the work failed) and 2 (bad usage);
+errors as one sentence, `memfs: <sentence>`, never echoing a refused value that may be a secret
+typed in the wrong place; the closest command, choice or flag suggested, and no flag abbreviated
+(`--token X` must not be read as `--token-file X`)."""
 
 from __future__ import annotations
 
@@ -19,32 +18,13 @@ from .._exceptions import ConfigError, MemfsError, UsageError
 from .._logging import setup_logging
 from .._version import __version__
 from ._config import Settings, log_sources, settle
-from ._options import add_log_options
+from ._options import HIDDEN, add_log_options, looks_like_token
 
 log = logging.getLogger("memfs")
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
-
-
-_TOKEN_PREFIXES = ("sk-", "memfs_sesstok_", "user:", "service_account:")
-"""Values that start so are API keys, sessions tokens or serve's token entries."""
-_API_ID = re.compile(r"(memstore|mem|memver|sesn|sesrsc|work|env|agent)_[A-Za-z0-9]{1,128}")
-_PATH_STARTS = ("/", "./", "../", "~")
-
-
-def _looks_like_token(value: str) -> bool:
-    """Whether a value memfs could not use may be a secret, left out of its
-    sentence: one that starts as a key or token does, or a long one without
-    spaces mixing digits and cases; an id of the API or a path does not."""
-    if not value.isprintable() or value.startswith(_TOKEN_PREFIXES):
-        return True
-    if _API_ID.fullmatch(value) or value.startswith(_PATH_STARTS):
-        return False
-    if len(value) < 16 or " " in value:
-        return False
-    kinds = [any(map(kind, value)) for kind in (str.isdigit, str.islower, str.isupper)]
-    return sum(kinds) >= 2
+_QUOTED = re.compile(r"'([^']*)'")
 
 
 def _flag_name(arg: str) -> str | None:
@@ -67,7 +47,7 @@ def _unrecognized(extras: list[str], known_flags: Sequence[str]) -> str:
         if flag:
             close = difflib.get_close_matches(flag.lstrip("-"), list(names), n=1)
             shown.append(flag + (f" (did you mean {names[close[0]]}?)" if close else ""))
-        elif _looks_like_token(arg):
+        elif looks_like_token(arg):
             hidden += 1
         else:
             shown.append(repr(arg))
@@ -101,8 +81,8 @@ def _flags_in_use(parser: argparse.ArgumentParser, namespace: argparse.Namespace
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that reports usage errors as one sentence and exit status 2,
-    takes flags only by their full names, and echoes no value it refused."""
+    """argparse that reports usage errors as one sentence and exit status 2, takes flags only by
+    their full names, and echoes no refused value that may be a secret."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs["allow_abbrev"] = False
@@ -137,13 +117,14 @@ class _Parser(argparse.ArgumentParser):
             flags = _flags_in_use(self, argparse.Namespace())
             raise argparse.ArgumentError(None, _unrecognized(unknown, flags))
         choices = [str(choice) for choice in action.choices]
-        named = "" if _looks_like_token(str(value)) else f" {str(value)!r}"
+        named = "" if looks_like_token(str(value)) else f" {str(value)!r}"
         close = difflib.get_close_matches(str(value), choices, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         listed = ", ".join(map(repr, choices))
         raise argparse.ArgumentError(action, f"invalid choice{named}{hint} (choose from {listed})")
 
     def error(self, message: str) -> None:  # type: ignore[override]
+        message = _QUOTED.sub(lambda m: HIDDEN if looks_like_token(m[1]) else m[0], message)
         sys.stderr.write(f"memfs: {message} (see '{self.prog} --help')\n")
         raise SystemExit(EXIT_USAGE)
 

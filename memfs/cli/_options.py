@@ -1,14 +1,14 @@
-"""Every setting of the commands that mount, once: a flag, a `MEMFS_<FLAG>`
-variable and a config file key, all read by one reader, the one place
-memfs.control's bounds are checked; it raises ValueError with the end of a
-sentence (`is not a number of seconds`) that the caller begins. Each argparse
-action keeps its `Option` as `.memfs_option`, for docs/configuration.md."""
+"""Every setting of the commands that mount, once: a flag, a `MEMFS_<FLAG>` variable and a config
+file key, all read by one reader, the one place memfs.control's bounds are checked; it raises
+ValueError with the end of a sentence (`is not a number of seconds`) that the caller begins. Each
+argparse action keeps its `Option` as `.memfs_option`, for docs/configuration.md."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -22,6 +22,27 @@ from ..supervisor import (
     MIN_SESSION_CHECK_INTERVAL,
     store_arg_problem,
 )
+
+_TOKEN_PREFIXES = ("sk-", "memfs_sesstok_", "user:", "service_account:")
+"""Values that start so are API keys, sessions tokens or serve's token entries."""
+_API_ID = re.compile(r"(memstore|mem|memver|sesn|sesrsc|work|env|agent)_[A-Za-z0-9]{1,128}")
+_PATH_STARTS = ("/", "./", "../", "~")
+HIDDEN = "… (not shown in case it is a secret)"
+
+
+def looks_like_token(value: str) -> bool:
+    """Whether a value memfs could not use may be a secret, left out of its
+    sentence: one that starts as a key or token does, or a long one without
+    spaces mixing digits and cases; an id of the API or a path does not."""
+    if not value.isprintable() or value.startswith(_TOKEN_PREFIXES):
+        return True
+    if _API_ID.fullmatch(value) or value.startswith(_PATH_STARTS):
+        return False
+    if len(value) < 16 or " " in value:
+        return False
+    kinds = [any(map(kind, value)) for kind in (str.isdigit, str.islower, str.isupper)]
+    return sum(kinds) >= 2
+
 
 T = TypeVar("T")
 E = TypeVar("E", bound=StrEnum)
@@ -376,7 +397,7 @@ LOG_LEVEL: Option[str | None] = Option(
     lambda raw: str(logging.getLevelName(parse_level(_text(raw)))),
     None,
     "|".join(LOG_LEVELS),
-    shown_default="WARNING; store processes INFO",
+    shown_default="WARNING; store processes INFO (under run WARNING)",
 )
 LOG_FORMAT: Option[LogFormat] = Option(
     "log-format",
@@ -476,7 +497,7 @@ OTHER_VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("XDG_CACHE_HOME", "mount", "the folder of the default cache (`~/.cache`)"),
 )
 """Variables that are not a flag's: (name, used by, meaning). The credential
-variables are `memfs.supervisor`'s (`SECRET_ENV`, `URL_ENV`)."""
+variables are `memfs.supervisor`'s (`ENV_SOURCES`, `URL_ENV`)."""
 
 
 class SecretOnCommandLine(argparse.Action):

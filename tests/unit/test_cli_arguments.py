@@ -18,9 +18,13 @@ import pytest
 SECRET = "sk-ant-api03-FAKE-not-a-real-key-7f3c9a"
 
 
-def _memfs(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
+def _memfs(
+    *args: str, tmp: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    given = env or {}
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMFS_", "ANTHROPIC_"))}
     env["MEMFS_RUNTIME_DIR"] = str(tmp / "run")
+    env.update(given)
     return subprocess.run(
         [sys.executable, "-m", "memfs", *args],
         capture_output=True,
@@ -47,6 +51,11 @@ CASES = {
     "memfs --token mount": (["--token", SECRET, "mount"], ["unrecognized argument --token"]),
     "memfs -t": ([f"-t{SECRET}", "status"], ["-t"]),
     "serve --tok": (["serve", "--port", "0", "--tok", SECRET], ["--tok"]),
+    "mount --sync-interval": (
+        ["mount", "--store", "memstore_x", "--sync-interval", SECRET],
+        ["argument --sync-interval: … (not shown in case it is a secret) is not a number"],
+    ),
+    "serve --port": (["serve", "--port", SECRET], ["--port: invalid int value: … (not shown"]),
     "unknown command": ([SECRET], ["invalid choice", "mount"]),
 }
 
@@ -113,6 +122,28 @@ def test_a_store_id_or_a_path_is_shown_and_only_what_looks_like_a_token_hidden(t
         "memfs: unrecognized argument '/tmp/there' and 1 more argument, "
         "not shown in case it is a secret (see 'memfs --help')\n"
     )
+
+
+def test_a_setting_that_may_be_a_secret_is_not_echoed_from_a_variable_or_the_config_file(
+    tmp_path,
+):
+    r = _memfs("mount", "--store", "memstore_x", tmp=tmp_path, env={"MEMFS_SYNC_INTERVAL": SECRET})
+    assert (r.returncode, r.stderr) == (
+        2,
+        "memfs: MEMFS_SYNC_INTERVAL=… (not shown in case it is a secret) (environment) "
+        "is not a number of seconds\n",
+    )
+    config = tmp_path / "config.toml"
+    config.write_text(f'sync-interval = "{SECRET}"\n')
+    config.chmod(0o600)
+    r = _memfs("mount", "--store", "memstore_x", tmp=tmp_path, env={"MEMFS_CONFIG": str(config)})
+    assert (r.returncode, r.stderr) == (
+        2,
+        f"memfs: sync-interval = … (not shown in case it is a secret) in {config} "
+        "is not a number of seconds\n",
+    )
+    r = _memfs("mount", "--store", "memstore_x", tmp=tmp_path, env={"MEMFS_SYNC_INTERVAL": "3"})
+    assert "MEMFS_SYNC_INTERVAL=3 (environment) must be at least 5 seconds" in r.stderr
 
 
 def test_full_flag_names_still_work(tmp_path):
