@@ -34,6 +34,7 @@ fi
 chmod 600 "$token_file"
 
 server_pid=""
+# shellcheck disable=SC2317  # run by the trap below
 stop_server() {
     rm -f "$env_file"
     if [[ -n "$server_pid" ]] && kill -0 "$server_pid" 2>/dev/null; then

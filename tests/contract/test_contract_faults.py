@@ -76,8 +76,11 @@ async def test_retry_after_is_capped(shared_memfs_server, proxy: FaultProxy, sid
     ) as client:
         proxy.set(status=429, status_next=1, retry_after=3600)
         started = time.monotonic()
-        await client.get_store(sid)
+        store = await client.get_store(sid)
         assert time.monotonic() - started < 2, "retry-after is capped at 3 × backoff_max"
+        assert store.id == sid
+        assert (client.stats.requests, client.stats.retries) == (2, 1)
+        assert (proxy.counters.statuses_injected, proxy.counters.forwarded) == (1, 1)
 
 
 @pytest.mark.parametrize("status", [500, 502, 503, 504, 529])

@@ -35,8 +35,34 @@ def test_every_refusal_survives_the_wire(cls):
 
 
 def test_the_tables_agree_with_the_classes():
-    assert all(t == cls.error_type for t, cls in STATUS_ERRORS_BY_TYPE.items())
-    assert all(s == cls.status for s, cls in STATUS_ERRORS_BY_STATUS.items())
+    # The error table of shared/store-api.md: type -> the class memfs raises, its status.
+    assert {t: (cls.__name__, cls.status) for t, cls in STATUS_ERRORS_BY_TYPE.items()} == {
+        "invalid_request_error": ("InvalidRequest", 400),
+        "authentication_error": ("AuthenticationFailed", 401),
+        "billing_error": ("BillingError", 402),
+        "permission_error": ("PermissionDenied", 403),
+        "not_found_error": ("NotFound", 404),
+        "memory_precondition_failed_error": ("PreconditionFailed", 409),
+        "memory_path_conflict_error": ("PathConflict", 409),
+        "conflict_error": ("Conflict", 409),
+        "request_too_large": ("RequestTooLarge", 413),
+        "rate_limit_error": ("RateLimited", 429),
+        "api_error": ("ServerError", 500),
+        "timeout_error": ("GatewayTimeout", 504),
+        "overloaded_error": ("Overloaded", 529),
+    }
+    assert {s: cls.error_type for s, cls in STATUS_ERRORS_BY_STATUS.items()} == {
+        400: "invalid_request_error",
+        401: "authentication_error",
+        402: "billing_error",
+        403: "permission_error",
+        404: "not_found_error",
+        413: "request_too_large",
+        429: "rate_limit_error",
+        500: "api_error",
+        504: "timeout_error",
+        529: "overloaded_error",
+    }
     assert 409 not in STATUS_ERRORS_BY_STATUS  # three 409 types, none the default
     assert {PreconditionFailed, PathConflict, Conflict} <= set(STATUS_ERRORS_BY_TYPE.values())
 

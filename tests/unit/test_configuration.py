@@ -186,7 +186,7 @@ def test_a_bad_file_value_is_one_sentence_naming_the_key_and_the_file(line, tmp_
     path.write_text(line + "\n")
     args = build_parser().parse_args(["mount", "--config", str(path)])
     if FILE_REFUSALS[line] is None:
-        settle(args, {})
+        assert settle(args, {}).mount.store == ("memstore_a",)
         return
     with pytest.raises(ConfigError) as e:
         settle(args, {})

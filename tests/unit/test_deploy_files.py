@@ -112,7 +112,8 @@ def test_the_entrypoint_is_executable_and_hands_over_to_memfs_run():
 
 @pytest.mark.skipif(not shutil.which("shellcheck"), reason="shellcheck is not installed")
 def test_the_shell_scripts_pass_shellcheck():
-    scripts = [ENTRYPOINT, ROOT / "scripts" / "install.sh", CHECK_WHEEL]
+    scripts = [*ROOT.glob("scripts/*.sh"), *ROOT.glob("docker/*.sh"), ROOT / ".ci" / "run"]
+    assert {ENTRYPOINT, CHECK_WHEEL, ROOT / "scripts" / "install.sh"} <= set(scripts)
     r = subprocess.run(["shellcheck", *map(str, scripts)], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout
 
