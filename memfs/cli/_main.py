@@ -103,9 +103,8 @@ class _Parser(argparse.ArgumentParser):
         return namespace
 
     def _check_value(self, action: argparse.Action, value: Any) -> None:
-        """An invalid choice names the closest choice, and itself unless it may
-        be a token; an unknown flag before it (`memfs store --tok X list`) is
-        the mistake named."""
+        """An invalid choice names the closest choice, and itself unless it may be a token; an
+        unknown flag before it (`memfs store --tok X list`) is the mistake named."""
         if action.choices is None or value in action.choices:
             return
         unknown = [
@@ -210,6 +209,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_FAILED
+    except UnicodeEncodeError:
+        return _refuse(settings, UsageError("a value given is not UTF-8 text"), EXIT_USAGE)
 
 
 def run() -> NoReturn:

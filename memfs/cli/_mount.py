@@ -1,10 +1,8 @@
-"""`memfs mount`, `memfs unmount` and `memfs run`. The stores to mount are
-those `--store` and `--resources` name, or a session's (`--work-item`,
-`--session`, else `ANTHROPIC_SESSION_ID`), read with the work item secret's
-sessions token and then followed. `memfs run` exits with its command's
-status (128+N for signal N), 75 when it succeeded but the final sync left
-files behind, 127 or 126 when it could not start, 1 when a store could not
-be mounted."""
+"""`memfs mount`, `memfs unmount` and `memfs run`. The stores to mount are those `--store` and
+`--resources` name, or a session's (`--work-item`, `--session`, else `ANTHROPIC_SESSION_ID`), read
+with the work item secret's sessions token and then followed. `memfs run` exits with its command's
+status (128+N for signal N), 75 when it succeeded but the final sync left files behind, 127 or 126
+when it could not start, 1 when a store could not be mounted."""
 
 from __future__ import annotations
 
@@ -103,7 +101,7 @@ def read_work_item(path: str) -> WorkItem:
         text = raw.decode("utf-8", "replace")
     try:
         obj, end = json.JSONDecoder().raw_decode(text.strip())
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:
         raise ConfigError(f"{where} is not JSON ({getattr(e, 'msg', 'unreadable')})")
     if text.strip()[end:].strip() and path != STDIN:
         raise ConfigError(f"{where} holds more than one JSON value")

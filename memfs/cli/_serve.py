@@ -1,7 +1,6 @@
-"""`memfs serve`: the Memory Store API locally on SQLite (docs/serve.md).
-`--token` shows in `ps`, so it is taken only with a loopback `--host`, with
-a warning, and serve executes itself again with those tokens moved into its
-environment."""
+"""`memfs serve`: the Memory Store API locally on SQLite (docs/serve.md). `--token` shows in `ps`,
+so it is taken only with a loopback `--host`, with a warning, and serve executes itself again with
+those tokens moved into its environment."""
 
 from __future__ import annotations
 

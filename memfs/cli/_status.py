@@ -1,10 +1,8 @@
-"""`memfs status` and `memfs sync`, over the running stores' control sockets.
-`memfs status` fits 80 columns: per store its mount path on a line of its
-own, a table row (columns as wide as their widest cell) and the details
-below, each file listed once; then each followed session. `memfs sync` runs
-a pass now in each mount named (or every one), or pushes files now, one line
-each saying whether the store holds it (docs/guide.md, "Confirm a save").
-`--json` prints the same fields."""
+"""`memfs status` and `memfs sync`, over the running stores' control sockets. `memfs status` fits 80
+columns: per store its mount path on a line of its own, a table row (columns as wide as their widest
+cell) and the details below, each file listed once; then each followed session. `memfs sync` runs a
+pass now in each mount named (or every one), or pushes files now, one line each saying whether the
+store holds it (docs/guide.md, "Confirm a save"). `--json` prints the same fields."""
 
 from __future__ import annotations
 

@@ -183,7 +183,8 @@ def _client(args: argparse.Namespace) -> StoreClient:
 def _read_content(file: str) -> str:
     try:
         if file == "-":
-            data = sys.stdin.buffer.read()
+            with open(0, "rb", closefd=False) as stdin:  # sys.stdin is None when fd 0 is closed
+                data = stdin.read()
             name = "standard input"
         else:
             with open(file, "rb") as f:

@@ -1,7 +1,6 @@
-"""`StoreClient`: the only way memfs talks to a store, under trio. Its
-promises (headers, one bounded pool, retries, `stats`, a `StoreError` for
-every failure, a token never logged nor shown) are docs/client.md's.
-"""
+"""`StoreClient`: the only way memfs talks to a store, under trio. Its promises (headers, one
+bounded pool, retries, `stats`, a `StoreError` for every failure, a token never logged nor shown)
+are docs/client.md's."""
 
 from __future__ import annotations
 
@@ -341,8 +340,7 @@ _SESSION_HEADERS = {"anthropic-beta": SESSIONS_BETA}
 
 
 def _resource_body(resource: Resource) -> dict[str, Any]:
-    """What attaching `resource` sends (the server snapshots its name and
-    description itself)."""
+    """What attaching `resource` sends (the server snapshots its name and description itself)."""
     return {
         "type": "memory_store",
         "memory_store_id": resource.memory_store_id,
@@ -369,9 +367,8 @@ class SessionEndpoints(_Endpoints):
         title: str | None = None,
         metadata: dict[str, str] | None = None,
     ) -> CreatedSession:
-        """A new session holding these stores, with the sessions token `memfs
-        serve` minted for it. An attempt whose answer was lost may leave a
-        session nobody holds."""
+        """A new session holding these stores, with the sessions token `memfs serve` minted for it.
+        An attempt whose answer was lost may leave a session nobody holds."""
         body = {
             "resources": [_resource_body(r) for r in resources],
             **_given(environment_id=environment_id, title=title, metadata=metadata),
@@ -474,13 +471,21 @@ class StoreClient(SessionEndpoints):
         start_timeout: float | None = None,
         on_wait: Callable[[str], None] | None = None,
     ) -> None:
-        base_url = base_url.rstrip("/")
-        if not base_url.startswith(("http://", "https://")):
+        if not base_url.startswith(("http:", "https:")):  # a host is checked below
             raise ConfigError(f"the API URL {base_url!r} must start with http:// or https://")
+        base_url = base_url.rstrip("/")
+        try:
+            host = httpx.URL(base_url).host
+        except httpx.InvalidURL as e:
+            raise ConfigError(f"the API URL {base_url!r} is not a URL: {e}") from None
+        if not host:
+            raise ConfigError(f"the API URL {base_url!r} names no host")
         if auth not in ("bearer", "x-api-key"):
             raise ConfigError(f"unknown auth {auth!r}: use bearer or x-api-key")
         if not token:
             raise ConfigError("the token is empty")
+        if not (token.isascii() and token.isprintable()) or " " in token:
+            raise ConfigError("the token is not one line of letters, digits and signs")
         self.base_url = base_url
         self.auth = auth
         self.stats = ClientStats()

@@ -1,8 +1,6 @@
-"""From the settings (`MountSettings`) and the token (`resolve_credentials`)
-to one `StoreSpec` per store, every refusal made before anything is mounted;
-and the supervisor's API calls. A mount path a session gives must lead
-strictly under the mount root: whoever creates the session chooses it.
-"""
+"""From the settings (`MountSettings`) and the token (`resolve_credentials`) to one `StoreSpec` per
+store, every refusal made before anything is mounted; and the supervisor's API calls. A mount path a
+session gives must lead strictly under the mount root: whoever creates the session chooses it."""
 
 from __future__ import annotations
 
@@ -301,7 +299,7 @@ def load_resources(path: str) -> list[Resource]:
             data = json.load(f)
     except OSError as e:
         raise ConfigError(f"cannot read the resources file {path}: {e.strerror}")
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:
         raise ConfigError(f"the resources file {path} is not JSON: {e}")
     return parse_resources(data)
 

@@ -180,3 +180,60 @@ def test_a_work_item_or_session_that_cannot_be_used_is_one_sentence(argv, senten
     assert r.returncode == 2, r.stderr
     (line,) = r.stderr.splitlines()
     assert line.startswith(f"memfs: {sentence}"), line
+
+
+DEEP_JSON = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "said"),
+    [
+        (
+            ["store", "--api-url", "http://x:abc", "list"],
+            {"MEMFS_TOKEN": "tok"},
+            "the API URL 'http://x:abc' is not a URL: Invalid port: 'abc'",
+        ),
+        (["store", "--api-url", "http://", "list"], {"MEMFS_TOKEN": "tok"}, "names no host"),
+        (
+            ["store", "--api-url", "http://127.0.0.1:1", "list"],
+            {"MEMFS_TOKEN": f"{SECRET}\nsecond-line"},
+            "the token is not one line of letters, digits and signs",
+        ),
+        (
+            ["store", "--api-url", "http://127.0.0.1:1", "create", "notes-\udcff"],
+            {"MEMFS_TOKEN": "tok"},
+            "a value given is not UTF-8 text",
+        ),
+        (
+            ["mount", "--resources", "{tmp}/deep.json"],
+            {},
+            "deep.json is not JSON: maximum recursion",
+        ),
+    ],
+    ids=["bad port", "no host", "two-line token", "not UTF-8", "deep JSON"],
+)
+def test_bad_input_is_one_sentence_and_exit_2_never_a_traceback(argv, env, said, tmp_path):
+    (tmp_path / "deep.json").write_text(DEEP_JSON)
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    r = _memfs(*argv, tmp=tmp_path, env=env)
+    assert r.returncode == 2, r.stderr
+    (line,) = r.stderr.splitlines()
+    assert line.startswith("memfs: ") and said in line, line
+    assert SECRET[:12] not in r.stderr
+
+
+def test_a_put_from_a_closed_standard_input_is_refused_in_one_sentence(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMFS_", "ANTHROPIC_"))}
+    env.update(MEMFS_RUNTIME_DIR=str(tmp_path / "run"), MEMFS_TOKEN="tok")
+    argv = ["store", "--api-url", "http://127.0.0.1:1", "put", "memstore_x", "/a.md", "-"]
+    r = subprocess.run(
+        [sys.executable, "-m", "memfs", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        preexec_fn=lambda: os.close(0),
+        timeout=20,
+    )
+    assert r.returncode == 2, r.stderr
+    (line,) = r.stderr.splitlines()
+    assert line.startswith("memfs: cannot read -: "), line
