@@ -153,6 +153,8 @@ def mount_plan(settings: Settings) -> MountPlan:
         resources = [sup.parse_store_arg(s) for s in mount.store]
         if mount.resources:
             resources += sup.load_resources(mount.resources)
+        if not resources and mount.resources:
+            raise ConfigError(f"the resources file {mount.resources} names no memory store")
         if not resources:
             raise ConfigError("no store to mount: give --store ID or --resources FILE")
         sup.check_store_count(resources)

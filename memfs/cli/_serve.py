@@ -161,6 +161,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         if not found:
             raise ConfigError(f"the token file {path} holds no token")
         entries += found
+    if args.token and not parse_tokens(args.token):
+        raise ConfigError("--token gives no token, only blanks or commas")
     if args.token:
         if not _is_loopback(args.host):
             raise ConfigError(
@@ -178,6 +180,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if env:
         entries.append(env)
     tokens = parse_tokens(entries)
+    if entries and not tokens:
+        raise ConfigError(f"{SERVE_TOKEN_ENV} gives no token, only blanks or commas")
     if not tokens:
         generated = secrets.token_urlsafe(24)
         tokens = {generated: Grant()}

@@ -83,6 +83,12 @@ def _add_connection_options(p: argparse.ArgumentParser, *, top: bool) -> None:
 Run = Callable[["StoreClient", argparse.Namespace], Awaitable[None]]
 
 
+def _an_id(text: str) -> str:
+    if not text or "/" in text or "?" in text:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an id of the API")
+    return text
+
+
 def _actions(p: argparse.ArgumentParser, dest: str) -> Callable[..., argparse.ArgumentParser]:
     """What adds an action to `p` (its name, help, run, positional arguments)
     and returns its parser; one action is required, named in `args.<dest>`."""
@@ -95,7 +101,8 @@ def _actions(p: argparse.ArgumentParser, dest: str) -> Callable[..., argparse.Ar
         a = sub.add_parser(name, help=help_text, description=help_text)
         _add_connection_options(a, top=False)
         for positional in positionals:
-            a.add_argument(positional, metavar=positional.upper())
+            kind = _an_id if positional.endswith("_id") else str
+            a.add_argument(positional, metavar=positional.upper(), type=kind)
         a.set_defaults(store_action=run)
         return a
 

@@ -1,7 +1,6 @@
-"""`memfs serve`: the Memory Store API on SQLite (docs/serve.md). Imports
-only `memfs.api` (and the exception tree) from memfs, so that a client bug
-and a server bug cannot hide each other in the contract tests.
-"""
+"""`memfs serve`: the Memory Store API on SQLite (docs/serve.md). Imports only `memfs.api` (and the
+exception tree) from memfs, so that a client bug and a server bug cannot hide each other in the
+contract tests."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""`memfs serve`'s routes, on Starlette's router: each checks the credentials and
-the beta headers, calls one method of the `Database`'s tables and answers
-JSON. Every answer carries a `request-id` header; errors use the contract's
-envelope and never show a traceback.
-"""
+"""`memfs serve`'s routes, on Starlette's router: each checks the credentials and the beta headers,
+calls one method of the `Database`'s tables and answers JSON. Every answer carries a `request-id`
+header; errors use the contract's envelope and never show a traceback."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Who may call `memfs serve`, on which stores, and who their changes are
-recorded as (docs/serve.md, "Authentication" and "Sessions"). No id recorded
-anywhere holds a token.
-"""
+"""Who may call `memfs serve`, on which stores, and who their changes are recorded as
+(docs/serve.md, "Authentication" and "Sessions"). No id recorded anywhere holds a token."""
 
 from __future__ import annotations
 
@@ -43,9 +41,8 @@ def _split_actor(token: str) -> tuple[str, Grant]:
 
 
 def parse_tokens(entries: Iterable[str]) -> dict[str, Grant]:
-    """Token table from `--token` values and `MEMFS_SERVE_TOKEN` pieces
-    (docs/serve.md): a `memstore_` piece after a limited token adds to its
-    stores."""
+    """Token table from `--token` values and `MEMFS_SERVE_TOKEN` pieces (docs/serve.md): a
+    `memstore_` piece after a limited token adds to its stores."""
     table: dict[str, Grant] = {}
     last_limited: str | None = None
     for entry in entries:

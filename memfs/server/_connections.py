@@ -1,8 +1,6 @@
-"""What uvicorn's public API leaves to memfs in bounding what a client may
-hold (docs/serve.md, "Limits on what a client may hold": the head, body and
-send timeouts, `connection: close` and lingering after an unread body), and
-`--access-log`'s line in the format it always had.
-"""
+"""What uvicorn's public API leaves to memfs in bounding what a client may hold (docs/serve.md,
+"Limits on what a client may hold": the head, body and send timeouts, `connection: close` and
+lingering after an unread body), and `--access-log`'s line in the format it always had."""
 
 from __future__ import annotations
 
@@ -25,12 +23,11 @@ Peer = tuple[str, int]
 
 
 class ClientLimits:
-    """The ASGI app, each request's waits on its client recorded, and the
-    connections, seen through the process's own descriptors (uvicorn's
-    public API does not show them), swept on the event loop, the only thread
-    that opens or closes them: one with no request in flight for
-    `HEAD_TIMEOUT` seconds is closed, one whose request has waited on its
-    client for `client_timeout` seconds is reset."""
+    """The ASGI app, each request's waits on its client recorded, and the connections, seen through
+    the process's own descriptors (uvicorn's public API does not show them), swept on the event
+    loop, the only thread that opens or closes them: one with no request in flight for
+    `HEAD_TIMEOUT` seconds is closed, one whose request has waited on its client for
+    `client_timeout` seconds is reset."""
 
     SWEEP_INTERVAL = 0.5
     HEAD_TIMEOUT = 5.0

@@ -1,6 +1,5 @@
-"""The state behind `memfs serve`: one SQLite file holding every store, and
-the stores' own table. Every rule that depends on stored state is checked
-inside the transaction of the change it guards.
+"""The state behind `memfs serve`: one SQLite file holding every store, and the stores' own table.
+Every rule that depends on stored state is checked inside the transaction of the change it guards.
 """
 
 from __future__ import annotations
@@ -99,8 +98,7 @@ class Stores:
             return store_json(self.db.store(store_id))
 
     def delete(self, store_id: str) -> dict[str, Any]:
-        """Delete the store with its memories and versions, and detach it
-        from every session."""
+        """Delete the store with its memories and versions, and detach it from every session."""
         with self.db.transaction(f"deleting memory store {store_id}"):
             self.db.store(store_id)
             self.db.run("DELETE FROM versions WHERE store_id = ?", (store_id,))

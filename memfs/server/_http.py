@@ -1,6 +1,5 @@
-"""One request's headers, query values and JSON body, checked as the contract
-says, and the JSON answers, each with its `request-id` header.
-"""
+"""One request's headers, query values and JSON body, checked as the contract says, and the JSON
+answers, each with its `request-id` header."""
 
 from __future__ import annotations
 

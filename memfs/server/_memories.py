@@ -1,8 +1,6 @@
-"""Memories and their versions: path conflicts, the store's cap,
-preconditions, listings by prefix and depth, and the feed of versions. A
-real change writes exactly one version in its own transaction; a change
-that changes nothing writes none, whatever its precondition.
-"""
+"""Memories and their versions: path conflicts, the store's cap, preconditions, listings by prefix
+and depth, and the feed of versions. A real change writes exactly one version in its own
+transaction; a change that changes nothing writes none, whatever its precondition."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Running `memfs serve` on uvicorn's public API (`uvicorn.Config`,
-`uvicorn.Server`) until SIGTERM or SIGINT. The first line on stdout is the
-URL, printed once the server accepts connections.
-"""
+"""Running `memfs serve` on uvicorn's public API (`uvicorn.Config`, `uvicorn.Server`) until SIGTERM
+or SIGINT. The first line on stdout is the URL, printed once the server accepts connections."""
 
 from __future__ import annotations
 

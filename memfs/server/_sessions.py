@@ -1,8 +1,6 @@
-"""Sessions, their resources (memory stores) and their tokens, so that a
-worker's whole flow runs against one `memfs serve`. A token is answered once,
-when its session is created; the file keeps only its SHA-256, and it stops
-working when the session is deleted.
-"""
+"""Sessions, their resources (memory stores) and their tokens, so that a worker's whole flow runs
+against one `memfs serve`. A token is answered once, when its session is created; the file keeps
+only its SHA-256, and it stops working when the session is deleted."""
 
 from __future__ import annotations
 

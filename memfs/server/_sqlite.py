@@ -1,9 +1,7 @@
-"""The SQLite file behind `memfs serve`: its one schema, its clock and its
-write transactions. One connection, on the one event-loop thread; `BEGIN
-IMMEDIATE` keeps a second process from interleaving. WAL with
-`synchronous=NORMAL`: a commit survives the process dying, and only a power
-loss or a kernel crash may take the last ones back.
-"""
+"""The SQLite file behind `memfs serve`: its one schema, its clock and its write transactions. One
+connection, on the one event-loop thread; `BEGIN IMMEDIATE` keeps a second process from
+interleaving. WAL with `synchronous=NORMAL`: a commit survives the process dying, and only a power
+loss or a kernel crash may take the last ones back."""
 
 from __future__ import annotations
 
@@ -145,7 +143,12 @@ class SQLiteFile:
                     f" {SCHEMA_VERSION}: run a newer memfs"
                 )
             if version < SCHEMA_VERSION:
-                if self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                tables = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master")}
+                if tables and "stores" not in tables:
+                    raise sqlite3.DatabaseError(
+                        "it is another program's database: give a file of its own"
+                    )
+                if tables:
                     raise sqlite3.DatabaseError(
                         f"its schema is version {version}, an older layout this memfs serve"
                         " does not read (it holds no released memfs's data): move the file"
@@ -174,9 +177,8 @@ class SQLiteFile:
         return row
 
     def store(self, store_id: str, *, writable: bool = False) -> sqlite3.Row:
-        """A store's row; 404 when there is none. `writable`: 400 when it is
-        archived, the rule of creating and updating memories (deleting them
-        and redacting versions stay allowed)."""
+        """A store's row; 404 when there is none. `writable`: 400 when it is archived, the rule of
+        creating and updating memories (deleting them and redacting versions stay allowed)."""
         row = self.row(
             "SELECT * FROM stores WHERE id = ?",
             (store_id,),
@@ -205,9 +207,8 @@ class SQLiteFile:
 
     @contextlib.contextmanager
     def transaction(self, subject: str) -> Iterator[None]:
-        """One write transaction, rolled back on any error. A change SQLite
-        refuses on a constraint (something outside this server changed the
-        file) is a 409 `Conflict` naming `subject`."""
+        """One write transaction, rolled back on any error. A change SQLite refuses on a constraint
+        (something outside this server changed the file) is a 409 `Conflict` naming `subject`."""
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             yield

@@ -1,8 +1,7 @@
-"""The rules for the values a request carries, and the pages of a listing:
-`limit`, and `page` cursors (the last item's sort key, as base64 of JSON, so
-that pages stay stable while writes happen). Each refusal is a 400
-`InvalidRequest` naming the field and the rule (413 for content too large).
-"""
+"""The rules for the values a request carries, and the pages of a listing: `limit`, and `page`
+cursors (the last item's sort key, as base64 of JSON, so that pages stay stable while writes
+happen). Each refusal is a 400 `InvalidRequest` naming the field and the rule (413 for content too
+large)."""
 
 from __future__ import annotations
 

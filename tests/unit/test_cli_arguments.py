@@ -7,8 +7,10 @@ case fails while parsing, before any request."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -209,11 +211,46 @@ DEEP_JSON = "[" * 100_000 + "]" * 100_000
             {},
             "deep.json is not JSON: maximum recursion",
         ),
+        (["mount", "--resources", "{tmp}/empty.json"], {}, "empty.json names no memory store"),
+        (["store", "ls", ""], {"MEMFS_TOKEN": "tok"}, "argument STORE_ID: '' is not an id of"),
+        (["store", "session", "show", ""], {"MEMFS_TOKEN": "tok"}, "SESSION_ID: '' is not an id"),
+        (["store", "cat", "a/b", "/x.md"], {"MEMFS_TOKEN": "tok"}, "'a/b' is not an id of the API"),
+        (
+            ["serve", "--port", "0", "--db", "{tmp}/s.db", "--token", ""],
+            {},
+            "--token gives no token, only blanks or commas",
+        ),
+        (
+            ["serve", "--port", "0", "--db", "{tmp}/s.db"],
+            {"MEMFS_SERVE_TOKEN": " , "},
+            "MEMFS_SERVE_TOKEN gives no token, only blanks or commas",
+        ),
+        (
+            ["serve", "--port", "0", "--db", "{tmp}/other.db"],
+            {"MEMFS_SERVE_TOKEN": "tok"},
+            "other.db: it is another program's database: give a file of its own",
+        ),
     ],
-    ids=["bad port", "no host", "two-line token", "not UTF-8", "deep JSON"],
+    ids=[
+        "bad port",
+        "no host",
+        "two-line token",
+        "not UTF-8",
+        "deep JSON",
+        "no store in resources",
+        "empty store id",
+        "empty session id",
+        "slash in an id",
+        "empty --token",
+        "blank MEMFS_SERVE_TOKEN",
+        "another program's database",
+    ],
 )
 def test_bad_input_is_one_sentence_and_exit_2_never_a_traceback(argv, env, said, tmp_path):
     (tmp_path / "deep.json").write_text(DEEP_JSON)
+    (tmp_path / "empty.json").write_text('[{"type": "file"}]')
+    with contextlib.closing(sqlite3.connect(tmp_path / "other.db")) as db:
+        db.execute("CREATE TABLE notes (text)")
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
     r = _memfs(*argv, tmp=tmp_path, env=env)
     assert r.returncode == 2, r.stderr
