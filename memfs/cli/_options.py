@@ -36,7 +36,7 @@ def looks_like_token(value: str) -> bool:
     spaces mixing digits and cases; an id of the API or a path does not."""
     if not value.isprintable() or value.startswith(_TOKEN_PREFIXES):
         return True
-    if _API_ID.fullmatch(value) or value.startswith(_PATH_STARTS):
+    if _API_ID.match(value) or value.startswith(_PATH_STARTS):
         return False
     if len(value) < 16 or " " in value:
         return False

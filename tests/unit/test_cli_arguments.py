@@ -117,6 +117,12 @@ def test_a_store_id_or_a_path_is_shown_and_only_what_looks_like_a_token_hidden(t
         2,
         "memfs: unrecognized argument 'memstore_y' (see 'memfs --help')\n",
     )
+    r = _memfs("mount", "--store", "memstore_abcDEF123:rw=/mnt/x", tmp=tmp_path)
+    assert (r.returncode, r.stderr) == (
+        2,
+        "memfs: argument --store: 'memstore_abcDEF123:rw=/mnt/x' has access 'rw': it must be"
+        " read_only or read_write (see 'memfs mount --help')\n",
+    )
     token = secrets.token_hex(20)
     r = _memfs("mount", "--store", "memstore_x", "/tmp/there", token, tmp=tmp_path)
     assert r.returncode == 2
