@@ -475,10 +475,13 @@ class StoreClient(SessionEndpoints):
             raise ConfigError(f"the API URL {base_url!r} must start with http:// or https://")
         base_url = base_url.rstrip("/")
         try:
-            host = httpx.URL(base_url).host
-        except httpx.InvalidURL as e:
+            url = httpx.URL(base_url)
+            url.host.encode("idna")  # a label over 63 characters fails here, not at a request
+        except (httpx.InvalidURL, UnicodeError) as e:
             raise ConfigError(f"the API URL {base_url!r} is not a URL: {e}") from None
-        if not host:
+        if url.userinfo:  # it would be shown wherever the URL is
+            raise ConfigError("the API URL holds a user or password: give the token in a file")
+        if not url.host:
             raise ConfigError(f"the API URL {base_url!r} names no host")
         if auth not in ("bearer", "x-api-key"):
             raise ConfigError(f"unknown auth {auth!r}: use bearer or x-api-key")

@@ -203,6 +203,16 @@ DEEP_JSON = "[" * 100_000 + "]" * 100_000
         ),
         (["store", "--api-url", "http://", "list"], {"MEMFS_TOKEN": "tok"}, "names no host"),
         (
+            ["store", "--api-url", "http://" + "a" * 70 + ".example", "list"],
+            {"MEMFS_TOKEN": "tok"},
+            "is not a URL: encoding with 'idna' codec failed",
+        ),
+        (
+            ["store", "--api-url", f"http://user:{SECRET}@127.0.0.1:1", "list"],
+            {"MEMFS_TOKEN": "tok"},
+            "the API URL holds a user or password: give the token in a file",
+        ),
+        (
             ["store", "--api-url", "http://127.0.0.1:1", "list"],
             {"MEMFS_TOKEN": f"{SECRET}\nsecond-line"},
             "the token is not one line of letters, digits and signs",
@@ -240,6 +250,8 @@ DEEP_JSON = "[" * 100_000 + "]" * 100_000
     ids=[
         "bad port",
         "no host",
+        "a host label too long",
+        "a password in the URL",
         "two-line token",
         "not UTF-8",
         "deep JSON",
