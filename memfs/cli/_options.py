@@ -138,6 +138,7 @@ def whole(low: int, high: int | None = None) -> Callable[[object], int]:
     return parse
 
 
+_OWNER_ID = whole(0, 2**32 - 2)  # (uid_t)-1 means "unchanged" to chown
 _SIZE_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
 
 
@@ -302,8 +303,8 @@ MOUNT_OPTIONS: tuple[Option[Any], ...] = (
         "DIR",
         shown_default="$XDG_CACHE_HOME/memfs or ~/.cache/memfs; /var/cache/memfs as root",
     ),
-    Option("uid", "owner shown for files", whole(0), None, "UID", shown_default="the caller"),
-    Option("gid", "group shown for files", whole(0), None, "GID", shown_default="the caller's"),
+    Option("uid", "owner shown for files", _OWNER_ID, None, "UID", shown_default="the caller"),
+    Option("gid", "group shown for files", _OWNER_ID, None, "GID", shown_default="the caller's"),
     Option("allow-other", "let other users reach the mounts", switch, False, kind="switch"),
     _seconds(
         "sync-interval",

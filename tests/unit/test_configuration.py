@@ -147,6 +147,7 @@ ENV_REFUSALS = {
     "MEMFS_FINAL_SYNC_TIMEOUT=0": "MEMFS_FINAL_SYNC_TIMEOUT=0 (environment) must be more than 0 seconds",
     "MEMFS_SYNC_CONCURRENCY=33": "MEMFS_SYNC_CONCURRENCY=33 (environment) must be between 1 and 32",
     "MEMFS_UID=me": "MEMFS_UID=me (environment) is not a whole number",
+    "MEMFS_GID=4294967295": "MEMFS_GID=4294967295 (environment) must be between 0 and 4294967294",
     "MEMFS_ALLOW_OTHER=maybe": "MEMFS_ALLOW_OTHER=maybe (environment) is not one of 1/0, true/false, yes/no",
     "MEMFS_SYNC_DELETIONS=never": "MEMFS_SYNC_DELETIONS=never (environment) is not one of enabled, log_only, disabled",
     "MEMFS_STORE=memstore_a :read_only": "MEMFS_STORE=memstore_a :read_only (environment) has a store ':read_only' that names no store id",
@@ -209,6 +210,11 @@ def test_a_bad_value_is_refused_even_where_a_stronger_source_overrides_it(tmp_pa
         (
             ["--sync-concurrency", "0"],
             "memfs: argument --sync-concurrency: '0' must be between 1 and 32 "
+            "(see 'memfs mount --help')\n",
+        ),
+        (
+            ["--uid", "99999999999"],
+            "memfs: argument --uid: '99999999999' must be between 0 and 4294967294 "
             "(see 'memfs mount --help')\n",
         ),
         (
