@@ -236,6 +236,8 @@ def setup_unmount(p: argparse.ArgumentParser) -> None:
 def run_unmount(args: argparse.Namespace, settings: Settings) -> int:
     """The followers holding the paths stop first, so that none mounts a store
     attached meanwhile, and their every mount goes too."""
+    if args.all and args.mount_paths:
+        raise ConfigError("give the mount paths to unmount or --all, not both")
     paths = [os.path.abspath(p) for p in args.mount_paths]
     running = {os.path.abspath(s.mount_path) for s in sup.running_stores()}
     holding = None if args.all else [p for p in paths if p in running]

@@ -111,6 +111,14 @@ def test_a_mistyped_command_or_flag_is_answered_with_the_closest_one(argv, sente
     assert line.startswith("memfs: ") and sentence in line, line
 
 
+def test_unmount_with_paths_and_all_is_refused_before_anything_stops(tmp_path):
+    r = _memfs("unmount", "--all", "/mnt/memory/notes", tmp=tmp_path)
+    assert (r.returncode, r.stderr) == (
+        2,
+        "memfs: give the mount paths to unmount or --all, not both\n",
+    )
+
+
 def test_a_store_id_or_a_path_is_shown_and_only_what_looks_like_a_token_hidden(tmp_path):
     r = _memfs("mount", "--store", "memstore_x", "memstore_y", tmp=tmp_path)
     assert (r.returncode, r.stderr) == (
