@@ -144,6 +144,9 @@ def _connection_cap(asked: int) -> int:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     from ..server import Grant, default_db_path, parse_tokens, serve
 
+    for flag, given in (("--host", args.host), ("--db", args.db)):
+        if given is not None and not given.strip():
+            raise ConfigError(f"{flag} is empty: give it a value, or leave it out for its default")
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"--port must be from 0 to 65535, not {args.port}")
     if args.max_memories < 1:

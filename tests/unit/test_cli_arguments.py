@@ -254,6 +254,8 @@ DEEP_JSON = "[" * 100_000 + "]" * 100_000
             {"MEMFS_SERVE_TOKEN": "tok"},
             "other.db: it is another program's database: give a file of its own",
         ),
+        (["serve", "--port", "0", "--host", " "], {}, "--host is empty: give it a value, or"),
+        (["serve", "--port", "0", "--db", ""], {}, "--db is empty: give it a value, or leave"),
     ],
     ids=[
         "bad port",
@@ -270,6 +272,8 @@ DEEP_JSON = "[" * 100_000 + "]" * 100_000
         "empty --token",
         "blank MEMFS_SERVE_TOKEN",
         "another program's database",
+        "empty --host",
+        "empty --db",
     ],
 )
 def test_bad_input_is_one_sentence_and_exit_2_never_a_traceback(argv, env, said, tmp_path):
