@@ -294,9 +294,9 @@ class Pusher(Part):
         if isinstance(e, RequestTooLarge):
             self._refuse(change, sha, f"the store refused it as too large: {e.message}")
             return
-        if isinstance(e, InvalidRequest):
+        if isinstance(e, InvalidRequest) and change.memory_id is not None:
             self._refuse(change, sha, f"the store refused it: {e.message}")
-            return
+            return  # a create's 400 is the store's (full, archived): it is held below
         if isinstance(e, (PathConflict, Conflict)):
             self.ledger.need_listing = True
         reason = (

@@ -91,14 +91,40 @@ def test_a_content_the_store_refuses_is_refused_with_its_message(mounter, memfs_
     store_id = memfs_server.create_store("s")["id"]
     with FaultProxyProcess(memfs_server.url) as proxy:
         mnt = mounter.mount_one(store_id, extra=(*QUIET, "--api-url", proxy.url))
+        (mnt / "a.md").write_text("stored\n")
+        assert sync_files(mounter, mnt / "a.md").returncode == 0
         (mnt / "a.md").write_text("refused\n")
-        proxy.set(status=400, status_rate=1.0, match_method="POST", match_path="/memories")
+        proxy.set(status=400, status_rate=1.0, match_method="POST", match_path="/memories/mem")
         r = sync_files(mounter, mnt / "a.md")
         assert r.returncode == 65, r.stdout + r.stderr
         assert r.stdout.startswith(f"refused {mnt / 'a.md'}: the store refused it: ")
         proxy.set(status_rate=0.0)
         assert sync_files(mounter, mnt / "a.md").returncode == 0
         mounter.unmount(mnt)
+
+
+def test_a_new_file_a_full_store_refuses_is_held_and_named_at_unmount(mounter, memfs_server):
+    memfs_server.extra_args = ["--max-memories", "1"]
+    memfs_server.restart()
+    store_id = memfs_server.create_store("s")["id"]
+    mnt = mounter.mount_one(store_id, extra=QUIET)
+    (mnt / "one.md").write_text("fits\n")
+    (mnt / "two.md").write_text("one too many\n")
+    r = sync_files(mounter, mnt / "one.md", mnt / "two.md")
+    assert r.returncode == 65, r.stdout + r.stderr
+    assert f"refused {mnt / 'two.md'}: the store refused it (" in r.stdout
+    assert "is full" in r.stdout
+    # Deleting a memory makes room: not a content to change first, a file to send again.
+    r = mounter.unmount(mnt, check=False)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"not uploaded from {mnt}: /two.md" in r.stderr
+    assert stored(memfs_server, store_id, "/two.md") is None
+    with memfs_server.http() as http:
+        (memory,) = http.get(f"/v1/memory_stores/{store_id}/memories").json()["data"]
+        http.delete(f"/v1/memory_stores/{store_id}/memories/{memory['id']}")
+    mnt = mounter.mount_one(store_id, extra=QUIET)
+    assert mounter.unmount(mnt).returncode == 0
+    assert stored(memfs_server, store_id, "/two.md")["content"] == "one too many\n"
 
 
 def test_a_failing_store_leaves_the_file_pending_not_confirmed(mounter, memfs_server):

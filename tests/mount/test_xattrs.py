@@ -55,7 +55,9 @@ def test_refused_and_local_only_files_say_why(mounter, memfs_server):
         mnt = mounter.mount_one(store_id, extra=(*QUIET, "--api-url", proxy.url))
         (mnt / "bin.md").write_bytes(b"\xff")
         (mnt / "a.md").write_text("a\n")
-        proxy.set(status=400, status_rate=1.0, match_method="POST", match_path="/memories")
+        sync_files(mounter, mnt / "a.md")
+        (mnt / "a.md").write_text("a, refused\n")
+        proxy.set(status=400, status_rate=1.0, match_method="POST", match_path="/memories/mem")
         sync_files(mounter, mnt / "bin.md", mnt / "a.md")
         assert xattr(mnt / "bin.md", "state") == "local-only: its content is not UTF-8 text"
         assert xattr(mnt / "a.md", "state").startswith("refused: the store refused it: ")
