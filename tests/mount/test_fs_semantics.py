@@ -436,6 +436,16 @@ def test_times_and_over_long_names_behave_as_on_ext4(mounter, memfs_server):
         1_950_000_000_000_000_000,
     )
 
+    # Past what 64 bits of nanoseconds hold, a time is clamped, as ext4 clamps
+    # past 2446; the file goes on being written and synced.
+    os.utime(f, ns=(-(2**64), 2**64))
+    st = os.stat(f)
+    assert (st.st_atime_ns, st.st_mtime_ns) == (-(2**63), 2**63 - 1)
+    f.write_text("written after")
+    mounter.sync(mnt)
+    assert store_contents(memfs_server, store_id)["/f.md"] == "written after"
+    os.utime(f, ns=(1_900_000_000_000_000_000, 1_950_000_000_000_000_000))
+
     d = mnt / "d"
     d.mkdir()
     for change in (
