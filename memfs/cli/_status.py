@@ -133,13 +133,13 @@ def _details(st: StoreStatus) -> Iterator[str]:
         yield f"  pending: ... and {len(pending) - MAX_LISTED} more (memfs status --json)"
 
 
-def _sentence(text: str) -> list[str]:
+def _sentence(text: str, indent: str = "  ") -> list[str]:
     """A detail that is a sentence, indented, its words wrapped within the width
     (a word longer than a line, a path, stands whole on its own)."""
     return textwrap.wrap(
         text,
         WIDTH,
-        initial_indent="  ",
+        initial_indent=indent,
         subsequent_indent="    ",
         break_long_words=False,
         break_on_hyphens=False,
@@ -147,12 +147,12 @@ def _sentence(text: str) -> list[str]:
 
 
 def _with_reason(label: str, path: str, reason: str) -> list[str]:
-    """`label: path: reason` on one line, or the reason on a line of its own
+    """`label: path: reason` on one line, or the reason on lines of its own
     below when the line would not fit."""
     line = f"  {label}: {path}: {reason}"
     if len(line) <= WIDTH:
         return [line]
-    return [f"  {label}: {path}", f"    {reason}"]
+    return [f"  {label}: {path}", *_sentence(reason, indent="    ")]
 
 
 def table(results: list[tuple[StoreState, StatusReply | ErrorReply]], now: float) -> list[str]:

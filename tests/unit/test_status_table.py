@@ -75,3 +75,16 @@ def test_a_refused_file_is_listed_once():
 def test_an_unreachable_store_shows_its_whole_mount_path():
     lines = table([(_state(LONG), ErrorReply("connection refused"))], now=2.0)
     assert lines[1:] == [LONG, "?", "  store memstore_1: unreachable: connection refused"]
+
+
+def test_a_reason_too_long_for_its_line_is_wrapped_below_the_path():
+    reason = (
+        "the store refused it (memory store memstore_0123456789abcdef is full: it holds at "
+        "most 2000 memories (400 invalid_request_error))"
+    )
+    st = a_status(refused={"/notes/plan.md": reason}, last_pass=None)
+    lines = table([(_state(st.mount_path), StatusReply(st))], now=2.0)
+    at = lines.index("  refused: /notes/plan.md")
+    below = [line for line in lines[at + 1 : at + 4] if line.startswith("    ")]
+    assert all(len(line) <= WIDTH for line in below), lines
+    assert " ".join(line.strip() for line in below) == reason
