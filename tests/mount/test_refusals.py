@@ -333,9 +333,36 @@ NOT_A_REGULAR_FILE = Refusal(
         "symlink": lambda mnt: os.symlink("a.md", mnt / "link"),
         "link": lambda mnt: os.link(mnt / "a.md", mnt / "hard"),
         "mknod a device": lambda mnt: os.mknod(mnt / "dev", 0o600 | stat.S_IFCHR, os.makedev(1, 3)),
+        "mknod a regular file": lambda mnt: os.mknod(mnt / "plain", 0o600 | stat.S_IFREG),
         "mkfifo": lambda mnt: os.mkfifo(mnt / "fifo"),
         "bind a UNIX socket": _bind_a_socket,
     },
+    then=_unchanged({"/a.md": "alpha"}, listed=["a.md"]),
+)
+
+
+def _fallocate(keep_size: bool) -> Attempt:
+    """fallocate(2) itself: Python's `posix_fallocate` falls back to writing zeros."""
+
+    def attempt(mnt: Path) -> None:
+        fd = os.open(mnt / "a.md", os.O_RDWR)
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            size, mode = ctypes.c_long(4096), 1 if keep_size else 0  # FALLOC_FL_KEEP_SIZE
+            if libc.fallocate(fd, mode, ctypes.c_long(0), size):
+                code = ctypes.get_errno()
+                raise OSError(code, os.strerror(code))
+        finally:
+            os.close(fd)
+
+    return attempt
+
+
+NO_FALLOCATE = Refusal(
+    row="`fallocate` (`fallocate(1)`",
+    errno=errno.EOPNOTSUPP,
+    memories={"/a.md": "alpha"},
+    attempts={"fallocate": _fallocate(False), "fallocate keeping the size": _fallocate(True)},
     then=_unchanged({"/a.md": "alpha"}, listed=["a.md"]),
 )
 
@@ -459,6 +486,7 @@ REFUSALS: dict[str, Refusal] = {
     "name-not-allowed": NAME_NOT_ALLOWED,
     "not-one-move": NOT_ONE_MOVE,
     "not-a-regular-file": NOT_A_REGULAR_FILE,
+    "no-fallocate": NO_FALLOCATE,
     "chown-not-permitted": CHOWN_NOT_PERMITTED,
     "marker": MARKER_REFUSALS,
     "xattrs": XATTRS,

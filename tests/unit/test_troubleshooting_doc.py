@@ -4,7 +4,7 @@ do (in the manner of mountpoint-s3's semantics doc test).
 
 The code is read, not run: every `log.warning/error/exception/critical(...)`
 and `ledger.log_once(...)` call in memfs/, and every `raise ConfigError(...)`,
-`MountError`, `InvalidSecret`, `InvalidResources`, `InvalidStoreId` or `InvalidWorkItem` with a literal or an
+`MountError`, `InvalidSecret`, `InvalidResources`, `InvalidStoreId`, `InvalidWorkItem` or `UsageError` with a literal or an
 f-string sentence. A log call must carry a literal `event` (in `extra=` or
 `event=`); its row in the doc's table names that event in backticks. A
 message is matched by its literal text: the pieces between its placeholders
@@ -31,6 +31,7 @@ SENTENCE_ERRORS = {
     "InvalidResources",
     "InvalidStoreId",
     "InvalidWorkItem",
+    "UsageError",
 }
 PRINTF = re.compile(r"%(?:\([^)]*\))?[-#0 +]*\d*(?:\.\d+)?[sdrfgi]")
 SHORTEST_PIECE = 3
