@@ -174,8 +174,7 @@ class Journal:
                     self.files.patch(
                         node_id, 0, content, len(content), exact=True, mtime_ns=mtime_ns
                     )
-            if rows:
-                self._flush_durable()
+            self._flush_durable()
 
     def _flush_durable(self) -> None:
         self.files.changed(self._durable)

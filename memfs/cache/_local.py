@@ -175,11 +175,11 @@ class LocalChanges(CacheParts):
         self._set_given(node_id, mtime_ns=mtime_ns, atime_ns=atime_ns)
 
     def _set_given(self, node_id: int, **attributes: int | None) -> None:
-        """Set the attributes given (None: leave it); the change time is now."""
+        """Set the attributes given (None: leave it), clamped to SQLite's INTEGER; ctime is now."""
         node = self.node(node_id)
         for name, value in attributes.items():
             if value is not None:
-                setattr(node, name, value)
+                setattr(node, name, max(-(2**63), min(value, 2**63 - 1)))
         node.ctime_ns = time.time_ns()
         if not node.orphan:
             self.journal.save(node)

@@ -126,13 +126,11 @@ def seconds(*, minimum: float | None = None) -> Callable[[object], float]:
     return parse
 
 
-def whole(low: int, high: int | None = None) -> Callable[[object], int]:
+def whole(low: int, high: int) -> Callable[[object], int]:
     def parse(raw: object) -> int:
         value = _converted(raw, (str, int), int, "is not a whole number")
-        if high is not None and not low <= value <= high:
+        if not low <= value <= high:
             raise ValueError(f"must be between {low} and {high}")
-        if value < low:
-            raise ValueError(f"must be {low} or more")
         return value
 
     return parse

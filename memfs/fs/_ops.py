@@ -124,12 +124,6 @@ def mount_options(store_id: str, *, allow_other: bool = False, read_only: bool =
 
 MAX_FILES = 2000
 """The file count `statfs` shows as the most the store takes."""
-_LAST_NS = 2**63 - 1
-
-
-def _held_time(ns: int) -> int:
-    """A time set, clamped to what the cache holds (2262 at the latest), as ext4 clamps to its."""
-    return max(-_LAST_NS - 1, min(ns, _LAST_NS))
 
 
 @dataclass
@@ -272,8 +266,8 @@ class MemoryStoreFS(pyfuse3.Operations):
         if fields.update_mtime or fields.update_atime or fields.update_ctime:
             self.cache.set_times(
                 node.id,
-                _held_time(attr.st_mtime_ns) if fields.update_mtime else None,
-                _held_time(attr.st_atime_ns) if fields.update_atime else None,
+                attr.st_mtime_ns if fields.update_mtime else None,
+                attr.st_atime_ns if fields.update_atime else None,
             )
         return self.attributes.of(node)
 

@@ -119,9 +119,8 @@ class MountedStore:
             cause = e.__cause__
             refusal = None
             if isinstance(cause, StoreError):
-                spec = self.spec
                 refusal = start_refusal(
-                    cause, api_url=spec.api_url, credential_source=spec.credential_source
+                    cause, api_url=self.spec.api_url, credential_source=self.spec.credential_source
                 )
             if self.cache.get_meta("feed_ts") is None and not self.cache.file_count():
                 # Nothing is cached, so no local change is kept: the cause alone.
