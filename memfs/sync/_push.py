@@ -3,7 +3,8 @@ journalled before it is sent, so that a pass can recognise it in the store when 
 lost. A refusal of one memory is that memory's alone: content refusals (400, 413, not UTF-8) wait
 for the file to change or a person's ask; a failed precondition makes the next pass list the
 store; other refusals (402, 403, 409, unknown) are held and tried again later or when the file
-changes; a 404 on an update creates the memory again at once. Only whole-store failures escape.
+changes; a 404 on an update that a read by the id confirms creates the memory again at once.
+Only whole-store failures escape.
 
 A path the store still gives another memory is cleared first when memfs
 can: that memory's pending delete is sent, or its own move here is pushed
@@ -279,14 +280,19 @@ class Pusher(Part):
         if isinstance(e, NotFound) and change.memory_id is not None:
             if node.memory_id != change.memory_id:
                 return  # the file took another memory while this one went: it is pushed next
-            log.warning(
-                "%s was deleted in the store; it is created again",
-                change.path,
-                extra={"event": "recreated", "path": change.path},
-            )
-            self.cache.forget_memory(node)
-            await self.push(Change.of(node), report, final=final, asked=asked, clearing=clearing)
-            return
+            try:  # gone once its id answers 404 too, as for a listing; else held below
+                await self.client.get_memory(self.store_id, change.memory_id, view="basic")
+            except NotFound:
+                log.warning(
+                    "%s was deleted in the store; it is created again",
+                    change.path,
+                    extra={"event": "recreated", "path": change.path},
+                )
+                self.cache.forget_memory(node)
+                await self.push(
+                    Change.of(node), report, final=final, asked=asked, clearing=clearing
+                )
+                return
         if isinstance(e, PreconditionFailed):
             log.info("%s changed in the store meanwhile; the next pass pulls it", change.path)
             self.ledger.need_listing = True

@@ -127,6 +127,32 @@ def test_a_new_file_a_full_store_refuses_is_held_and_named_at_unmount(mounter, m
     assert stored(memfs_server, store_id, "/two.md")["content"] == "one too many\n"
 
 
+def test_a_404_on_an_update_of_a_memory_still_there_is_no_delete_and_no_conflict(
+    mounter, memfs_server
+):
+    """One wrong 404 (a gateway's, say) to an update or a move: the store still
+    answers the memory by its id, so nothing is created again, no conflict is
+    made, and the edit goes to the same memory when tried again."""
+    store_id = memfs_server.create_store("s")["id"]
+    with FaultProxyProcess(memfs_server.url) as proxy:
+        mnt = mounter.mount_one(store_id, extra=(*QUIET, "--api-url", proxy.url))
+        (mnt / "a.md").write_text("version 1\n")
+        assert sync_files(mounter, mnt / "a.md").returncode == 0
+        first = stored(memfs_server, store_id, "/a.md")
+        (mnt / "a.md").write_text("version 2, my edit\n")
+        os.rename(mnt / "a.md", mnt / "b.md")
+        proxy.set(status=404, status_next=1, match_method="POST", match_path="/memories/mem")
+        assert sync_files(mounter, mnt / "b.md").returncode == 0
+        exchanges = proxy.state()["counters"]["exchanges"]
+        assert [s for m, t, s in exchanges if m == "POST" and "/memories/mem" in t][:1] == [404]
+        assert (mnt / "b.md").read_text() == "version 2, my edit\n"
+        memory = stored(memfs_server, store_id, "/b.md")
+        assert memory["id"] == first["id"] and stored(memfs_server, store_id, "/a.md") is None
+        assert [p.name for p in mnt.iterdir() if not p.name.startswith(".")] == ["b.md"]
+        assert not mounter.status()[0]["conflict_copies"]
+        mounter.unmount(mnt)
+
+
 def test_a_failing_store_leaves_the_file_pending_not_confirmed(mounter, memfs_server):
     store_id = memfs_server.create_store("s")["id"]
     with FaultProxyProcess(memfs_server.url) as proxy:
