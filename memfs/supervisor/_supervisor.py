@@ -91,8 +91,7 @@ def start_helper(
     line = proc.stdout.readline()
     proc.stdout.close()
     if not line.startswith("READY"):
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
+        proc.kill()
         proc.wait()
         cause = line[6:].strip() if line.startswith("ERROR ") else "its process exited"
         raise MountError(f"cannot {what}: {cause}")
@@ -292,9 +291,8 @@ class Supervisor:
         try:
             await self._answers([child], abandon)
         finally:
-            if not child.ready and child.proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    child.proc.send_signal(signal.SIGTERM)
+            if not child.ready:
+                child.proc.terminate()  # Popen polls first: a process that ended gets no signal
         if not child.ready:
             await self._stopped(child)
             if child.error is None and abandon.is_set():
@@ -355,9 +353,7 @@ class Supervisor:
         """SIGTERM every store process and wait; 0 when all of them exited 0."""
         self._stopping()
         for child in self.children:
-            if child.proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    child.proc.send_signal(signal.SIGTERM)
+            child.proc.terminate()
         codes = _each_at_once(self._stopped, self.children)
         self._stop_metrics()
         return 0 if all(code == 0 for code in codes) else 1
@@ -412,9 +408,7 @@ class Supervisor:
             )
         except SyncError as e:
             result = FinalSync(child.spec, failure=str(e))
-            if child.proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    child.proc.send_signal(signal.SIGTERM)
+            child.proc.terminate()
         rc = await self._stopped(child)
         if rc != 0 and result.ok:
             result.failure = f"its store process exited with status {rc}"
