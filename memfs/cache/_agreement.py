@@ -116,10 +116,13 @@ class SyncChanges(CacheParts):
         self, memory: StoredMemory, content: bytes | None, *, node: Node | None = None
     ) -> Placement:
         """Show the store's memory at its path: create the file, or move and update
-        `node`, the file holding it (or a file with no memory holding its bytes).
+        `node`, the file holding it (or a file with no memory holding its bytes);
+        a `node` moved here alone is updated where it is, its move still to push.
         Whatever else is in the way goes, its local changes kept as conflict
         copies first, whole and durable (ConflictCopyFailed: nothing changed)."""
         path, sha, size = memory.path, memory.sha, memory.size
+        if node is not None and node.path != path == node.base_path:
+            path = node.path
         if node is None:
             node = self._new_file_holding(path, sha)
         copies = [
@@ -145,10 +148,12 @@ class SyncChanges(CacheParts):
                 placed.node = self._insert_remote(memory, parent, name, content)
                 return placed
             placed.node = node
-            self.bind(node, memory.memory_id, sha, path)
+            self.bind(node, memory.memory_id, sha, memory.path)
             node.edited = False
             node.live.edits += 1
             self.settle(node)
+            if path != memory.path:
+                self.set_pending(node)
             node.refused_sha = node.refused_reason = None
             node.too_large = False
             if content is not None:
@@ -196,14 +201,6 @@ class SyncChanges(CacheParts):
         if found is None or found.is_dir or found.memory_id is not None or not found.cached:
             return None
         return found if self._cached_sha(found) == sha else None
-
-    def adopt_content(self, node: Node, memory_id: str, sha: str) -> None:
-        """The file holds exactly the store's new bytes `sha` but was moved here: the
-        bytes are agreed, the move is still to be pushed."""
-        self.bind(node, memory_id, sha, node.base_path)
-        node.edited = False
-        self.set_pending(node)
-        self.journal.save(node)
 
     def _insert_remote(
         self, memory: StoredMemory, parent: Node, name: str, content: bytes | None

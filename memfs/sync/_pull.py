@@ -307,11 +307,7 @@ class Puller(Part):
 
     async def _adopt(self, r: RemoteMemory, node: Node, report: PassReport) -> None:
         """The store's path wins unless only this side moved the file."""
-        assert r.sha is not None
-        if node.path != node.base_path and r.path == node.base_path:
-            self.cache.adopt_content(node, r.memory_id, r.sha)
-        else:
-            await self.place(r, report, fetch=False)
+        await self.place(r, report, fetch=False)
         log.info(
             "%s already holds the store's version: agreed",
             node.path,

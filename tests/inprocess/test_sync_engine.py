@@ -380,6 +380,22 @@ async def test_rename_is_a_move_of_the_same_memory(side: Side):
     assert await side.remote() == {"/new/name.md": "same"}
 
 
+async def test_a_rename_here_outlives_the_stores_edit_of_the_memory(side: Side):
+    """Renamed here, edited in the store before the move was pushed: the
+    store's bytes come to the new name, and the move is still pushed."""
+    await side.write("/d.md", "first")
+    await side.sync()
+    before = await side.remote_memory("/d.md")
+    side.rename("/d.md", "/d-renamed.md")
+    await side.put_remote("/d.md", "edited in the store")
+    await side.sync()
+    assert side.cache.find("/d.md") is None
+    assert await side.read("/d-renamed.md") == "edited in the store"
+    await side.sync()
+    assert await side.remote() == {"/d-renamed.md": "edited in the store"}
+    assert (await side.remote_memory("/d-renamed.md")).id == before.id
+
+
 async def test_a_swap_of_two_names_and_a_ring_of_three_are_moves_of_the_same_memories(
     side: Side,
 ):
