@@ -121,7 +121,7 @@ class SyncChanges(CacheParts):
         Whatever else is in the way goes, its local changes kept as conflict
         copies first, whole and durable (ConflictCopyFailed: nothing changed)."""
         path, sha, size = memory.path, memory.sha, memory.size
-        if node is not None and node.path != path == node.base_path:
+        if node is not None and not node.orphan and node.path != path == node.base_path:
             path = node.path
         if node is None:
             node = self._new_file_holding(path, sha)

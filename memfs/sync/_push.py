@@ -1,10 +1,10 @@
 """Pushing local changes: creates, updates with the base as precondition, moves. Every upload is
 journalled before it is sent, so that a pass can recognise it in the store when its answer is
-lost. A refusal of one memory is that memory's alone: content refusals (400, 413, not UTF-8) wait
-for the file to change or a person's ask; a failed precondition makes the next pass list the
-store; other refusals (402, 403, 409, unknown) are held and tried again later or when the file
-changes; a 404 on an update that a read by the id confirms creates the memory again at once.
-Only whole-store failures escape.
+lost. A refusal of one memory is that memory's alone: content refusals (an update's 400, 413, not
+UTF-8) wait for the file to change or a person's ask; a failed precondition makes the next pass
+list the store; other refusals (402, 403, 409, a create's 400, unknown) are held and tried again
+later or when the file changes; a 404 on an update that a read by the id confirms creates the
+memory again at once. Only whole-store failures escape.
 
 A path the store still gives another memory is cleared first when memfs
 can: that memory's pending delete is sent, or its own move here is pushed
