@@ -127,7 +127,9 @@ def _connect(folder_fd: int, name: str, folder: str) -> sqlite3.Connection:
     descriptor (`/proc/self/fd/N/name`)."""
     for entry in (name, name + "-wal", name + "-journal", name + "-shm"):
         _own_file(folder_fd, entry, folder)
-    os.close(open_file_at(folder_fd, name, os.O_RDWR | os.O_CREAT))
+    with open(open_file_at(folder_fd, name, os.O_RDWR | os.O_CREAT), "rb") as f:
+        if f.read(16) not in (b"", b"SQLite format 3\x00"):  # SQLite would rewrite it at close
+            raise CacheCorrupt(f"cannot open the cache at {folder}: file is not a database")
     through = f"/proc/self/fd/{folder_fd}"
     where = os.path.join(through if os.path.isdir(through) else folder, name)
     # timeout 0: a journal held by another process is refused at once (CacheInUse).
@@ -179,8 +181,8 @@ def _fill_wal(folder_fd: int, name: str) -> None:
 
 
 def open_journal_file(folder_fd: int, path: str, *, store_id: str) -> sqlite3.Connection:
-    """The journal at `path`, with its root; `CacheInUse`, `CacheLayoutRefused`
-    or `CacheCorrupt` when it cannot be opened."""
+    """The journal at `path`, with its root, of `store_id` alone; `CacheInUse`,
+    `CacheLayoutRefused` or `CacheCorrupt` when it cannot be opened."""
     folder, name = os.path.split(path)
     db: sqlite3.Connection | None = None
     try:
@@ -194,6 +196,11 @@ def open_journal_file(folder_fd: int, path: str, *, store_id: str) -> sqlite3.Co
         if new:
             db.executescript(SCHEMA)
         _ensure_root(db)
+        owner = db.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()
+        if owner is None:
+            db.execute("INSERT INTO meta (key, value) VALUES ('store_id', ?)", (store_id,))
+        elif owner[0] != store_id:
+            raise CacheCorrupt(f"the cache at {folder} holds store {owner[0]}: move it aside")
         # SQLite deletes the WAL of an empty database: it is given its blocks now.
         with contextlib.suppress(sqlite3.Error):  # a full disk: the WAL stays as it is
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -125,22 +125,47 @@ def test_what_fsync_made_durable_comes_back_when_a_content_file_lost_it(mounter,
     assert FakeStore(memfs_server, store_id).memories() == {"/saved.md": "made durable by fsync"}
 
 
-def test_a_damaged_journal_is_refused_with_one_sentence(mounter, memfs_server):
+@pytest.mark.parametrize("stopped_by", ["unmount", "kill"])
+def test_a_damaged_journal_is_refused_with_one_sentence(mounter, memfs_server, stopped_by):
     """The journal's SQLite file overwritten by something else: the mount is
     refused with one sentence naming the cache, a non-zero exit and no
-    traceback."""
+    traceback, and the folder is left as it was (after a kill, its WAL holds
+    the last changes: SQLite must not fold it into the garbage, nor delete it)."""
     store_id = memfs_server.create_store("damaged journal")["id"]
     folder = mounter.cache_dir / store_id
     mnt = mounter.mount_one(store_id)
     (mnt / "a.md").write_text("a")
-    mounter.unmount(mnt)
+    if stopped_by == "kill":
+        _kill(mounter)
+    else:
+        mounter.unmount(mnt)
     (folder / "journal.sqlite3").write_bytes(b"not a database at all" * 300)
+    before = {p.name: p.read_bytes() for p in folder.glob("journal.sqlite3*")}
     r = mounter.mount(f"{store_id}={mounter.root / 's'}", check=False)
     assert r.returncode != 0, (r.stdout, r.stderr)
     [line] = r.stderr.strip().splitlines()
     assert f"cannot open the cache at {folder}: file is not a database" in line, line
     assert "Traceback" not in r.stderr
     assert not mounter.store_pids()
+    assert {p.name: p.read_bytes() for p in folder.glob("journal.sqlite3*")} == before
+
+
+def test_the_cache_of_another_store_is_refused(mounter, memfs_server):
+    """A store's cache folder given to another store (renamed, restored under
+    the wrong name): refused with one sentence, its files never sent there."""
+    first = memfs_server.create_store("first")["id"]
+    second = memfs_server.create_store("second")["id"]
+    mnt = mounter.mount_one(first)
+    (mnt / "mine.md").write_text("the first store's")
+    _kill(mounter)
+    os.rename(mounter.cache_dir / first, mounter.cache_dir / second)
+    r = mounter.mount(f"{second}={mounter.root / 's2'}", check=False)
+    assert r.returncode != 0, (r.stdout, r.stderr)
+    [line] = r.stderr.strip().splitlines()
+    assert f"the cache at {mounter.cache_dir / second} holds store {first}" in line, line
+    assert not mounter.store_pids()
+    with memfs_server.http() as http:
+        assert http.get(f"/v1/memory_stores/{second}/memories").json()["data"] == []
 
 
 # ---- a full cache disk ------------------------------------------------------------
