@@ -397,9 +397,9 @@ class Supervisor:
         return rc
 
     async def _final_sync(self, child: _Child) -> FinalSync:
-        if child.proc.poll() is not None:
+        if child.proc.poll() is not None:  # 0: its own final sync (an unmount) left nothing
             ended = f"its store process had already ended (status {child.proc.returncode})"
-            return FinalSync(child.spec, failure=ended)
+            return FinalSync(child.spec, failure=ended if child.proc.returncode else None)
         spec = child.spec
         socket = socket_path(spec.runtime_dir, spec.store_id, spec.cache_dir)
         try:

@@ -49,6 +49,19 @@ def test_the_command_s_status_and_writes_come_through(script, status, mounter, m
     assert mounter.store_pids() == []
 
 
+def test_a_store_the_command_unmounts_itself_is_no_failure(mounter, memfs_server, store):
+    """The command unmounts its store (`memfs unmount PATH`, whose final sync
+    uploads everything): nothing is left behind, so `memfs run` says nothing
+    of a final sync and exits with the command's 0, not 75."""
+    path = mounter.root / "s"
+    unmount = f"{sys.executable} -m memfs unmount {path}"
+    script = f"echo 'then unmounted' > {path}/notes.md && {unmount} && exit 0"
+    r = _run(mounter, [*run_argv(mounter, store, path), "sh", "-c", script])
+    assert r.returncode == 0, r.stderr
+    assert "final sync" not in r.stderr, r.stderr
+    assert remote_files(memfs_server, store) == {"/notes.md": "then unmounted\n"}
+
+
 def test_stdin_and_stdout_are_the_command_s(mounter, store):
     path = mounter.root / "s"
     command = ["sh", "-c", 'cat; ls -A "$0"; echo on-stderr >&2', str(path)]
