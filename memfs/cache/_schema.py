@@ -196,11 +196,10 @@ def open_journal_file(folder_fd: int, path: str, *, store_id: str) -> sqlite3.Co
         if new:
             db.executescript(SCHEMA)
         _ensure_root(db)
-        owner = db.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()
-        if owner is None:
-            db.execute("INSERT INTO meta (key, value) VALUES ('store_id', ?)", (store_id,))
-        elif owner[0] != store_id:
-            raise CacheCorrupt(f"the cache at {folder} holds store {owner[0]}: move it aside")
+        db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id', ?)", (store_id,))
+        owner = db.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()[0]
+        if owner != store_id:
+            raise CacheCorrupt(f"the cache at {folder} holds store {owner}: move it aside")
         # SQLite deletes the WAL of an empty database: it is given its blocks now.
         with contextlib.suppress(sqlite3.Error):  # a full disk: the WAL stays as it is
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")

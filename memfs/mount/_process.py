@@ -263,10 +263,12 @@ async def _store_main(spec: StoreSpec) -> int:
         error = _memfs_error(e)
         if error is None:
             raise
-        if not ready_sent:
+        if ready_sent:
+            log.error("%s", error, extra={"event": "store_failed"})
+        else:  # the supervisor says it, once (an attach is tried again at each check)
+            log.info("%s", error, extra={"event": "store_failed"})
             sys.stdout.write(f"ERROR {error}\n")
             sys.stdout.flush()
-        log.error("%s", error, extra={"event": "store_failed"})
         return 1
     return process.exit_code
 

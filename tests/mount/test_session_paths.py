@@ -18,10 +18,12 @@ import contextlib
 import json
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from tests.mount.test_worker import (
+    CHECK,
     admin,
     feed,
     memfs_run,
@@ -199,6 +201,37 @@ def test_a_store_attached_inside_a_mounted_one_is_not_mounted(mounter, memfs_ser
         assert "would mount one inside the other" in detail
         assert not (root / "a" / "sub").exists()
     assert remote_files(memfs_server, outer) == {}
+
+
+def test_a_store_attached_where_a_path_is_taken_is_said_once_however_many_checks(
+    mounter, memfs_server, tmp_path
+):
+    """Tried again at each check of the session, the store is not mounted each
+    time: the follower says so once, and the store processes add no line of
+    their own to `memfs run`'s stderr."""
+    outer, late = stores(memfs_server, mounter, "Outer", "Late")
+    root = mounter.root
+    (root / "taken").mkdir(parents=True)
+    (root / "taken" / "mine.txt").write_text("not the store's")
+    item = new_session(memfs_server, mounter, f"{outer}={root}/a")
+    flags = tmp_path / "flags"
+    flags.mkdir()
+    proc = memfs_run(mounter, ["sh", "-c", f"while [ ! -e {flags}/done ]; do sleep 0.1; done"])
+    feed(proc, item)
+    try:
+        wait_for_file(root / "a" / ".anthropic-memory-store", 60, "the first store")
+        refused_attach(memfs_server, mounter, item["data"]["id"], late, root / "taken")
+        time.sleep(4 * float(CHECK) + 1)  # several checks, each trying it again
+        (flags / "done").touch()
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    said = [line for line in err.splitlines() if "the path already exists" in line]
+    assert len(said) == 1, err
+    assert (root / "taken" / "mine.txt").read_text() == "not the store's"
 
 
 # ------------------------------------------------------------------ folders made
