@@ -58,6 +58,10 @@ class Journal:
             raise
         try:
             self.files = ContentFiles(self.folder_fd, folder, self._space, memory_bytes)
+            owner = self.get_meta("store_id") or store_id
+            self.set_meta("store_id", owner)  # once, at its first open
+            if owner != store_id:
+                raise CacheCorrupt(f"the cache at {folder} holds store {owner}: move it aside")
             highest = int(self.db.execute("SELECT max(id) FROM nodes").fetchone()[0])
             self._ids_kept = int(self.get_meta("ids_kept") or FIRST_NODE_ID)
             self._next_id = max(self._ids_kept, highest + 1)

@@ -181,8 +181,8 @@ def _fill_wal(folder_fd: int, name: str) -> None:
 
 
 def open_journal_file(folder_fd: int, path: str, *, store_id: str) -> sqlite3.Connection:
-    """The journal at `path`, with its root, of `store_id` alone; `CacheInUse`,
-    `CacheLayoutRefused` or `CacheCorrupt` when it cannot be opened."""
+    """The journal at `path`, with its root; `CacheInUse`, `CacheLayoutRefused`
+    or `CacheCorrupt` when it cannot be opened."""
     folder, name = os.path.split(path)
     db: sqlite3.Connection | None = None
     try:
@@ -196,10 +196,6 @@ def open_journal_file(folder_fd: int, path: str, *, store_id: str) -> sqlite3.Co
         if new:
             db.executescript(SCHEMA)
         _ensure_root(db)
-        db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id', ?)", (store_id,))
-        owner = db.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()[0]
-        if owner != store_id:
-            raise CacheCorrupt(f"the cache at {folder} holds store {owner}: move it aside")
         # SQLite deletes the WAL of an empty database: it is given its blocks now.
         with contextlib.suppress(sqlite3.Error):  # a full disk: the WAL stays as it is
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
