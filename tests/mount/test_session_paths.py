@@ -37,16 +37,18 @@ from tests.support.running import remote_files, wait_for_file
 
 
 @contextlib.contextmanager
-def session_run(mounter: Mounter, item: dict, first: Path, tmp_path: Path) -> Iterator[None]:
+def session_run(mounter: Mounter, item: dict, first: Path, tmp_path: Path) -> Iterator[list[str]]:
     """`memfs run` of the work item, its command waiting until the block ends;
-    inside, the store at `first` is mounted; after it, memfs run exited 0."""
+    inside, the store at `first` is mounted; after it, memfs run exited 0, and
+    the list given holds its stderr's lines."""
     flags = tmp_path / "flags"
     flags.mkdir()
     proc = memfs_run(mounter, ["sh", "-c", f"while [ ! -e {flags}/done ]; do sleep 0.1; done"])
     feed(proc, item)
+    stderr: list[str] = []
     try:
         wait_for_file(first / ".anthropic-memory-store", 60, "the first store")
-        yield
+        yield stderr
         (flags / "done").touch()
         _, err = proc.communicate(timeout=60)
     finally:
@@ -54,6 +56,7 @@ def session_run(mounter: Mounter, item: dict, first: Path, tmp_path: Path) -> It
             proc.kill()
             proc.communicate()
     assert proc.returncode == 0, err
+    stderr += err.splitlines()
 
 
 def refused_attach(
@@ -214,23 +217,11 @@ def test_a_store_attached_where_a_path_is_taken_is_said_once_however_many_checks
     (root / "taken").mkdir(parents=True)
     (root / "taken" / "mine.txt").write_text("not the store's")
     item = new_session(memfs_server, mounter, f"{outer}={root}/a")
-    flags = tmp_path / "flags"
-    flags.mkdir()
-    proc = memfs_run(mounter, ["sh", "-c", f"while [ ! -e {flags}/done ]; do sleep 0.1; done"])
-    feed(proc, item)
-    try:
-        wait_for_file(root / "a" / ".anthropic-memory-store", 60, "the first store")
+    with session_run(mounter, item, root / "a", tmp_path) as stderr:
         refused_attach(memfs_server, mounter, item["data"]["id"], late, root / "taken")
         time.sleep(4 * float(CHECK) + 1)  # several checks, each trying it again
-        (flags / "done").touch()
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 0, err
-    said = [line for line in err.splitlines() if "the path already exists" in line]
-    assert len(said) == 1, err
+    said = [line for line in stderr if "the path already exists" in line]
+    assert len(said) == 1, stderr
     assert (root / "taken" / "mine.txt").read_text() == "not the store's"
 
 
