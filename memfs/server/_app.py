@@ -188,7 +188,7 @@ class MemoryStoreApp:
 
     async def delete_memory(self, request: Request, caller: Caller) -> dict[str, Any]:
         sid, mid = _store_of(request, caller, write=True), request.path_params["mid"]
-        expected = request.query_params.get("expected_content_sha256") or None
+        expected = request.query_params.get("expected_content_sha256")
         return self.db.memories.delete(sid, mid, expected, caller.actor)
 
     async def list_versions(self, request: Request, caller: Caller) -> dict[str, Any]:

@@ -232,7 +232,8 @@ class Memories:
         start, op = prefix, ">="
         if query.get("page"):
             after, folder = decode_cursor(query["page"], (str, bool))
-            start, op = (after[:-1] + "0", ">=") if folder else (after, ">")
+            if after >= prefix:  # another listing's cursor starts at the prefix
+                start, op = (after[:-1] + "0", ">=") if folder else (after, ">")
         columns = "*" if full else _BASIC_COLUMNS
         items: list[dict[str, Any]] = []
         last: list[Any] = []

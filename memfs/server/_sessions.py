@@ -244,7 +244,7 @@ class Sessions:
     def _attach(self, session_id: str, attach: _Attach, now: str, where: str) -> str:
         """Insert one resource, inside the caller's transaction; its id. Its
         `mount_path` is the one asked for, else one made of the store's name."""
-        store = self.db.store(attach.store_id)
+        store = self.db.store(attach.store_id, writable=True)
         rows = self._resource_rows(session_id)
         if any(r["store_id"] == attach.store_id for r in rows):
             raise InvalidRequest(

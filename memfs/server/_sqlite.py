@@ -91,7 +91,6 @@ SCHEMA_VERSION = 4
 a file of another version is refused, not migrated."""
 
 _ID_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-_STORED_TIMESTAMP = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 
 def new_id(prefix: str) -> str:
@@ -101,7 +100,7 @@ def new_id(prefix: str) -> str:
 
 def format_timestamp(moment: datetime) -> str:
     """RFC 3339 UTC with microseconds, fixed width: string order is time order."""
-    return moment.astimezone(UTC).strftime(_STORED_TIMESTAMP)
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")[:-6] + "Z"
 
 
 def _make_private_folders(folder: str) -> None:
@@ -178,14 +177,14 @@ class SQLiteFile:
 
     def store(self, store_id: str, *, writable: bool = False) -> sqlite3.Row:
         """A store's row; 404 when there is none. `writable`: 400 when it is archived, the rule of
-        creating and updating memories (deleting them and redacting versions stay allowed)."""
+        creating and updating memories and of attaching it (deletes and redactions stay allowed)."""
         row = self.row(
             "SELECT * FROM stores WHERE id = ?",
             (store_id,),
             f"no memory store with id {store_id!r}",
         )
         if writable and row["archived_at"] is not None:
-            raise InvalidRequest(f"memory store {store_id} is archived and cannot be changed")
+            raise InvalidRequest(f"memory store {store_id} is archived")
         return row
 
     def all(self, sql: str, params: Any = ()) -> list[sqlite3.Row]:
@@ -200,7 +199,7 @@ class SQLiteFile:
         before, so that the version feed orders by time."""
         stamp = format_timestamp(datetime.now(UTC))
         if stamp <= self._last_time:
-            last = datetime.strptime(self._last_time, _STORED_TIMESTAMP).replace(tzinfo=UTC)
+            last = datetime.fromisoformat(self._last_time)
             stamp = format_timestamp(last + timedelta(microseconds=1))
         self._last_time = stamp
         return stamp

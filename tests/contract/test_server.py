@@ -199,6 +199,8 @@ def test_precondition_mismatch_is_409(http, store):
     assert r.status_code == 200 and r.json()["content_sha256"] == sha("two")
     r = http.delete(url, params={"expected_content_sha256": sha("one")})
     assert_error(r, 409, "memory_precondition_failed_error")
+    r = http.delete(url, params={"expected_content_sha256": ""})  # no sha is ""
+    assert_error(r, 409, "memory_precondition_failed_error")
     r = http.delete(url, params={"expected_content_sha256": sha("two")})
     assert r.json() == {"id": mem["id"], "type": "memory_deleted"}
 
@@ -459,6 +461,14 @@ def test_malformed_limit_is_400(http, store, limit):
         assert "limit" in assert_error(r, 400, "invalid_request_error")["message"], url
 
 
+def test_a_timestamp_before_the_year_1000_filters_as_any_other(http, store):
+    created(http, store, "/now")
+    url = f"/v1/memory_stores/{store}/memory_versions"
+    for stamp in ("0999-12-31T23:59:59Z", "1000-01-01T00:00:00Z"):
+        assert len(http.get(url, params={"created_at[gte]": stamp}).json()["data"]) == 1, stamp
+        assert http.get(url, params={"created_at[lte]": stamp}).json()["data"] == [], stamp
+
+
 @pytest.mark.parametrize("stamp", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"])
 def test_timestamp_outside_what_utc_can_hold_is_400(http, store, stamp):
     for name in ("created_at[gte]", "created_at[lte]"):
@@ -604,6 +614,15 @@ def test_depth_one_lists_children_and_folder_rollups(http, store):
     assert_error(r, 400, "invalid_request_error")
     r = http.get(f"/v1/memory_stores/{store}/memories", params={"path_prefix": "/do/"})
     assert r.json()["data"] == []
+
+
+def test_a_cursor_of_another_listing_stays_within_the_prefix(http, store):
+    for path in ("/a.md", "/m.md", "/z/only.md"):
+        created(http, store, path)
+    url = f"/v1/memory_stores/{store}/memories"
+    page = http.get(url, params={"limit": 1}).json()["next_page"]  # after /a.md
+    r = http.get(url, params={"path_prefix": "/z/", "page": page})
+    assert [i["path"] for i in r.json()["data"]] == ["/z/only.md"]
 
 
 def test_depth_one_pages_across_folders(http, store):

@@ -178,6 +178,7 @@ def test_stores_of_one_name_get_mount_paths_of_their_own(http):
         ([memory_store("STORE", "admin")], 400, "read_write or read_only"),
         ([memory_store("STORE"), memory_store("STORE")], 400, "attached to this session already"),
         ([memory_store("memstore_nothere")], 404, "no memory store"),
+        ([memory_store("ARCHIVED")], 400, "is archived"),
         ([memory_store("STORE", mount_path="relative")], 400, "absolute path"),
         ([memory_store("STORE", mount_path="/mnt/../etc")], 400, "'..'"),
         ([{"type": "memory_store"}], 400, "memory_store_id is required"),
@@ -185,11 +186,11 @@ def test_stores_of_one_name_get_mount_paths_of_their_own(http):
     ],
 )
 def test_a_session_with_resources_it_cannot_hold_is_refused(http, resources, status, words):
-    sid = new_store(http)
+    sid, archived = new_store(http), new_store(http)
+    http.post(f"/v1/memory_stores/{archived}/archive").raise_for_status()
     if isinstance(resources, list):
-        resources = [
-            {k: (sid if v == "STORE" else v) for k, v in item.items()} for item in resources
-        ]
+        named = {"STORE": sid, "ARCHIVED": archived}
+        resources = [{k: named.get(v, v) for k, v in item.items()} for item in resources]
     r = http.post("/v1/sessions", json={"resources": resources}, headers=SESSION_HEADERS)
     error_type = "not_found_error" if status == 404 else "invalid_request_error"
     assert words in assert_error(r, status, error_type)
