@@ -110,7 +110,8 @@ class MountedStore:
         self._push_asked = trio.Event()
 
     async def first_pass(self) -> None:
-        """One full pass before mounting; a store out of reach mounts from its cache, if any."""
+        """One full pass before mounting; a store out of reach mounts from its cache, if any
+        (a refusal no later attempt mends, as a refused token, mounts nothing)."""
         if self.spec.read_only:
             self.engine.set_aside_local_changes()
         try:
@@ -122,8 +123,8 @@ class MountedStore:
                 refusal = start_refusal(
                     cause, api_url=self.spec.api_url, credential_source=self.spec.credential_source
                 )
-            if self.cache.get_meta("feed_ts") is None and not self.cache.file_count():
-                # Nothing is cached, so no local change is kept: the cause alone.
+            if refusal or (self.cache.get_meta("feed_ts") is None and not self.cache.file_count()):
+                # Nothing is mounted, so no local change is said to be kept: the cause alone.
                 reason = cause if isinstance(cause, TransportError) else e
                 raise MountError(f"cannot mount {self.spec.store_id}: {refusal or reason}")
             log.warning(

@@ -15,8 +15,10 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +31,7 @@ from tests.support import (
     standard_base64_secret,
 )
 from tests.support.mounts import Mounter
+from tests.support.running import remote_files
 
 API_KEY = "sk-ant-api03-" + secrets.token_urlsafe(24)
 SESSION_TOKEN = "sesn-tok-" + secrets.token_hex(12)
@@ -160,6 +163,26 @@ def test_a_refused_token_is_one_sentence_naming_where_it_came_from(
     assert refused not in r.stderr + r.stdout
     assert "Traceback" not in r.stderr
     assert os.listdir(mounter.root) == [] and not mounter.store_pids()
+
+
+def test_a_refused_token_mounts_nothing_from_a_cache_and_loses_nothing(mounter, server, tmp_path):
+    """A cache is no reason to mount with a token the API refuses: nothing it
+    writes could be uploaded. The change the cache holds waits for a valid one."""
+    store_id = server.create_store("refused over a cache")["id"]
+    path = mounter.mount_one(store_id)
+    (path / "kept.md").write_text("written before")
+    for pid in mounter.store_pids():  # the change stays in the cache alone
+        os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while mounter.store_pids() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    token_file = tmp_path / "refused-token"
+    token_file.write_text("sk-ant-api03-refused-" + secrets.token_hex(8))
+    r = mounter.memfs(*_mount_args(mounter, store_id, "--token-file", str(token_file)))
+    assert r.returncode == 1 and "refused the token from --token-file (401)" in r.stderr
+    assert not mounter.store_pids() and remote_files(server, store_id) == {}
+    mounter.sync(mounter.mount_one(store_id))
+    assert remote_files(server, store_id) == {"/kept.md": "written before"}
 
 
 def test_a_work_item_secret_without_a_sessions_token_is_one_sentence(mounter, server):
