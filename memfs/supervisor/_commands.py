@@ -68,7 +68,7 @@ def unmount(paths: list[str], *, all_: bool) -> int:
             elif (mounted_source(real) or "").startswith("memfs:") and is_stale_mount(real):
                 stale.append(real)
             else:
-                raise MountError(f"no memfs mount is running at {real}")
+                raise MountError(not_listed(real) or f"no memfs mount is running at {real}")
     import trio
 
     code = 0
@@ -103,9 +103,7 @@ def not_listed(path: str | None = None) -> str | None:
         if point in listed or not inside:
             continue
         if is_stale_mount(point):
-            return (
-                f"{point} is a memfs mount whose process is gone: memfs unmount --all cleans it up"
-            )
+            return f"{point} is a memfs mount whose process is gone: memfs unmount {point} cleans it up"
         return (
             f"{point} is a memfs mount started with another runtime folder than "
             f"{runtime_dir()}: set MEMFS_RUNTIME_DIR to that one"

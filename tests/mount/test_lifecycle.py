@@ -218,6 +218,21 @@ def test_a_stale_mount_of_a_killed_memfs_is_reused_and_loses_nothing(mounter, me
     assert _memories(memfs_server, store_id) == {"/written.md": "write() returned before the kill"}
 
 
+def test_a_mount_whose_process_died_is_named_and_unmounted_alone(mounter, memfs_server):
+    live_id = memfs_server.create_store("Live")["id"]
+    dead_id = memfs_server.create_store("Dead")["id"]
+    live, dead = mounter.root / "live", mounter.root / "dead"
+    mounter.mount(f"{live_id}={live}", f"{dead_id}={dead}")
+    [pid] = [s["pid"] for s in mounter.status() if s["mount_path"] == str(dead)]
+    os.kill(pid, signal.SIGKILL)
+    _wait_for(lambda: len(mounter.store_pids()) == 1, 10, "the store process to die")
+    hint = f"{dead} is a memfs mount whose process is gone: memfs unmount {dead} cleans it up"
+    assert mounter.memfs("sync", str(dead)).stderr == f"memfs: {hint}\n"
+    r = mounter.unmount(dead)
+    assert r.stdout == f"cleaned up a stale mount at {dead}\n" and not dead.exists()
+    assert _mounted_sources(mounter.root) == {str(live): f"memfs:{live_id}"}
+
+
 def test_a_stop_while_the_store_is_down_keeps_the_file_for_the_next_mount(
     mounter, memfs_server, proxy
 ):
