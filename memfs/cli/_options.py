@@ -332,8 +332,8 @@ MOUNT_OPTIONS: tuple[Option[Any], ...] = (
     ),
     _seconds(
         "start-timeout",
-        "seconds a mount's start waits in all for the API's first answer, in attempts of a "
-        "few seconds, each one that gets no answer reported",
+        "seconds a mount's start waits in all for the API's first answer, in attempts of at "
+        "most 5 s (a refused one ends at once), each one that gets no answer reported",
         control.DEFAULT_START_TIMEOUT,
     ),
     Option(

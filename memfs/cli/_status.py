@@ -317,9 +317,8 @@ def _line(a: Confirmation) -> str:
     if a.outcome == Outcome.SAVED:
         return f"saved {a.path} memory_id={a.memory_id} sha256={a.sha256}"
     if a.outcome == Outcome.OVERRULED:
-        return (
-            f"overruled {a.path}: the store's version is now in the file; your edit is kept "
-            f"at {a.kept_copy}"
+        return f"overruled {a.path}: the store's version is now in the file" + (
+            f"; your edit is kept at {a.kept_copy}" if a.kept_copy else ""
         )
     word = "not-confirmed" if a.outcome == Outcome.NOT_CONFIRMED else "refused"
     return f"{word} {a.path}: {a.reason}"

@@ -91,7 +91,7 @@ def serve(
     try:
         db = Database(db_path, max_memories=max_memories)
     except (OSError, sqlite3.Error) as e:
-        raise ConfigError(f"cannot open the database {db_path}: {e}")
+        raise ConfigError(f"cannot open the database {db_path}: {getattr(e, 'strerror', 0) or e}")
     try:
         if demo_store:
             _say(f"demo store {demo_store}: {ensure_demo_store(db, demo_store)}")

@@ -314,15 +314,18 @@ class SyncEngine:
         """Push `paths` (memory paths, `/a/b.md`) now and say what the store made
         of each within `timeout` seconds (`memfs sync FILE`): as a pass pushes,
         the quiet time and the backoff of refused files waived; a file a 409
-        stops is settled by one full pass; what is not answered stays pending."""
+        stops, or a clean one whose memory the store changed or deleted since, is
+        settled by one full pass; what is not answered stays pending."""
         if self.read_only:
             return [Confirmation(p, Outcome.REFUSED, reason=READ_ONLY_REASON) for p in paths]
         failure: StoreError | None = None
         cause = "it is still pending: a later pass pushes it"
+        moved_on: set[str] = set()
         with trio.move_on_after(timeout) as scope:
             try:
                 await self._push_now(paths)
-                if any(self._unsettled(p) for p in paths):
+                moved_on = {p for p in paths if await self._store_moved_on(p)}
+                if moved_on or any(self._unsettled(p) for p in paths):
                     await self.run_pass(full=True, asked=True)
                     await self._push_now(paths)
             except StoreError as e:
@@ -339,7 +342,18 @@ class SyncEngine:
             refused = failure.status < 500 and failure.status not in (408, 429)
         elif failure is not None:
             cause = f"the store could not be reached: {failure}"
-        return [self._outcome(p, refused, cause) for p in paths]
+        return [self._outcome(p, refused, cause, p in moved_on) for p in paths]
+
+    async def _store_moved_on(self, path: str) -> bool:
+        """Whether the store no longer holds what a clean file holds."""
+        node = self.cache.find(path)
+        if node is None or node.is_dir or node.pending or node.memory_id is None:
+            return False
+        try:
+            memory = await self.client.get_memory(self.store_id, node.memory_id, view="basic")
+        except NotFound:
+            return True
+        return (memory.path, memory.content_sha256) != (node.path, node.base_sha)
 
     async def _push_now(self, paths: list[str]) -> None:
         async with self._lock:
@@ -356,7 +370,7 @@ class SyncEngine:
             return False
         return not self.ledger.content_refused(node) and overruled_copy(node) is None
 
-    def _outcome(self, path: str, refused: bool, cause: str) -> Confirmation:
+    def _outcome(self, path: str, refused: bool, cause: str, moved_on: bool) -> Confirmation:
         if path == "/" + MARKER_NAME:
             return Confirmation(path, Outcome.REFUSED, reason=marker_state().reason)
         node = self.cache.find(path)
@@ -365,7 +379,7 @@ class SyncEngine:
                 path, Outcome.NOT_CONFIRMED, reason="the file was moved or removed meanwhile"
             )
         state = file_state(node)
-        if state.state is SyncState.OVERRULED:
+        if state.state is SyncState.OVERRULED or (moved_on and state.state is SyncState.SYNCED):
             return Confirmation(
                 path, Outcome.OVERRULED, state.memory_id, state.sha256, kept_copy=state.kept_copy
             )

@@ -237,6 +237,35 @@ def test_an_edit_the_store_overruled_says_so_until_written_again(mounter, memfs_
     assert FakeStore(memfs_server, store_id).memories() == {"/a.md": "mine, redone\n"}
 
 
+def test_a_file_written_back_to_a_version_the_store_left_is_not_called_saved(
+    mounter, memfs_server
+):
+    """Written with the bytes last synced, a file is clean here; but the store
+    changed or deleted its memory since, so it does not hold them: not saved.
+    The store's version comes into the folder, as a pass would bring it."""
+    store_id = memfs_server.create_store("s")["id"]
+    mnt = mounter.mount_one(store_id, extra=QUIET)
+    changed, deleted = mnt / "changed.md", mnt / "deleted.md"
+    for f in (changed, deleted):
+        f.write_text("as synced\n")
+    assert sync_files(mounter, changed, deleted).returncode == 0
+    store = FakeStore(memfs_server, store_id)
+    store.put("/changed.md", "the store's\n")
+    store.delete("/deleted.md")
+    for f in (changed, deleted):
+        f.write_text("as synced\n")
+
+    r = sync_files(mounter, changed, deleted)
+    assert r.returncode == 75, r.stdout + r.stderr
+    assert r.stdout.splitlines() == [
+        f"overruled {changed}: the store's version is now in the file",
+        f"not-confirmed {deleted}: the file was moved or removed meanwhile",
+    ]
+    assert changed.read_text() == "the store's\n" and not deleted.exists()
+    assert store.memories() == {"/changed.md": "the store's\n"}
+    assert sync_files(mounter, changed).stdout.startswith(f"saved {changed} ")
+
+
 def test_an_overruled_edit_is_still_said_after_a_remount(mounter, memfs_server):
     store_id, mnt, f = changed_on_both_sides(mounter, memfs_server, "the store's\n")
     first = sync_files(mounter, f)
