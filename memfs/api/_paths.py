@@ -78,9 +78,7 @@ def normalize_prefix(prefix: Any) -> str:
     """A `path_prefix`: `/`, or whole segments ending in `/`."""
     if not isinstance(prefix, str) or not prefix.startswith("/") or not prefix.endswith("/"):
         raise InvalidPath("path_prefix must start and end with '/'")
-    if prefix == "/":
-        return prefix
-    return normalize_path(prefix[:-1]) + "/"
+    return prefix if prefix == "/" else normalize_path(prefix[:-1]) + "/"
 
 
 def is_ancestor(ancestor: str, path: str) -> bool:

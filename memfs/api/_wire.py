@@ -238,9 +238,7 @@ def error_class(status: int, error_type: str | None) -> type[StatusError]:
     """The exception class of an error answer: by its `error.type`, else by its
     status, else `ServerError` for any other 5xx and `StatusError` itself."""
     cls = STATUS_ERRORS_BY_TYPE.get(error_type or "") or STATUS_ERRORS_BY_STATUS.get(status)
-    if cls is None:
-        cls = ServerError if status >= 500 else StatusError
-    return cls
+    return cls or (ServerError if status >= 500 else StatusError)
 
 
 def error_envelope(error: StatusError, request_id: str) -> dict[str, Any]:

@@ -185,9 +185,7 @@ class SyncChanges(CacheParts):
 
     def local_sha(self, node: Node) -> str | None:
         """The sha of the file's bytes here; None when they cannot be read."""
-        if not node.edited:
-            return node.base_sha
-        return self._cached_sha(node)
+        return node.base_sha if not node.edited else self._cached_sha(node)
 
     def changed_here(self, node: Node) -> bool:
         """A file with no memory yet, or bytes that differ from its base."""

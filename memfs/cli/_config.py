@@ -85,9 +85,7 @@ def _toml(raw: Any) -> str:
         return json.dumps(raw, ensure_ascii=False)
     if isinstance(raw, list):
         return "[" + ", ".join(_toml(x) for x in raw) + "]"
-    if isinstance(raw, dict):
-        return "a table"
-    return str(raw)
+    return "a table" if isinstance(raw, dict) else str(raw)
 
 
 def load_config_file(path: str, *, named: bool) -> ConfigFile | None:

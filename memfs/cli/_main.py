@@ -31,9 +31,7 @@ def _flag_name(arg: str) -> str | None:
     """`--name` of `--name=VALUE`, `-t` of `-tVALUE`; None for a value."""
     if arg.startswith("--"):
         return arg.split("=", 1)[0]
-    if arg.startswith("-") and len(arg) > 1:
-        return arg[:2]
-    return None
+    return arg[:2] if arg.startswith("-") and len(arg) > 1 else None
 
 
 def _unrecognized(extras: list[str], known_flags: Sequence[str]) -> str:

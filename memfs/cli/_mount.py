@@ -223,9 +223,7 @@ def run_mount(args: argparse.Namespace, settings: Settings) -> int:
             "stores detached are unmounted",
             flush=True,
         )
-    if mount.daemon:
-        return 0
-    return supervisor.wait()
+    return 0 if mount.daemon else supervisor.wait()
 
 
 def setup_unmount(p: argparse.ArgumentParser) -> None:

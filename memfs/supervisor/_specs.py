@@ -276,9 +276,7 @@ def store_arg_problem(text: str) -> str | None:
         return f"names no store id of the API's form ({STORE_ID_FORM})"
     if access and access not in (ACCESS_READ_WRITE, ACCESS_READ_ONLY):
         return f"has access {access!r}: it must be read_only or read_write"
-    if sep and not mount_path:
-        return "has an empty mount path after '='"
-    return None
+    return "has an empty mount path after '='" if sep and not mount_path else None
 
 
 def parse_store_arg(text: str) -> Resource:
