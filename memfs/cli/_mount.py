@@ -315,7 +315,7 @@ def run_run(args: argparse.Namespace, settings: Settings) -> int:
             else "the next mount of the store uploads them"
         )
         sys.stderr.write(
-            f"memfs: the final sync left {what} behind; they stay in the cache "
+            f"memfs: the final sync left {what} behind, kept in the cache "
             f"({ended[0].spec.cache_dir}): {then}\n"
         )
         if result.status == 0:

@@ -302,7 +302,7 @@ def test_a_store_detached_before_its_last_write_was_synced_keeps_it_in_the_cache
     assert f"memfs: not uploaded from {path}: /unsynced.md" in err
     assert err.count("memfs: not uploaded from") == 1, err
     assert (
-        f"memfs: the final sync left 1 file behind; they stay in the cache ({mounter.cache_dir})"
+        f"memfs: the final sync left 1 file behind, kept in the cache ({mounter.cache_dir})"
     ) in err
     assert (
         f"memfs: unmounted {path}, detached from session {item['data']['id']} "
