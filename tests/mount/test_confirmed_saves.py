@@ -237,9 +237,7 @@ def test_an_edit_the_store_overruled_says_so_until_written_again(mounter, memfs_
     assert FakeStore(memfs_server, store_id).memories() == {"/a.md": "mine, redone\n"}
 
 
-def test_a_file_written_back_to_a_version_the_store_left_is_not_called_saved(
-    mounter, memfs_server
-):
+def test_a_file_written_back_to_a_version_the_store_left_is_not_called_saved(mounter, memfs_server):
     """Written with the bytes last synced, a file is clean here; but the store
     changed or deleted its memory since, so it does not hold them: not saved.
     The store's version comes into the folder, as a pass would bring it."""
