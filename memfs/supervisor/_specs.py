@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from .._exceptions import AuthenticationFailed, ConfigError, MountError, StatusError, StoreError
+from .._exceptions import ConfigError, MountError, NotFound, StatusError, StoreError
 from .._private import ensure_private_dir
 from ..api import (
     ACCESS_READ_ONLY,
@@ -349,8 +349,8 @@ async def _store_names(
     client: StoreClient, creds: Credentials, store_ids: list[str]
 ) -> tuple[dict[str, str], dict[str, str]]:
     """The stores' names, and for each store the API refused to name, why.
-    A refusal of the token, confirmed on a memory endpoint, or a 404 from a
-    URL that names `/v1`, mounts nothing (`start_refusal`)."""
+    A refusal of the token or a 404, confirmed on a memory endpoint, or a 404
+    from a URL that names `/v1`, mounts nothing (`start_refusal`)."""
     names: dict[str, str] = {}
     refused: dict[str, str] = {}
     for sid in store_ids:
@@ -360,7 +360,7 @@ async def _store_names(
             if e.status not in NAME_REFUSALS:
                 raise MountError(f"cannot look up store {sid}: {e}")
             error: StoreError = e
-            if isinstance(e, AuthenticationFailed):
+            if e.status in (401, 404):
                 try:
                     await client.list_memories_page(sid, limit=1)
                 except StoreError as again:
@@ -368,6 +368,8 @@ async def _store_names(
             refusal = start_refusal(error, api_url=creds.api_url, credential_source=creds.source)
             if refusal is not None:
                 raise MountError(f"cannot mount {sid}: {refusal}")
+            if isinstance(error, NotFound) and error is not e:  # the store's memories too
+                raise MountError(f"cannot mount {sid}: store {sid} was not found: {error}")
             refused[sid] = f"the API answered {e.status} {e.type}"
         except StoreError as e:
             raise MountError(f"cannot look up store {sid}: {e}")

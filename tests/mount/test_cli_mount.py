@@ -430,15 +430,16 @@ def test_resources_as_the_api_returns_them(mounter, memfs_server, tmp_path):
         assert _memories(memfs_server, sid) == {"/hello.md": f"hello {sid}"}
 
 
+@pytest.mark.parametrize("status", [403, 404])  # as the hosted API may answer a sessions token
 def test_a_store_the_api_will_not_name_mounts_at_the_slug_of_its_id(
-    mounter, memfs_server, tmp_path
+    status, mounter, memfs_server, tmp_path
 ):
     by_flag = memfs_server.create_store("By Flag")["id"]
     by_file = memfs_server.create_store("By File")["id"]
     resources_file = tmp_path / "resources.json"
     resources_file.write_text(json.dumps([{"type": "memory_store", "memory_store_id": by_file}]))
     with FaultProxyProcess(memfs_server.url) as proxy:
-        proxy.set(status=403, status_rate=1.0, match_method="GET", match_path=STORE_GET)
+        proxy.set(status=status, status_rate=1.0, match_method="GET", match_path=STORE_GET)
         env = {**mounter.env, "MEMFS_API_URL": proxy.url}
         r = mounter.memfs(
             *("mount", "--daemon", "--root", str(mounter.root), "--store", by_flag),
@@ -451,10 +452,8 @@ def test_a_store_the_api_will_not_name_mounts_at_the_slug_of_its_id(
         paths = {sid: mounter.root / sid.replace("_", "-").lower() for sid in (by_flag, by_file)}
         for sid, path in paths.items():
             assert f"mounted {sid} at {path} (read-write)" in r.stdout.splitlines()
-            assert (
-                f"cannot read the name of store {sid} (the API answered 403 permission_error); "
-                f"mounting it at {path}"
-            ) in r.stderr
+            said = f"cannot read the name of store {sid} (the API answered {status} "
+            assert said in r.stderr and f"_error); mounting it at {path}\n" in r.stderr
             (path / "note.md").write_text("through a refused name")
         assert "Traceback" not in r.stderr
         mounter.unmount_all(env)
@@ -547,9 +546,9 @@ def _case_unknown_store(m: Mounter, stores, tmp: Path):
 
 
 def _case_unknown_store_without_path(m: Mounter, stores, tmp: Path):
-    # Its name cannot be read (404): it would mount at root/memstore-nope, but
-    # its first listing fails, as with a path given.
-    return m.mount("memstore_nope", check=False), ["memstore_nope", "404"]
+    # Its name cannot be read (404), nor its memories: no store of that id, said
+    # before anything is made for it (no name warned of, no store process).
+    return m.mount("memstore_nope", check=False), ["memstore_nope", "was not found", "404"]
 
 
 def _case_path_taken(m: Mounter, stores, tmp: Path):
@@ -612,9 +611,9 @@ def _case_unmount_nothing(m: Mounter, stores, tmp: Path):
 
 
 ALONE = {_case_wrong_token, _case_wrong_token_with_path, _case_api_url_with_v1}
-ALONE |= {_case_api_url_with_v1_and_path}
-"""Refusals of the token or the URL: nothing is said before the sentence
-(no "mounting it at", no "local changes are kept", no "was not found")."""
+ALONE |= {_case_api_url_with_v1_and_path, _case_unknown_store_without_path}
+"""Refusals of the token or the URL, or of a store that is not there: nothing
+is said before the sentence (no "mounting it at", no "local changes are kept")."""
 LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} memfs[.\w]* WARNING ")
 USAGE, FAILED = 2, 1
 """The documented exit statuses: 2 for what the command was given, 1 for work that failed."""
