@@ -344,6 +344,7 @@ class Puller(Part):
                 e,
                 extra={"event": "move_not_followed", "path": path},
             )
+            self.ledger.need_listing = True  # the next pass places it from a whole listing
             return
         report.moved += 1
         for parent, name in gone:

@@ -163,11 +163,13 @@ class Pusher(Part):
             )
             return
         report.pushed += 1
+        # An update's answer at another path is the store's own move: the next pull follows it.
+        stored_at = memory.path if memory_id is None else path
         try:
             with cache.transaction():
                 cache.upload_answered(node.id)
                 cache.mark_pushed(
-                    change, memory_id=memory.id, sha=memory.content_sha256, path=memory.path
+                    change, memory_id=memory.id, sha=memory.content_sha256, path=stored_at
                 )
         except CacheDiskFull:
             return  # the store holds it: the upload's record tells the next pass so

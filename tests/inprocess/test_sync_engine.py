@@ -396,6 +396,56 @@ async def test_a_rename_here_outlives_the_stores_edit_of_the_memory(side: Side):
     assert (await side.remote_memory("/d-renamed.md")).id == before.id
 
 
+async def move_remote(side: Side, old: str, new: str) -> None:
+    memory = await side.remote_memory(old)
+    await side.client.update_memory(side.store_id, memory.id, path=new)
+
+
+async def test_a_swap_in_the_store_of_a_file_edited_here_leaves_no_name_missing(
+    side: Side, expect_log
+):
+    """The store swapped p and q while p was edited here: p's move cannot be
+    followed (q is still taken here), and q's memory moving onto the edited p
+    overrules it. The next pass lists the whole store, so q is shown again."""
+    expect_log("memfs.sync", "cannot follow the move of /p.md to /q.md", count=1)
+    expect_log("memfs.sync", "conflict on /p.md", count=1)
+    await side.write("/p.md", "p")
+    await side.write("/q.md", "q")
+    await side.sync()
+    for old, new in (("/p.md", "/t.md"), ("/q.md", "/p.md"), ("/t.md", "/q.md")):
+        await move_remote(side, old, new)
+    await side.write("/p.md", "edited here")
+    await side.sync()
+    await side.sync()
+    assert {p: await side.read(p) for p in ("/p.md", "/q.md")} == {"/p.md": "q", "/q.md": "p"}
+    assert await side.remote() == {"/p.md": "q", "/q.md": "p"}
+    [copy] = conflict_files(side.cache.conflicts.dir)
+    assert copy.read_text() == "edited here"
+
+
+async def test_an_edit_pushed_while_the_store_moved_the_file_follows_the_move(
+    side: Side, expect_log
+):
+    """The store moved q to r, then p to q, and p was edited here: the edit
+    reaches p's memory, and the file follows it to q; the store's moves are
+    never undone."""
+    expect_log("memfs.sync", "cannot follow the move of /p.md to /q.md", count=1)
+    await side.write("/p.md", "p")
+    await side.write("/q.md", "q")
+    await side.sync()
+    await move_remote(side, "/q.md", "/r.md")
+    await move_remote(side, "/p.md", "/q.md")
+    await side.write("/p.md", "edited here")
+    await side.sync()
+    await side.sync()
+    assert await side.remote() == {"/q.md": "edited here", "/r.md": "q"}
+    assert side.cache.find("/p.md") is None
+    assert {p: await side.read(p) for p in ("/q.md", "/r.md")} == {
+        "/q.md": "edited here",
+        "/r.md": "q",
+    }
+
+
 async def test_a_swap_of_two_names_and_a_ring_of_three_are_moves_of_the_same_memories(
     side: Side,
 ):
