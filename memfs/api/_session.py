@@ -130,9 +130,7 @@ def parse_resources(obj: Any) -> list[Resource]:
                 f"resources[{i}] has memory_store_id {shown_store_id(sid)}, "
                 f"which is not a store id: {problem}"
             )
-        access = item.get("access")
-        if access is None:
-            access = ACCESS_READ_WRITE
+        access = ACCESS_READ_WRITE if item.get("access") is None else item["access"]
         if access not in (ACCESS_READ_WRITE, ACCESS_READ_ONLY):
             raise InvalidResources(
                 f"resources[{i}] has access {access!r}: use read_write or read_only"

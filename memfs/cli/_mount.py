@@ -275,9 +275,7 @@ def run_run(args: argparse.Namespace, settings: Settings) -> int:
             "memfs run takes no --daemon: it stays in the foreground to run the command "
             "and the final sync after it"
         )
-    command = list(args.command)
-    if command[:1] == ["--"]:
-        command = command[1:]
+    command = args.command[1:] if args.command[:1] == ["--"] else list(args.command)
     if not command:
         raise ConfigError("no command to run: give it after --, as in memfs run --store ID -- sh")
     plan = mount_plan(settings)
