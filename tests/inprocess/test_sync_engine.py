@@ -446,6 +446,28 @@ async def test_an_edit_pushed_while_the_store_moved_the_file_follows_the_move(
     }
 
 
+async def test_a_move_here_onto_a_name_the_store_gave_another_memory_is_said(
+    side: Side, expect_log
+):
+    """Moved here onto a name another sandbox took for a new memory first: the
+    store's memory wins the name, the move is a conflict said and kept as a
+    copy, and the moved memory is shown at its own name again."""
+    expect_log("memfs.sync", "conflict on /new.md", count=1)
+    await side.write("/old.md", "old")
+    await side.sync()
+    await side.put_remote("/new.md", "theirs")
+    side.rename("/old.md", "/new.md")
+    await side.sync()
+    await side.sync()
+    assert await side.remote() == {"/old.md": "old", "/new.md": "theirs"}
+    assert {p: await side.read(p) for p in ("/old.md", "/new.md")} == {
+        "/old.md": "old",
+        "/new.md": "theirs",
+    }
+    [copy] = conflict_files(side.cache.conflicts.dir)
+    assert copy.read_text() == "old"
+
+
 async def test_a_swap_of_two_names_and_a_ring_of_three_are_moves_of_the_same_memories(
     side: Side,
 ):
