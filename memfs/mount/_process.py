@@ -266,7 +266,7 @@ async def _store_main(spec: StoreSpec) -> int:
         if ready_sent:
             log.error("%s", error, extra={"event": "store_failed"})
         else:  # the supervisor says it, once (an attach is tried again at each check)
-            log.info("%s", error, extra={"event": "store_failed"})
+            log.debug("%s", error, extra={"event": "store_failed"})
             sys.stdout.write(f"ERROR {error}\n")
             sys.stdout.flush()
         return 1
