@@ -89,8 +89,7 @@ def is_ancestor(ancestor: str, path: str) -> bool:
 
 def parent_path(path: str) -> str:
     """`/a/b` → `/a`; `/a` → `/`."""
-    head = path.rsplit("/", 1)[0]
-    return head or "/"
+    return path.rsplit("/", 1)[0] or "/"
 
 
 def join_path(parent: str, name: str) -> str:
@@ -102,8 +101,7 @@ _SLUG_RUN = re.compile(r"[^a-z0-9]+")
 
 def slugify(name: str) -> str:
     """ "User Preferences" → "user-preferences"; an empty result becomes "store"."""
-    slug = _SLUG_RUN.sub("-", name.lower()).strip("-")
-    return slug or "store"
+    return _SLUG_RUN.sub("-", name.lower()).strip("-") or "store"
 
 
 def listed_path_problem(path: Any) -> str | None:

@@ -118,8 +118,8 @@ class SyncChanges(CacheParts):
         """Show the store's memory at its path: create the file, or move and update
         `node`, the file holding it (or a file with no memory holding its bytes);
         a `node` moved here alone is updated where it is, its move still to push.
-        Whatever else is in the way goes, its local changes (a move here too) kept
-        as conflict copies first, whole and durable (ConflictCopyFailed: nothing changed)."""
+        Whatever else is in the way goes, its local changes (a move here too) kept as
+        conflict copies first, whole and durable (ConflictCopyFailed: nothing changed)."""
         path, sha, size = memory.path, memory.sha, memory.size
         if node is not None and not node.orphan and node.path != path == node.base_path:
             path = node.path

@@ -110,8 +110,7 @@ class MountedStore:
         self._push_asked = trio.Event()
 
     async def first_pass(self) -> None:
-        """One full pass before mounting; a store out of reach mounts from its cache, if any
-        (a refusal no later attempt mends, as a refused token, mounts nothing)."""
+        """One full pass before mounting; a store out of reach mounts from its cache, if any."""
         if self.spec.read_only:
             self.engine.set_aside_local_changes()
         try:
@@ -124,7 +123,7 @@ class MountedStore:
                     cause, api_url=self.spec.api_url, credential_source=self.spec.credential_source
                 )
             if refusal or (self.cache.get_meta("feed_ts") is None and not self.cache.file_count()):
-                # Nothing is mounted, so no local change is said to be kept: the cause alone.
+                # Refused for good (a token), or nothing cached: nothing mounts; the cause alone.
                 reason = cause if isinstance(cause, TransportError) else e
                 raise MountError(f"cannot mount {self.spec.store_id}: {refusal or reason}")
             log.warning(
@@ -243,11 +242,13 @@ class MountedStore:
     ) -> dict[str, str]:
         """Two-way passes within the timeout while they make progress and
         something is pending (`waive_window`: deletes younger than the window
-        too); what is left, path -> what becomes of it, each logged.
+        too); what is left, path -> what becomes of it, each logged: an edit the
+        store's version overruled meanwhile too, as its copy is in the cache alone.
         `progress(done, total)` hears how many files pending at the start the
         store holds now."""
         spec = self.spec
         end = EndOfSession(waive_window=waive_window)
+        kept_before = {node.id: node.kept_copy for node in self.cache.files()}
         with trio.move_on_after(spec.final_sync_timeout) as scope:
             async with trio.open_nursery() as watching:
                 watching.start_soon(self._tell_pending, progress)
@@ -275,6 +276,9 @@ class MountedStore:
         left = self.engine.left_behind()
         if self._pending_at_start:
             progress(max(0, self._pending_at_start - len(left)), self._pending_at_start)
+        for node in self.cache.files():
+            if (copy := node.kept_copy) and copy != kept_before.get(node.id):
+                left[node.path] = f"the store's version won; the edit is kept only at {copy}"
         for path, fate in left.items():
             log.error(
                 "not uploaded to %s: %s (%s)",

@@ -38,8 +38,7 @@ class StoresCollector(Collector):
         self.state_files = state_files
 
     def running(self) -> list[StoreState]:
-        states = [read_state(path) for path in self.state_files]
-        return [s for s in states if s is not None]
+        return [s for s in map(read_state, self.state_files) if s is not None]
 
     def collect(self) -> Iterator[Metric]:
         samples: list[tuple[str, dict[str, Any]]] = []

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 
 from tests.support.faults import FaultProxyProcess
 from tests.system.test_sync import put_remote, remote_files
@@ -128,6 +129,23 @@ def test_the_final_sync_says_what_becomes_of_a_file_refused_as_too_large(mounter
         "it stays in the cache and is uploaded only once it is written again within the limit)"
     )
     assert remote_files(memfs_server, store_id) == {"/ok.md": "fine"}
+
+
+def test_the_final_sync_names_an_edit_the_store_overruled_as_not_uploaded(mounter, memfs_server):
+    """An edit the final sync finds overruled (the store changed the file
+    meanwhile) is kept as a conflict copy in the cache alone, which a sandbox
+    may throw away: the stop names it and exits 1, as for a file left behind."""
+    store_id = memfs_server.create_store("overruled at the end")["id"]
+    put_remote(memfs_server, store_id, "/notes.md", "first")
+    mnt = mounter.mount_one(store_id, extra=("--sync-interval", "3600", "--write-behind", "no"))
+    put_remote(memfs_server, store_id, "/notes.md", "theirs")
+    (mnt / "notes.md").write_text("mine, last")
+    r = mounter.unmount(mnt, check=False)
+    assert (r.returncode, r.stderr) == (1, f"memfs: not uploaded from {mnt}: /notes.md\n")
+    [line] = [ln for ln in log_of(mounter, store_id).splitlines() if "not uploaded to" in ln]
+    copy = line.split("the edit is kept only at ")[1].rstrip(")")
+    assert Path(copy).read_text() == "mine, last"
+    assert remote_files(memfs_server, store_id) == {"/notes.md": "theirs"}
 
 
 def test_memfs_sync_tries_a_held_file_again_at_once(mounter, memfs_server):
