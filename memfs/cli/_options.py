@@ -40,8 +40,7 @@ def looks_like_token(value: str) -> bool:
         return False
     if len(value) < 16 or " " in value:
         return False
-    kinds = [any(map(kind, value)) for kind in (str.isdigit, str.islower, str.isupper)]
-    return sum(kinds) >= 2
+    return sum(any(map(kind, value)) for kind in (str.isdigit, str.islower, str.isupper)) >= 2
 
 
 T = TypeVar("T")

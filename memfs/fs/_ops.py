@@ -406,7 +406,10 @@ class MemoryStoreFS(pyfuse3.Operations):
             self._check_writable()
         elif writable and self.read_only:
             raise pyfuse3.FUSEError(errno.EROFS)
+        size = self.cache.node(inode).size
         node = await self.cache.open(inode, truncate=truncate and writable, writable=writable)
+        if node.size != size and not truncate:  # a fetch brought the store's newer content
+            _invalidate(f"inode {inode}", partial(pyfuse3.invalidate_inode, inode, attr_only=True))
         return self._new_file_handle(node, flags)
 
     @handler

@@ -305,8 +305,7 @@ def load_resources(path: str) -> list[Resource]:
 def default_cache_dir() -> str:
     if os.geteuid() == 0:
         return "/var/cache/memfs"
-    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
-    return os.path.join(xdg, "memfs")
+    return os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "memfs")
 
 
 def check_mount_path(path: str, store_id: str) -> str:

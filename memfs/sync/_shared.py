@@ -144,8 +144,7 @@ class Hold:
     @classmethod
     def after(cls, previous: Hold | None, edits: int, now: float, reason: str) -> Hold:
         attempts = previous.attempts + 1 if previous is not None and previous.edits == edits else 1
-        wait = min(HOLD_MAX, HOLD_FIRST * 2 ** (attempts - 1))
-        return cls(edits, now + wait, attempts, reason)
+        return cls(edits, now + min(HOLD_MAX, HOLD_FIRST * 2 ** (attempts - 1)), attempts, reason)
 
 
 @dataclass

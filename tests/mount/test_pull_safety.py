@@ -98,3 +98,17 @@ def test_a_conflict_copy_that_cannot_be_written_whole_keeps_the_local_version(
     (copy,) = conflict_files(conflicts)
     assert copy.read_text() == mine
     assert mounter.status()[0]["refused"] == {}
+
+
+def test_a_file_first_read_after_the_store_grew_it_is_read_whole(mounter, memfs_server):
+    """Listed at one size, not fetched yet, and made longer in the store before
+    its first open: the open fetches the store's content, and the kernel,
+    which kept the listed size, is told, so the read is not cut at it."""
+    store_id = memfs_server.create_store("grown")["id"]
+    path = mounter.mount_one(store_id, extra=("--sync-interval", "3600", "--write-behind", "no"))
+    put_remote(memfs_server, store_id, "/x.md", "v1\n")
+    mounter.sync(path)
+    assert (path / "x.md").stat().st_size == 3  # the size the kernel keeps
+    put_remote(memfs_server, store_id, "/x.md", "version two is longer\n")
+    assert (path / "x.md").read_text() == "version two is longer\n"
+    assert (path / "x.md").stat().st_size == 22
