@@ -349,11 +349,8 @@ class SyncEngine:
         node = self.cache.find(path)
         if node is None or node.is_dir or node.pending or node.memory_id is None:
             return False
-        try:
-            memory = await self.client.get_memory(self.store_id, node.memory_id, view="basic")
-        except NotFound:
-            return True
-        return (memory.path, memory.content_sha256) != (node.path, node.base_sha)
+        r = await self.remote.one(node.memory_id)
+        return r.deleted or (r.path, r.sha) != (node.path, node.base_sha)
 
     async def _push_now(self, paths: list[str]) -> None:
         async with self._lock:

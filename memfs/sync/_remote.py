@@ -129,13 +129,16 @@ class RemoteChanges(Part):
         return remote, head
 
     async def _ask(self, memory_id: str, remote: dict[str, RemoteMemory]) -> None:
+        remote[memory_id] = await self.one(memory_id)
+
+    async def one(self, memory_id: str) -> RemoteMemory:
         """The store's state of one memory, by id (deleted: 404)."""
         try:
-            m = await self.client.get_memory(self.store_id, memory_id, view="basic")
+            return RemoteMemory.of(
+                await self.client.get_memory(self.store_id, memory_id, view="basic")
+            )
         except NotFound:
-            remote[memory_id] = RemoteMemory(memory_id, deleted=True)
-            return
-        remote[memory_id] = RemoteMemory.of(m)
+            return RemoteMemory(memory_id, deleted=True)
 
     async def _list_whole_store(self) -> Listing:
         out = Listing()
