@@ -1,12 +1,10 @@
-"""The content files of one store's cache: one per cached content, named by
-its node's id, in the folder `files`, never reached through a symlink. A
-write is `pwrite`n and stamped with its time, so a SIGKILL cannot take it
-back; the file is the truth for its node's size (and an edited file's
-time). Changed files are flushed while idle; a content let go is unlinked
-only once the rows that let it go are durable. The contents of files lately
-closed are kept in memory, whole, up to `--cache-memory` bytes; every change
-to a content file goes through this class and drops its copy first.
-"""
+"""The content files of one store's cache: one per cached content, named by its node's id, in the
+folder `files`, never reached through a symlink. A write is `pwrite`n and stamped with its time, so
+a SIGKILL cannot take it back; the file is the truth for its node's size (and an edited file's
+time). Changed files are flushed while idle; a content let go is unlinked only once the rows that
+let it go are durable. The contents of files lately closed are kept in memory, whole, up to
+`--cache-memory` bytes; every change to a content file goes through this class and drops its copy
+first."""
 
 from __future__ import annotations
 

@@ -210,8 +210,8 @@ class LocalChanges(CacheParts):
         self.contents.touch(node)
         return node
 
-    async def _fetch(self, node: Node) -> None:
-        """Wait for the content of a file (one fetch at a time per file)."""
+    async def _fetch(self, node: Node, *, newer: bool = True) -> None:
+        """Wait for the content of a file (one at a time); cache it past its base if `newer`."""
         live = node.live
         if live.fetching is not None:
             await live.fetching.wait()
@@ -231,7 +231,8 @@ class LocalChanges(CacheParts):
             if node.cached or node.memory_id != memory_id or node.orphan:
                 return
             try:
-                self.install_content(node, content, sha)
+                if newer or sha == node.base_sha:
+                    self.install_content(node, content, sha)
             except CacheDiskFull:
                 live.data = bytearray(content)  # shown while open, kept once there is room
         finally:
@@ -262,12 +263,13 @@ class LocalChanges(CacheParts):
         self.contents.evictable(node)
 
     async def ensure_cached(self, node_id: int) -> bool:
-        """Fetch a file's content if it is not here yet; True when it was fetched."""
+        """Cache a file's content if it is not here yet and still its base's (whose size the
+        kernel knows; the pass pulls a newer one and tells it); True when cached."""
         node = self.nodes.get(node_id)
         if node is None or node.is_dir or node.cached or node.orphan:
             return False
-        await self._fetch(node)
-        return True
+        await self._fetch(node, newer=False)
+        return node.cached
 
     def release(self, node_id: int, *, writable: bool = False) -> None:
         node = self.nodes.get(node_id)

@@ -856,3 +856,23 @@ async def test_a_folder_whose_content_pages_are_refused_is_fetched_one_by_one(
     assert all(n.cached for n in side.cache.files())
     assert sorted(content_gets(proxy).values()) == [1] * 30  # /b/'s, each once
     assert await side.read("/b/m29.md") == "b 29"
+
+
+async def test_a_content_fetched_one_by_one_that_the_store_changed_waits_for_the_pass(
+    proxied_side: Side, proxy: FaultProxy, direct: StoreClient
+):
+    """The download fetching one by one finds a file the store made longer since
+    it was listed: it leaves it for the pass, so the size the kernel was told
+    stays the cache's until the pass pulls the new content and tells the kernel."""
+    side = proxied_side
+    files = {f"/b/m{i:02}.md": f"b {i}" for i in range(3)}
+    await fill(direct, side.store_id, files)
+    await side.sync(full=True)
+    await side.put_remote("/b/m01.md", "b 1, made longer in the store")
+    proxy.set(status=400, status_next=1, match_path=r"path_prefix=%2Fb%2F.*view=full")
+    assert await side.engine.prefetch() == 2
+    changed = side.cache.find("/b/m01.md")
+    assert (changed.cached, changed.size) == (False, len("b 1"))
+    await side.sync()
+    assert await side.read("/b/m01.md") == "b 1, made longer in the store"
+    assert side.cache.find("/b/m01.md").size == len("b 1, made longer in the store")
