@@ -34,10 +34,10 @@ def child_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
 def start_process(
     module: str, env: Mapping[str, str], stderr: TextIO | None = None
 ) -> subprocess.Popen[str]:
-    """`python -m module` in a session of its own, over its stdin and stdout;
-    `stderr` (a daemon's log, else ours) is closed here once handed over."""
+    """`python -P -m module` (no import from the working folder), in a session of its own,
+    over its stdin and stdout; `stderr` (a daemon's log, else ours) is closed once handed over."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", module],
+        [sys.executable, "-P", "-m", module],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=stderr,

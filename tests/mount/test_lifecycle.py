@@ -326,6 +326,26 @@ def test_a_mount_ended_by_memfs_unmount_says_so_in_its_log(mounter, memfs_server
     assert log.index(said) < log.index(f"unmounted {store_id} from {mnt}")
 
 
+def test_a_memfs_py_in_the_working_folder_is_never_run(mounter, memfs_server, tmp_path):
+    """`memfs mount` run by root in a folder others may write (/tmp) runs none of
+    its files: a `memfs.py` there is not imported by the store process."""
+    store_id = memfs_server.create_store("started from a shared folder")["id"]
+    shared, ran = tmp_path / "shared", tmp_path / "ran"
+    shared.mkdir()
+    (shared / "memfs.py").write_text(f"open({str(ran)!r}, 'w').close()\n")
+    args = ["mount", "--daemon", "--root", str(mounter.root), "--cache-dir", str(mounter.cache_dir)]
+    args += ["--token-file", str(mounter.token_file), "--store", f"{store_id}={mounter.root}/s"]
+    memfs = os.path.join(os.path.dirname(sys.executable), "memfs")
+    r = subprocess.run(
+        [memfs, *args], cwd=shared, env=mounter.env, capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    assert not ran.exists()
+    (mounter.root / "s" / "note.md").write_text("mounted\n")
+    mounter.unmount(mounter.root / "s")
+    assert _memories(memfs_server, store_id) == {"/note.md": "mounted\n"}
+
+
 def git_commit_in(folder: Path) -> None:
     """`git init` and a first commit of one file, as a newcomer does in a mount:
     it leaves binary files (`.git/index`, objects) the store refuses."""
