@@ -1,7 +1,5 @@
-"""The decision table of design.md as a pure function: from what changed here
-and in the store, against the base last agreed, to what the sync does. Both
-states are decided by bytes.
-"""
+"""The decision table of design.md as a pure function: from what changed here and in the store,
+against the base last agreed, to what the sync does. Both states are decided by bytes."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
-"""Deleting in the store what was deleted here: slowly, and never a wipe, so
-that a tool that deletes and re-creates a tree (`git checkout`) cannot empty
-a shared store. A delete is sent once a pass `DELETE_WINDOW` seconds after
-the first that saw it still finds the file missing, at most `delete_cap` a
-pass, with `expected_content_sha256`; a 409 or 412 restores the store's version.
-"""
+"""Deleting in the store what was deleted here: slowly, and never a wipe, so that a tool that
+deletes and re-creates a tree (`git checkout`) cannot empty a shared store. A delete is sent once a
+pass `DELETE_WINDOW` seconds after the first that saw it still finds the file missing, at most
+`delete_cap` a pass, with `expected_content_sha256`; a 409 or 412 restores the store's version."""
 
 from __future__ import annotations
 

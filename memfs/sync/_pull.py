@@ -1,9 +1,7 @@
-"""Applying the store's changes here, memory by memory, as `decide` says;
-the kernel is told to forget exactly what changed. A change that would
-replace or remove a file open for writing waits until no writer is half way
-through it; one whose conflict copy cannot be written whole waits too, the
-local version kept as it is.
-"""
+"""Applying the store's changes here, memory by memory, as `decide` says; the kernel is told to
+forget exactly what changed. A change that would replace or remove a file open for writing waits
+until no writer is half way through it; one whose conflict copy cannot be written whole waits too,
+the local version kept as it is."""
 
 from __future__ import annotations
 
@@ -334,6 +332,7 @@ class Puller(Part):
         )
 
     async def _follow_move(self, node: Node, path: str, report: PassReport) -> None:
+        mine = node.path if node.path not in (node.base_path, path) else None
         try:
             gone = self.cache.follow_remote_move(node, path)
         except CacheError as e:
@@ -347,6 +346,14 @@ class Puller(Part):
             self.ledger.need_listing = True  # the next pass places it from a whole listing
             return
         report.moved += 1
+        if mine is not None:
+            log.warning(
+                "conflict on %s: moved here and in the store; the store's name %s wins",
+                mine,
+                path,
+                extra={"event": "move_conflict", "path": mine},
+            )
+            report.conflicts += 1
         for parent, name in gone:
             await self.kernel.forget_entry(parent, name)
 

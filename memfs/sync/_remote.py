@@ -1,10 +1,7 @@
-"""What changed in the store since the last pass: the version feed, or a
-full basic listing at mount, after a conflict, every `FULL_LISTING_EVERY`
-passes and for good once the feed is refused (design.md, "Remote changes
-come from the version feed"). A memory a listing does not show, or shows
-twice with different states, is deleted only once the store confirms it by
-id (404).
-"""
+"""What changed in the store since the last pass: the version feed, or a full basic listing at
+mount, after a conflict, every `FULL_LISTING_EVERY` passes and for good once the feed is refused
+(design.md, "Remote changes come from the version feed"). A memory a listing does not show, or shows
+twice with different states, is deleted only once the store confirms it by id (404)."""
 
 from __future__ import annotations
 

@@ -876,3 +876,19 @@ async def test_a_content_fetched_one_by_one_that_the_store_changed_waits_for_the
     await side.sync()
     assert await side.read("/b/m01.md") == "b 1, made longer in the store"
     assert side.cache.find("/b/m01.md").size == len("b 1, made longer in the store")
+
+
+async def test_a_file_moved_here_and_in_the_store_to_another_name_is_said(side: Side, expect_log):
+    """Moved here and, meanwhile, to another name in the store: the store's name
+    wins, as it does for a change made on both sides, and the pass says so
+    rather than undo the move here without a word."""
+    expect_log("memfs.sync", "conflict on /mine.md", count=1)
+    await side.write("/notes.md", "notes")
+    await side.sync()
+    memory = await side.remote_memory("/notes.md")
+    await side.client.update_memory(side.store_id, memory.id, path="/theirs.md")
+    side.rename("/notes.md", "/mine.md")
+    report = await side.sync()
+    assert report.conflicts == 1
+    assert await side.remote() == {"/theirs.md": "notes"}
+    assert (side.cache.find("/mine.md"), await side.read("/theirs.md")) == (None, "notes")
