@@ -148,6 +148,8 @@ class SyncChanges(CacheParts):
                 placed.node = self._insert_remote(memory, parent, name, content)
                 return placed
             placed.node = node
+            if (self._cached_sha(node) if node.cached else node.base_sha) != sha:
+                node.mtime_ns = node.ctime_ns = time.time_ns()  # new bytes, as a write makes
             self.bind(node, memory.memory_id, sha, memory.path)
             node.edited = False
             node.live.edits += 1

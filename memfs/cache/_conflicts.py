@@ -1,10 +1,8 @@
-"""Conflict copies: a local version the store's won over, kept outside the
-mount. Each goes under its file's path in a new folder
-`conflicts/<UTC time>-<n>/` (never overwritten; a path the disk cannot hold
-is named by its hash, the path beside it), 0600 in 0700 folders, never
-following a name. A copy is whole and durable before `keep` returns; else
-what was made is removed and `ConflictCopyFailed` says why.
-"""
+"""Conflict copies: a local version the store's won over, kept outside the mount. Each goes under
+its file's path in a new folder `conflicts/<UTC time>-<n>/` (never overwritten; a path the disk
+cannot hold is named by its hash, the path beside it), 0600 in 0700 folders, never following a name.
+A copy is whole and durable before `keep` returns; else what was made is removed and
+`ConflictCopyFailed` says why."""
 
 from __future__ import annotations
 

@@ -112,3 +112,22 @@ def test_a_file_first_read_after_the_store_grew_it_is_read_whole(mounter, memfs_
     put_remote(memfs_server, store_id, "/x.md", "version two is longer\n")
     assert (path / "x.md").read_text() == "version two is longer\n"
     assert (path / "x.md").stat().st_size == 22
+
+
+def test_a_file_the_store_changed_gets_a_new_modification_time(mounter, memfs_server):
+    """A pull that changes a file's bytes changes its mtime and ctime, as a local
+    write would: git, make and rsync, which trust the times and the size, see
+    a change of the same size. A pull that changes nothing leaves them."""
+    store_id = memfs_server.create_store("times")["id"]
+    path = mounter.mount_one(store_id, extra=("--sync-interval", "3600", "--write-behind", "no"))
+    (path / "m.txt").write_text("cccc\n")
+    os.utime(path / "m.txt", ns=(10**18, 10**18))
+    mounter.sync(path / "m.txt")
+    put_remote(memfs_server, store_id, "/other.md", "unrelated\n")
+    mounter.sync(path)
+    assert (path / "m.txt").stat().st_mtime_ns == 10**18
+    put_remote(memfs_server, store_id, "/m.txt", "dddd\n")
+    mounter.sync(path)
+    changed = (path / "m.txt").stat()
+    assert (path / "m.txt").read_text() == "dddd\n"
+    assert changed.st_mtime_ns > 10**18 + 10**17 and changed.st_ctime_ns >= changed.st_mtime_ns
