@@ -18,14 +18,15 @@ class SyncChanges(CacheParts):
 
     def changes(self, *, quiet_for: float = 0.0) -> list[Change]:
         """The files changed locally since their base. With `quiet_for`, a file open
-        for writing is left out until no write touched it for that many seconds."""
+        for writing is left out until no write touched it for that many seconds, and
+        while it is empty (`cmd > file`: the memory never shows the shell's truncate)."""
         out = []
         settled = time.monotonic() - quiet_for
         for nid in sorted(self.pending):
             n = self.nodes.get(nid)
             if n is None or n.orphan or n.is_dir:
                 continue
-            if quiet_for and n.live.writers and n.live.last_write > settled:
+            if quiet_for and n.live.writers and (n.live.last_write > settled or not n.size):
                 continue
             out.append(Change.of(n))
         return out

@@ -1,9 +1,7 @@
-"""The cache's full-disk mode. The cache keeps room allocated (the file
-`room`); a change that meets a full disk gets that room back and is done
-again (`run`). From then on (or from an open with too little room) `full`
-is true, logged when it begins and ends, and the filesystem refuses changes
-with ENOSPC so that the room goes to the sync, until housekeeping finds room.
-"""
+"""The cache's full-disk mode. The cache keeps room allocated (the file `room`); a change that meets
+a full disk gets that room back and is done again (`run`). From then on (or from an open with too
+little room) `full` is true, logged when it begins and ends, and the filesystem refuses changes with
+ENOSPC so that the room goes to the sync, until housekeeping finds room."""
 
 from __future__ import annotations
 

@@ -419,6 +419,7 @@ class Puller(Part):
 
 
 def being_written(node: Node) -> bool:
-    """Whether a writer may be half way through the file."""
+    """Whether a writer may be half way through the file (or, empty, not begun)."""
     live = node.live
-    return live.writers > 0 and time.monotonic() - live.last_write < QUIET_SECONDS
+    quiet = time.monotonic() - live.last_write >= QUIET_SECONDS
+    return live.writers > 0 and not (quiet and node.size)

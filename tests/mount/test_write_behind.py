@@ -120,3 +120,19 @@ def test_write_behind_no_leaves_changes_to_the_passes(mounter, memfs_server):
     assert status["pending"] == ["/waits.md"] and status["passes"] == 1
     mounter.sync(path)
     assert FakeStore(memfs_server, store_id).memories() == {"/waits.md": "until a pass\n"}
+
+
+def test_a_file_emptied_by_a_slow_redirect_is_not_pushed_empty(mounter, memfs_server):
+    """`slow-command > file`: the shell empties the file at once and the command
+    writes seconds later. The memory never goes empty meanwhile: a file open
+    for writing and empty waits until it is written or closed."""
+    store_id = memfs_server.create_store("redirect")["id"]
+    path = mounter.mount_one(store_id, extra=("--sync-interval", f"{LONG_INTERVAL:g}"))
+    (path / "report.md").write_text("important content\n")
+    store = FakeStore(memfs_server, store_id)
+    wait_for_memories(store, {"/report.md": "important content\n"}, timeout=30)
+    with open(path / "report.md", "w") as f:
+        time.sleep(5)
+        assert store.memories() == {"/report.md": "important content\n"}
+        f.write("new report\n")
+    wait_for_memories(store, {"/report.md": "new report\n"}, timeout=30)
