@@ -1,10 +1,8 @@
-"""Folders only memfs may write: the cache, the runtime folder. memfs often
-runs as root beside an agent running as another user, who could replace the
-entries of a folder they may write into (the journal by a symlink to
-/etc/shadow) and turn memfs's writes against the host. So every folder memfs
-keeps state in is a real folder of its own user that nobody else may write;
-the folder memfs creates for it is 0700 (missing parents get the umask's mode).
-"""
+"""Folders only memfs may write: the cache, the runtime folder. memfs often runs as root beside an
+agent running as another user, who could replace the entries of a folder they may write into (the
+journal by a symlink to /etc/shadow) and turn memfs's writes against the host. So every folder memfs
+keeps state in is a real folder of its own user that nobody else may write; the folder memfs creates
+for it is 0700 (missing parents get the umask's mode)."""
 
 from __future__ import annotations
 

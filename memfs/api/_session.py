@@ -1,8 +1,6 @@
-"""What a session hands `memfs mount`: the claimed work item, its secret
-(never shown, not even in a refusal) and the `resources` array, checked as
-`store-api.md` says; and the form a store id must have before it names a
-folder, a file or a mount option (`../x` or a comma would escape them).
-"""
+"""What a session hands `memfs mount`: the claimed work item, its secret (never shown, not even in a
+refusal) and the `resources` array, checked as `store-api.md` says; and the form a store id must
+have before it names a folder, a file or a mount option (`../x` or a comma would escape them)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
-"""The runtime folder, where store processes and the CLI meet. Each store
-process leaves there, named `<store_id>-<hash of the cache folder's real
-path>`, its control socket `<name>.sock` and its state file `<name>.json`:
-written once mounted, rewritten with `"stopping": true` when the final sync
-begins, removed last. A state file whose process is gone counts for nothing.
-"""
+"""The runtime folder, where store processes and the CLI meet. Each store process leaves there,
+named `<store_id>-<hash of the cache folder's real path>`, its control socket `<name>.sock` and its
+state file `<name>.json`: written once mounted, rewritten with `"stopping": true` when the final
+sync begins, removed last. A state file whose process is gone counts for nothing."""
 
 from __future__ import annotations
 

@@ -359,8 +359,15 @@ class MemoryStoreFS(pyfuse3.Operations):
         raise pyfuse3.FUSEError(errno.EROFS if self.read_only else errno.EPERM)
 
     @handler
-    async def mknod(self, *args: Any, **kwargs: Any) -> NoReturn:
-        raise pyfuse3.FUSEError(errno.EROFS if self.read_only else errno.EPERM)
+    async def mknod(
+        self, parent_inode: int, name: bytes, mode: int, rdev: int, ctx: Any
+    ) -> pyfuse3.EntryAttributes:
+        """A regular file (`tar --xattrs` makes one so); nothing else is a memory."""
+        if not statmod.S_ISREG(mode):
+            raise pyfuse3.FUSEError(errno.EROFS if self.read_only else errno.EPERM)
+        sname = self._name_to_change(parent_inode, name, errno.EEXIST)
+        owner, mode = self.attributes.for_new(parent_inode, ctx, mode & 0o7777, is_dir=False)
+        return self.attributes.of(self.cache.create(parent_inode, sname, mode, owner))
 
     @handler
     async def readlink(self, *args: Any, **kwargs: Any) -> NoReturn:

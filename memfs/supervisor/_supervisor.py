@@ -1,9 +1,7 @@
-"""One process per store (pyfuse3 holds one FUSE session per process): the
-supervisor hands each its spec and token on stdin, waits until all say READY
-(or stops them and names the store that failed and why), then returns
-(`--daemon`) or waits in the foreground. A foreground store process's stdin
-is its lifeline: when the supervisor dies, the store stops with its final sync.
-"""
+"""One process per store (pyfuse3 holds one FUSE session per process): the supervisor hands each its
+spec and token on stdin, waits until all say READY (or stops them and names the store that failed
+and why), then returns (`--daemon`) or waits in the foreground. A foreground store process's stdin
+is its lifeline: when the supervisor dies, the store stops with its final sync."""
 
 from __future__ import annotations
 
