@@ -381,7 +381,7 @@ class LocalChanges(CacheParts):
 
     def fsync(self, node: Node | None) -> None:
         """Make the file's content and row and every commit before them durable
-        (None: every content and commit)."""
+        (a folder: every commit, names among them; None: every content and commit)."""
         if node is None:
             self.save_written()
             self.journal.flush_all()

@@ -320,7 +320,7 @@ class MemoryStoreFS(pyfuse3.Operations):
 
     @handler
     async def fsyncdir(self, fh: int, datasync: bool) -> None:
-        return None
+        self.cache.fsync(self.cache.node(ROOT_ID))  # names are commits: every one made durable
 
     @handler
     async def unlink(self, parent_inode: int, name: bytes, ctx: Any) -> None:

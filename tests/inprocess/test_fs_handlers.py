@@ -351,3 +351,23 @@ async def test_a_full_disk_at_a_commit_loses_nothing(fs, cache, monkeypatch, exp
     row = db.execute("SELECT name, size FROM nodes WHERE id = ?", (ino,)).fetchone()
     assert row == ("later.md", len(b"kept"))
     assert cache.journal.content(ino) == b"kept"
+
+
+async def test_fsync_of_a_folder_makes_its_names_durable(fs, cache, monkeypatch):
+    """A rename, then `fsync` of the folder (how a program makes a rename
+    survive a power cut): the journal's WAL, which holds every name, is
+    flushed before the call returns."""
+    folder = cache.lookup(ROOT_ID, "dir")
+    await fs.rename(folder.id, b"stored.md", folder.id, b"renamed.md", 0, None)
+    wal = os.path.realpath(cache.journal.path + "-wal")
+    flushed: list[str] = []
+    real = os.fdatasync
+
+    def spy(fd: int) -> None:
+        flushed.append(os.path.realpath(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", spy)
+    fh = await fs.opendir(folder.id, None)
+    await fs.fsyncdir(fh, False)
+    assert flushed == [wal]
