@@ -1,13 +1,12 @@
 """The journal of one store: its rows in SQLite (WAL), its contents as files.
 
-A change (one call, or a `transaction()`) is one commit with
-synchronous=NORMAL, in the WAL before the call returns: a SIGKILL cannot undo
-it. `make_durable(node)`, for `fsync()`, commits the file's content to
-the table `durable` and flushes the WAL, which makes every commit before it
-durable too. A `durable` row is kept only while the content file holds
-exactly its bytes (a change flushes the file and deletes the row first; a
-file removed or evicted leaves its row to the idle pass, which deletes them
-all); opening writes the rows of cached files back, as a power cut may have
+A change (one call, or a `transaction()`) is one commit with synchronous=NORMAL, in the WAL before
+the call returns: a SIGKILL cannot undo it. `make_durable(node)`, for `fsync()`, commits the file's
+content to the table `durable` and flushes the WAL, which makes every commit before it durable too;
+a content the store gave (`put_content`) gets its `durable` row in the commit that says it is
+cached. A `durable` row is kept only while the content file holds exactly its bytes (a change
+flushes the file and deletes the row first; a file removed or evicted leaves its row to the idle
+pass, which deletes them all); opening writes the rows of cached files back, as a power cut may have
 lost them.
 """
 
@@ -130,12 +129,15 @@ class Journal:
         if node is not None and not (
             node.id in self._durable and self.db.total_changes == self._durable_changes
         ):
-            self._run(
-                "INSERT OR REPLACE INTO durable (node_id, content, mtime_ns) VALUES (?, ?, ?)",
-                (node.id, content, node.mtime_ns),
-            )
-            self._durable.add(node.id)
+            self._pin(node.id, content, node.mtime_ns)
         self._flush_wal()
+
+    def _pin(self, node_id: int, content: bytes, mtime_ns: int) -> None:
+        self._run(
+            "INSERT OR REPLACE INTO durable (node_id, content, mtime_ns) VALUES (?, ?, ?)",
+            (node_id, content, mtime_ns),
+        )
+        self._durable.add(node_id)
 
     def _flush_wal(self) -> None:
         if self.db.total_changes == self._durable_changes:
@@ -297,9 +299,10 @@ class Journal:
         with self._space.as_cache_disk_full():
             return self.files.read(node_id)
 
-    def put_content(self, node_id: int, data: bytes | bytearray) -> None:
-        self._unpin(node_id)
+    def put_content(self, node_id: int, data: bytes, mtime_ns: int) -> None:
+        """Replace a content whole with the store's, its bytes in `durable` till flushed."""
         self.files.put(node_id, data)
+        self._pin(node_id, data, mtime_ns)
 
     def write(
         self, node_id: int, offset: int, data: bytes, size: int, mtime_ns: int, undo: Undo

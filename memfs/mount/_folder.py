@@ -1,7 +1,5 @@
-"""Where a store is mounted: the mount folder's life (`MountFolder`) and the
-mounts table, without FUSE or HTTP, so that `memfs unmount`, `memfs sync`
-and `memfs status` start quickly.
-"""
+"""Where a store is mounted: the mount folder's life (`MountFolder`) and the mounts table, without
+FUSE or HTTP, so that `memfs unmount`, `memfs sync` and `memfs status` start quickly."""
 
 from __future__ import annotations
 

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from memfs._exceptions import CacheCorrupt, CacheDiskFull
-from memfs.cache import ROOT_ID, StoreCache
+from memfs.api import content_sha256
+from memfs.cache import ROOT_ID, StoreCache, StoredMemory
 from tests.support.invariants import invariant_problems
 
 STORE = "memstore_durable"
@@ -119,6 +120,30 @@ async def test_an_fsync_d_content_comes_back_when_its_content_file_lost_it(tmp_p
     content_file(where / STORE, node.id).unlink()
     again = StoreCache(str(where), STORE)
     assert contents(again) == {"/saved.md": b"made durable by fsync"}
+    again.close()
+
+
+async def test_a_pulled_content_comes_back_when_its_content_file_lost_it(tmp_path):
+    """A pass placed the store's versions (a changed file, a new one), then a
+    power cut kept the journal's rows, which say both are cached and agree with
+    the store, but not the content files' pages: the next open shows the
+    store's bytes, not the old ones or none (an edit would push them over the
+    store's version)."""
+    cache = StoreCache(str(tmp_path / "live"), STORE)
+    old, new = b"old", b"the store's newer version"
+    cache.place_remote(StoredMemory("mem_1", "/a.md", content_sha256(old), 3), old)
+    a = cache.find("/a.md")
+    cache.place_remote(StoredMemory("mem_1", "/a.md", content_sha256(new), len(new)), new, node=a)
+    cache.place_remote(StoredMemory("mem_2", "/b.md", content_sha256(new), len(new)), new)
+    b = cache.find("/b.md")
+    where = tmp_path / "after"
+    shutil.copytree(cache.dir, where / STORE, ignore=shutil.ignore_patterns("*-shm"))
+    cache.journal.abandon()
+    content_file(where / STORE, a.id).write_bytes(old)
+    content_file(where / STORE, b.id).write_bytes(b"")
+    again = StoreCache(str(where), STORE)
+    assert contents(again) == {"/a.md": new, "/b.md": new}
+    assert again.journal.db.execute("SELECT count(*) FROM durable").fetchone() == (0,)
     again.close()
 
 
