@@ -1,7 +1,5 @@
-"""The processes memfs starts: none gets a secret by its environment (store
-processes get their token on stdin) nor systemd's socket (readiness is the
-supervisor's to tell).
-"""
+"""The processes memfs starts: none gets a secret by its environment (store processes get their
+token on stdin) nor systemd's socket (readiness is the supervisor's to tell)."""
 
 from __future__ import annotations
 

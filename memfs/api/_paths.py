@@ -1,7 +1,5 @@
-"""Memory paths, store slugs and the marker file, exactly as `store-api.md`
-says: both ends check paths here, so a path the client sends is one the
-server accepts.
-"""
+"""Memory paths, store slugs and the marker file, exactly as `store-api.md` says: both ends check
+paths here, so a path the client sends is one the server accepts."""
 
 from __future__ import annotations
 

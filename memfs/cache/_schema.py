@@ -168,6 +168,9 @@ def _fill_wal(folder_fd: int, name: str) -> None:
     with contextlib.suppress(FileNotFoundError):
         if os.stat(name, dir_fd=folder_fd, follow_symlinks=False).st_size:
             return
+    room = os.fstatvfs(folder_fd)
+    if room.f_bavail * room.f_frsize < 4 * WAL_FILLED:
+        return  # a disk near full keeps its room for the contents: the WAL grows as it goes
     with contextlib.suppress(OSError):  # a full disk: the WAL grows as it goes
         fd = open_file_at(folder_fd, name, os.O_WRONLY | os.O_CREAT)
         try:

@@ -355,3 +355,28 @@ def test_a_cache_folder_of_an_older_layout_is_refused_with_one_sentence(mounter,
     assert "Traceback" not in r.stderr
     assert (folder / "journal.sqlite3").read_bytes() == before
     assert not mounter.store_pids()
+
+
+def test_a_mount_on_a_nearly_full_disk_leaves_the_room_to_the_files(
+    small_disk_mounter, memfs_server
+):
+    """The journal's log is given its blocks ahead when the cache opens, but not
+    on a disk with little room: a mount on a disk with 8 MiB left (after a
+    clean unmount) takes writes and leaves the disk its room, where the log's
+    16 MiB took the last byte and turned every change away."""
+    mounter, disk = small_disk_mounter
+    store_id = memfs_server.create_store("nearly full")["id"]
+    mnt = mounter.mount_one(store_id)
+    (mnt / "first.md").write_text("first\n")
+    mounter.unmount(mnt)
+    st = os.statvfs(disk)
+    with open(disk / "fill", "wb") as f:
+        f.write(bytes(st.f_bavail * st.f_frsize - (8 << 20)))
+    mnt = mounter.mount_one(store_id)
+    written = {f"/n{i}.md": f"{i} " * 20_000 for i in range(5)}
+    for path, content in written.items():
+        (mnt / path.lstrip("/")).write_text(content)
+    st = os.statvfs(disk)
+    assert st.f_bavail * st.f_frsize > 6 << 20
+    mounter.unmount(mnt)
+    assert FakeStore(memfs_server, store_id).memories() == {"/first.md": "first\n", **written}
