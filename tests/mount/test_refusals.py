@@ -333,7 +333,6 @@ NOT_A_REGULAR_FILE = Refusal(
         "symlink": lambda mnt: os.symlink("a.md", mnt / "link"),
         "link": lambda mnt: os.link(mnt / "a.md", mnt / "hard"),
         "mknod a device": lambda mnt: os.mknod(mnt / "dev", 0o600 | stat.S_IFCHR, os.makedev(1, 3)),
-        "mknod a regular file": lambda mnt: os.mknod(mnt / "plain", 0o600 | stat.S_IFREG),
         "mkfifo": lambda mnt: os.mkfifo(mnt / "fifo"),
         "bind a UNIX socket": _bind_a_socket,
     },
