@@ -339,7 +339,7 @@ class MemoryStoreFS(pyfuse3.Operations):
     ) -> None:
         old = self._name_to_change(parent_inode_old, name_old, errno.EPERM)
         new = self._name_to_change(parent_inode_new, name_new, errno.EPERM)
-        if flags & pyfuse3.RENAME_EXCHANGE:
+        if flags & ~pyfuse3.RENAME_NOREPLACE:  # an exchange, a whiteout: not one move
             raise pyfuse3.FUSEError(errno.EINVAL)
         self.cache.rename(
             parent_inode_old,

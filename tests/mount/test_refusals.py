@@ -128,13 +128,14 @@ def _in(mnt: Path, name: bytes) -> bytes:
 
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
+_RENAME_WHITEOUT = 4
 
 
-def _rename_exchange(old: str, new: str) -> Attempt:
+def _renameat2(old: str, new: str, flags: int) -> Attempt:
     def attempt(mnt: Path) -> None:
         libc = ctypes.CDLL(None, use_errno=True)
         old_path, new_path = _in(mnt, old.encode()), _in(mnt, new.encode())
-        if libc.renameat2(_AT_FDCWD, old_path, _AT_FDCWD, new_path, _RENAME_EXCHANGE):
+        if libc.renameat2(_AT_FDCWD, old_path, _AT_FDCWD, new_path, flags):
             code = ctypes.get_errno()
             raise OSError(code, os.strerror(code))
 
@@ -307,11 +308,12 @@ NAME_NOT_ALLOWED = Refusal(
 )
 
 NOT_ONE_MOVE = Refusal(
-    row="`rename` with `RENAME_EXCHANGE`",
+    row="`rename` with `RENAME_EXCHANGE` or `RENAME_WHITEOUT`",
     errno=errno.EINVAL,
     memories={"/a.md": "alpha", "/b.md": "bravo", "/dir/sub/c.md": "charlie"},
     attempts={
-        "rename with RENAME_EXCHANGE": _rename_exchange("a.md", "b.md"),
+        "rename with RENAME_EXCHANGE": _renameat2("a.md", "b.md", _RENAME_EXCHANGE),
+        "rename with RENAME_WHITEOUT": _renameat2("a.md", "new.md", _RENAME_WHITEOUT),
         "rename a folder into itself": lambda mnt: os.rename(
             mnt / "dir", mnt / "dir" / "sub" / "dir"
         ),
