@@ -51,7 +51,7 @@ class Contents:
 
     def put(self, node: Node, content: bytes) -> None:
         """Replace a file's cached content; an open file shows the new one."""
-        self.journal.put_content(node.id, content, node.mtime_ns)
+        self.journal.put_content(node.id, content)
         if node.live.data is not None:
             node.live.data = bytearray(content)
 

@@ -17,7 +17,7 @@ import trio
 
 from .._exceptions import CacheDiskFull
 from .._private import ensure_private_dir
-from ..api import MAX_MEMORIES, check_store_id
+from ..api import MAX_MEMORIES, check_store_id, content_sha256
 from ._conflicts import ConflictCopies
 from ._contents import Contents
 from ._journal import Journal
@@ -81,7 +81,12 @@ class CacheParts(Tree):
         self.journal.files.sweep({n.id for n in files if n.cached or n.edited})
         # Contents are the truth for sizes, and for an edited file's times (a kill
         # may have left its row behind); a cached file without a content file is empty.
+        crashed = self.journal.after_crash
         for node in files:
+            if crashed and node.cached and not node.edited and self._lost(node):
+                node.cached = False  # a power cut took what the store sent: fetched again
+                self.journal.drop_content(node.id)
+                self.journal.save(node)
             if node.cached or node.edited:
                 st = self.journal.files.stat(node.id)
                 node.cached, node.size = True, st.st_size if st is not None else 0
@@ -94,8 +99,16 @@ class CacheParts(Tree):
                 self.pending.add(node.id)
             if node.memory_id is not None:
                 self._holders[node.memory_id] = node
+        if crashed:  # what the last process left unflushed is made durable now
+            self.journal.files.changed({n.id for n in files if n.cached})
+            self.journal.flush_all()
         self.tombstones: dict[str, Tombstone] = {t.memory_id: t for t in self.journal.tombstones()}
         """memory id -> a memory deleted here and not yet in the store."""
+
+    def _lost(self, node: Node) -> bool:
+        """Whether a clean file's content file holds other bytes than its base's."""
+        found = self.journal.files.read_file(node.id) or b""
+        return node.base_sha is not None and content_sha256(found) != node.base_sha
 
     @property
     def full(self) -> bool:

@@ -2,9 +2,8 @@
 
 A change (one call, or a `transaction()`) is one commit with synchronous=NORMAL, in the WAL before
 the call returns: a SIGKILL cannot undo it. `make_durable(node)`, for `fsync()`, commits the file's
-content to the table `durable` and flushes the WAL, which makes every commit before it durable too;
-a content the store gave (`put_content`) gets its `durable` row in the commit that says it is
-cached. A `durable` row is kept only while the content file holds exactly its bytes (a change
+content to the table `durable` and flushes the WAL, which makes every commit before it durable too.
+A `durable` row is kept only while the content file holds exactly its bytes (a change
 flushes the file and deletes the row first; a file removed or evicted leaves its row to the idle
 pass, which deletes them all); opening writes the rows of cached files back, as a power cut may have
 lost them.
@@ -65,6 +64,9 @@ class Journal:
             self._ids_kept = int(self.get_meta("ids_kept") or FIRST_NODE_ID)
             self._next_id = max(self._ids_kept, highest + 1)
             self._restore_durable()
+            self.after_crash = self.get_meta("closed") != "1"  # a content may lack pages
+            self.set_meta("closed", None)
+            self._flush_wal()
         except BaseException as e:
             self.abandon()
             if isinstance(e, OSError | sqlite3.Error):
@@ -129,15 +131,12 @@ class Journal:
         if node is not None and not (
             node.id in self._durable and self.db.total_changes == self._durable_changes
         ):
-            self._pin(node.id, content, node.mtime_ns)
+            self._run(
+                "INSERT OR REPLACE INTO durable (node_id, content, mtime_ns) VALUES (?, ?, ?)",
+                (node.id, content, node.mtime_ns),
+            )
+            self._durable.add(node.id)
         self._flush_wal()
-
-    def _pin(self, node_id: int, content: bytes, mtime_ns: int) -> None:
-        self._run(
-            "INSERT OR REPLACE INTO durable (node_id, content, mtime_ns) VALUES (?, ?, ?)",
-            (node_id, content, mtime_ns),
-        )
-        self._durable.add(node_id)
 
     def _flush_wal(self) -> None:
         if self.db.total_changes == self._durable_changes:
@@ -221,6 +220,7 @@ class Journal:
         with contextlib.suppress(sqlite3.Error, OSError):
             if not self._space.full:
                 self._flush_durable()
+                self.set_meta("closed", "1")  # every content file flushed
             self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self.files.remove_dropped()
         self.abandon()
@@ -299,10 +299,9 @@ class Journal:
         with self._space.as_cache_disk_full():
             return self.files.read(node_id)
 
-    def put_content(self, node_id: int, data: bytes, mtime_ns: int) -> None:
-        """Replace a content whole with the store's, its bytes in `durable` till flushed."""
+    def put_content(self, node_id: int, data: bytes | bytearray) -> None:
+        self._unpin(node_id)
         self.files.put(node_id, data)
-        self._pin(node_id, data, mtime_ns)
 
     def write(
         self, node_id: int, offset: int, data: bytes, size: int, mtime_ns: int, undo: Undo

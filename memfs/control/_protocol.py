@@ -399,11 +399,10 @@ BACKLOG = 16
 
 
 class ControlServer:
-    """The store process's end of its control socket, mode 0600: answers
-    requests on the socket at `path` with `handler`. A reply, once made, is
-    sent even while the server is being cancelled (for at most
-    `SEND_TIMEOUT`): a `stop` is answered as the store process begins to tear
-    down."""
+    """The store process's end of its control socket, mode 0600: answers requests on the
+    socket at `path` with `handler`. A reply, once made, is sent even while the server is
+    being cancelled (for at most `SEND_TIMEOUT`): a `stop` is answered as the store process
+    begins to tear down."""
 
     def __init__(self, path: str, handler: Handler) -> None:
         self.path = path

@@ -1,7 +1,6 @@
-"""The metrics endpoint of one `memfs mount` or `memfs run`, a process of its
-own so that it serves a `--daemon` mount too: Prometheus text for all of its
-stores, each scrape asking every store over its control socket. It ends once
-none of its stores runs."""
+"""The metrics endpoint of one `memfs mount` or `memfs run`, a process of its own so that it serves
+a `--daemon` mount too: Prometheus text for all of its stores, each scrape asking every store over
+its control socket. It ends once none of its stores runs."""
 
 from __future__ import annotations
 

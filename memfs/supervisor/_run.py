@@ -1,7 +1,6 @@
-"""`memfs run`: mount the stores, run one command in memfs's process group,
-then the final sync and the unmount. A signal sent to memfs alone is passed
-on, one the terminal sent the whole group is not (sigtimedwait says who sent
-it); signals during the final sync are dropped. The command gets no
+"""`memfs run`: mount the stores, run one command in memfs's process group, then the final sync and
+the unmount. A signal sent to memfs alone is passed on, one the terminal sent the whole group is not
+(sigtimedwait says who sent it); signals during the final sync are dropped. The command gets no
 credential variable, no `NOTIFY_SOCKET` and no descriptor but 0-2."""
 
 from __future__ import annotations

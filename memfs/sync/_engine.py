@@ -1,8 +1,7 @@
-"""The sync pass: read the store's changes (`_remote`), apply them (`_pull`),
-restore a wipe instead of deleting it, push local changes (`_push`), send the
-deletes that are due (`_deletes`). Only whole-store conditions end a pass
-early, with everything kept; no failure of a pass ends the store process.
-"""
+"""The sync pass: read the store's changes (`_remote`), apply them (`_pull`), restore a wipe instead
+of deleting it, push local changes (`_push`), send the deletes that are due (`_deletes`). Only
+whole-store conditions end a pass early, with everything kept; no failure of a pass ends the store
+process."""
 
 from __future__ import annotations
 

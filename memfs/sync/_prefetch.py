@@ -1,8 +1,7 @@
-"""The background download of every content not cached yet after a mount: a
-few one by one, many through chains of full-view listing pages that readers
-take their contents from (design.md, "A large store materialises by folder").
-It waits while the cache's disk is full; a whole-store failure stops it.
-"""
+"""The background download of every content not cached yet after a mount: a few one by one, many
+through chains of full-view listing pages that readers take their contents from (design.md, "A large
+store materialises by folder"). It waits while the cache's disk is full; a whole-store failure stops
+it."""
 
 from __future__ import annotations
 

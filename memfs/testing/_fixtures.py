@@ -1,6 +1,5 @@
-"""The fixtures of the `memfs.testing` pytest plugin (docs/testing.md):
-synchronous, so that async tests can use them too, and each for one test.
-"""
+"""The fixtures of the `memfs.testing` pytest plugin (docs/testing.md): synchronous, so that async
+tests can use them too, and each for one test."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
-"""The child processes of a fake store, `memfs serve` (`ServerProcess`) and
-the fault proxy (`FaultProxyProcess`), and one store on the server
-(`FakeStore`): blocking objects, so they work in any test. The server's
-token reaches it in its environment, never on its command line, where `ps`
-would show it. A `FakeStore` goes straight to the server, never through a
-fault proxy, so a test's own set-up and checks cannot be hit by its faults.
-"""
+"""The child processes of a fake store, `memfs serve` (`ServerProcess`) and the fault proxy
+(`FaultProxyProcess`), and one store on the server (`FakeStore`): blocking objects, so they work in
+any test. The server's token reaches it in its environment, never on its command line, where `ps`
+would show it. A `FakeStore` goes straight to the server, never through a fault proxy, so a test's
+own set-up and checks cannot be hit by its faults."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""`FaultProxy`: an HTTP/1.1 proxy (h11 on both sides, keep-alive included)
-that makes a store misbehave on purpose (docs/testing.md). Each request and
-answer is read whole, then relayed.
-"""
+"""`FaultProxy`: an HTTP/1.1 proxy (h11 on both sides, keep-alive included) that makes a store
+misbehave on purpose (docs/testing.md). Each request and answer is read whole, then relayed."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""`python -m memfs.testing.faults --target URL`: the fault proxy as a
-process (docs/testing.md, "Other languages"): its URL on the first line of
-stdout, then it serves until SIGTERM or SIGINT."""
+"""`python -m memfs.testing.faults --target URL`: the fault proxy as a process (docs/testing.md,
+"Other languages"): its URL on the first line of stdout, then it serves until SIGTERM or SIGINT."""
 
 from __future__ import annotations
 

@@ -123,12 +123,13 @@ async def test_an_fsync_d_content_comes_back_when_its_content_file_lost_it(tmp_p
     again.close()
 
 
-async def test_a_pulled_content_comes_back_when_its_content_file_lost_it(tmp_path):
+async def test_a_pulled_content_a_power_cut_took_is_fetched_again(tmp_path):
     """A pass placed the store's versions (a changed file, a new one), then a
     power cut kept the journal's rows, which say both are cached and agree with
-    the store, but not the content files' pages: the next open shows the
-    store's bytes, not the old ones or none (an edit would push them over the
-    store's version)."""
+    the store, but not the content files' pages: the next open finds that
+    their bytes are not the base's and fetches them again, so a read shows the
+    store's version, never the old bytes or none (an edit would push those over
+    the store's version)."""
     cache = StoreCache(str(tmp_path / "live"), STORE)
     old, new = b"old", b"the store's newer version"
     cache.place_remote(StoredMemory("mem_1", "/a.md", content_sha256(old), 3), old)
@@ -142,8 +143,20 @@ async def test_a_pulled_content_comes_back_when_its_content_file_lost_it(tmp_pat
     content_file(where / STORE, a.id).write_bytes(old)
     content_file(where / STORE, b.id).write_bytes(b"")
     again = StoreCache(str(where), STORE)
-    assert contents(again) == {"/a.md": new, "/b.md": new}
-    assert again.journal.db.execute("SELECT count(*) FROM durable").fetchone() == (0,)
+    fetched: list[str] = []
+
+    async def store(memory_id: str) -> tuple[bytes, str]:
+        fetched.append(memory_id)
+        return new, content_sha256(new)
+
+    again.source = store
+    for path in ("/a.md", "/b.md"):
+        node = again.find(path)
+        assert (node.cached, node.size) == (False, len(new))
+        await again.open(node.id)
+        assert again.read(node, 0, 100) == new
+        again.release(node.id)
+    assert fetched == ["mem_1", "mem_2"]
     again.close()
 
 
