@@ -64,7 +64,7 @@ def _add_connection_options(p: argparse.ArgumentParser, *, top: bool) -> None:
         "--token-file",
         default=default,
         metavar="FILE",
-        help="file holding the token (else env MEMFS_TOKEN, ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN)",
+        help="file holding the token (else env MEMFS_TOKEN, a work item secret in MEMFS_WORK_ITEM_SECRET or ANTHROPIC_WORK_SECRET, ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN)",
     )
     p.add_argument(
         "--auth",

@@ -146,3 +146,18 @@ def test_a_sessions_token_cannot_start_sessions_from_the_cli(
     result = store_cmd("session", "create", "--store", store, "--token-file", str(token_file))
     assert result.returncode == 1
     assert result.stderr.startswith("memfs: the token may not do this (403): a sessions token")
+
+
+def test_a_work_item_secret_in_the_environment_is_the_store_command_s_credential(
+    store_cmd: StoreCommand,
+):
+    """`memfs store --help` names the work item secret's variables, and a
+    worker's secret in MEMFS_WORK_ITEM_SECRET, with no token or URL beside it,
+    reaches the session's store."""
+    assert "MEMFS_WORK_ITEM_SECRET" in store_cmd.ok("--help").replace("\n", " ")
+    notes = store_cmd.ok("create", "Secret Notes").strip()
+    store_cmd.ok("put", notes, "/a.md", "-", stdin=b"from the secret\n")
+    item = work_item_of(store_cmd.ok("session", "create", "--store", notes))
+    env = {k: v for k, v in store_cmd.env.items() if k not in ("MEMFS_TOKEN", "MEMFS_API_URL")}
+    worker = StoreCommand(store_cmd.url, {**env, "MEMFS_WORK_ITEM_SECRET": item["secret"]})
+    assert worker.ok("cat", notes, "/a.md") == "from the secret\n"
