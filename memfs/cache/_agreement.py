@@ -21,12 +21,9 @@ class SyncChanges(CacheParts):
         for writing is left out until no write touched it for that many seconds, and
         while it is empty (`cmd > file`: the memory never shows the shell's truncate)."""
         out = []
-        settled = time.monotonic() - quiet_for
         for nid in sorted(self.pending):
             n = self.nodes.get(nid)
-            if n is None or n.orphan or n.is_dir:
-                continue
-            if quiet_for and n.live.writers and (n.live.last_write > settled or not n.size):
+            if n is None or n.orphan or n.is_dir or quiet_for and n.being_written(quiet_for):
                 continue
             out.append(Change.of(n))
         return out
@@ -149,7 +146,8 @@ class SyncChanges(CacheParts):
                 placed.node = self._insert_remote(memory, parent, name, content)
                 return placed
             placed.node = node
-            if (self._cached_sha(node) if node.cached else node.base_sha) != sha:
+            held = self._cached_sha(node)
+            if (held if node.cached else node.base_sha) != sha:
                 node.mtime_ns = node.ctime_ns = time.time_ns()  # new bytes, as a write makes
             self.bind(node, memory.memory_id, sha, memory.path)
             node.edited = False
@@ -161,7 +159,7 @@ class SyncChanges(CacheParts):
             node.too_large = False
             if content is not None:
                 self._cache_remote(node, content)
-            elif not (node.cached and node.size == size and self._cached_sha(node) == sha):
+            elif not (node.cached and node.size == size and held == sha):
                 self.contents.uncache(node)
                 node.size = size
             elif not node.live.open_count:

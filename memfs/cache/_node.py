@@ -6,6 +6,7 @@ what it hands to the sync. A `Node`'s fields are what the journal keeps; its
 from __future__ import annotations
 
 import enum
+import time
 from dataclasses import dataclass, field
 
 import trio
@@ -92,6 +93,14 @@ class Node:
     @property
     def orphan(self) -> bool:
         return self.live.orphan
+
+    def being_written(self, quiet_for: float) -> bool:
+        """Open for writing and written within `quiet_for` seconds, or empty (its writer
+        has not begun): a push or a pull now would meet it half way."""
+        live = self.live
+        return live.writers > 0 and (
+            time.monotonic() - live.last_write < quiet_for or not self.size
+        )
 
 
 Owner = tuple[int | None, int | None]

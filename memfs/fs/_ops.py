@@ -366,7 +366,9 @@ class MemoryStoreFS(pyfuse3.Operations):
         if not statmod.S_ISREG(mode):
             raise pyfuse3.FUSEError(errno.EROFS if self.read_only else errno.EPERM)
         sname = self._name_to_change(parent_inode, name, errno.EEXIST)
-        owner, mode = self.attributes.for_new(parent_inode, ctx, mode & 0o7777, is_dir=False)
+        owner, mode = self.attributes.for_new(
+            parent_inode, ctx, statmod.S_IMODE(mode), is_dir=False
+        )
         return self.attributes.of(self.cache.create(parent_inode, sname, mode, owner))
 
     @handler

@@ -6,7 +6,6 @@ the local version kept as it is."""
 from __future__ import annotations
 
 import contextlib
-import time
 
 from .._exceptions import CacheDiskFull, CacheError, ConflictCopyFailed, NotFound, StoreError
 from ..api import MARKER_PATH, MAX_NAME_BYTES, content_sha256, listed_path_problem
@@ -105,10 +104,9 @@ class Puller(Part):
         self.not_shown[r.memory_id] = (path, str(e))
 
     def _unshowable(self, r: RemoteMemory) -> bool:
-        """Whether the store's path for `r` cannot stand for a file here: not a
-        clean memory path (`listed_path_problem`), the marker's, or a name over
-        255 bytes. Such a memory is never shown, written or deleted; it is
-        recorded in `not_shown` and logged once."""
+        """Whether the store's path for `r` cannot stand for a file here: not a clean memory
+        path (`listed_path_problem`), the marker's, or a name over 255 bytes. Such a memory
+        is never shown, written or deleted; it is recorded in `not_shown` and logged once."""
         path = r.path
         key = ("not_shown", r.memory_id)
         problem = listed_path_problem(path)
@@ -160,7 +158,7 @@ class Puller(Part):
             node is not None
             and r.sha != node.base_sha
             and (node.cached or node.live.open_count > 0)
-            and not being_written(node)
+            and not node.being_written(QUIET_SECONDS)
             and self.cache.local_sha(node) != r.sha
         )
 
@@ -218,7 +216,7 @@ class Puller(Part):
         )
         if action in (Action.NOTHING, Action.PUSH, Action.DELETE_REMOTE):
             return
-        if node is not None and action in WAITS_FOR_WRITERS and being_written(node):
+        if node is not None and action in WAITS_FOR_WRITERS and node.being_written(QUIET_SECONDS):
             self._wait_for_writers(listed, node)
             return
         if action is Action.AGREE:
@@ -364,7 +362,7 @@ class Puller(Part):
             return None
         assert r.path is not None and r.sha is not None
         old = self.cache.node_of_memory(r.memory_id)
-        busy = [f for f in self.cache.in_the_way(r.path, old) if being_written(f)]
+        busy = [f for f in self.cache.in_the_way(r.path, old) if f.being_written(QUIET_SECONDS)]
         if busy:
             self._wait_for_writers(r, busy[0])
             return None
@@ -416,10 +414,3 @@ class Puller(Part):
         for folder, name in gone:
             await self.kernel.forget_entry(folder, name)
         await self.kernel.forget_content(parent)
-
-
-def being_written(node: Node) -> bool:
-    """Whether a writer may be half way through the file (or, empty, not begun)."""
-    live = node.live
-    quiet = time.monotonic() - live.last_write >= QUIET_SECONDS
-    return live.writers > 0 and not (quiet and node.size)

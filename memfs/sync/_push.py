@@ -68,9 +68,8 @@ class Pusher(Part):
         asked: bool = False,
         clearing: bool = False,
     ) -> None:
-        """Push the file `change` names, as it is now. `asked`: a person asked,
-        and a refused file is tried again at once. `clearing`: pushed to clear
-        another push's path (`_clear_path`)."""
+        """Push the file `change` names, as it is now. `asked`: a person asked, and a refused
+        file is tried again at once. `clearing`: to clear another push's path (`_clear_path`)."""
         cache = self.cache
         node = cache.nodes.get(change.node_id)
         if node is None or node.orphan or not node.pending:
