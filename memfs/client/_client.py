@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import ssl
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
-from contextlib import aclosing
+from contextlib import aclosing, suppress
 from typing import Any, TypedDict, TypeVar, Unpack
 from urllib.parse import quote
 
@@ -537,7 +537,5 @@ class StoreClient(SessionEndpoints):
 
     async def aclose(self) -> None:
         """Safe to call twice."""
-        try:
+        with suppress(httpx.HTTPError):
             await self._http.aclose()
-        except httpx.HTTPError:
-            pass

@@ -226,7 +226,8 @@ class Sender:
                 if attempt >= self.policy.max_retries or isinstance(e, _NEVER_RETRIED):
                     raise transport_error(e, self.base_url, self.timeout, attempt + 1)
                 reason = transport_reason(e, self.timeout)
-                await self._wait(attempt, None, f"{method} {url}: {reason}")
+                slow = isinstance(e, httpx.TimeoutException)
+                await self._wait(attempt, None, f"{method} {url}: {reason}", slow)
             else:
                 sent = True
                 if start is not None:
@@ -234,9 +235,8 @@ class Sender:
                 if attempt >= self.policy.max_retries or not should_retry(response):
                     return Answer(response, attempt + 1)
                 retry_after = retry_after_seconds(response)
-                await self._wait(
-                    attempt, retry_after, f"{method} {url} answered {response.status_code}"
-                )
+                what = f"{method} {url} answered {response.status_code}"
+                await self._wait(attempt, retry_after, what, False)
             attempt += 1
 
     async def _attempt(
@@ -273,9 +273,13 @@ class Sender:
         log.debug("%s %s -> %d in %.1f ms", method, url, response.status_code, elapsed)
         return response
 
-    async def _wait(self, attempt: int, retry_after: float | None, what: str) -> None:
+    async def _wait(self, attempt: int, retry_after: float | None, what: str, slow: bool) -> None:
+        """`slow`: a whole timeout went by without an answer, which is said as a warning."""
         delay = self.policy.delay(attempt, retry_after)
-        log.info("%s; retrying in %.2f s", what, delay)
+        if slow:
+            log.warning("%s; retrying in %.2f s", what, delay, extra={"event": "api_unanswered"})
+        else:
+            log.info("%s; retrying in %.2f s", what, delay)
         await trio.sleep(delay)
 
     async def _wait_at_start(self, start: StartWait, exc: BaseException, timeout: float) -> None:

@@ -4,6 +4,7 @@ the store process decides when each starts and stops."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
 import logging
@@ -188,10 +189,8 @@ class MountedStore:
             if not (asked or due):
                 continue
             pushed_at, tried = now, changes
-            try:
+            with contextlib.suppress(SyncError):  # logged; the periodic pass retries
                 await self.engine.run_pass(push_only=True)
-            except SyncError:
-                pass  # logged by the pass; the periodic pass retries with backoff
             seen = self._local_changes()
             if seen - tried:  # written while the push was on the wire
                 changed_at = time.monotonic()
