@@ -265,10 +265,6 @@ def setup_run(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _to_stderr(line: str, problem: bool) -> None:
-    sys.stderr.write(f"memfs: {line}\n")
-
-
 def run_run(args: argparse.Namespace, settings: Settings) -> int:
     if mounting(settings).daemon:
         raise ConfigError(
@@ -289,7 +285,7 @@ def run_run(args: argparse.Namespace, settings: Settings) -> int:
         log_format=settings.log_format,
         metrics_addr=mounting(settings).metrics_addr,
         session=plan.session,
-        announce=_to_stderr,
+        announce=lambda line, problem: print(f"memfs: {line}", file=sys.stderr),
         stdin_devnull=plan.read_stdin,
     )
     if result.not_started:

@@ -11,6 +11,7 @@ import json
 import os
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from .._exceptions import MemfsError, MountError
 from .._private import open_file_at, open_private_dir
@@ -100,8 +101,7 @@ def process_alive(pid: int) -> bool:
     """Whether a process of that pid runs (one this user may signal, not a zombie)."""
     try:
         os.kill(pid, 0)
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
     except OSError:
         return False
     # The state follows the command's name, in parentheses that it may itself hold.
@@ -111,8 +111,7 @@ def process_alive(pid: int) -> bool:
 def read_state(path: str) -> StoreState | None:
     """The state in `path` when its process is alive, else None."""
     try:
-        with open(path, "rb") as f:
-            state = StoreState.from_json(f.read())
+        state = StoreState.from_json(Path(path).read_bytes())
     except (OSError, ValueError):
         return None
     return state if process_alive(state.pid) else None

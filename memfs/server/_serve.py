@@ -4,6 +4,7 @@ or SIGINT. The first line on stdout is the URL, printed once the server accepts 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -41,8 +42,9 @@ def default_db_path() -> str:
 
 
 def _say(line: str) -> None:
-    sys.stderr.write(f"memfs serve: {line}\n")
-    sys.stderr.flush()
+    with contextlib.suppress(OSError):  # a closed pipe stops the saying, not the serving
+        sys.stderr.write(f"memfs serve: {line}\n")
+        sys.stderr.flush()
 
 
 def ensure_demo_store(db: Database, name: str) -> str:

@@ -1300,6 +1300,26 @@ def test_signals_shut_down_cleanly(memfs_server, signum):
     assert "Traceback" not in memfs_server.stderr
 
 
+def test_a_server_whose_output_pipe_was_closed_still_stops_on_sigterm(tmp_path):
+    """`memfs serve 2>&1 | head -2`: the reader is gone when the signal comes."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memfs", "serve", "--port", "0", "--db", str(tmp_path / "s.db")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "MEMFS_SERVE_TOKEN": "t" * 32},
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith(b"http://")
+        assert b"listening on" in proc.stdout.readline()
+        proc.stdout.close()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 class UmaskServer(ServerProcess):
     """`memfs serve` started under `sh -c 'umask MASK; exec ...'`."""
 
