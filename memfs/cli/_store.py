@@ -281,8 +281,7 @@ async def _cat(client: StoreClient, args: argparse.Namespace) -> None:
     memory = await client.get_memory(args.store_id, found.id, view="full")
     if args.json:
         return _answer(args, memory, ())
-    sys.stdout.write(memory.content or "")
-    sys.stdout.flush()
+    print(memory.content or "", end="", flush=True)
 
 
 async def _rm(client: StoreClient, args: argparse.Namespace) -> None:

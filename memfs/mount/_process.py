@@ -246,8 +246,7 @@ async def open_cache(spec: StoreSpec) -> StoreCache:
 def _say_waiting(sentence: str) -> None:
     """Before READY: the supervisor says it to the person waiting for the mount."""
     with contextlib.suppress(OSError, ValueError):
-        sys.stdout.write(f"WAITING {sentence}\n")
-        sys.stdout.flush()
+        print(f"WAITING {sentence}", flush=True)
 
 
 async def _store_main(spec: StoreSpec) -> int:
@@ -256,8 +255,7 @@ async def _store_main(spec: StoreSpec) -> int:
     try:
         async with trio.open_nursery() as nursery:
             await nursery.start(process.run)
-            sys.stdout.write("READY\n")
-            sys.stdout.flush()
+            print("READY", flush=True)
             ready_sent = True
     except (MemfsError, ExceptionGroup) as e:
         error = _memfs_error(e)
@@ -267,8 +265,7 @@ async def _store_main(spec: StoreSpec) -> int:
             log.error("%s", error, extra={"event": "store_failed"})
         else:  # the supervisor says it, once (an attach is tried again at each check)
             log.debug("%s", error, extra={"event": "store_failed"})
-            sys.stdout.write(f"ERROR {error}\n")
-            sys.stdout.flush()
+            print(f"ERROR {error}", flush=True)
         return 1
     return process.exit_code
 

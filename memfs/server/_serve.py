@@ -43,8 +43,7 @@ def default_db_path() -> str:
 
 def _say(line: str) -> None:
     with contextlib.suppress(OSError):  # a closed pipe stops the saying, not the serving
-        sys.stderr.write(f"memfs serve: {line}\n")
-        sys.stderr.flush()
+        print(f"memfs serve: {line}", file=sys.stderr, flush=True)
 
 
 def ensure_demo_store(db: Database, name: str) -> str:
@@ -147,8 +146,7 @@ def _run(server: _Server, sock: socket.socket, limits: ClientLimits, db_path: st
         while not server.started and not serving.done():
             await asyncio.sleep(0.01)
         if server.started:
-            sys.stdout.write(url + "\n")
-            sys.stdout.flush()
+            print(url, flush=True)
             _say(f"listening on {url} (database {db_path})")
         try:
             await serving

@@ -37,8 +37,7 @@ def main() -> int:
     except MemfsError as e:
         sys.stdout.write(f"ERROR {e}\n")
         return 1
-    sys.stdout.write("READY\n")
-    sys.stdout.flush()
+    print("READY", flush=True)
     log.info(
         "following session %s: a check every %g s",
         session.session_id,

@@ -124,11 +124,9 @@ def main() -> int:
     try:
         start_http_server(int(port), addr=host.strip("[]"), registry=registry)
     except OSError as e:
-        sys.stdout.write(f"ERROR cannot serve metrics at {settings['addr']}: {e.strerror or e}\n")
-        sys.stdout.flush()
+        print(f"ERROR cannot serve metrics at {settings['addr']}: {e.strerror or e}", flush=True)
         return 1
-    sys.stdout.write("READY\n")
-    sys.stdout.flush()
+    print("READY", flush=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     # The stores write their state files as they mount; give them a moment.
     time.sleep(POLL_SECONDS)

@@ -17,8 +17,7 @@ async def _serve(args: argparse.Namespace) -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
             url = await nursery.start(proxy.serve)
-            sys.stdout.write(url + "\n")
-            sys.stdout.flush()
+            print(url, flush=True)
             async for _ in signals:
                 nursery.cancel_scope.cancel()
                 break
