@@ -186,6 +186,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        os.getcwd()
+    except OSError:  # a mount gone from under the shell: imports need a folder
+        print("memfs: the current folder is gone; working from /", file=sys.stderr)
+        os.chdir("/")
     parser = build_parser()
     args = parser.parse_args(argv)
     args.verbose += args.verbose_after  # `memfs -v mount -v` is -vv

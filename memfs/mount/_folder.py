@@ -59,9 +59,10 @@ def mounted_source(path: str) -> str | None:
     return next((m.source for m in reversed(mount_table()) if m.point == path), None)
 
 
-def memfs_mounts() -> list[tuple[str, str, str]]:
-    """(source, mount point, fstype) of each memfs mount this process sees."""
-    return [m[:3] for m in mount_table() if m.source.startswith("memfs:")]
+def memfs_mounts() -> list[str]:
+    """The points of the memfs mounts this user may unmount (FUSE's `user_id`; root: all)."""
+    uid, ours = os.geteuid(), [m for m in mount_table() if m.source.startswith("memfs:")]
+    return [m.point for m in ours if not uid or f"user_id={uid}" in m.options.split(",")]
 
 
 def is_stale_mount(path: str) -> bool:
@@ -74,15 +75,16 @@ def is_stale_mount(path: str) -> bool:
     return False
 
 
-def force_unmount(path: str) -> None:
-    """Lazily unmount a FUSE mount whose process is gone."""
+def force_unmount(path: str) -> bool:
+    """Lazily unmount a FUSE mount whose process is gone; False when refused."""
     for cmd in (["fusermount3", "-uz", path], ["umount", "-l", path]):
         try:
             r = subprocess.run(cmd, capture_output=True, timeout=10)
         except (OSError, subprocess.TimeoutExpired):
             continue
         if r.returncode == 0:
-            return
+            return True
+    return False
 
 
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC

@@ -56,9 +56,7 @@ def unmount(paths: list[str], *, all_: bool) -> int:
     stale: list[str] = []
     if all_:
         targets = stores
-        for _source, point, _fstype in memfs_mounts():
-            if is_stale_mount(point) and not _at(stores, point):
-                stale.append(point)
+        stale = [p for p in memfs_mounts() if is_stale_mount(p) and not _at(stores, p)]
     else:
         for p in paths:
             real = os.path.abspath(p)
@@ -87,7 +85,10 @@ def unmount(paths: list[str], *, all_: bool) -> int:
         trio.run(exited, store.pid, GONE_TIMEOUT)
         print(f"unmounted {store.mount_path}")
     for point in stale:
-        force_unmount(point)
+        if not force_unmount(point):
+            sys.stderr.write(f"memfs: cannot unmount {point}: only its user or root can\n")
+            code = 1
+            continue
         remove_mount_folder(point)
         print(f"cleaned up a stale mount at {point}")
     return code
@@ -98,7 +99,7 @@ def not_listed(path: str | None = None) -> str | None:
     for any mount) although a memfs mount holds it: one sentence, or None."""
     listed = {os.path.abspath(s.mount_path) for s in running_stores()}
     path = os.path.abspath(path) if path else None
-    for _source, point, _fstype in memfs_mounts():
+    for point in memfs_mounts():
         inside = path is None or path == point or path.startswith(point.rstrip("/") + "/")
         if point in listed or not inside:
             continue

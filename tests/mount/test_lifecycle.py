@@ -233,6 +233,28 @@ def test_a_mount_whose_process_died_is_named_and_unmounted_alone(mounter, memfs_
     assert _mounted_sources(mounter.root) == {str(live): f"memfs:{live_id}"}
 
 
+def test_memfs_works_from_a_shell_left_in_an_unmounted_folder(mounter, memfs_server):
+    """A terminal left inside a mount that `memfs unmount` ended: its folder answers
+    ENOTCONN, which the import of httpx (through rich) did not survive: a
+    traceback, for every command that talks to the API."""
+    store_id = memfs_server.create_store("Dead")["id"]
+    path = mounter.root / "s"
+    mounter.mount(f"{store_id}={path}")
+    shell = subprocess.Popen(
+        ["sh", "-c", f'read _; exec "{sys.executable}" -P -m memfs store list'],
+        cwd=path,
+        env={**mounter.env, "MEMFS_API_URL": memfs_server.url, "MEMFS_TOKEN": memfs_server.token},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert mounter.unmount(path).returncode == 0
+    out, err = shell.communicate("go\n", timeout=60)
+    assert shell.returncode == 0 and store_id in out, err
+    assert err == "memfs: the current folder is gone; working from /\n"
+
+
 def test_a_stop_while_the_store_is_down_keeps_the_file_for_the_next_mount(
     mounter, memfs_server, proxy
 ):
