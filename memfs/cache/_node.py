@@ -96,7 +96,7 @@ class Node:
 
     def being_written(self, quiet_for: float) -> bool:
         """Open for writing and written within `quiet_for` seconds, or empty (its writer
-        has not begun): a push or a pull now would meet it half way."""
+        has not begun): a push now would meet it half way."""
         live = self.live
         return live.writers > 0 and (
             time.monotonic() - live.last_write < quiet_for or not self.size

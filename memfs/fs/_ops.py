@@ -128,10 +128,13 @@ MAX_FILES = 2000
 
 @dataclass
 class OpenFile:
-    """What one `open()` or `create()` holds; `node` None is the store's marker."""
+    """What one `open()` or `create()` holds; `node` None is the store's marker. An
+    `append` handle writes at the content's end, wherever the kernel's size (which a
+    pull may have made stale) put the write."""
 
     node: Node | None
     writable: bool
+    append: bool = False
 
 
 class MemoryStoreFS(pyfuse3.Operations):
@@ -186,7 +189,7 @@ class MemoryStoreFS(pyfuse3.Operations):
         for a set-id file, whose bits the kernel clears only on cached writes."""
         fh = next(self._handle_numbers)
         access = flags & os.O_ACCMODE
-        self.files[fh] = OpenFile(node, access != os.O_RDONLY)
+        self.files[fh] = OpenFile(node, access != os.O_RDONLY, bool(flags & os.O_APPEND))
         set_id = node is None or node.mode & (statmod.S_ISUID | statmod.S_ISGID)
         direct = access == os.O_WRONLY and not set_id
         return pyfuse3.FileInfo(fh=fh, keep_cache=True, direct_io=direct)
@@ -455,7 +458,7 @@ class MemoryStoreFS(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.EBADF)
         if self.cache.disk_full:
             raise pyfuse3.FUSEError(errno.ENOSPC)
-        return self.cache.write(h.node, off, buf)
+        return self.cache.write(h.node, h.node.size if h.append else off, buf)
 
     @handler
     async def flush(self, *args: Any, **kwargs: Any) -> NoReturn:

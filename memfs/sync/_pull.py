@@ -12,7 +12,6 @@ from ..api import MARKER_PATH, MAX_NAME_BYTES, content_sha256, listed_path_probl
 from ..cache import Node, StoredMemory, Tombstone, Upload
 from ._decide import Action, Local, Remote, decide, remote_state
 from ._shared import (
-    QUIET_SECONDS,
     KernelNotifier,
     NoKernel,
     Part,
@@ -25,7 +24,8 @@ from ._shared import (
 )
 
 WAITS_FOR_WRITERS = frozenset({Action.PULL, Action.PULL_KEEP_LOCAL, Action.REMOVE_LOCAL})
-"""Actions that replace or remove a file's content: they wait for its writers."""
+"""Actions that replace or remove a file's content: they wait until no writer holds it
+open, since a writer goes on at its own offsets and would write into the store's version."""
 
 
 class Puller(Part):
@@ -158,7 +158,7 @@ class Puller(Part):
             node is not None
             and r.sha != node.base_sha
             and (node.cached or node.live.open_count > 0)
-            and not node.being_written(QUIET_SECONDS)
+            and not node.live.writers
             and self.cache.local_sha(node) != r.sha
         )
 
@@ -216,7 +216,7 @@ class Puller(Part):
         )
         if action in (Action.NOTHING, Action.PUSH, Action.DELETE_REMOTE):
             return
-        if node is not None and action in WAITS_FOR_WRITERS and node.being_written(QUIET_SECONDS):
+        if node is not None and action in WAITS_FOR_WRITERS and node.live.writers:
             self._wait_for_writers(listed, node)
             return
         if action is Action.AGREE:
@@ -362,7 +362,7 @@ class Puller(Part):
             return None
         assert r.path is not None and r.sha is not None
         old = self.cache.node_of_memory(r.memory_id)
-        busy = [f for f in self.cache.in_the_way(r.path, old) if f.being_written(QUIET_SECONDS)]
+        busy = [f for f in self.cache.in_the_way(r.path, old) if f.live.writers]
         if busy:
             self._wait_for_writers(r, busy[0])
             return None

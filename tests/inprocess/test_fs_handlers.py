@@ -68,6 +68,20 @@ async def new_file(fs: MemoryStoreFS, name: bytes, content: bytes = b"", parent:
     return info.fh, attrs.st_ino
 
 
+async def test_an_append_handle_writes_at_the_end_whatever_offset_the_kernel_sends(fs):
+    """The kernel puts an `O_APPEND` write at the size it last heard of; a pull may
+    have shortened the file since, and the gap was written as zero bytes."""
+    fh, ino = await new_file(fs, b"log.md", b"a line the pull replaced\n")
+    await fs.release(fh)
+    fs.cache.truncate(ino, 6)
+    info = await fs.open(ino, os.O_WRONLY | os.O_APPEND, None)
+    assert await fs.write(info.fh, 25, b"more\n") == 5
+    await fs.release(info.fh)
+    info = await fs.open(ino, os.O_RDONLY, None)
+    assert await fs.read(info.fh, 0, 100) == b"a line" + b"more\n"
+    await fs.release(info.fh)
+
+
 async def test_files_read_write_stat_and_keep_mode_and_times(fs):
     fh, ino = await new_file(fs, b"a.md", b"hello world")
     assert await fs.read(fh, 6, 100) == b"world"

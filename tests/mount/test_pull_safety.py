@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,31 @@ def test_a_change_of_the_store_waits_for_the_file_s_writer(mounter, memfs_server
     assert (mnt / "doc.md").read_text() == "theirs"
     (copy,) = conflict_files(mounter.cache_dir / store_id / "conflicts")
     assert copy.read_bytes() == b"A" * 100 + b"B" * 100
+    mounter.unmount(mnt)
+    assert remote_files(memfs_server, store_id) == {"/doc.md": "theirs"}
+
+
+def test_a_change_of_the_store_waits_for_a_quiet_writer_too(mounter, memfs_server):
+    """A writer that paused for longer than the quiet time goes on at its own
+    offset: in the store's version, that left a hole of zero bytes, which was
+    pushed to the store and every session."""
+    store_id = memfs_server.create_store("quiet writer")["id"]
+    put_remote(memfs_server, store_id, "/doc.md", "base")
+    mnt = mounter.mount_one(store_id)
+    assert (mnt / "doc.md").read_text() == "base"
+    with open(mnt / "doc.md", "w") as f:
+        f.write("first half, ")
+        f.flush()
+        time.sleep(2.5)  # quiet: this version is pushed
+        put_remote(memfs_server, store_id, "/doc.md", "theirs")
+        mounter.sync(mnt)
+        f.write("second half")
+        f.flush()
+        assert (mnt / "doc.md").read_text() == "first half, second half"
+    mounter.sync(mnt)  # closed: decided on the whole local version
+    assert (mnt / "doc.md").read_text() == "theirs"
+    (copy,) = conflict_files(mounter.cache_dir / store_id / "conflicts")
+    assert copy.read_text() == "first half, second half"
     mounter.unmount(mnt)
     assert remote_files(memfs_server, store_id) == {"/doc.md": "theirs"}
 
