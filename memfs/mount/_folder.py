@@ -78,12 +78,9 @@ def is_stale_mount(path: str) -> bool:
 def force_unmount(path: str) -> bool:
     """Lazily unmount a FUSE mount whose process is gone; False when refused."""
     for cmd in (["fusermount3", "-uz", path], ["umount", "-l", path]):
-        try:
-            r = subprocess.run(cmd, capture_output=True, timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            continue
-        if r.returncode == 0:
-            return True
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            if subprocess.run(cmd, capture_output=True, timeout=10).returncode == 0:
+                return True
     return False
 
 

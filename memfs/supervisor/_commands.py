@@ -141,8 +141,7 @@ def file_in_mount(path: str) -> tuple[StoreState, str] | None:
 
 
 def push_files(store: StoreState, paths: list[str], timeout: float) -> PushFilesReply | ErrorReply:
-    """These memory paths of `store` pushed now, each confirmed (or not)
-    within `timeout` seconds."""
+    """These memory paths of `store` pushed now, each confirmed (or not) within `timeout` s."""
     ((_, reply),) = _ask_each([store], lambda c: c.push_files(paths, timeout=timeout))
     return reply
 

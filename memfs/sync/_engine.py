@@ -344,12 +344,12 @@ class SyncEngine:
         return [self._outcome(p, refused, cause, p in moved_on) for p in paths]
 
     async def _store_moved_on(self, path: str) -> bool:
-        """Whether the store no longer holds what a clean file holds."""
+        """Whether the store no longer holds what a clean file holds (a move alone keeps it)."""
         node = self.cache.find(path)
         if node is None or node.is_dir or node.pending or node.memory_id is None:
             return False
         r = await self.remote.one(node.memory_id)
-        return r.deleted or (r.path, r.sha) != (node.path, node.base_sha)
+        return r.deleted or r.sha != node.base_sha
 
     async def _push_now(self, paths: list[str]) -> None:
         async with self._lock:

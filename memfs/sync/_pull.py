@@ -362,10 +362,15 @@ class Puller(Part):
             return None
         assert r.path is not None and r.sha is not None
         old = self.cache.node_of_memory(r.memory_id)
-        busy = [f for f in self.cache.in_the_way(r.path, old) if f.live.writers]
-        if busy:
+        in_way = self.cache.in_the_way(r.path, old)
+        if busy := [f for f in in_way if f.live.writers]:
             self._wait_for_writers(r, busy[0])
             return None
+        again = [  # memories taken out of the way, still at their own paths in the store
+            RemoteMemory(f.memory_id, f.base_path, f.base_sha, f.size)
+            for f in in_way
+            if f.memory_id not in (None, r.memory_id)
+        ]
         content = None
         if fetch:
             try:
@@ -386,6 +391,7 @@ class Puller(Part):
             return None
         node = placed.node
         report.pulled += 1
+        self.ledger.deferred.update((m.memory_id, m) for m in again)  # shown next pass
         for local, copy in placed.copies:
             if local == r.path:
                 self.cache.note_overruled(node, copy)

@@ -393,3 +393,26 @@ def test_a_new_file_whose_path_the_store_took_is_overruled(mounter, memfs_server
     assert Path(answer["kept_copy"]).read_text() == "mine\n"
     assert (mnt / "taken.md").read_text() == "theirs\n"
     assert os.getxattr(mnt / "taken.md", "user.memfs.kept_copy").decode() == answer["kept_copy"]
+
+
+def test_an_edit_of_a_file_another_session_moved_is_saved_at_its_new_path(mounter, memfs_server):
+    """The store moved the memory (another session's rename) before this edit was
+    pushed: the edit is in the store, at the new path, and is said saved; it was
+    said not confirmed, and a second `memfs sync` found no file."""
+    store_id = memfs_server.create_store("s")["id"]
+    mnt = mounter.mount_one(store_id, extra=QUIET)
+    (mnt / "ff.md").write_text("first\n")
+    assert sync_files(mounter, mnt / "ff.md").returncode == 0
+    memory = stored(memfs_server, store_id, "/ff.md")
+    assert memory is not None
+    with memfs_server.http() as http:
+        moved = http.post(
+            f"/v1/memory_stores/{store_id}/memories/{memory['id']}", json={"path": "/gg.md"}
+        )
+        assert moved.status_code == 200, moved.text
+    (mnt / "ff.md").write_text("edited here\n")
+    r = sync_files(mounter, mnt / "ff.md", extra=("--json",))
+    assert r.returncode == 0, r.stdout + r.stderr
+    (answer,) = json.loads(r.stdout)
+    assert (answer["outcome"], answer["memory_id"]) == ("saved", memory["id"])
+    assert FakeStore(memfs_server, store_id).memories() == {"/gg.md": "edited here\n"}

@@ -157,3 +157,25 @@ def test_a_file_the_store_changed_gets_a_new_modification_time(mounter, memfs_se
     changed = (path / "m.txt").stat()
     assert (path / "m.txt").read_text() == "dddd\n"
     assert changed.st_mtime_ns > 10**18 + 10**17 and changed.st_ctime_ns >= changed.st_mtime_ns
+
+
+def test_a_file_moved_onto_a_path_the_store_just_gave_another_memory_comes_back(
+    mounter, memfs_server
+):
+    """The store's memory at the path wins and the moved file becomes a conflict copy;
+    its own memory, still at its old path in the store, vanished from this mount
+    until a periodic full listing, about 40 passes later."""
+    store_id = memfs_server.create_store("move onto")["id"]
+    put_remote(memfs_server, store_id, "/p.md", "p content")
+    mnt = mounter.mount_one(store_id)
+    assert (mnt / "p.md").read_text() == "p content"
+    put_remote(memfs_server, store_id, "/q.md", "q content")
+    (mnt / "p.md").rename(mnt / "q.md")
+    mounter.sync(mnt)
+    mounter.sync(mnt)
+    assert sorted(p.name for p in mnt.iterdir() if not p.name.startswith(".")) == ["p.md", "q.md"]
+    assert (mnt / "p.md").read_text() == "p content"
+    assert (mnt / "q.md").read_text() == "q content"
+    mounter.unmount(mnt)
+    assert remote_files(memfs_server, store_id) == {"/p.md": "p content", "/q.md": "q content"}
+
