@@ -178,4 +178,3 @@ def test_a_file_moved_onto_a_path_the_store_just_gave_another_memory_comes_back(
     assert (mnt / "q.md").read_text() == "q content"
     mounter.unmount(mnt)
     assert remote_files(memfs_server, store_id) == {"/p.md": "p content", "/q.md": "q content"}
-
