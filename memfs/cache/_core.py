@@ -201,8 +201,6 @@ class CacheParts(Tree):
 
     def tombstone_at(self, path: str) -> Tombstone | None:
         """The pending delete of the memory that was at `path`, if any."""
-        if not self.tombstones:
-            return None
         return next((s for s in self.tombstones.values() if s.path == path), None)
 
     def take_back(self, path: str) -> Tombstone | None:

@@ -95,6 +95,4 @@ def decide(
     if same_bytes and local is Local.EDITED and remote is Remote.CHANGED:
         return Action.ADOPT
     action = TABLE[(local, remote)]
-    if read_only and action is Action.RECREATE:
-        return Action.KEEP_LOCAL
-    return action
+    return Action.KEEP_LOCAL if read_only and action is Action.RECREATE else action

@@ -74,6 +74,8 @@ class Pusher(Part):
         node = cache.nodes.get(change.node_id)
         if node is None or node.orphan or not node.pending:
             return
+        if node.memory_id in self.ledger.deferred:
+            return  # the store's newer version waits for this file's writers: a push would fail
         change = Change.of(node)
         if node.too_large:
             self.ledger.log_once(
