@@ -61,7 +61,8 @@ def mounted_source(path: str) -> str | None:
 
 def memfs_mounts() -> list[str]:
     """The points of the memfs mounts this user may unmount (FUSE's `user_id`; root: all)."""
-    uid, ours = os.geteuid(), [m for m in mount_table() if m.source.startswith("memfs:")]
+    uid = os.geteuid()
+    ours = [m for m in mount_table() if m.source.startswith("memfs:")]
     return [m.point for m in ours if not uid or f"user_id={uid}" in m.options.split(",")]
 
 

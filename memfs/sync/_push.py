@@ -75,7 +75,7 @@ class Pusher(Part):
         if node is None or node.orphan or not node.pending:
             return
         if node.memory_id in self.ledger.deferred:
-            return  # the store's newer version waits for this file's writers: a push would fail
+            return  # the store's newer version waits (writers, a copy): a push would fail
         change = Change.of(node)
         if node.too_large:
             self.ledger.log_once(
